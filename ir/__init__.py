@@ -1,0 +1,105 @@
+"""The dynshape IR: types with symbolic dims, expressions, modules, ops and the text format.
+
+This package depends on sympy and on nothing else of the project (see ``design/layering.md``).
+"""
+
+from . import ops as _ops  # registers the op catalogue
+from .attrs import AttrDef, Attrs
+from .dims import (
+    Dim,
+    check_dim,
+    compare,
+    dim_max,
+    dim_min,
+    free_symbols,
+    fresh,
+    is_anonymous,
+    is_static,
+    known_equal,
+    simplify,
+    sym,
+)
+from .dtypes import DTYPES, ITEMSIZE
+from .errors import IRError, ParseError
+from .expr import (
+    Call,
+    Constant,
+    Expr,
+    Function,
+    GlobalVar,
+    If,
+    Let,
+    Tuple,
+    TupleGetItem,
+    Var,
+    call,
+    const,
+    function,
+    tuple_of,
+)
+from .functor import ExprFunctor, ExprMutator, ExprVisitor
+from .module import Module
+from .op import OpDef, Operand, OpPattern, all_ops, get_op, has_op, register_op
+from .span import Span
+from .structural import structurally_equal
+from .text import parse, parse_type
+from .types import FuncType, TensorType, TupleType, Type, scalar, tensor_leaves, type_symbols
+
+__all__ = [
+    "DTYPES",
+    "ITEMSIZE",
+    "AttrDef",
+    "Attrs",
+    "Call",
+    "Constant",
+    "Dim",
+    "Expr",
+    "ExprFunctor",
+    "ExprMutator",
+    "ExprVisitor",
+    "FuncType",
+    "Function",
+    "GlobalVar",
+    "IRError",
+    "If",
+    "Let",
+    "Module",
+    "OpDef",
+    "OpPattern",
+    "Operand",
+    "ParseError",
+    "Span",
+    "TensorType",
+    "Tuple",
+    "TupleGetItem",
+    "TupleType",
+    "Type",
+    "Var",
+    "all_ops",
+    "call",
+    "check_dim",
+    "compare",
+    "const",
+    "dim_max",
+    "dim_min",
+    "free_symbols",
+    "fresh",
+    "function",
+    "get_op",
+    "has_op",
+    "is_anonymous",
+    "is_static",
+    "known_equal",
+    "parse",
+    "parse_type",
+    "register_op",
+    "scalar",
+    "simplify",
+    "structurally_equal",
+    "sym",
+    "tensor_leaves",
+    "tuple_of",
+    "type_symbols",
+]
+
+del _ops

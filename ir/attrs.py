@@ -1,0 +1,223 @@
+"""Typed operator attributes: each kind validates and normalises a value once, at construction.
+
+Attribute values are immutable (lists become tuples) so that a call's attributes are hashable and
+can never change after the call is built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .dtypes import DTYPES
+
+
+class AttrKind:
+    """A kind of attribute value. ``normalize`` returns the canonical value or raises TypeError."""
+
+    name = "attr"
+
+    def normalize(self, value: Any) -> Any:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+class _Int(AttrKind):
+    name = "int"
+
+    def normalize(self, value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError("expected an int")
+        return int(value)
+
+
+class _Float(AttrKind):
+    name = "float"
+
+    def normalize(self, value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TypeError("expected a number")
+        return float(value)
+
+
+class _Bool(AttrKind):
+    name = "bool"
+
+    def normalize(self, value: Any) -> Any:
+        if not isinstance(value, bool):
+            raise TypeError("expected True or False")
+        return value
+
+
+class _Str(AttrKind):
+    name = "str"
+
+    def normalize(self, value: Any) -> Any:
+        if not isinstance(value, str):
+            raise TypeError("expected a string")
+        return value
+
+
+class _DType(AttrKind):
+    name = "dtype"
+
+    def normalize(self, value: Any) -> Any:
+        if not isinstance(value, str) or value not in DTYPES:
+            raise TypeError(f"expected a dtype, one of {', '.join(sorted(DTYPES))}")
+        return value
+
+
+class _IntList(AttrKind):
+    name = "list[int]"
+
+    def normalize(self, value: Any) -> Any:
+        if not isinstance(value, (list, tuple)):
+            raise TypeError("expected a list of ints")
+        return tuple(INT.normalize(v) for v in value)
+
+
+class _Optional(AttrKind):
+    def __init__(self, inner: AttrKind) -> None:
+        self.inner = inner
+        self.name = f"{inner.name} or None"
+
+    def normalize(self, value: Any) -> Any:
+        return None if value is None else self.inner.normalize(value)
+
+
+class _OneOf(AttrKind):
+    """The first of several kinds that accepts the value wins."""
+
+    def __init__(self, *kinds: AttrKind) -> None:
+        self.kinds = kinds
+        self.name = " or ".join(k.name for k in kinds)
+
+    def normalize(self, value: Any) -> Any:
+        for kind in self.kinds:
+            try:
+                return kind.normalize(value)
+            except TypeError:
+                continue
+        raise TypeError(f"expected {self.name}")
+
+
+class _Choice(AttrKind):
+    def __init__(self, *choices: str) -> None:
+        self.choices = choices
+        self.name = " | ".join(repr(c) for c in choices)
+
+    def normalize(self, value: Any) -> Any:
+        if value not in self.choices:
+            raise TypeError(f"expected one of {self.name}")
+        return value
+
+
+class _PairList(AttrKind):
+    name = "list[[int, int]]"
+
+    def normalize(self, value: Any) -> Any:
+        if not isinstance(value, (list, tuple)):
+            raise TypeError("expected a list of [before, after] pairs")
+        out = []
+        for pair in value:
+            pair = INT_LIST.normalize(pair)
+            if len(pair) != 2:
+                raise TypeError("expected a list of [before, after] pairs")
+            out.append(pair)
+        return tuple(out)
+
+
+INT: AttrKind = _Int()
+FLOAT: AttrKind = _Float()
+BOOL: AttrKind = _Bool()
+STR: AttrKind = _Str()
+DTYPE: AttrKind = _DType()
+INT_LIST: AttrKind = _IntList()
+PAIR_LIST: AttrKind = _PairList()
+#: An axis argument: one int, a list of ints, or None for "all axes".
+AXES: AttrKind = _Optional(_OneOf(INT, INT_LIST))
+
+
+def optional(kind: AttrKind) -> AttrKind:
+    """The kind that accepts None or a value of ``kind``."""
+    return _Optional(kind)
+
+
+def one_of(*kinds: AttrKind) -> AttrKind:
+    """The kind that accepts a value of any of ``kinds`` (tried in order)."""
+    return _OneOf(*kinds)
+
+
+def choice(*choices: str) -> AttrKind:
+    """The kind that accepts one of a fixed set of strings."""
+    return _Choice(*choices)
+
+
+_REQUIRED = object()
+
+
+@dataclass(frozen=True)
+class AttrDef:
+    """One attribute of an op: its name, kind, and default (absent when required)."""
+
+    name: str
+    """The keyword used in the text format and the builder."""
+    kind: AttrKind
+    """What values are allowed."""
+    default: Any = _REQUIRED
+    """The value used when a call does not give one; absent for required attributes."""
+
+    @property
+    def required(self) -> bool:
+        """True if a call must give this attribute."""
+        return self.default is _REQUIRED
+
+
+def attr(name: str, kind: AttrKind, default: Any = _REQUIRED) -> AttrDef:
+    """Declare an attribute (shorthand used by the op catalogue)."""
+    if default is not _REQUIRED:
+        default = kind.normalize(default)
+    return AttrDef(name, kind, default)
+
+
+class Attrs(Mapping[str, Any]):
+    """An immutable, hashable mapping of attribute names to normalised values."""
+
+    __slots__ = ("_hash", "_items")
+
+    def __init__(self, items: Mapping[str, Any] | None = None) -> None:
+        self._items: dict[str, Any] = dict(items or {})
+        self._hash: int | None = None
+
+    def __getitem__(self, key: str) -> Any:
+        return self._items[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            self._hash = hash(tuple(sorted(self._items.items(), key=lambda kv: kv[0])))
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Attrs):
+            return self._items == other._items
+        return NotImplemented
+
+    def __getattr__(self, key: str) -> Any:
+        if key.startswith("_"):
+            raise AttributeError(key)
+        try:
+            return self._items[key]
+        except KeyError:
+            raise AttributeError(key) from None
+
+    def __repr__(self) -> str:
+        return f"Attrs({self._items!r})"

@@ -1,0 +1,193 @@
+"""Dimensions: plain ints when static, sympy expressions over named or anonymous symbols when not.
+
+Every symbol is an integer and non-negative, so sympy can prove facts such as ``n + 1 > n``.
+A ``?`` dim is an *anonymous* symbol (a ``sympy.Dummy``): two of them are always different.
+
+Comparisons answer ``True``, ``False`` or ``None`` (unknown); pass code must never call
+``bool()`` on a sympy relational. Results are cached because sympy is slow.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from typing import TypeAlias
+
+import sympy
+
+from .errors import IRError
+
+#: A dimension: a non-negative ``int``, or a sympy expression with integer non-negative symbols.
+Dim: TypeAlias = int | sympy.Expr
+
+_ASSUMPTIONS = {"integer": True, "nonnegative": True}
+_anonymous_counter = itertools.count()
+
+
+def sym(name: str) -> sympy.Symbol:
+    """Return the named dimension symbol ``name`` (the same object for the same name)."""
+    if not name.isidentifier():
+        raise IRError(f"bad symbol name {name!r}: must be an identifier")
+    return sympy.Symbol(name, **_ASSUMPTIONS)
+
+
+def fresh(hint: str = "any") -> sympy.Dummy:
+    """Return a new anonymous dimension symbol, different from every other (printed ``?``)."""
+    return sympy.Dummy(f"{hint}{next(_anonymous_counter)}", **_ASSUMPTIONS)
+
+
+def is_anonymous(symbol: sympy.Basic) -> bool:
+    """True if ``symbol`` is an anonymous (``?``) dimension symbol."""
+    return isinstance(symbol, sympy.Dummy)
+
+
+def is_static(dim: Dim) -> bool:
+    """True if ``dim`` is a known integer."""
+    return isinstance(dim, int)
+
+
+def free_symbols(dim: Dim) -> frozenset[sympy.Symbol]:
+    """The symbols a dim mentions (empty for a static dim)."""
+    if isinstance(dim, int):
+        return frozenset()
+    return frozenset(dim.free_symbols)
+
+
+def check_dim(dim: object) -> Dim:
+    """Validate and normalise one dim: sympy integers become ints; symbols must be dim symbols.
+
+    Raises IRError naming the dim when it is negative, not an integer expression, or mentions
+    a symbol that is not a non-negative integer.
+    """
+    if isinstance(dim, bool):
+        raise IRError(f"bad dim {dim!r}: a dim is an int or a symbolic expression, not a bool")
+    if isinstance(dim, int):
+        if dim < 0:
+            raise IRError(f"bad dim {dim}: dims are non-negative")
+        return dim
+    if isinstance(dim, sympy.Integer):
+        return check_dim(int(dim))
+    if isinstance(dim, sympy.Expr):
+        return _check_symbolic(dim)
+    raise IRError(f"bad dim {dim!r}: a dim is an int or a sympy expression")
+
+
+@functools.lru_cache(maxsize=65536)
+def _check_symbolic(dim: sympy.Expr) -> Dim:
+    for s in dim.free_symbols:
+        if not (s.is_integer and s.is_nonnegative):
+            raise IRError(
+                f"bad dim {dim}: symbol {s} must be declared integer and non-negative "
+                "(use ir.sym(name))"
+            )
+    if dim.is_integer is False or (dim.is_integer is None and not _integer_valued(dim)):
+        raise IRError(f"bad dim {dim}: not an integer expression")
+    if dim.is_negative:
+        raise IRError(f"bad dim {dim}: dims are non-negative")
+    return dim
+
+
+def _integer_valued(expr: sympy.Basic) -> bool:
+    """True if ``expr`` is built from integers with + * floor Mod Max Min and no true division.
+
+    sympy cannot always prove ``floor(n/m)`` an integer (m may be 0), but such a dim is one
+    wherever it is defined; ``n/2`` is not.
+    """
+    if isinstance(expr, (sympy.floor, sympy.ceiling, sympy.Mod)):
+        return True
+    if isinstance(expr, sympy.Rational):
+        return expr.is_integer is True
+    if isinstance(expr, sympy.Pow):
+        return (
+            expr.exp.is_integer is True
+            and expr.exp.is_nonnegative is True
+            and _integer_valued(expr.base)
+        )
+    if isinstance(expr, sympy.Symbol):
+        return expr.is_integer is True
+    return all(_integer_valued(a) for a in expr.args)
+
+
+def simplify(dim: Dim) -> Dim:
+    """Return a canonical form of ``dim`` (constants folded, like terms collected)."""
+    if isinstance(dim, int):
+        return dim
+    return _simplify(dim)
+
+
+@functools.lru_cache(maxsize=65536)
+def _simplify(dim: sympy.Expr) -> Dim:
+    out = sympy.expand(dim)
+    if isinstance(out, sympy.Integer):
+        return int(out)
+    return out
+
+
+def as_expr(dim: Dim) -> sympy.Expr:
+    """The dim as a sympy expression (ints become ``sympy.Integer``)."""
+    return sympy.Integer(dim) if isinstance(dim, int) else dim
+
+
+def compare(a: Dim, op: str, b: Dim) -> bool | None:
+    """Decide ``a op b`` for ``op`` in ``== != < <= > >=``: True, False, or None if unknown."""
+    if isinstance(a, int) and isinstance(b, int):
+        return _INT_OPS[op](a, b)
+    return _compare_symbolic(as_expr(a), op, as_expr(b))
+
+
+_INT_OPS = {
+    "==": lambda a, b: a == b,
+    "!=": lambda a, b: a != b,
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+}
+
+
+@functools.lru_cache(maxsize=65536)
+def _compare_symbolic(a: sympy.Expr, op: str, b: sympy.Expr) -> bool | None:
+    if op not in _INT_OPS:
+        raise ValueError(f"unknown comparison {op!r}")
+    if op in (">", ">="):
+        a, b, op = b, a, "<" if op == ">" else "<="
+    diff = sympy.expand(b - a)  # the question becomes a fact about diff = b - a
+    if op in ("==", "!="):
+        equal = _is_zero(diff)
+        return equal if equal is None or op == "==" else not equal
+    if op == "<":
+        return _fuzzy(diff.is_positive)
+    return _fuzzy(diff.is_nonnegative)
+
+
+def _is_zero(diff: sympy.Expr) -> bool | None:
+    if diff == 0:
+        return True
+    return _fuzzy(diff.is_zero)
+
+
+def _fuzzy(value: bool | None) -> bool | None:
+    return None if value is None else bool(value)
+
+
+def known_equal(a: Dim, b: Dim) -> bool:
+    """True only if ``a == b`` is proven (False means 'not proven', not 'different')."""
+    return compare(a, "==", b) is True
+
+
+def dim_max(a: Dim, b: Dim) -> Dim:
+    """The larger of two dims, simplified when the order is provable."""
+    if compare(a, ">=", b):
+        return a
+    if compare(b, ">=", a):
+        return b
+    return sympy.Max(as_expr(a), as_expr(b))
+
+
+def dim_min(a: Dim, b: Dim) -> Dim:
+    """The smaller of two dims, simplified when the order is provable."""
+    if compare(a, "<=", b):
+        return a
+    if compare(b, "<=", a):
+        return b
+    return sympy.Min(as_expr(a), as_expr(b))

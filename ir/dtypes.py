@@ -1,0 +1,39 @@
+"""The element types a tensor may have."""
+
+from __future__ import annotations
+
+from .errors import IRError
+
+#: Every dtype the IR accepts, with its size in bytes.
+ITEMSIZE: dict[str, int] = {
+    "bool": 1,
+    "int8": 1,
+    "int16": 2,
+    "int32": 4,
+    "int64": 8,
+    "uint8": 1,
+    "float16": 2,
+    "float32": 4,
+    "float64": 8,
+}
+
+DTYPES: frozenset[str] = frozenset(ITEMSIZE)
+FLOAT_DTYPES: frozenset[str] = frozenset({"float16", "float32", "float64"})
+INT_DTYPES: frozenset[str] = frozenset({"int8", "int16", "int32", "int64", "uint8"})
+
+
+def check_dtype(dtype: object, what: str = "dtype") -> str:
+    """Return ``dtype`` if it names a supported element type, else raise an IRError."""
+    if not isinstance(dtype, str) or dtype not in DTYPES:
+        raise IRError(f"bad {what} {dtype!r}: expected one of {', '.join(sorted(DTYPES))}")
+    return dtype
+
+
+def is_float(dtype: str) -> bool:
+    """True for floating-point dtypes."""
+    return dtype in FLOAT_DTYPES
+
+
+def is_int(dtype: str) -> bool:
+    """True for signed and unsigned integer dtypes (not bool)."""
+    return dtype in INT_DTYPES

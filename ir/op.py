@@ -1,0 +1,136 @@
+"""Operator declarations and the op registry.
+
+An op is declared once, declaratively: its name, its operands, its typed attributes with
+defaults, its fusion pattern and how its result dtype follows from its inputs. Shape functions
+(``shape_funcs``) and kernels (``vm``) are registered elsewhere, by the op's name.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .attrs import AttrDef, Attrs
+from .errors import IRError
+from .span import Span
+
+
+class OpPattern(enum.IntEnum):
+    """How an op may take part in fusion; a smaller value fuses more freely (TVM's order)."""
+
+    ELEMWISE = 0
+    """Output element i depends on input element i only."""
+    BROADCAST = 1
+    """Elementwise after numpy broadcasting of the inputs."""
+    INJECTIVE = 2
+    """Each output element is one input element moved (reshape, transpose, slice, take...)."""
+    REDUCTION = 3
+    """Combines elements along axes (sum, max, argmax, softmax...)."""
+    OUT_ELEMWISE_FUSABLE = 4
+    """Complex ops (dense, matmul, conv) whose result may feed a fused elementwise epilogue."""
+    OPAQUE = 8
+    """Never fused (data-dependent ops, creation from values, memory ops)."""
+
+
+#: ``dtype_rule(input_dtypes, attrs) -> dtype or tuple of dtypes (for tuple results)``.
+#: An input dtype is ``None`` when that input is a tuple; it is a tuple of dtypes then.
+DTypeRule = Callable[[Sequence[Any], Attrs], str | tuple[str, ...]]
+
+
+@dataclass(frozen=True, eq=False)
+class Operand:
+    """One positional operand of an op."""
+
+    name: str
+    """The operand's name, used in error messages."""
+    is_tuple: bool = False
+    """True if the operand is a tuple of tensors (``concatenate``'s input)."""
+
+
+@dataclass(frozen=True, eq=False)
+class OpDef:
+    """The declaration of one op. Ops compare by identity; the registry holds one per name."""
+
+    name: str
+    """The op's name in the text format (``add``, ``nn.conv2d``)."""
+    operands: tuple[Operand, ...]
+    """Positional operands, in order."""
+    attrs: tuple[AttrDef, ...]
+    """Keyword attributes, with their kinds and defaults."""
+    pattern: OpPattern
+    """Fusion pattern."""
+    dtype_rule: DTypeRule
+    """How the result dtype(s) follow from the input dtypes and attributes."""
+    doc: str = ""
+    """One line describing the op (shown in the op table of the README)."""
+    attr_index: Mapping[str, AttrDef] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "attr_index", {a.name: a for a in self.attrs})
+
+    @property
+    def arity(self) -> int:
+        """The number of operands."""
+        return len(self.operands)
+
+    def make_attrs(self, given: Mapping[str, Any], span: Span | None = None) -> Attrs:
+        """Check ``given`` against the declaration and fill in defaults.
+
+        Raises IRError naming the op and the attribute when an attribute is unknown, missing,
+        or has a value of the wrong kind.
+        """
+        for key in given:
+            if key not in self.attr_index:
+                known = ", ".join(self.attr_index) or "none"
+                raise IRError(
+                    f"op {self.name} has no attribute {key!r} (its attributes: {known})", span
+                )
+        values: dict[str, Any] = {}
+        for a in self.attrs:
+            if a.name in given:
+                try:
+                    values[a.name] = a.kind.normalize(given[a.name])
+                except TypeError as e:
+                    raise IRError(
+                        f"op {self.name}: attribute {a.name}={given[a.name]!r} is ill-typed: {e}",
+                        span,
+                    ) from None
+            elif a.required:
+                raise IRError(f"op {self.name}: missing required attribute {a.name!r}", span)
+            else:
+                values[a.name] = a.default
+        return Attrs(values)
+
+    def __repr__(self) -> str:
+        return f"OpDef({self.name})"
+
+
+_REGISTRY: dict[str, OpDef] = {}
+
+
+def register_op(op: OpDef) -> OpDef:
+    """Add ``op`` to the registry. Registering a name twice raises IRError."""
+    if op.name in _REGISTRY:
+        raise IRError(f"op {op.name!r} is already registered")
+    _REGISTRY[op.name] = op
+    return op
+
+
+def get_op(name: str, span: Span | None = None) -> OpDef:
+    """The op called ``name``; raises IRError naming it when there is none."""
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise IRError(f"unknown op {name!r}", span) from None
+
+
+def has_op(name: str) -> bool:
+    """True if an op called ``name`` is registered."""
+    return name in _REGISTRY
+
+
+def all_ops() -> list[OpDef]:
+    """Every registered op, sorted by name."""
+    return [_REGISTRY[k] for k in sorted(_REGISTRY)]

@@ -1,0 +1,126 @@
+"""Shape and data-dependent ops: their output shapes depend on input values."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..attrs import BOOL, DTYPE, INT, Attrs, attr, choice
+from ..op import OpPattern
+from ._declare import declare, fixed, from_attr, input_dtype, integer_input, numeric_like
+
+declare(
+    "shape_of",
+    ["x"],
+    OpPattern.OPAQUE,
+    from_attr(),
+    [attr("dtype", choice("int32", "int64"), "int64")],
+    doc="the shape of x as a 1-d integer tensor",
+)
+
+
+def _dyn_reshape(dtypes: Sequence[Any], attrs: Attrs) -> str:
+    integer_input(dtypes, 1, "dyn.reshape's newshape")
+    return input_dtype(dtypes, 0, "the data")
+
+
+declare(
+    "dyn.reshape",
+    ["x", "newshape"],
+    OpPattern.OPAQUE,
+    _dyn_reshape,
+    doc="reshape to the shape held in a 1-d integer tensor (0 and -1 as in reshape)",
+)
+
+
+def _dyn_create(dtypes: Sequence[Any], attrs: Attrs) -> str:
+    integer_input(dtypes, len(dtypes) - 1, "the shape tensor")
+    return str(attrs["dtype"])
+
+
+declare(
+    "dyn.zeros",
+    ["shape"],
+    OpPattern.OPAQUE,
+    _dyn_create,
+    [attr("dtype", DTYPE, "float32")],
+    doc="zeros of a shape held in a tensor",
+)
+declare(
+    "dyn.ones",
+    ["shape"],
+    OpPattern.OPAQUE,
+    _dyn_create,
+    [attr("dtype", DTYPE, "float32")],
+    doc="ones of a shape held in a tensor",
+)
+declare(
+    "dyn.full",
+    ["fill_value", "shape"],
+    OpPattern.OPAQUE,
+    _dyn_create,
+    [attr("dtype", DTYPE, "float32")],
+    doc="fill_value in a shape held in a tensor",
+)
+
+
+def _dyn_slice(dtypes: Sequence[Any], attrs: Attrs) -> str:
+    for i, what in [(1, "begin"), (2, "end"), (3, "strides")]:
+        integer_input(dtypes, i, f"dyn.strided_slice's {what}")
+    return input_dtype(dtypes, 0, "the data")
+
+
+declare(
+    "dyn.strided_slice",
+    ["x", "begin", "end", "strides"],
+    OpPattern.OPAQUE,
+    _dyn_slice,
+    doc="strided_slice with begin/end/strides held in 1-d integer tensors",
+)
+declare(
+    "argwhere",
+    ["x"],
+    OpPattern.OPAQUE,
+    fixed("int64"),
+    doc="indices of the non-zero elements, shape (count, rank)",
+)
+
+_TOPK_ATTRS = [
+    attr("axis", INT, -1),
+    attr("ret_type", choice("both", "values", "indices"), "both"),
+    attr("is_ascend", BOOL, False),
+    attr("dtype", DTYPE, "int64"),
+]
+
+
+def _topk_result(dtypes: Sequence[Any], attrs: Attrs) -> str | tuple[str, ...]:
+    values = numeric_like(dtypes, attrs)
+    ret = attrs["ret_type"]
+    if ret == "both":
+        return (values, str(attrs["dtype"]))
+    return values if ret == "values" else str(attrs["dtype"])
+
+
+declare(
+    "topk",
+    ["x"],
+    OpPattern.OPAQUE,
+    _topk_result,
+    [attr("k", INT), *_TOPK_ATTRS],
+    doc="the k largest (or smallest) along axis, sorted; values and/or indices",
+)
+
+
+def _dyn_topk(dtypes: Sequence[Any], attrs: Attrs) -> str | tuple[str, ...]:
+    integer_input(dtypes, 1, "dyn.topk's k")
+    return _topk_result(dtypes, attrs)
+
+
+declare(
+    "dyn.topk",
+    ["x", "k"],
+    OpPattern.OPAQUE,
+    _dyn_topk,
+    _TOPK_ATTRS,
+    doc="topk with k held in a scalar integer tensor",
+)

@@ -1,0 +1,113 @@
+"""Neural-network ops: dense and matmul, normalisation, convolution and pooling (NCHW/OIHW)."""
+
+from __future__ import annotations
+
+from ..attrs import BOOL, FLOAT, INT, INT_LIST, attr
+from ..op import OpPattern
+from ._declare import all_same_float, all_same_numeric, declare, float_like
+
+declare(
+    "nn.dense",
+    ["data", "weight"],
+    OpPattern.OUT_ELEMWISE_FUSABLE,
+    all_same_numeric,
+    doc="data @ weight.T",
+)
+declare(
+    "nn.matmul",
+    ["a", "b"],
+    OpPattern.OUT_ELEMWISE_FUSABLE,
+    all_same_numeric,
+    doc="a @ b (numpy matmul: batched, broadcasting)",
+)
+declare(
+    "nn.batch_matmul",
+    ["x", "y"],
+    OpPattern.OUT_ELEMWISE_FUSABLE,
+    all_same_numeric,
+    [attr("transpose_a", BOOL, False), attr("transpose_b", BOOL, True)],
+    doc="batched (b, m, k) @ (b, k, n), with optional transposes of the last two axes",
+)
+declare(
+    "nn.bias_add",
+    ["data", "bias"],
+    OpPattern.BROADCAST,
+    all_same_numeric,
+    [attr("axis", INT, 1)],
+    doc="data + bias along axis",
+)
+declare(
+    "nn.softmax",
+    ["x"],
+    OpPattern.OUT_ELEMWISE_FUSABLE,
+    float_like,
+    [attr("axis", INT, -1)],
+    doc="softmax along axis",
+)
+declare(
+    "nn.log_softmax",
+    ["x"],
+    OpPattern.OUT_ELEMWISE_FUSABLE,
+    float_like,
+    [attr("axis", INT, -1)],
+    doc="log of softmax along axis",
+)
+declare(
+    "nn.layer_norm",
+    ["data", "gamma", "beta"],
+    OpPattern.OUT_ELEMWISE_FUSABLE,
+    all_same_float,
+    [attr("axis", INT, -1), attr("epsilon", FLOAT, 1e-5)],
+    doc="normalise along axis, then scale by gamma and shift by beta",
+)
+
+_CONV_ATTRS = [
+    attr("strides", INT_LIST, [1, 1]),
+    attr("padding", INT_LIST, [0, 0, 0, 0]),
+    attr("dilation", INT_LIST, [1, 1]),
+    attr("groups", INT, 1),
+]
+declare(
+    "nn.conv2d",
+    ["data", "weight"],
+    OpPattern.OUT_ELEMWISE_FUSABLE,
+    all_same_float,
+    _CONV_ATTRS,
+    doc="2-d convolution, NCHW data, OIHW weight; padding [top, left, bottom, right]",
+)
+
+_POOL_ATTRS = [
+    attr("pool_size", INT_LIST),
+    attr("strides", INT_LIST, [1, 1]),
+    attr("padding", INT_LIST, [0, 0, 0, 0]),
+]
+declare(
+    "nn.max_pool2d",
+    ["data"],
+    OpPattern.OUT_ELEMWISE_FUSABLE,
+    float_like,
+    _POOL_ATTRS,
+    doc="max pooling, NCHW (padding never wins the max)",
+)
+declare(
+    "nn.avg_pool2d",
+    ["data"],
+    OpPattern.OUT_ELEMWISE_FUSABLE,
+    float_like,
+    _POOL_ATTRS,
+    doc="average pooling, NCHW (padding excluded from the count)",
+)
+declare(
+    "nn.global_avg_pool2d",
+    ["data"],
+    OpPattern.OUT_ELEMWISE_FUSABLE,
+    float_like,
+    doc="mean over H and W, keeping them as 1-dims",
+)
+declare(
+    "nn.global_max_pool2d",
+    ["data"],
+    OpPattern.OUT_ELEMWISE_FUSABLE,
+    float_like,
+    doc="max over H and W, keeping them as 1-dims",
+)

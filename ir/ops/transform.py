@@ -1,0 +1,136 @@
+"""Layout ops: reshape, transpose, slicing, joining and splitting, gathering, padding."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..attrs import FLOAT, INT, INT_LIST, PAIR_LIST, Attrs, attr, one_of, optional
+from ..errors import IRError
+from ..op import OpPattern
+from ._declare import all_same, declare, input_dtype, integer_input, same_as
+
+declare(
+    "reshape",
+    ["x"],
+    OpPattern.INJECTIVE,
+    same_as(0),
+    [attr("newshape", INT_LIST)],
+    doc="x with a new shape; 0 copies the input dim, -1 is inferred",
+)
+declare(
+    "transpose",
+    ["x"],
+    OpPattern.INJECTIVE,
+    same_as(0),
+    [attr("axes", optional(INT_LIST), None)],
+    doc="permute axes (reverse when axes=None)",
+)
+declare(
+    "expand_dims",
+    ["x"],
+    OpPattern.INJECTIVE,
+    same_as(0),
+    [attr("axis", INT), attr("num_newaxis", INT, 1)],
+    doc="insert 1-dims at axis",
+)
+declare(
+    "squeeze",
+    ["x"],
+    OpPattern.INJECTIVE,
+    same_as(0),
+    [attr("axis", optional(INT_LIST), None)],
+    doc="remove 1-dims (all when axis=None)",
+)
+declare(
+    "concatenate",
+    ["*data"],
+    OpPattern.INJECTIVE,
+    all_same,
+    [attr("axis", INT, 0)],
+    doc="join a tuple of tensors along axis",
+)
+declare(
+    "stack",
+    ["*data"],
+    OpPattern.INJECTIVE,
+    all_same,
+    [attr("axis", INT, 0)],
+    doc="join a tuple of tensors along a new axis",
+)
+
+
+def _split(dtypes: Sequence[Any], attrs: Attrs) -> tuple[str, ...]:
+    spec = attrs["indices_or_sections"]
+    count = len(spec) + 1 if isinstance(spec, tuple) else spec
+    if count < 1:
+        raise IRError(f"split needs at least one section, got {spec}")
+    return (dtypes[0],) * count
+
+
+declare(
+    "split",
+    ["x"],
+    OpPattern.INJECTIVE,
+    _split,
+    [attr("indices_or_sections", one_of(INT, INT_LIST)), attr("axis", INT, 0)],
+    doc="a tuple of parts: equal sections, or cut at indices",
+)
+declare(
+    "strided_slice",
+    ["x"],
+    OpPattern.INJECTIVE,
+    same_as(0),
+    [attr("begin", INT_LIST), attr("end", INT_LIST), attr("strides", optional(INT_LIST), None)],
+    doc="x[begin:end:strides] per axis (numpy clamping, negative indices and strides)",
+)
+
+
+def _take(dtypes: Sequence[Any], attrs: Attrs) -> str:
+    integer_input(dtypes, 1, "take's indices")
+    return input_dtype(dtypes, 0, "the data")
+
+
+declare(
+    "take",
+    ["data", "indices"],
+    OpPattern.INJECTIVE,
+    _take,
+    [attr("axis", optional(INT), None)],
+    doc="gather along axis (from the flattened data when axis=None)",
+)
+declare(
+    "tile",
+    ["x"],
+    OpPattern.INJECTIVE,
+    same_as(0),
+    [attr("reps", INT_LIST)],
+    doc="repeat the whole tensor reps times per axis",
+)
+declare(
+    "repeat",
+    ["x"],
+    OpPattern.INJECTIVE,
+    same_as(0),
+    [attr("repeats", INT), attr("axis", optional(INT), None)],
+    doc="repeat each element (of the flattened x when axis=None)",
+)
+declare(
+    "broadcast_to",
+    ["x"],
+    OpPattern.BROADCAST,
+    same_as(0),
+    [attr("shape", INT_LIST)],
+    doc="x broadcast to shape",
+)
+declare(
+    "nn.batch_flatten", ["x"], OpPattern.INJECTIVE, same_as(0), doc="reshape to (x.shape[0], -1)"
+)
+declare(
+    "nn.pad",
+    ["x"],
+    OpPattern.INJECTIVE,
+    same_as(0),
+    [attr("pad_width", PAIR_LIST), attr("pad_value", FLOAT, 0.0)],
+    doc="constant padding, [before, after] per axis",
+)

@@ -1,0 +1,164 @@
+"""Where each node of a function prints: the scope analysis behind the printer.
+
+The printed form names every non-atomic node that is not printed in full at its single use
+(``%0 = add(%x, %x);``). Such a *bound* node must appear in the scope that encloses all of its
+uses (the lowest common ancestor of the scopes of its uses), before its first use. Scopes are
+the function body, each ``if`` branch, each inline function body, each let body, and the
+``{ ... }`` block of a let that is printed as a value.
+
+Everything here is iterative: programs with thousands of chained bindings or nested lets do not
+recurse.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from ..expr import Call, Constant, Expr, Function, GlobalVar, If, Let, Tuple, TupleGetItem, Var
+
+#: Nodes that always print inline, wherever they occur.
+ATOMIC = (Var, GlobalVar, Constant)
+
+
+class Use(enum.Enum):
+    """How a node is used by its parent; decides the scope of the use."""
+
+    PLAIN = "operand"
+    """An argument, callee, tuple field, projected tuple or condition: the parent's scope."""
+    THEN = "then"
+    ELSE = "else"
+    BODY = "function body"
+    VALUE = "let value"
+    """Printed in full on the ``let`` line when used only there."""
+    LET_BODY = "let body"
+    ROOT = "root"
+
+
+#: Uses at which a node used only there prints in full instead of being bound.
+_INLINE_USES = frozenset({Use.ROOT, Use.THEN, Use.ELSE, Use.BODY, Use.LET_BODY, Use.VALUE})
+#: Uses that are the result of a scope (a let there prints as statements of that scope).
+_RESULT_USES = _INLINE_USES - {Use.VALUE}
+
+
+def children(node: Expr) -> list[tuple[Expr, Use]]:
+    """The nodes ``node`` uses, in printing order, with how it uses them."""
+    if isinstance(node, Call):
+        out = [(node.callee, Use.PLAIN)] if isinstance(node.callee, Expr) else []
+        return out + [(a, Use.PLAIN) for a in node.args]
+    if isinstance(node, Tuple):
+        return [(f, Use.PLAIN) for f in node.fields]
+    if isinstance(node, TupleGetItem):
+        return [(node.tuple_value, Use.PLAIN)]
+    if isinstance(node, If):
+        return [(node.cond, Use.PLAIN), (node.then_branch, Use.THEN), (node.else_branch, Use.ELSE)]
+    if isinstance(node, Function):
+        return [(node.body, Use.BODY)]
+    if isinstance(node, Let):
+        return [(node.value, Use.VALUE), (node.body, Use.LET_BODY)]
+    return []
+
+
+class Scope:
+    """A printed block (or the part of a block after a ``let``)."""
+
+    __slots__ = ("depth", "items", "parent")
+
+    def __init__(self, parent: Scope | None) -> None:
+        self.parent = parent
+        self.depth: int = 0 if parent is None else parent.depth + 1
+        self.items: list[Expr] = []
+        """The bound nodes printed here as ``%k = ...;``, in dependency (post-)order."""
+
+
+def _common_ancestor(a: Scope, b: Scope) -> Scope:
+    while a.depth > b.depth:
+        a = a.parent  # type: ignore[assignment]
+    while b.depth > a.depth:
+        b = b.parent  # type: ignore[assignment]
+    while a is not b:
+        a, b = a.parent, b.parent  # type: ignore[assignment]
+    return a
+
+
+class Layout:
+    """The placement of every node reachable from ``root`` (a function body or an expression).
+
+    ``inline`` holds the non-atomic nodes printed in full at their only use; every other
+    non-atomic node is an item of exactly one scope. ``let_scope[let]`` is the scope whose
+    statements include the ``let`` line.
+    """
+
+    def __init__(self, root: Expr) -> None:
+        self.root = Scope(None)
+        self.inline: set[Expr] = set()
+        self.placement: dict[Expr, Scope] = {}
+        self.let_scope: dict[Let, Scope] = {}
+        self._child_scopes: dict[tuple[Expr, Use], Scope] = {}
+        order, uses = _post_order(root)
+        # Reverse post-order visits every user of a node before the node itself.
+        for node in reversed(order):
+            if isinstance(node, ATOMIC):
+                continue
+            node_uses = uses[node]
+            sites = [self._site(parent, use) for parent, use in node_uses]
+            only_use = node_uses[0][1] if len(node_uses) == 1 else None
+            if only_use in _INLINE_USES:
+                self.inline.add(node)
+                home = sites[0]
+            else:
+                home = sites[0]
+                for s in sites[1:]:
+                    home = _common_ancestor(home, s)
+                home.items.append(node)
+            self.placement[node] = home
+            if isinstance(node, Let):
+                # A let that is a scope's result prints as statements of that scope; any other
+                # let prints as a "{ let ...; ... }" block of its own.
+                self.let_scope[node] = home if only_use in _RESULT_USES else Scope(home)
+        self._reverse_items(self.root)
+
+    def scope(self, node: Expr, use: Use) -> Scope:
+        """The scope opened by ``node`` for its child used as ``use`` (branch, body...)."""
+        key = (node, use)
+        scope = self._child_scopes.get(key)
+        if scope is None:
+            parent = self.let_scope[node] if isinstance(node, Let) else self.placement[node]
+            scope = self._child_scopes[key] = Scope(parent)
+        return scope
+
+    def _site(self, parent: Expr | None, use: Use) -> Scope:
+        if parent is None:
+            return self.root
+        if use is Use.PLAIN:
+            return self.placement[parent]
+        if use is Use.VALUE:
+            assert isinstance(parent, Let)
+            return self.let_scope[parent]
+        return self.scope(parent, use)
+
+    def _reverse_items(self, _root: Scope) -> None:
+        seen: set[int] = set()
+        for scope in [self.root, *self._child_scopes.values(), *self.let_scope.values()]:
+            if id(scope) not in seen:
+                seen.add(id(scope))
+                scope.items.reverse()
+
+
+def _post_order(root: Expr) -> tuple[list[Expr], dict[Expr, list[tuple[Expr | None, Use]]]]:
+    """Every node reachable from ``root`` in post-order, and the uses of each node."""
+    uses: dict[Expr, list[tuple[Expr | None, Use]]] = {root: [(None, Use.ROOT)]}
+    order: list[Expr] = []
+    stack = [(root, iter(children(root)))]
+    while stack:
+        node, pending = stack[-1]
+        for child, use in pending:
+            if child in uses:
+                uses[child].append((node, use))
+                continue
+            uses[child] = [(node, use)]
+            stack.append((child, iter(children(child))))
+            break
+        else:
+            stack.pop()
+            order.append(node)
+    return order, uses

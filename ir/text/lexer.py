@@ -1,0 +1,292 @@
+"""Tokens of the text format, and a cursor over them that reports errors with a caret.
+
+The lexer is context-free except in one place: inside the brackets of ``Tensor[...]`` the text
+is made of dim expressions, where ``//`` is floor division and ``%`` is modulo. Everywhere else
+``//`` starts a line comment and ``%`` starts a local name. The lexer tracks the brackets to know
+which reading applies (a line comment cannot appear inside ``Tensor[...]``; ``/* */`` can).
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+
+from ..errors import ParseError
+from ..span import Span
+
+
+class Kind(enum.Enum):
+    """What a token is."""
+
+    LOCAL = "local name"
+    """``%x``, ``%0``: a variable or a graph binding; ``text`` is the name without ``%``."""
+    GLOBAL = "global name"
+    """``@main``; ``text`` is the name without ``@``."""
+    ANON = "anonymous dim"
+    """``?`` or ``?name``; ``text`` is the part after ``?`` (empty for a bare ``?``)."""
+    IDENT = "name"
+    """An identifier, possibly dotted (``nn.conv2d``), or a keyword."""
+    NUMBER = "number"
+    """A numeric literal; ``text`` is the digits (and exponent), ``suffix`` the dtype suffix."""
+    STRING = "string"
+    """A double-quoted string; ``value`` is the decoded string."""
+    VERSION = "version"
+    """The ``v0.0.3`` header."""
+    PUNCT = "punctuation"
+    """An operator or delimiter; ``text`` is the symbol."""
+    EOF = "end of input"
+
+
+@dataclass(frozen=True)
+class Token:
+    """One token with its 1-based position."""
+
+    kind: Kind
+    text: str
+    line: int
+    column: int
+    suffix: str = ""
+    """For numbers: ``f``, ``f16``, ``f64``, ``i8``, ``i64``, ``u8``, ... or empty."""
+    value: str = ""
+    """For strings: the decoded value."""
+
+    def describe(self) -> str:
+        """How error messages name this token."""
+        if self.kind is Kind.EOF:
+            return "end of input"
+        if self.kind is Kind.LOCAL:
+            return f"'%{self.text}'"
+        if self.kind is Kind.GLOBAL:
+            return f"'@{self.text}'"
+        if self.kind is Kind.ANON:
+            return f"'?{self.text}'"
+        if self.kind is Kind.NUMBER:
+            return f"'{self.text}{self.suffix}'"
+        return f"'{self.text}'"
+
+
+_SPACE = re.compile(r"[ \t\r\n]+")
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+_NAME = re.compile(r"[A-Za-z0-9_]+")
+_VERSION = re.compile(r"v\d+\.\d+\.\d+(?![A-Za-z0-9_.])")
+# A number: digits, an optional fraction and exponent, then an optional dtype suffix.
+_NUMBER = re.compile(
+    r"(\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)(f16|f32|f64|f|i8|i16|i32|i64|u8)?(?![A-Za-z0-9_])"
+)
+_DIGITS = re.compile(r"\d+(?![A-Za-z0-9_])")
+_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
+# Longest symbols first so that "->" is not read as "-" then ">".
+_PUNCT = (
+    "->",
+    "//",
+    "(",
+    ")",
+    "[",
+    "]",
+    "{",
+    "}",
+    ",",
+    ";",
+    ":",
+    "=",
+    ".",
+    "+",
+    "-",
+    "*",
+    "/",
+    "%",
+)
+
+
+def _error(message: str, line: int, column: int, source: str, lines: list[str]) -> ParseError:
+    text = lines[line - 1] if 0 < line <= len(lines) else None
+    return ParseError(message, Span(line, column, source), text)
+
+
+def tokenize(text: str, source: str = "<string>") -> list[Token]:
+    """Split ``text`` into tokens, ending with an EOF token. Raises ParseError on bad input."""
+    lines = text.split("\n")
+    # Start offset of each line, to turn an offset into line:column.
+    starts = [0]
+    for text_line in lines[:-1]:
+        starts.append(starts[-1] + len(text_line) + 1)
+    tokens: list[Token] = []
+    # One entry per open '[': True when it opened a Tensor[...] (dim context).
+    brackets: list[bool] = []
+    pos = 0
+    line = 1
+    n = len(text)
+
+    def where(offset: int) -> tuple[int, int]:
+        nonlocal line
+        while line < len(starts) and starts[line] <= offset:
+            line += 1
+        return line, offset - starts[line - 1] + 1
+
+    while pos < n:
+        m = _SPACE.match(text, pos)
+        if m:
+            pos = m.end()
+            continue
+        ln, col = where(pos)
+        in_dims = bool(brackets) and brackets[-1]
+        if text.startswith("/*", pos):
+            end = text.find("*/", pos + 2)
+            if end < 0:
+                raise _error(
+                    "unterminated comment: '/*' has no matching '*/'", ln, col, source, lines
+                )
+            pos = end + 2
+            continue
+        if text.startswith("//", pos) and not in_dims:
+            end = text.find("\n", pos)
+            pos = n if end < 0 else end
+            continue
+        ch = text[pos]
+        if ch in "%@?" and not (ch == "%" and in_dims):
+            m = _NAME.match(text, pos + 1)
+            name = m.group() if m else ""
+            if ch != "?" and not name:
+                raise _error(f"expected a name after '{ch}'", ln, col, source, lines)
+            kind = {"%": Kind.LOCAL, "@": Kind.GLOBAL, "?": Kind.ANON}[ch]
+            tokens.append(Token(kind, name, ln, col))
+            pos += 1 + len(name)
+            continue
+        if ch.isdigit():
+            # After '.', a number is a tuple index: "%t.1.0" is two projections, not "1.0".
+            after_dot = bool(tokens) and tokens[-1].kind is Kind.PUNCT and tokens[-1].text == "."
+            m = (_DIGITS if after_dot else _NUMBER).match(text, pos)
+            if not m:
+                bad = re.match(r"[A-Za-z0-9_.]+", text[pos:])
+                word = bad.group() if bad else ch
+                raise _error(f"malformed number '{word}'", ln, col, source, lines)
+            suffix = "" if after_dot else (m.group(2) or "")
+            digits = m.group() if after_dot else m.group(1)
+            tokens.append(Token(Kind.NUMBER, digits, ln, col, suffix=suffix))
+            pos = m.end()
+            continue
+        if ch == "v" and not tokens:
+            m = _VERSION.match(text, pos)
+            if m:
+                tokens.append(Token(Kind.VERSION, m.group(), ln, col))
+                pos = m.end()
+                continue
+        m = _IDENT.match(text, pos)
+        if m:
+            tokens.append(Token(Kind.IDENT, m.group(), ln, col))
+            pos = m.end()
+            continue
+        if ch == '"':
+            m = _STRING.match(text, pos)
+            if not m:
+                raise _error("unterminated string", ln, col, source, lines)
+            tokens.append(
+                Token(
+                    Kind.STRING,
+                    m.group(),
+                    ln,
+                    col,
+                    value=_decode(m.group(), ln, col, source, lines),
+                )
+            )
+            pos = m.end()
+            continue
+        for p in _PUNCT:
+            if text.startswith(p, pos):
+                if p == "[":
+                    prev = tokens[-1] if tokens else None
+                    brackets.append(
+                        prev is not None and prev.kind is Kind.IDENT and prev.text == "Tensor"
+                    )
+                elif p == "]" and brackets:
+                    brackets.pop()
+                tokens.append(Token(Kind.PUNCT, p, ln, col))
+                pos += len(p)
+                break
+        else:
+            raise _error(f"unexpected character {ch!r}", ln, col, source, lines)
+    ln, col = where(n)
+    tokens.append(Token(Kind.EOF, "", ln, col))
+    return tokens
+
+
+def _decode(literal: str, line: int, column: int, source: str, lines: list[str]) -> str:
+    """Decode a string literal written as JSON writes strings (the printer uses json.dumps)."""
+    import json
+
+    try:
+        value = json.loads(literal)
+    except ValueError:
+        raise _error(f"bad escape in string {literal}", line, column, source, lines) from None
+    assert isinstance(value, str)
+    return value
+
+
+class TokenStream:
+    """A cursor over tokens with the helpers a recursive-descent parser needs."""
+
+    def __init__(self, text: str, source: str = "<string>") -> None:
+        self.source = source
+        self.lines = text.split("\n")
+        self.tokens = tokenize(text, source)
+        self.pos = 0
+
+    def peek(self, ahead: int = 0) -> Token:
+        """The token ``ahead`` places after the current one (EOF past the end)."""
+        i = min(self.pos + ahead, len(self.tokens) - 1)
+        return self.tokens[i]
+
+    def next(self) -> Token:
+        """Consume and return the current token."""
+        tok = self.tokens[self.pos]
+        if tok.kind is not Kind.EOF:
+            self.pos += 1
+        return tok
+
+    def at(self, text: str, ahead: int = 0) -> bool:
+        """True if the token ``ahead`` is the punctuation or identifier ``text``."""
+        tok = self.peek(ahead)
+        return tok.kind in (Kind.PUNCT, Kind.IDENT) and tok.text == text
+
+    def accept(self, text: str) -> Token | None:
+        """Consume the current token if it is ``text``."""
+        if self.at(text):
+            return self.next()
+        return None
+
+    def expect(self, text: str, what: str | None = None) -> Token:
+        """Consume ``text`` or raise 'expected ..., found ...'."""
+        if self.at(text):
+            return self.next()
+        raise self.unexpected(what or f"'{text}'")
+
+    def expect_kind(self, kind: Kind, what: str | None = None) -> Token:
+        """Consume a token of ``kind`` or raise."""
+        if self.peek().kind is kind:
+            return self.next()
+        raise self.unexpected(what or kind.value)
+
+    def unexpected(self, expected: str, tok: Token | None = None) -> ParseError:
+        """The error for finding something other than ``expected`` at ``tok`` (default: here)."""
+        tok = tok or self.peek()
+        return self.error(f"expected {expected}, found {tok.describe()}", tok)
+
+    def span(self, tok: Token) -> Span:
+        """The span of ``tok`` in this source."""
+        return Span(tok.line, tok.column, self.source)
+
+    def error(self, message: str, tok: Token | Span) -> ParseError:
+        """A ParseError at ``tok`` (a token or a span), showing its line with a caret."""
+        span = tok if isinstance(tok, Span) else self.span(tok)
+        line = self.lines[span.line - 1] if 0 < span.line <= len(self.lines) else None
+        return ParseError(message, span, line)
+
+    def text_between(self, start: Token, end: Token) -> str:
+        """The source text from the start of ``start`` up to (not including) ``end``."""
+        if start.line == end.line:
+            return self.lines[start.line - 1][start.column - 1 : end.column - 1].strip()
+        parts = [self.lines[start.line - 1][start.column - 1 :]]
+        parts += self.lines[start.line : end.line - 1]
+        parts.append(self.lines[end.line - 1][: end.column - 1])
+        return " ".join(p.strip() for p in parts).strip()
