@@ -1,0 +1,39 @@
+"""Shape functions: one per op, written once over dims, run symbolically and concretely.
+
+``register_shape_func`` is the extension point (see ``registry.py`` for the calling convention);
+``concrete_shapes`` is the run-time entry; the compile-time mode lives in the compiler
+(``dynshape/symbolic_context.py``). This package imports neither sympy nor the rest of the
+project, so a deployed runtime needs numpy only.
+"""
+
+from . import ops as _ops  # registers the shape functions of the built-in ops
+from .context import CONCRETE, ConcreteContext, Dim, ShapeContext, UnknownValue
+from .errors import ShapeError, ShapeFuncRegistryError
+from .registry import (
+    ShapeFunc,
+    concrete_shapes,
+    describe_inputs,
+    get_shape_func,
+    has_shape_func,
+    register_shape_func,
+    registered_ops,
+)
+
+__all__ = [
+    "CONCRETE",
+    "ConcreteContext",
+    "Dim",
+    "ShapeContext",
+    "ShapeError",
+    "ShapeFunc",
+    "ShapeFuncRegistryError",
+    "UnknownValue",
+    "concrete_shapes",
+    "describe_inputs",
+    "get_shape_func",
+    "has_shape_func",
+    "register_shape_func",
+    "registered_ops",
+]
+
+del _ops

@@ -1,0 +1,188 @@
+"""Helpers shared by the shape functions: axes, ranks, broadcasting, products, slices, values.
+
+Ranks, axes and attribute values are plain ints in both modes, so they are checked with plain
+Python and fail through ``fail``. Dims go through the context (see ``context.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+from ..context import Dim, ShapeContext
+from ..errors import ShapeError
+
+Shape = tuple[Dim, ...]
+
+
+def fail(detail: str) -> NoReturn:
+    """Raise a ShapeError for a fact about ranks, axes or attributes (not about dims)."""
+    raise ShapeError(detail)
+
+
+def normalize_axis(axis: int, rank: int, name: str, what: str = "axis") -> int:
+    """``axis`` in ``[-rank, rank)`` as a non-negative index; ``name`` is the tensor's name."""
+    if -rank <= axis < rank:
+        return axis + rank if axis < 0 else axis
+    fail(f"{what} {axis} is out of range for {name} of rank {rank}")
+
+
+def reduce_axes(
+    axis: int | Sequence[int] | None, rank: int, exclude: bool, name: str
+) -> list[bool]:
+    """Per axis of a rank-``rank`` tensor, whether a reduction reduces it.
+
+    ``axis`` is one int, a list (``[]`` reduces nothing, as numpy's ``axis=()``) or None (every
+    axis); ``exclude`` reduces the axes *not* listed. Repeated axes are an error, and so is
+    ``exclude`` without a list of axes (neither numpy nor the text makes its meaning clear).
+    """
+    if axis is None:
+        if exclude:
+            fail("exclude=True needs an explicit axis list")
+        return [True] * rank
+    axes = [axis] if isinstance(axis, int) else list(axis)
+    reduced = [False] * rank
+    for a in axes:
+        i = normalize_axis(a, rank, name)
+        if reduced[i]:
+            fail(f"axis {a} is repeated in axis={list(axes)}")
+        reduced[i] = True
+    return [not r for r in reduced] if exclude else reduced
+
+
+def require_rank(shape: Shape, rank: int, name: str) -> None:
+    """Fail unless ``shape`` has exactly ``rank`` axes."""
+    if len(shape) != rank:
+        fail(f"{name} must have rank {rank}, got rank {len(shape)}")
+
+
+def require_min_rank(shape: Shape, rank: int, name: str) -> None:
+    """Fail unless ``shape`` has at least ``rank`` axes."""
+    if len(shape) < rank:
+        fail(f"{name} must have rank >= {rank}, got rank {len(shape)}")
+
+
+def require_nonnegative(values: Sequence[int], what: str) -> None:
+    """Fail unless every attribute value in ``values`` is >= 0."""
+    for i, v in enumerate(values):
+        if v < 0:
+            fail(f"{what}[{i}] must be >= 0, got {v}")
+
+
+def prod(dims: Sequence[Dim]) -> Dim:
+    """The product of ``dims`` (1 for none); an int when all are ints."""
+    out: Dim = 1
+    for d in dims:
+        out = out * d
+    return out
+
+
+def ceil_div(a: Dim, b: Dim) -> Dim:
+    """``ceil(a / b)`` with floor division only (exact for ints and for sympy alike)."""
+    return -((-a) // b)
+
+
+_BROADCAST = "{}.shape[{}] with {}.shape[{}]"
+
+
+def broadcast_pair(ctx: ShapeContext, a: Shape, b: Shape, an: str, bn: str) -> Shape:
+    """The numpy broadcast of two shapes named ``an`` and ``bn`` (rank extension included)."""
+    # Identical shapes broadcast to themselves. Structural equality is a sound (if incomplete)
+    # proof of equality in both modes, and this is the common case at run time.
+    if a == b:
+        return a
+    ra, rb = len(a), len(b)
+    n = ra if ra < rb else rb
+    # Plain loops rather than comprehensions: on Python 3.11 a comprehension costs a function
+    # call, which is a visible share of a run-time shape-function call.
+    out = list(a[: ra - n]) if ra > rb else list(b[: rb - n])
+    for i in range(n):
+        ia, ib = ra - n + i, rb - n + i
+        out.append(ctx.broadcast(a[ia], b[ib], _BROADCAST, an, ia, bn, ib))
+    return tuple(out)
+
+
+def broadcast_many(ctx: ShapeContext, shapes: Sequence[Shape], names: Sequence[str]) -> Shape:
+    """The numpy broadcast of several shapes, folded left to right."""
+    out, name = shapes[0], names[0]
+    for shape, other in zip(shapes[1:], names[1:], strict=True):
+        out = broadcast_pair(ctx, out, shape, name, other)
+        name = f"broadcast({name}, {other})"
+    return out
+
+
+def clamp_index(ctx: ShapeContext, n: Dim, index: int, forward: bool) -> Dim:
+    """A slice bound normalised as numpy does for a dim ``n``.
+
+    A negative ``index`` counts from the end; the result is clamped to ``[0, n]`` for a forward
+    slice and to ``[-1, n - 1]`` for a backward one (``-1`` meaning "before the first").
+    """
+    low = 0 if forward else -1
+    if index >= 0:
+        return ctx.min(index, n + low)  # index >= 0 >= low, so only the top can clip
+    return ctx.max(n + index, low)  # n + index < n + low + 1, so only the bottom can clip
+
+
+def slice_length(ctx: ShapeContext, n: Dim, start: int | None, stop: int | None, step: int) -> Dim:
+    """``len(range(n)[start:stop:step])``: numpy's slice length, for symbolic ``n`` too.
+
+    ``None`` is an omitted bound. A forward slice has ``ceil((stop - start) / step)`` elements,
+    a backward one ``ceil((start - stop) / -step)``, never fewer than zero.
+    """
+    if step > 0:
+        lo = 0 if start is None else clamp_index(ctx, n, start, True)
+        hi = n if stop is None else clamp_index(ctx, n, stop, True)
+        return ctx.max(0, ceil_div(hi - lo, step))
+    first = n - 1 if start is None else clamp_index(ctx, n, start, False)
+    last = -1 if stop is None else clamp_index(ctx, n, stop, False)
+    return ctx.max(0, ceil_div(first - last, -step))
+
+
+def strided_slice_shape(
+    ctx: ShapeContext,
+    x: Shape,
+    begin: Sequence[int],
+    end: Sequence[int],
+    strides: Sequence[int] | None,
+) -> Shape:
+    """The shape of ``x[begin[0]:end[0]:strides[0], ...]``.
+
+    The lists may be shorter than the rank and than each other: a missing begin or end is an
+    omitted bound (``None``: the whole axis in the direction of the stride), a missing stride
+    is 1, and axes past every list are kept whole.
+    """
+    strides = strides or ()
+    count = max(len(begin), len(end), len(strides))
+    if count > len(x):
+        fail(f"begin/end/strides cover {count} axes but x has rank {len(x)}")
+    out = list(x)
+    for i in range(count):
+        step = strides[i] if i < len(strides) else 1
+        if step == 0:
+            fail(f"strides[{i}] must not be 0")
+        start = begin[i] if i < len(begin) else None
+        stop = end[i] if i < len(end) else None
+        out[i] = slice_length(ctx, x[i], start, stop, step)
+    return tuple(out)
+
+
+def read_int_vector(value: Any, name: str) -> list[int]:
+    """The ints held in a 1-d integer numpy array (a shape, begin/end/strides tensor)."""
+    if value.ndim != 1 or value.dtype.kind not in "iu":
+        fail(f"{name} must be a 1-d integer tensor, got {value.dtype} of shape {value.shape}")
+    return [int(v) for v in value.tolist()]
+
+
+def read_int_scalar(value: Any, name: str) -> int:
+    """The int held in a rank-0 integer numpy array."""
+    if value.ndim != 0 or value.dtype.kind not in "iu":
+        fail(f"{name} must be a scalar integer tensor, got {value.dtype} of shape {value.shape}")
+    return int(value)
+
+
+def vector_length(value: Any, name: str) -> int | None:
+    """The static length of a 1-d tensor (known or not), None if its length is symbolic."""
+    shape = value.shape
+    if len(shape) != 1:
+        fail(f"{name} must be a 1-d tensor, got shape {tuple(shape)}")
+    return shape[0] if isinstance(shape[0], int) else None

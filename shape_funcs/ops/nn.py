@@ -1,0 +1,192 @@
+"""Shape functions of the neural-network ops: products, normalisation, convolution, pooling.
+
+Images are NCHW and kernels OIHW. A ``padding`` list is ``[top, left, bottom, right]``, or
+``[h, w]`` for the same padding on both sides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..context import Dim, ShapeContext
+from ..registry import register_shape_func
+from ._common import Shape, broadcast_pair, fail, normalize_axis, require_min_rank, require_rank
+
+
+@register_shape_func("nn.dense")
+def dense(ctx: ShapeContext, data: Shape, weight: Shape) -> Shape:
+    """``(..., k) x (units, k) -> (..., units)``."""
+    require_min_rank(data, 1, "data")
+    require_rank(weight, 2, "weight")
+    last = len(data) - 1
+    ctx.check_equal(data[last], weight[1], "data.shape[{}] == weight.shape[1]", last)
+    return (*data[:last], weight[0])
+
+
+@register_shape_func("nn.matmul")
+def matmul(ctx: ShapeContext, a: Shape, b: Shape) -> Shape:
+    """numpy's matmul: 1-d operands get a 1 prepended (a) or appended (b) and then removed;
+    the batch dims (all but the last two) broadcast."""
+    require_min_rank(a, 1, "a")
+    require_min_rank(b, 1, "b")
+    ra, rb = len(a), len(b)
+    kb = rb - 2 if rb >= 2 else 0  # the axis of b that meets a's last one
+    ctx.check_equal(a[ra - 1], b[kb], "a.shape[{}] == b.shape[{}]", ra - 1, kb)
+    batch = broadcast_pair(ctx, a[: max(ra - 2, 0)], b[: max(rb - 2, 0)], "a", "b")
+    rows = (a[ra - 2],) if ra >= 2 else ()
+    cols = (b[rb - 1],) if rb >= 2 else ()
+    return (*batch, *rows, *cols)
+
+
+@register_shape_func("nn.batch_matmul")
+def batch_matmul(
+    ctx: ShapeContext, x: Shape, y: Shape, *, transpose_a: bool = False, transpose_b: bool = True
+) -> Shape:
+    """``(b, m, k) x (b, k, n) -> (b, m, n)``, each operand optionally transposed in its last
+    two axes; a batch of 1 broadcasts."""
+    require_rank(x, 3, "x")
+    require_rank(y, 3, "y")
+    m, kx = (2, 1) if transpose_a else (1, 2)
+    ky, n = (2, 1) if transpose_b else (1, 2)
+    ctx.check_equal(x[kx], y[ky], "x.shape[{}] == y.shape[{}]", kx, ky)
+    batch = ctx.broadcast(x[0], y[0], "x.shape[0] with y.shape[0]")
+    return (batch, x[m], y[n])
+
+
+@register_shape_func("nn.bias_add")
+def bias_add(ctx: ShapeContext, data: Shape, bias: Shape, *, axis: int = 1) -> Shape:
+    """``data``'s shape; ``bias`` is ``(data.shape[axis],)``."""
+    at = normalize_axis(axis, len(data), "data")
+    require_rank(bias, 1, "bias")
+    ctx.check_equal(bias[0], data[at], "bias.shape[0] == data.shape[{}]", at)
+    return data
+
+
+@register_shape_func("nn.softmax")
+@register_shape_func("nn.log_softmax")
+def softmax(ctx: ShapeContext, x: Shape, *, axis: int = -1) -> Shape:
+    """``x``'s shape (``axis`` must exist)."""
+    normalize_axis(axis, len(x), "x")
+    return x
+
+
+@register_shape_func("nn.layer_norm")
+def layer_norm(
+    ctx: ShapeContext,
+    data: Shape,
+    gamma: Shape,
+    beta: Shape,
+    *,
+    axis: int = -1,
+    epsilon: float = 1e-5,
+) -> Shape:
+    """``data``'s shape; ``gamma`` and ``beta`` are ``(data.shape[axis],)``."""
+    at = normalize_axis(axis, len(data), "data")
+    for name, param in (("gamma", gamma), ("beta", beta)):
+        require_rank(param, 1, name)
+        ctx.check_equal(param[0], data[at], "{}.shape[0] == data.shape[{}]", name, at)
+    return data
+
+
+def _pair(values: Sequence[int], name: str, least: int) -> tuple[int, int]:
+    if len(values) != 2:
+        fail(f"{name} must have 2 values (height, width), got {list(values)}")
+    for v in values:
+        if v < least:
+            fail(f"{name} must be >= {least}, got {list(values)}")
+    return values[0], values[1]
+
+
+def _padding(padding: Sequence[int]) -> tuple[int, int, int, int]:
+    """``(top, left, bottom, right)`` from 4 values, or from ``[h, w]``."""
+    if len(padding) == 2:
+        padding = (padding[0], padding[1], padding[0], padding[1])
+    if len(padding) != 4:
+        fail(f"padding must be [top, left, bottom, right] or [h, w], got {list(padding)}")
+    if min(padding) < 0:
+        fail(f"padding must be >= 0, got {list(padding)}")
+    return padding[0], padding[1], padding[2], padding[3]
+
+
+def _window(
+    ctx: ShapeContext, size: Dim, pad: int, kernel: Dim, stride: int, dilation: int, what: str
+) -> Dim:
+    """The number of positions of a dilated window of ``kernel`` over a padded axis."""
+    extent = dilation * (kernel - 1) + 1
+    ctx.check(size + pad, ">=", extent, "the padded {0} >= the dilated window {0}", what)
+    return (size + pad - extent) // stride + 1
+
+
+@register_shape_func("nn.conv2d")
+def conv2d(
+    ctx: ShapeContext,
+    data: Shape,
+    weight: Shape,
+    *,
+    strides: Sequence[int] = (1, 1),
+    padding: Sequence[int] = (0, 0, 0, 0),
+    dilation: Sequence[int] = (1, 1),
+    groups: int = 1,
+) -> Shape:
+    """``(N, C, H, W) x (O, C / groups, KH, KW) -> (N, O, OH, OW)``, sliding-window sizes."""
+    require_rank(data, 4, "data")
+    require_rank(weight, 4, "weight")
+    sh, sw = _pair(strides, "strides", 1)
+    dh, dw = _pair(dilation, "dilation", 1)
+    top, left, bottom, right = _padding(padding)
+    if groups < 1:
+        fail(f"groups must be >= 1, got {groups}")
+    if groups == 1:
+        ctx.check_equal(data[1], weight[1], "data.shape[1] == weight.shape[1]")
+    else:
+        ctx.check_equal(
+            data[1],
+            weight[1] * groups,
+            "data.shape[1] == weight.shape[1] * groups (groups={})",
+            groups,
+        )
+    ctx.check_divides(groups, weight[0], "weight.shape[0] divisible by groups={}", groups)
+    ctx.check(weight[2], ">", 0, "weight.shape[2] > 0")
+    ctx.check(weight[3], ">", 0, "weight.shape[3] > 0")
+    oh = _window(ctx, data[2], top + bottom, weight[2], sh, dh, "height")
+    ow = _window(ctx, data[3], left + right, weight[3], sw, dw, "width")
+    return (data[0], weight[0], oh, ow)
+
+
+def pool2d(
+    ctx: ShapeContext,
+    data: Shape,
+    *,
+    pool_size: Sequence[int],
+    strides: Sequence[int] = (1, 1),
+    padding: Sequence[int] = (0, 0, 0, 0),
+) -> Shape:
+    """``(N, C, H, W) -> (N, C, OH, OW)``: windows of ``pool_size`` (padding never counts in
+    the value, but it does in the number of windows)."""
+    require_rank(data, 4, "data")
+    kh, kw = _pair(pool_size, "pool_size", 1)
+    sh, sw = _pair(strides, "strides", 1)
+    top, left, bottom, right = _padding(padding)
+    oh = _window(ctx, data[2], top + bottom, kh, sh, 1, "height")
+    ow = _window(ctx, data[3], left + right, kw, sw, 1, "width")
+    return (data[0], data[1], oh, ow)
+
+
+register_shape_func("nn.max_pool2d")(pool2d)
+register_shape_func("nn.avg_pool2d")(pool2d)
+
+
+@register_shape_func("nn.global_avg_pool2d")
+def global_avg_pool2d(ctx: ShapeContext, data: Shape) -> Shape:
+    """``(N, C, H, W) -> (N, C, 1, 1)``."""
+    require_rank(data, 4, "data")
+    return (data[0], data[1], 1, 1)
+
+
+@register_shape_func("nn.global_max_pool2d")
+def global_max_pool2d(ctx: ShapeContext, data: Shape) -> Shape:
+    """``(N, C, H, W) -> (N, C, 1, 1)``; H and W must not be empty (a max has no identity)."""
+    require_rank(data, 4, "data")
+    ctx.check(data[2], ">", 0, "data.shape[2] > 0 (a pooled axis must not be empty)")
+    ctx.check(data[3], ">", 0, "data.shape[3] > 0 (a pooled axis must not be empty)")
+    return (data[0], data[1], 1, 1)

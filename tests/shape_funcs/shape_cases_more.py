@@ -1,0 +1,337 @@
+"""Property cases of the creation, data-dependent and neural-network ops, with numpy references."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+from hypothesis import assume
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+from numpy.lib.stride_tricks import sliding_window_view
+from shape_cases_basic import newshape_for, slice_spec
+from shape_cases_kit import Case, cases, ints, numpy_shape, shapes
+
+
+# ---- creation ---------------------------------------------------------------------------------
+@cases("zeros", "ones")
+def _zeros(op: str) -> st.SearchStrategy[Case]:
+    fn = np.zeros if op == "zeros" else np.ones
+    return shapes().map(
+        lambda s: Case([], {"shape": list(s), "dtype": "float32"}, numpy_shape(lambda: fn(s)))
+    )
+
+
+@cases("full")
+def _full(op: str) -> st.SearchStrategy[Case]:
+    return shapes().map(
+        lambda s: Case(
+            [()],
+            {"shape": list(s), "dtype": "float32"},
+            numpy_shape(lambda: np.full(s, np.float32(2))),
+        )
+    )
+
+
+@cases("arange")
+def _arange(op: str) -> st.SearchStrategy[Case]:
+    @st.composite
+    def make(draw: st.DrawFn) -> Case:
+        dtype = draw(st.sampled_from(["float32", "float64", "int32", "int64"]))
+        num: st.SearchStrategy[Any]
+        step: st.SearchStrategy[Any]
+        if dtype.startswith("float"):
+            width: Literal[32, 64] = 32 if dtype == "float32" else 64
+            num = st.floats(-50, 50, width=width)
+            step = st.floats(-5, 5, width=width).filter(lambda v: abs(v) > 0.05)
+        else:
+            num, step = st.integers(-50, 50), st.integers(-5, 5).filter(lambda v: v != 0)
+        start, stop, delta = (np.array(draw(s), dtype=dtype) for s in (num, num, step))
+        arange: Any = np.arange
+        out = draw(st.sampled_from(["float32", "float64", "int64"]))
+        expected = numpy_shape(lambda: arange(start[()], stop[()], delta[()], dtype=out))
+        return Case([start, stop, delta], {"dtype": out}, expected)
+
+    return make()
+
+
+# ---- shape and data-dependent ops --------------------------------------------------------------
+@cases("shape_of")
+def _shape_of(op: str) -> st.SearchStrategy[Case]:
+    return shapes().map(
+        lambda s: Case([s], {"dtype": "int64"}, numpy_shape(lambda: np.array(np.zeros(s).shape)))
+    )
+
+
+@cases("dyn.reshape")
+def _dyn_reshape(op: str) -> st.SearchStrategy[Case]:
+    @st.composite
+    def make(draw: st.DrawFn) -> Case:
+        s = draw(shapes())
+        newshape, expected = draw(newshape_for(s))
+        return Case([s, ints(newshape)], {}, expected)
+
+    return make()
+
+
+@cases("dyn.zeros", "dyn.ones")
+def _dyn_zeros(op: str) -> st.SearchStrategy[Case]:
+    return shapes().map(
+        lambda s: Case([ints(list(s))], {"dtype": "float32"}, numpy_shape(lambda: np.zeros(s)))
+    )
+
+
+@cases("dyn.full")
+def _dyn_full(op: str) -> st.SearchStrategy[Case]:
+    return shapes().map(
+        lambda s: Case(
+            [(), ints(list(s))], {"dtype": "float32"}, numpy_shape(lambda: np.full(s, 1.5))
+        )
+    )
+
+
+@cases("dyn.strided_slice")
+def _dyn_strided_slice(op: str) -> st.SearchStrategy[Case]:
+    @st.composite
+    def make(draw: st.DrawFn) -> Case:
+        s = draw(shapes(min_rank=1, max_side=6))
+        begin, end, strides, index = draw(slice_spec(len(s), full_strides=True))
+        return Case(
+            [s, ints(begin), ints(end), ints(strides)], {}, numpy_shape(lambda: np.zeros(s)[index])
+        )
+
+    return make()
+
+
+@cases("argwhere")
+def _argwhere(op: str) -> st.SearchStrategy[Case]:
+    @st.composite
+    def make(draw: st.DrawFn) -> Case:
+        x = draw(hnp.arrays(np.int32, shapes(max_side=4), elements=st.integers(0, 2)))
+        return Case([x], {}, numpy_shape(lambda: np.argwhere(x)), value_shapes=True)
+
+    return make()
+
+
+def _topk_reference(x: np.ndarray, k: int, axis: int, ret_type: str) -> Any:
+    order = np.argsort(-x, axis=axis, kind="stable")
+    indices = np.take(order, np.arange(k), axis=axis)
+    values = np.take_along_axis(x, indices, axis=axis)
+    return {"both": [values, indices], "values": values, "indices": indices}[ret_type]
+
+
+@cases("topk", "dyn.topk")
+def _topk(op: str) -> st.SearchStrategy[Case]:
+    @st.composite
+    def make(draw: st.DrawFn) -> Case:
+        x = draw(
+            hnp.arrays(
+                np.float32, shapes(min_rank=1, max_side=4), elements=st.floats(-9, 9, width=32)
+            )
+        )
+        axis = draw(st.integers(-x.ndim, x.ndim - 1))
+        k = draw(st.integers(0, x.shape[axis]))
+        ret = draw(st.sampled_from(["both", "values", "indices"]))
+        attrs = {"axis": axis, "ret_type": ret, "is_ascend": False, "dtype": "int64"}
+        expected = numpy_shape(lambda: _topk_reference(x, k, axis, ret))
+        if op == "topk":
+            return Case([x.shape], {"k": k, **attrs}, expected)
+        return Case([x.shape, np.array(k, dtype=np.int64)], attrs, expected)
+
+    return make()
+
+
+# ---- neural networks --------------------------------------------------------------------------
+@cases("nn.dense")
+def _dense(op: str) -> st.SearchStrategy[Case]:
+    @st.composite
+    def make(draw: st.DrawFn) -> Case:
+        data = draw(shapes(min_rank=1, max_rank=3))
+        weight = (draw(st.integers(0, 4)), data[-1])
+        return Case([data, weight], {}, numpy_shape(lambda: np.zeros(data) @ np.zeros(weight).T))
+
+    return make()
+
+
+@cases("nn.matmul")
+def _matmul(op: str) -> st.SearchStrategy[Case]:
+    sig = "(m?,n),(n,p?)->(m?,p?)"
+    return hnp.mutually_broadcastable_shapes(signature=sig, max_dims=3, max_side=4).map(
+        lambda bs: Case(
+            list(bs.input_shapes),
+            {},
+            numpy_shape(lambda: np.matmul(*(np.zeros(s) for s in bs.input_shapes))),
+        )
+    )
+
+
+@cases("nn.batch_matmul")
+def _batch_matmul(op: str) -> st.SearchStrategy[Case]:
+    @st.composite
+    def make(draw: st.DrawFn) -> Case:
+        b, m, k, n = (draw(st.integers(0, 4)) for _ in range(4))
+        bx, by = draw(st.sampled_from([(b, b), (1, b), (b, 1)]))
+        ta, tb = draw(st.booleans()), draw(st.booleans())
+        x = (bx, k, m) if ta else (bx, m, k)
+        y = (by, n, k) if tb else (by, k, n)
+
+        def run() -> np.ndarray:
+            xa, ya = np.zeros(x), np.zeros(y)
+            return np.matmul(xa.swapaxes(1, 2) if ta else xa, ya.swapaxes(1, 2) if tb else ya)
+
+        return Case([x, y], {"transpose_a": ta, "transpose_b": tb}, numpy_shape(run))
+
+    return make()
+
+
+def _axis_case(draw: st.DrawFn) -> tuple[tuple[int, ...], int]:
+    s = draw(shapes(min_rank=1))
+    return s, draw(st.integers(-len(s), len(s) - 1))
+
+
+@cases("nn.bias_add")
+def _bias_add(op: str) -> st.SearchStrategy[Case]:
+    @st.composite
+    def make(draw: st.DrawFn) -> Case:
+        s, axis = _axis_case(draw)
+        bias = (s[axis],)
+        view = [1] * len(s)
+        view[axis] = s[axis]
+        return Case(
+            [s, bias],
+            {"axis": axis},
+            numpy_shape(lambda: np.zeros(s) + np.zeros(bias).reshape(view)),
+        )
+
+    return make()
+
+
+def _softmax(x: np.ndarray, axis: int) -> np.ndarray:
+    e = np.exp(x)
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+@cases("nn.softmax", "nn.log_softmax")
+def _softmax_cases(op: str) -> st.SearchStrategy[Case]:
+    @st.composite
+    def make(draw: st.DrawFn) -> Case:
+        s, axis = _axis_case(draw)
+        fn = _softmax if op == "nn.softmax" else (lambda x, a: np.log(_softmax(x, a)))
+        return Case([s], {"axis": axis}, numpy_shape(lambda: fn(np.zeros(s), axis)))
+
+    return make()
+
+
+@cases("nn.layer_norm")
+def _layer_norm(op: str) -> st.SearchStrategy[Case]:
+    @st.composite
+    def make(draw: st.DrawFn) -> Case:
+        s, axis = _axis_case(draw)
+        view = [1] * len(s)
+        view[axis] = s[axis]
+
+        def run() -> np.ndarray:
+            x = np.zeros(s)
+            mean = x.mean(axis=axis, keepdims=True)
+            var = x.var(axis=axis, keepdims=True)
+            gamma, beta = np.ones(s[axis]).reshape(view), np.zeros(s[axis]).reshape(view)
+            return (x - mean) / np.sqrt(var + 1e-5) * gamma + beta
+
+        return Case([s, (s[axis],), (s[axis],)], {"axis": axis, "epsilon": 1e-5}, numpy_shape(run))
+
+    return make()
+
+
+def _windows(
+    x: np.ndarray,
+    kernel: tuple[int, int],
+    strides: list[int],
+    padding: list[int],
+    dilation: tuple[int, int] = (1, 1),
+) -> np.ndarray:
+    """Every (dilated, strided) window of a padded NCHW tensor: (N, C, OH, OW, KH, KW)."""
+    top, left, bottom, right = padding if len(padding) == 4 else padding * 2
+    xp = np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)))
+    extent = tuple(d * (k - 1) + 1 for d, k in zip(dilation, kernel, strict=True))
+    win = sliding_window_view(xp, extent, axis=(2, 3))
+    return win[:, :, :: strides[0], :: strides[1], :: dilation[0], :: dilation[1]]
+
+
+def _conv2d(
+    x: np.ndarray,
+    w: np.ndarray,
+    strides: list[int],
+    padding: list[int],
+    dilation: list[int],
+    groups: int,
+) -> np.ndarray:
+    """A plain grouped NCHW/OIHW convolution."""
+    win = _windows(x, (w.shape[2], w.shape[3]), strides, padding, (dilation[0], dilation[1]))
+    n, c, oh, ow, kh, kw = win.shape
+    win = win.reshape(n, groups, c // groups, oh, ow, kh, kw)
+    wg = w.reshape(groups, w.shape[0] // groups, w.shape[1], kh, kw)
+    out = np.einsum("ngchwij,gocij->ngohw", win, wg)
+    return out.reshape(n, w.shape[0], oh, ow)
+
+
+def _pad_spec(draw: st.DrawFn) -> list[int]:
+    if draw(st.booleans()):
+        return [draw(st.integers(0, 2)) for _ in range(4)]
+    return [draw(st.integers(0, 2)) for _ in range(2)]
+
+
+@cases("nn.conv2d")
+def _conv(op: str) -> st.SearchStrategy[Case]:
+    @st.composite
+    def make(draw: st.DrawFn) -> Case:
+        groups = draw(st.integers(1, 3))
+        per_group_in, per_group_out = draw(st.integers(0, 2)), draw(st.integers(0, 2))
+        kh, kw = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+        strides = [draw(st.integers(1, 3)) for _ in range(2)]
+        dilation = [draw(st.integers(1, 2)) for _ in range(2)]
+        padding = _pad_spec(draw)
+        pads = padding if len(padding) == 4 else padding * 2
+        h = draw(st.integers(max(0, dilation[0] * (kh - 1) + 1 - pads[0] - pads[2]), 7))
+        w = draw(st.integers(max(0, dilation[1] * (kw - 1) + 1 - pads[1] - pads[3]), 7))
+        data = (draw(st.integers(0, 2)), groups * per_group_in, h, w)
+        weight = (groups * per_group_out, per_group_in, kh, kw)
+        attrs = {"strides": strides, "padding": padding, "dilation": dilation, "groups": groups}
+        expected = numpy_shape(
+            lambda: _conv2d(np.zeros(data), np.zeros(weight), strides, padding, dilation, groups)
+        )
+        return Case([data, weight], attrs, expected)
+
+    return make()
+
+
+@cases("nn.max_pool2d", "nn.avg_pool2d")
+def _pool(op: str) -> st.SearchStrategy[Case]:
+    @st.composite
+    def make(draw: st.DrawFn) -> Case:
+        kh, kw = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+        strides = [draw(st.integers(1, 3)) for _ in range(2)]
+        padding = _pad_spec(draw)
+        pads = padding if len(padding) == 4 else padding * 2
+        h = draw(st.integers(max(0, kh - pads[0] - pads[2]), 7))
+        w = draw(st.integers(max(0, kw - pads[1] - pads[3]), 7))
+        data = (draw(st.integers(0, 2)), draw(st.integers(0, 3)), h, w)
+        reduce = np.max if op == "nn.max_pool2d" else np.mean
+        expected = numpy_shape(
+            lambda: reduce(_windows(np.ones(data), (kh, kw), strides, padding), axis=(4, 5))
+        )
+        attrs = {"pool_size": [kh, kw], "strides": strides, "padding": padding}
+        return Case([data], attrs, expected)
+
+    return make()
+
+
+@cases("nn.global_avg_pool2d", "nn.global_max_pool2d")
+def _global_pool(op: str) -> st.SearchStrategy[Case]:
+    reduce = np.mean if op == "nn.global_avg_pool2d" else np.max
+
+    def make(s: tuple[int, ...]) -> Case:
+        if op == "nn.global_max_pool2d":
+            assume(s[2] > 0 and s[3] > 0)
+        return Case([s], {}, numpy_shape(lambda: reduce(np.zeros(s), axis=(2, 3), keepdims=True)))
+
+    return shapes(min_rank=4, max_rank=4).map(make)
