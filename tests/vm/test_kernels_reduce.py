@@ -1,0 +1,83 @@
+"""Reduction kernels against plain numpy (axis None/int/list, keepdims, exclude)."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from vm_testlib import FLOATS, KERNEL_SETTINGS, NUMERIC, arrays, assert_same, run_like, shapes, tol
+
+
+def _axis_attr(data, ndim):
+    """An axis attribute: None, an int (maybe negative) or a list of distinct axes."""
+    if ndim == 0:
+        return data.draw(st.sampled_from([None, ()]))
+    kind = data.draw(st.sampled_from(["none", "int", "list"]))
+    if kind == "none":
+        return None
+    if kind == "int":
+        return data.draw(st.integers(-ndim, ndim - 1))
+    return tuple(data.draw(st.lists(st.integers(0, ndim - 1), unique=True, max_size=ndim)))
+
+
+def _axes(ndim, axis, exclude):
+    given_axes = range(ndim) if axis is None else ([axis] if isinstance(axis, int) else axis)
+    norm = {a % ndim for a in given_axes}
+    return tuple(sorted(set(range(ndim)) - norm if exclude else norm))
+
+
+REDUCERS = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min, "prod": np.prod}
+
+
+@pytest.mark.parametrize("op", sorted(REDUCERS))
+@pytest.mark.parametrize("dtype", NUMERIC)
+@KERNEL_SETTINGS
+@given(data=st.data())
+def test_reductions(op, dtype, data):
+    if op == "mean" and dtype not in FLOATS:
+        return  # mean is float-only in the catalogue
+    x = data.draw(arrays(dtype, shapes(), small=op == "prod"))
+    axis = _axis_attr(data, x.ndim)
+    keepdims, exclude = data.draw(st.booleans()), data.draw(st.booleans())
+    axes = _axes(x.ndim, axis, exclude)
+    if op in ("max", "min") and math.prod(x.shape[a] for a in axes) == 0 and x.size == 0:
+        return  # no identity: the shape function rejects an empty max/min
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        expected = np.asarray(REDUCERS[op](x, axis=axes, keepdims=keepdims)).astype(dtype)
+    attrs = {"axis": axis, "keepdims": keepdims, "exclude": exclude}
+    got = run_like(op, attrs, [x], expected)
+    assert_same(got, expected, tol(dtype) * 10 if dtype in FLOATS else None)
+
+
+def _ref_arg(f, x, axes, keepdims):
+    kept = [a for a in range(x.ndim) if a not in axes]
+    out = np.empty([x.shape[a] for a in kept], np.int64)
+    for idx in np.ndindex(*out.shape):
+        sel = [slice(None)] * x.ndim
+        for a, i in zip(kept, idx, strict=True):
+            sel[a] = i
+        out[idx] = f(x[tuple(sel)].ravel())  # reduced axes stay in order: C-order flatten
+    if keepdims:
+        out = out.reshape([1 if a in axes else d for a, d in enumerate(x.shape)])
+    return out
+
+
+@pytest.mark.parametrize("op", ["argmax", "argmin"])
+@pytest.mark.parametrize("dtype", ("bool", *NUMERIC))
+@KERNEL_SETTINGS
+@given(data=st.data())
+def test_arg_reductions_flatten_axes_in_order(op, dtype, data):
+    x = data.draw(arrays(dtype, shapes(max_side=3)))
+    axis = _axis_attr(data, x.ndim)
+    keepdims, exclude = data.draw(st.booleans()), data.draw(st.booleans())
+    axes = _axes(x.ndim, axis, exclude)
+    if math.prod(x.shape[a] for a in axes) == 0:
+        return  # argmax of nothing is an error
+    expected = _ref_arg(np.argmax if op == "argmax" else np.argmin, x, axes, keepdims)
+    got = run_like(op, {"axis": axis, "keepdims": keepdims, "exclude": exclude}, [x], expected)
+    assert_same(got, expected)

@@ -1,0 +1,80 @@
+"""dynshape's runtime: a bytecode VM whose kernels are numpy.
+
+Imports numpy, the standard library, ``shape_funcs`` and ``dynshape_errors`` only (never sympy,
+``ir`` or ``dynshape``): a deployed model needs numpy alone. See design/vm.md.
+"""
+
+from . import kernels
+from .assembler import Assembler, FunctionBuilder, Label, tensor, tuple_type
+from .errors import (
+    AssemblerError,
+    FormatError,
+    KernelError,
+    KernelRegistryError,
+    MemoryLimitError,
+    OutOfBoundsError,
+    RunTimeShapeError,
+    VMArgumentError,
+    VMError,
+)
+from .executable import (
+    Executable,
+    Function,
+    OpKernel,
+    Param,
+    ShapeFuncEntry,
+    TensorSpec,
+    TupleSpec,
+)
+from .fused import FusedKernel, FusedStep, Ref, Scratch
+from .interpreter import VirtualMachine
+from .isa import Instruction, Op, Reg
+from .kernels.registry import has_kernel, register_kernel, register_table, registered_kernels
+from .memory import Allocator, MemoryStats, NaiveAllocator, PooledAllocator, Storage
+from .profiler import Profiler
+from .shape_program import ShapeProgram, ShapeProgramBuilder
+
+__all__ = [
+    "Allocator",
+    "Assembler",
+    "AssemblerError",
+    "Executable",
+    "FormatError",
+    "Function",
+    "FunctionBuilder",
+    "FusedKernel",
+    "FusedStep",
+    "Instruction",
+    "KernelError",
+    "KernelRegistryError",
+    "Label",
+    "MemoryLimitError",
+    "MemoryStats",
+    "NaiveAllocator",
+    "Op",
+    "OpKernel",
+    "OutOfBoundsError",
+    "Param",
+    "PooledAllocator",
+    "Profiler",
+    "Ref",
+    "Reg",
+    "RunTimeShapeError",
+    "Scratch",
+    "ShapeFuncEntry",
+    "ShapeProgram",
+    "ShapeProgramBuilder",
+    "Storage",
+    "TensorSpec",
+    "TupleSpec",
+    "VMArgumentError",
+    "VMError",
+    "VirtualMachine",
+    "has_kernel",
+    "kernels",
+    "register_kernel",
+    "register_table",
+    "registered_kernels",
+    "tensor",
+    "tuple_type",
+]

@@ -1,0 +1,130 @@
+"""Checking and converting the arguments of ``run``/``invoke`` against a function's signature.
+
+Each parameter gets one converter, built once per VM: the common case (a numpy array of the right
+dtype) costs a dtype comparison, a rank comparison and one comparison per static dim. Errors name
+the function, the parameter (by its name in the signature) and the axis.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from .errors import VMArgumentError
+from .executable import Function, TensorSpec, TupleSpec, TypeSpec
+
+Converter = Callable[[Any], Any]
+
+
+def scalar_to_array(value: Any, dt: np.dtype, what: str) -> np.ndarray:
+    """A Python (or numpy) scalar as a 0-d array of ``dt``, if the conversion loses nothing.
+
+    Lossless means: bools only for bool; ints within an integer dtype's range; ints exactly
+    representable in a float dtype; floats for float dtypes unless they overflow it (rounding a
+    float literal to float32 is what writing it for a float32 parameter means); integral floats
+    within range for integer dtypes.
+    """
+    if isinstance(value, np.generic):
+        value = value.item()
+    ok = False
+    if dt.kind == "b":
+        ok = isinstance(value, bool)
+    elif isinstance(value, bool):
+        ok = False
+    elif dt.kind in "iu":
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, int):
+            info = np.iinfo(dt)
+            ok = info.min <= value <= info.max
+    elif dt.kind == "f":
+        if isinstance(value, int):
+            with np.errstate(over="ignore"):
+                conv = dt.type(value)
+            ok = bool(np.isfinite(conv)) and int(conv) == value
+        elif isinstance(value, float):
+            with np.errstate(over="ignore"):
+                ok = bool(np.isfinite(dt.type(value))) or not math.isfinite(value)
+    if not ok:
+        raise VMArgumentError(f"{what}: {value!r} cannot be converted to {dt.name} without loss")
+    return np.array(value, dtype=dt)
+
+
+def tensor_converter(spec: TensorSpec, what: str) -> Converter:
+    """The converter of a tensor parameter described as ``what`` (``main: parameter x``)."""
+    dt = np.dtype(spec.dtype)
+    rank = len(spec.shape)
+    static = [(ax, d) for ax, d in enumerate(spec.shape) if isinstance(d, int)]
+
+    def fail(a: np.ndarray) -> VMArgumentError:
+        if a.dtype != dt:
+            return VMArgumentError(
+                f"{what}: expected dtype {dt.name}, got {a.dtype.name} "
+                f"(expected {spec}, no implicit casts)"
+            )
+        if a.ndim != rank:
+            return VMArgumentError(
+                f"{what}: expected rank {rank} {spec}, got rank {a.ndim} with shape {a.shape}"
+            )
+        for ax, d in static:
+            if a.shape[ax] != d:
+                return VMArgumentError(
+                    f"{what}: axis {ax} must be {d}, got {a.shape[ax]} "
+                    f"(expected {spec}, got shape {a.shape})"
+                )
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def convert(a: Any) -> Any:
+        if not isinstance(a, np.ndarray):
+            if isinstance(a, (bool, int, float, np.generic)):
+                if rank != 0:
+                    raise VMArgumentError(f"{what}: expected a tensor {spec}, got the scalar {a!r}")
+                return scalar_to_array(a, dt, what)
+            raise VMArgumentError(f"{what}: expected a numpy array {spec}, got {type(a).__name__}")
+        if a.dtype != dt or a.ndim != rank:
+            raise fail(a)
+        shape = a.shape
+        for ax, d in static:
+            if shape[ax] != d:
+                raise fail(a)
+        return a
+
+    return convert
+
+
+def converter(spec: TypeSpec, what: str) -> Converter:
+    """The converter of a parameter of any type."""
+    if isinstance(spec, TensorSpec):
+        return tensor_converter(spec, what)
+    assert isinstance(spec, TupleSpec)
+    fields = [converter(f, f"{what}[{i}]") for i, f in enumerate(spec.fields)]
+
+    def convert(a: Any) -> Any:
+        if not isinstance(a, (tuple, list)) or len(a) != len(fields):
+            raise VMArgumentError(
+                f"{what}: expected a tuple of {len(fields)} {spec}, got {type(a).__name__}"
+            )
+        return tuple(f(x) for f, x in zip(fields, a, strict=False))
+
+    return convert
+
+
+def arguments_checker(fn: Function) -> Callable[[Sequence[Any]], list[Any]]:
+    """A function mapping the user's arguments to the initial registers of ``fn``."""
+    convs = [converter(p.type, f"{fn.name}: parameter {p.name!r}") for p in fn.params]
+    names = ", ".join(p.name for p in fn.params)
+    n = len(convs)
+    pad = [None] * (fn.num_registers - n)
+
+    def check(args: Sequence[Any]) -> list[Any]:
+        if len(args) != n:
+            raise VMArgumentError(
+                f"{fn.name} takes {n} argument(s) ({names}), got {len(args)}"
+                f"\n  signature: {fn.signature}"
+            )
+        return [c(a) for c, a in zip(convs, args, strict=False)] + pad
+
+    return check

@@ -1,0 +1,375 @@
+"""Decoding: each instruction becomes one specialised closure ``step(regs) -> next_pc``.
+
+This happens once, when a ``VirtualMachine`` is built. Operands are read here, not at run time:
+an immediate shape is baked into the closure, a kernel is bound with its attributes, a shape
+program is compiled. The interpreter loop then only calls closures. ``call`` and ``ret`` return
+the negative codes ``CALL``/``RET`` and leave their payload in ``ctx.state`` for the loop, which
+owns the frame stack.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from shape_funcs.errors import ShapeError
+
+from .errors import RunTimeShapeError
+from .isa import Instruction, Op, Reg
+from .memory.allocator import Allocator
+from .memory.storage import Storage, view_error
+
+Step = Callable[[list[Any]], int]
+CALL = -1
+RET = -2
+
+CMP = {
+    "==": operator.eq,
+    "!=": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
+
+
+@dataclass
+class DecodeContext:
+    """What the decoders bind into closures (one per VM)."""
+
+    allocator: Allocator
+    """Where storages come from."""
+    constants: Sequence[np.ndarray]
+    """The constant pool."""
+    kernels: Sequence[Callable[..., Any]]
+    """Bound kernel callables, by kernel-table index."""
+    programs: Sequence[Callable[[Sequence[int]], list[Any]]]
+    """Compiled shape programs."""
+    shape_funcs: Sequence[tuple[str, dict[str, Any]]]
+    """(op, attrs) of each shape-function entry."""
+    concrete_shapes: Callable[..., Any] | None
+    """``shape_funcs.concrete_shapes`` if available."""
+    live: dict[int, Storage] = field(default_factory=dict)
+    """Storages allocated by the current run and not freed yet, by ``id(storage.raw)``."""
+    state: list[Any] = field(default_factory=lambda: [None])
+    """Payload of the last ``call``/``ret`` for the loop."""
+
+
+def _getter(v: Any) -> Callable[[list[Any]], Any]:
+    """Reads a VAL/SHAPE operand: from a register, or the immediate itself."""
+    if isinstance(v, Reg):
+        i = v.index
+        return lambda r: r[i]
+    return lambda r: v
+
+
+def _move(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+    d, s = ops[0].index, ops[1].index
+
+    def step(r: list[Any]) -> int:
+        r[d] = r[s]
+        return nxt
+
+    return step
+
+
+def _load(value: Any, d: int, nxt: int) -> Step:
+    def step(r: list[Any]) -> int:
+        r[d] = value
+        return nxt
+
+    return step
+
+
+def _load_const(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+    return _load(ctx.constants[ops[1]], ops[0].index, nxt)
+
+
+def _load_int(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+    return _load(ops[1], ops[0].index, nxt)
+
+
+def _call(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+    d, callee, args = ops[0].index, ops[1], tuple(a.index for a in ops[2])
+    state = ctx.state
+
+    def step(r: list[Any]) -> int:
+        state[0] = (callee, [r[a] for a in args], d, nxt)
+        return CALL
+
+    return step
+
+
+def _invoke(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+    fn = ctx.kernels[ops[0]]
+    idx = tuple(a.index for a in (*ops[1], *ops[2]))
+    # Specialised by arity: no argument list is built for the common kernels.
+    if len(idx) == 2:
+        a, b = idx
+
+        def step2(r: list[Any]) -> int:
+            fn(r[a], r[b])
+            return nxt
+
+        return step2
+    if len(idx) == 3:
+        a, b, c = idx
+
+        def step3(r: list[Any]) -> int:
+            fn(r[a], r[b], r[c])
+            return nxt
+
+        return step3
+
+    def step(r: list[Any]) -> int:
+        fn(*[r[i] for i in idx])
+        return nxt
+
+    return step
+
+
+def _alloc_storage(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+    d, size, align = ops[0].index, ops[1], ops[2]
+    alloc, live = ctx.allocator.alloc, ctx.live
+    if isinstance(size, Reg):
+        s = size.index
+        index = operator.index
+
+        def dyn(r: list[Any]) -> int:
+            st = alloc(index(r[s]), align)
+            live[id(st.raw)] = st
+            r[d] = st
+            return nxt
+
+        return dyn
+
+    def step(r: list[Any]) -> int:
+        st = alloc(size, align)
+        live[id(st.raw)] = st
+        r[d] = st
+        return nxt
+
+    return step
+
+
+def _alloc_tensor(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+    d, s, offset, shape, dtype = ops[0].index, ops[1].index, ops[2], ops[3], np.dtype(ops[4])
+    ndarray = np.ndarray
+    if not isinstance(offset, Reg) and not isinstance(shape, Reg):
+        # The common case, all static: the bounds check is one comparison.
+        end = offset + math.prod(shape) * dtype.itemsize
+
+        def static(r: list[Any]) -> int:
+            st = r[s]
+            if end > st.nbytes:
+                raise view_error(st, offset, shape, dtype)
+            r[d] = ndarray(shape, dtype, buffer=st.buf, offset=offset)
+            return nxt
+
+        return static
+    get_off, get_shape = _getter(offset), _getter(shape)
+    itemsize, index, prod = dtype.itemsize, operator.index, math.prod
+
+    def dyn(r: list[Any]) -> int:
+        st, off = r[s], index(get_off(r))
+        shp = tuple(index(x) for x in get_shape(r))
+        if off < 0 or off + prod(shp) * itemsize > st.nbytes or min(shp, default=0) < 0:
+            raise view_error(st, off, shp, dtype)
+        r[d] = ndarray(shp, dtype, buffer=st.buf, offset=off)
+        return nxt
+
+    return dyn
+
+
+def _shape_of(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+    d, s = ops[0].index, ops[1].index
+
+    def step(r: list[Any]) -> int:
+        r[d] = r[s].shape
+        return nxt
+
+    return step
+
+
+def _dim(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+    d, s, axis = ops[0].index, ops[1].index, ops[2]
+
+    def step(r: list[Any]) -> int:
+        r[d] = r[s].shape[axis]
+        return nxt
+
+    return step
+
+
+def _reshape(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+    d, s, get_shape = ops[0].index, ops[1].index, _getter(ops[2])
+
+    def step(r: list[Any]) -> int:
+        r[d] = r[s].reshape(get_shape(r))
+        return nxt
+
+    return step
+
+
+def _tuple(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+    d, items = ops[0].index, tuple(a.index for a in ops[1])
+
+    def step(r: list[Any]) -> int:
+        r[d] = tuple([r[i] for i in items])
+        return nxt
+
+    return step
+
+
+def _get_item(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+    d, s, i = ops[0].index, ops[1].index, ops[2]
+
+    def step(r: list[Any]) -> int:
+        r[d] = r[s][i]
+        return nxt
+
+    return step
+
+
+def _jump(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+    target = ops[0]
+    return lambda r: target
+
+
+def _jump_if_not(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+    c, target = ops[0].index, ops[1]
+    return lambda r: nxt if r[c] else target
+
+
+def _ret(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+    s, state = ops[0].index, ctx.state
+
+    def step(r: list[Any]) -> int:
+        state[0] = r[s]
+        return RET
+
+    return step
+
+
+def _kill(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+    regs, free, live = tuple(a.index for a in ops[0]), ctx.allocator.free, ctx.live
+
+    def step(r: list[Any]) -> int:
+        for i in regs:
+            v = r[i]
+            r[i] = None
+            # Only storages return memory; dropping a tensor view just drops a reference.
+            if type(v) is Storage and live.pop(id(v.raw), None) is not None:
+                free(v)
+        return nxt
+
+    return step
+
+
+def _shape_program(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+    prog, ins, outs = (
+        ctx.programs[ops[0]],
+        tuple(a.index for a in ops[1]),
+        tuple(a.index for a in ops[2]),
+    )
+    if len(outs) == 1:
+        (d,) = outs
+
+        def one(r: list[Any]) -> int:
+            r[d] = prog([r[i] for i in ins])[0]
+            return nxt
+
+        return one
+
+    def step(r: list[Any]) -> int:
+        for d, v in zip(outs, prog([r[i] for i in ins]), strict=False):
+            r[d] = v
+        return nxt
+
+    return step
+
+
+def _as_shapes(res: Any) -> Any:
+    if isinstance(res, list):
+        return tuple(tuple(int(x) for x in s) for s in res)
+    return tuple(int(x) for x in res)
+
+
+def _shape_func(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+    d, (op, attrs), ins = ops[0].index, ctx.shape_funcs[ops[1]], tuple(a.index for a in ops[2])
+    concrete = ctx.concrete_shapes
+
+    def step(r: list[Any]) -> int:
+        if concrete is None:
+            raise RunTimeShapeError("shape_funcs.concrete_shapes is not available")
+        try:
+            r[d] = _as_shapes(concrete(op, [r[i] for i in ins], attrs))
+        except RunTimeShapeError:
+            raise
+        except ShapeError as e:
+            raise RunTimeShapeError(str(e)) from e
+        return nxt
+
+    return step
+
+
+def _check(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+    get_a, cmp, get_b, message = _getter(ops[0]), ops[1], _getter(ops[2]), ops[3]
+    f = CMP[cmp]
+
+    def step(r: list[Any]) -> int:
+        a, b = get_a(r), get_b(r)
+        if not f(a, b):
+            raise RunTimeShapeError(f"run-time check failed: {message} (got {a} {cmp} {b} false)")
+        return nxt
+
+    return step
+
+
+def _check_dim(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+    s, axis, sym, what, name, bound_by = ops[0].index, ops[1], ops[2].index, *ops[3:]
+
+    def step(r: list[Any]) -> int:
+        actual, bound = r[s].shape[axis], r[sym]
+        if actual != bound:
+            raise RunTimeShapeError(
+                f"{what} = {actual} but {name} = {bound} was bound by {bound_by}"
+            )
+        return nxt
+
+    return step
+
+
+#: The decoder of each opcode.
+DECODERS: dict[Op, Callable[[tuple[Any, ...], int, DecodeContext], Step]] = {
+    Op.MOVE: _move,
+    Op.LOAD_CONST: _load_const,
+    Op.LOAD_INT: _load_int,
+    Op.CALL: _call,
+    Op.INVOKE: _invoke,
+    Op.ALLOC_STORAGE: _alloc_storage,
+    Op.ALLOC_TENSOR: _alloc_tensor,
+    Op.SHAPE_OF: _shape_of,
+    Op.DIM: _dim,
+    Op.RESHAPE: _reshape,
+    Op.TUPLE: _tuple,
+    Op.GET_ITEM: _get_item,
+    Op.JUMP: _jump,
+    Op.JUMP_IF_NOT: _jump_if_not,
+    Op.RET: _ret,
+    Op.KILL: _kill,
+    Op.SHAPE_PROGRAM: _shape_program,
+    Op.SHAPE_FUNC: _shape_func,
+    Op.CHECK: _check,
+    Op.CHECK_DIM: _check_dim,
+}
+
+
+def decode(code: Sequence[Instruction], ctx: DecodeContext) -> list[Step]:
+    """The closures of a function's instructions, by pc."""
+    return [DECODERS[ins.op](ins.operands, pc + 1, ctx) for pc, ins in enumerate(code)]

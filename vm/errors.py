@@ -1,0 +1,88 @@
+"""The VM's exceptions: one family under ``VMError``, itself a ``DynShapeError``.
+
+Every error the VM raises at run time says where it happened (function, instruction index and
+the instruction's listing) through ``VMError.where``, which the interpreter fills in once, at the
+frame that was executing, so deep helpers can raise with a plain message.
+"""
+
+from __future__ import annotations
+
+from dynshape_errors import DynShapeError
+from shape_funcs.errors import ShapeError
+
+
+class VMError(DynShapeError):
+    """Base class of every error raised by the virtual machine."""
+
+    def __init__(self, message: str, where: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        """The message without location."""
+        self.where: str | None = where
+        """``function@pc: instruction`` that was executing, when known."""
+
+    def __str__(self) -> str:
+        if self.where is None:
+            return self.message
+        return f"{self.message}\n  at {self.where}"
+
+
+class FormatError(VMError):
+    """An executable (a file, bytes, or an assembled program) is malformed.
+
+    The message names what is wrong: the field, the function and instruction, the index that is
+    out of range, or the op whose kernel is not registered in this process.
+    """
+
+
+class AssemblerError(VMError):
+    """Bytecode written with the assembler is used wrongly (unplaced label, bad operand)."""
+
+
+class VMArgumentError(VMError):
+    """The arguments of ``run``/``invoke`` do not match the function's signature.
+
+    The message names the parameter (by its name in the signature) and, for shape errors, the axis.
+    """
+
+
+class MemoryLimitError(VMError):
+    """An allocation would take the VM past its memory limit; nothing was allocated."""
+
+
+class OutOfBoundsError(VMError):
+    """A tensor view does not fit in its storage (bytes asked, offset, storage size)."""
+
+
+class KernelError(VMError):
+    """A kernel failed on its inputs (numpy raised); names the kernel and the instruction.
+
+    The numpy exception is kept as ``__cause__``.
+    """
+
+
+class KernelRegistryError(VMError):
+    """A kernel is registered twice for one op, or looked up for an op that has none."""
+
+
+class RunTimeShapeError(VMError, ShapeError):
+    """A shape fact checked at run time does not hold (a ``check``/``check_dim`` instruction,
+    or a shape function called by ``shape_func``).
+
+    It is both a ``VMError`` (it happened while running bytecode, and carries the location) and a
+    ``shape_funcs.ShapeError`` (the same fact that the compiler could not prove), so callers can
+    catch either family.
+    """
+
+
+__all__ = [
+    "AssemblerError",
+    "FormatError",
+    "KernelError",
+    "KernelRegistryError",
+    "MemoryLimitError",
+    "OutOfBoundsError",
+    "RunTimeShapeError",
+    "VMArgumentError",
+    "VMError",
+]

@@ -1,0 +1,227 @@
+"""The executable: functions of bytecode plus the tables they index.
+
+An ``Executable`` is plain data: it can be built by the assembler, written to a file with
+``save``, read back with ``load`` (see ``serialize.py``) and run by a ``VirtualMachine``, which
+decodes it once. ``validate()`` (see ``validate.py``) checks everything an instruction or table
+entry may refer to, so a decoded program can never index out of range.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .fused import FusedKernel
+from .isa import Instruction, Kind, format_instruction
+from .shape_program import ShapeProgram
+
+#: Element types the VM accepts (the IR's set).
+DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "float16", "float32", "float64")
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """A parameter or result type: dtype and dims (ints are checked on entry; strings are
+    symbolic dims such as ``n`` or ``2*n``, checked by the function's own bytecode)."""
+
+    dtype: str
+    """The element type."""
+    shape: tuple[int | str, ...]
+    """One entry per axis: a static int or the text of a symbolic dim (``?`` for unknown)."""
+
+    def __str__(self) -> str:
+        dims = ", ".join(str(d) for d in self.shape) + ("," if len(self.shape) == 1 else "")
+        return f"Tensor[({dims}), {self.dtype}]"
+
+
+@dataclass(frozen=True)
+class TupleSpec:
+    """A tuple type."""
+
+    fields: tuple[TypeSpec, ...]
+    """The field types."""
+
+    def __str__(self) -> str:
+        return (
+            "("
+            + ", ".join(str(f) for f in self.fields)
+            + ("," if len(self.fields) == 1 else "")
+            + ")"
+        )
+
+
+TypeSpec = TensorSpec | TupleSpec
+
+
+@dataclass(frozen=True)
+class Param:
+    """A parameter of a function's signature."""
+
+    name: str
+    """Its name, used in argument error messages."""
+    type: TypeSpec
+    """Its type."""
+
+
+@dataclass(frozen=True)
+class Function:
+    """A function of bytecode. Its parameters arrive in registers ``0 .. len(params)-1``."""
+
+    name: str
+    """The name ``invoke`` looks it up by (``main`` is what ``run`` calls)."""
+    params: tuple[Param, ...]
+    """The signature's parameters."""
+    ret: TypeSpec | None
+    """The result type, for the signature text (None: not stated)."""
+    num_registers: int
+    """Size of its register file."""
+    code: tuple[Instruction, ...]
+    """The instructions; the last one is a ``ret`` or a ``jump``."""
+
+    @property
+    def signature(self) -> str:
+        """The symbolic signature as text: ``main(x: Tensor[(n, 16), float32]) -> ...``."""
+        params = ", ".join(f"{p.name}: {p.type}" for p in self.params)
+        ret = f" -> {self.ret}" if self.ret is not None else ""
+        return f"{self.name}({params}){ret}"
+
+
+@dataclass(frozen=True)
+class OpKernel:
+    """A kernel-table entry calling the registered kernel of one op."""
+
+    op: str
+    """The op's name (its kernel is looked up in the registry when the VM decodes)."""
+    attrs: Mapping[str, Any]
+    """Attributes, normalised as in the catalogue (defaults filled in)."""
+    num_inputs: int
+    """Inputs passed (a tuple operand counts as one)."""
+    num_outputs: int
+    """Outputs passed."""
+
+    @property
+    def name(self) -> str:
+        """The name shown in listings and the profiler."""
+        return self.op
+
+
+KernelEntry = OpKernel | FusedKernel
+
+
+@dataclass(frozen=True)
+class ShapeFuncEntry:
+    """A shape-function-table entry: which op's shape function, with which attributes."""
+
+    op: str
+    """The op whose (data-dependent) shape function is called."""
+    attrs: Mapping[str, Any]
+    """The attributes it is called with."""
+
+
+def _frozen(c: np.ndarray) -> np.ndarray:
+    if not isinstance(c, np.ndarray) or not c.flags.writeable:
+        return c
+    view = c.view()
+    view.flags.writeable = False
+    return view
+
+
+@dataclass
+class Executable:
+    """Everything a VM needs to run a compiled program."""
+
+    functions: list[Function] = field(default_factory=list)
+    """The functions; names are unique."""
+    constants: list[np.ndarray] = field(default_factory=list)
+    """The constant pool (read-only arrays)."""
+    kernels: list[KernelEntry] = field(default_factory=list)
+    """The kernel table indexed by ``invoke``."""
+    shape_programs: list[ShapeProgram] = field(default_factory=list)
+    """Compiled shape programs indexed by ``shape_program``."""
+    shape_funcs: list[ShapeFuncEntry] = field(default_factory=list)
+    """Shape functions indexed by ``shape_func``."""
+
+    def __post_init__(self) -> None:
+        # Read-only views: a kernel can never write into a constant (it fails instead), and the
+        # caller's own arrays keep their flags.
+        self.constants = [_frozen(c) for c in self.constants]
+
+    def function_index(self, name: str) -> int:
+        """The index of function ``name``; raises KeyError if there is none."""
+        for i, f in enumerate(self.functions):
+            if f.name == name:
+                return i
+        raise KeyError(name)
+
+    def signature(self, name: str = "main") -> str:
+        """The symbolic signature of function ``name`` as text."""
+        return self.functions[self.function_index(name)].signature
+
+    def validate(self) -> None:
+        """Raise FormatError naming the first thing that is malformed."""
+        from .validate import validate_executable
+
+        validate_executable(self)
+
+    @property
+    def bytecode(self) -> str:
+        """A readable listing: the tables, then each function's signature and instructions."""
+        names: dict[Kind, Any] = {
+            Kind.KERNEL: [k.name for k in self.kernels],
+            Kind.FUNC: [f.name for f in self.functions],
+        }
+        lines = []
+        for i, c in enumerate(self.constants):
+            lines.append(f"c{i} = const {c.dtype.name}{list(c.shape)}")
+        for i, k in enumerate(self.kernels):
+            if isinstance(k, OpKernel):
+                attrs = ", ".join(f"{a}={v!r}" for a, v in k.attrs.items())
+                lines.append(f"k{i} = kernel {k.op}({attrs})")
+            else:
+                lines.append(f"k{i} = fused {k.name}:")
+                for j, step in enumerate(k.steps):
+                    args = ", ".join(str(a) for a in step.inputs)
+                    outs = ", ".join(str(o) for o in step.outputs)
+                    lines.append(f"    {j}: {step.op}({args}) -> ({outs})")
+                for j, t in enumerate(k.scratch):
+                    lines.append(f"    tmp{j}: {t.dtype} {t.shape}")
+        for i, p in enumerate(self.shape_programs):
+            lines.append(f"p{i} = shape_program {p.format()}")
+        for i, sf in enumerate(self.shape_funcs):
+            lines.append(f"s{i} = shape_func {sf.op}({dict(sf.attrs)})")
+        for f in self.functions:
+            lines.append("")
+            lines.append(f"fn {f.signature}  # {f.num_registers} registers")
+            for pc, ins in enumerate(f.code):
+                lines.append(f"  {pc:4}: {format_instruction(ins, names)}")
+        return "\n".join(lines) + "\n"
+
+    def save(self, path: str | Path) -> None:
+        """Write the executable to one file (see design/vm.md for the layout)."""
+        from .serialize import to_bytes
+
+        Path(path).write_bytes(to_bytes(self))
+
+    @classmethod
+    def load(cls, path: str | Path) -> Executable:
+        """Read and validate an executable file; a bad file raises FormatError."""
+        from .serialize import from_bytes
+
+        return from_bytes(Path(path).read_bytes())
+
+    def to_bytes(self) -> bytes:
+        """The file's bytes."""
+        from .serialize import to_bytes
+
+        return to_bytes(self)
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Executable:
+        """Parse and validate the bytes of a file; bad bytes raise FormatError."""
+        from .serialize import from_bytes
+
+        return from_bytes(data)

@@ -1,0 +1,245 @@
+"""The virtual machine: decode an executable once, then run its functions on numpy arrays.
+
+The loop (``_execute``) calls the current instruction's closure, which returns the next pc;
+``call`` and ``ret`` return negative codes and the loop pushes or pops a frame. Frames live on an
+explicit stack (a list), not on Python's, so recursion in bytecode is bounded by
+``max_call_depth`` rather than by Python's recursion limit.
+
+Memory: storages allocated during a call are tracked until killed. When the top-level call
+returns, storages still live are either handed to the caller with the arrays that view them
+(ownership transfer: the allocator forgets them, so they are never reused) or given back to the
+allocator. A small output is copied instead (its storage goes back to the pool): below
+``COPY_THRESHOLD`` bytes a copy is cheaper than the fresh storage the next call would need after
+a transfer (see design/vm.md for the measurements). ``output_policy`` forces either choice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from time import perf_counter_ns
+from typing import Any
+
+import numpy as np
+
+from . import kernels as _kernels  # noqa: F401  (registers the built-in kernels)
+from .calling import arguments_checker
+from .decode import CALL, DecodeContext, Step, decode
+from .errors import KernelError, VMError
+from .executable import Executable, OpKernel
+from .fused import KERNEL_FAILURES, FusedKernel, build_fused
+from .isa import Kind, Op, format_instruction
+from .kernels.registry import get_kernel_factory
+from .memory.allocator import Allocator, NaiveAllocator, PooledAllocator
+from .profiler import Profiler
+
+#: Outputs up to this many bytes are copied under the "auto" output policy; larger ones have
+#: their storage handed over (measured crossover: design/vm.md).
+COPY_THRESHOLD = 16384
+OUTPUT_POLICIES = ("auto", "copy", "transfer")
+
+
+def _concrete_shapes() -> Callable[..., Any] | None:
+    # Looked up when a VM is built, not at import: shape_funcs may grow it after vm is imported.
+    import shape_funcs
+
+    return getattr(shape_funcs, "concrete_shapes", None)
+
+
+class VirtualMachine:
+    """Runs the functions of an ``Executable``.
+
+    ``allocator`` is ``"pooled"`` (default), ``"naive"`` or an ``Allocator``;
+    ``memory_limit`` (bytes) applies to a named allocator; ``profile`` turns on timing (see
+    ``profile_report``); ``output_policy`` is ``"auto"`` (copy small results, hand the storage of
+    large ones over), ``"copy"`` or ``"transfer"``; ``max_call_depth`` bounds bytecode recursion.
+    """
+
+    def __init__(
+        self,
+        exe: Executable,
+        allocator: str | Allocator = "pooled",
+        memory_limit: int | None = None,
+        profile: bool = False,
+        output_policy: str = "auto",
+        max_call_depth: int = 10_000,
+    ) -> None:
+        exe.validate()
+        self.exe = exe
+        """The executable being run."""
+        if isinstance(allocator, Allocator):
+            self.allocator: Allocator = allocator
+        elif allocator == "pooled":
+            self.allocator = PooledAllocator(memory_limit)
+        elif allocator == "naive":
+            self.allocator = NaiveAllocator(memory_limit)
+        else:
+            raise VMError(
+                f"unknown allocator {allocator!r} (use 'pooled', 'naive' or an Allocator)"
+            )
+        self.profiler: Profiler | None = Profiler() if profile else None
+        """Timings when built with ``profile=True``."""
+        if output_policy not in OUTPUT_POLICIES:
+            raise VMError(
+                f"unknown output_policy {output_policy!r} (use one of {', '.join(OUTPUT_POLICIES)})"
+            )
+        self.output_policy = output_policy
+        """How results leave the VM: copied, or with their storage (see the module doc)."""
+        self._copy_below = {"auto": COPY_THRESHOLD, "copy": 1 << 62, "transfer": -1}[output_policy]
+        self.max_call_depth = max_call_depth
+        """Most frames on the call stack."""
+        concrete = _concrete_shapes()
+        ctx = DecodeContext(
+            allocator=self.allocator,
+            constants=exe.constants,
+            kernels=[self._bind_kernel(i, k, concrete) for i, k in enumerate(exe.kernels)],
+            programs=[p.compile() for p in exe.shape_programs],
+            shape_funcs=[(s.op, dict(s.attrs)) for s in exe.shape_funcs],
+            concrete_shapes=concrete,
+        )
+        self._ctx = ctx
+        self._names: dict[Kind, Any] = {
+            Kind.KERNEL: [k.name for k in exe.kernels],
+            Kind.FUNC: [f.name for f in exe.functions],
+        }
+        self._code: list[list[Step]] = []
+        for f in exe.functions:
+            steps = decode(f.code, ctx)
+            if self.profiler is not None:
+                steps = [
+                    self.profiler.wrap(s, ins.op.name.lower(), self._kernel_name(ins))
+                    for s, ins in zip(steps, f.code, strict=False)
+                ]
+            self._code.append(steps)
+        self._pads = [[None] * (f.num_registers - len(f.params)) for f in exe.functions]
+        self._checkers = [arguments_checker(f) for f in exe.functions]
+        self._index = {f.name: i for i, f in enumerate(exe.functions)}
+
+    def _kernel_name(self, ins: Any) -> str | None:
+        return self.exe.kernels[ins.operands[0]].name if ins.op == Op.INVOKE else None
+
+    def _bind_kernel(
+        self, i: int, entry: Any, concrete: Callable[..., Any] | None
+    ) -> Callable[..., Any]:
+        try:
+            if isinstance(entry, OpKernel):
+                return get_kernel_factory(entry.op)(dict(entry.attrs))
+            assert isinstance(entry, FusedKernel)
+            return build_fused(entry, self.exe.constants, self.allocator, concrete)
+        except (*KERNEL_FAILURES, KeyError) as e:
+            raise VMError(
+                f"kernel {i} ({entry.name}): cannot bind its attributes: {type(e).__name__}: {e}"
+            ) from e
+
+    # Calling ----------------------------------------------------------------------------
+
+    def run(self, *args: Any) -> Any:
+        """Run ``main`` on ``args`` (numpy arrays or Python scalars)."""
+        return self.invoke("main", *args)
+
+    def invoke(self, name: str, *args: Any) -> Any:
+        """Run function ``name`` on ``args``; returns arrays, ints or tuples of them."""
+        t0 = perf_counter_ns() if self.profiler is not None else 0
+        try:
+            fidx = self._index[name]
+        except KeyError:
+            raise VMError(
+                f"the executable has no function {name!r} (it has: {', '.join(self._index)})"
+            ) from None
+        regs = self._checkers[fidx](args)
+        live = self._ctx.live
+        try:
+            result = self._take_outputs(self._execute(fidx, regs))
+        finally:
+            # Whatever the call did not kill or hand over goes back (also after an error).
+            if live:
+                free = self.allocator.free
+                for st in live.values():
+                    free(st)
+                live.clear()
+        if self.profiler is not None:
+            self.profiler.runs.count += 1
+            self.profiler.runs.ns += perf_counter_ns() - t0
+        return result
+
+    run_function = invoke
+
+    def _execute(self, fidx: int, regs: list[Any]) -> Any:
+        code, pc, state = self._code[fidx], 0, self._ctx.state
+        stack: list[tuple[list[Step], list[Any], int, int, int]] = []
+        try:
+            while True:
+                pc = code[pc](regs)
+                if pc < 0:
+                    if pc == CALL:
+                        callee, argv, dst, ret_pc = state[0]
+                        if len(stack) >= self.max_call_depth:
+                            raise VMError(f"call depth exceeds {self.max_call_depth} frames")
+                        stack.append((code, regs, dst, ret_pc, fidx))
+                        fidx, code, pc = callee, self._code[callee], 0
+                        regs = argv + self._pads[callee]
+                    elif stack:
+                        value = state[0]
+                        code, regs, dst, pc, fidx = stack.pop()
+                        regs[dst] = value
+                    else:
+                        return state[0]
+        except VMError as e:
+            if e.where is None:
+                e.where = self._where(fidx, pc, stack)
+            raise
+        except KERNEL_FAILURES as e:
+            where = self._where(fidx, pc, stack)
+            ins = self.exe.functions[fidx].code[pc] if pc >= 0 else None
+            if ins is not None and ins.op == Op.INVOKE:
+                err: VMError = KernelError(
+                    f"kernel {self._names[Kind.KERNEL][ins.operands[0]]} "
+                    f"failed: {type(e).__name__}: {e}",
+                    where,
+                )
+            else:
+                err = VMError(f"{type(e).__name__}: {e}", where)
+            raise err from e
+        except Exception as e:
+            # Not a failure of the input: keep the exception as it is, but say where it was.
+            add_note = getattr(e, "add_note", None)  # Python >= 3.11
+            if add_note is not None:
+                add_note(f"while executing {self._where(fidx, pc, stack)}")
+            raise
+
+    def _where(self, fidx: int, pc: int, stack: Sequence[Any]) -> str:
+        f = self.exe.functions[fidx]
+        if not 0 <= pc < len(f.code):
+            return f"function {f.name} (frame setup)"
+        text = f"{f.name}@{pc}: {format_instruction(f.code[pc], self._names)}"
+        if stack:
+            text += f" (call depth {len(stack)})"
+        return text
+
+    def _take_outputs(self, value: Any) -> Any:
+        """Make ``value`` safe to hand to the caller (see the module doc)."""
+        if isinstance(value, tuple):
+            return tuple(self._take_outputs(v) for v in value)
+        if not isinstance(value, np.ndarray):
+            return value
+        base = value.base
+        if base is None:
+            return value
+        st = self._ctx.live.get(id(base))
+        if st is not None:
+            if value.nbytes <= self._copy_below:
+                return value.copy()
+            del self._ctx.live[id(base)]
+            self.allocator.detach(st)
+            return value
+        if self.allocator.is_cached(base):
+            # The bytecode killed a storage it returns a view of; copy rather than alias it.
+            return value.copy()
+        return value
+
+    # Reports ----------------------------------------------------------------------------
+
+    def profile_report(self) -> str:
+        """The profiler's table with the allocation statistics (needs ``profile=True``)."""
+        if self.profiler is None:
+            raise VMError("this VM was built without profile=True")
+        return self.profiler.report(self.allocator.stats)

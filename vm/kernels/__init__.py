@@ -1,0 +1,33 @@
+"""numpy kernels, one per op of the catalogue, registered by op name (see ``registry``).
+
+Importing this package registers every built-in kernel.
+"""
+
+from . import create, dynamic, elementwise, nn, reduce, transform
+from .registry import (
+    Kernel,
+    KernelFactory,
+    get_kernel_factory,
+    has_kernel,
+    register_kernel,
+    register_table,
+    registered_kernels,
+    unregister_kernel,
+)
+
+__all__ = [
+    "Kernel",
+    "KernelFactory",
+    "create",
+    "dynamic",
+    "elementwise",
+    "get_kernel_factory",
+    "has_kernel",
+    "nn",
+    "reduce",
+    "register_kernel",
+    "register_table",
+    "registered_kernels",
+    "transform",
+    "unregister_kernel",
+]

@@ -1,0 +1,40 @@
+"""Creation kernels: zeros, ones, full and arange (their shapes come from the caller)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .registry import register_table
+
+
+def _zeros(out: np.ndarray) -> None:
+    """Zeros (no inputs; ``out.fill``)."""
+    out.fill(0)
+
+
+def _ones(out: np.ndarray) -> None:
+    """Ones (no inputs; ``out.fill``)."""
+    out.fill(1)
+
+
+def _full(fill_value: np.ndarray, out: np.ndarray) -> None:
+    """``fill_value`` (a scalar tensor) everywhere, converted to the output's dtype."""
+    np.copyto(out, fill_value, casting="unsafe")
+
+
+def _arange(start: np.ndarray, stop: np.ndarray, step: np.ndarray, out: np.ndarray) -> None:
+    """``np.arange(start, stop, step)`` in the output's dtype (scalar tensor inputs).
+
+    ``np.arange`` has no ``out=``: it builds the values, then they are copied. The output's
+    length was computed by the data-dependent shape function; a mismatch raises.
+    """
+    values = np.arange(start.item(), stop.item(), step.item(), dtype=out.dtype)
+    if values.shape != out.shape:
+        raise ValueError(
+            f"arange({start.item()}, {stop.item()}, {step.item()}) has "
+            f"{values.size} values but the output has shape {out.shape}"
+        )
+    np.copyto(out, values)
+
+
+register_table({"zeros": _zeros, "ones": _ones, "full": _full, "arange": _arange})

@@ -1,0 +1,110 @@
+"""Kernels of the data-dependent ops. Their outputs are pre-allocated like any other: the
+bytecode first runs the op's data-dependent shape function (``shape_func`` instruction) on the
+input values, allocates, then invokes the kernel, which writes into ``out``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from .registry import Kernel, register_kernel, register_table
+from .transform import slices
+
+
+def _shape_of(x: np.ndarray, out: np.ndarray) -> None:
+    """``x.shape`` as a 1-d integer tensor (the output's dtype is the ``dtype`` attribute)."""
+    out[...] = x.shape
+
+
+def _dyn_reshape(x: np.ndarray, newshape: np.ndarray, out: np.ndarray) -> None:
+    """Copy ``x`` into ``out``, whose shape the shape function resolved from ``newshape``."""
+    np.copyto(out, x.reshape(out.shape))
+
+
+def _fill_zeros(shape: np.ndarray, out: np.ndarray) -> None:
+    """Zeros of the shape held in ``shape`` (already the output's shape)."""
+    out.fill(0)
+
+
+def _fill_ones(shape: np.ndarray, out: np.ndarray) -> None:
+    """Ones of the shape held in ``shape``."""
+    out.fill(1)
+
+
+def _dyn_full(fill_value: np.ndarray, shape: np.ndarray, out: np.ndarray) -> None:
+    """``fill_value`` in the shape held in ``shape``, converted to the output's dtype."""
+    np.copyto(out, fill_value, casting="unsafe")
+
+
+def _dyn_strided_slice(
+    x: np.ndarray, begin: np.ndarray, end: np.ndarray, strides: np.ndarray, out: np.ndarray
+) -> None:
+    """``strided_slice`` with begin/end/strides read from 1-d integer tensors."""
+    np.copyto(out, x[slices(x.shape, begin.tolist(), end.tolist(), strides.tolist())])
+
+
+def _argwhere(x: np.ndarray, out: np.ndarray) -> None:
+    """Indices of the non-zero elements, ``(count, rank)`` int64. ``np.argwhere`` has no
+    ``out=``: the index array is built, then copied."""
+    np.copyto(out, np.argwhere(x))
+
+
+register_table(
+    {
+        "shape_of": _shape_of,
+        "dyn.reshape": _dyn_reshape,
+        "dyn.zeros": _fill_zeros,
+        "dyn.ones": _fill_ones,
+        "dyn.full": _dyn_full,
+        "dyn.strided_slice": _dyn_strided_slice,
+        "argwhere": _argwhere,
+    }
+)
+
+
+def topk_order(x: np.ndarray, axis: int, ascending: bool) -> np.ndarray:
+    """Indices sorting ``x`` along ``axis``, ties broken by the smaller index first, in both
+    directions (descending order without negating, which unsigned ints could not survive)."""
+    if ascending:
+        return np.argsort(x, axis=axis, kind="stable")
+    n = x.shape[axis]
+    rev = np.flip(x, axis=axis)
+    order = np.flip(np.argsort(rev, axis=axis, kind="stable"), axis=axis)
+    return (n - 1) - order
+
+
+def _topk_kernel(attrs: Mapping[str, Any]) -> Kernel:
+    axis, ret, ascending = attrs["axis"], attrs["ret_type"], attrs["is_ascend"]
+
+    def run(x: np.ndarray, outs: tuple[np.ndarray, ...]) -> None:
+        first = outs[0]
+        k = first.shape[axis] if first.ndim else 0
+        order = np.take(topk_order(x, axis, ascending), np.arange(k), axis=axis)
+        if ret == "both":
+            np.copyto(outs[0], np.take_along_axis(x, order, axis=axis))
+            np.copyto(outs[1], order, casting="unsafe")
+        elif ret == "values":
+            np.copyto(outs[0], np.take_along_axis(x, order, axis=axis))
+        else:
+            np.copyto(outs[0], order, casting="unsafe")
+
+    return run
+
+
+@register_kernel("topk")
+def topk(attrs: Mapping[str, Any]) -> Kernel:
+    """The k largest (smallest if ``is_ascend``) along ``axis``, sorted; values and/or indices
+    (``ret_type``), indices in the ``dtype`` attribute. k is read from the output's shape, which
+    the shape function computed from the ``k`` attribute. Sorting has no ``out=``: the order is a
+    temporary of the input's size."""
+    run = _topk_kernel(attrs)
+    return lambda x, *outs: run(x, outs)
+
+
+@register_kernel("dyn.topk")
+def dyn_topk(attrs: Mapping[str, Any]) -> Kernel:
+    """``topk`` with k held in a scalar tensor (the output's shape already says k)."""
+    run = _topk_kernel(attrs)
+    return lambda x, k, *outs: run(x, outs)

@@ -1,0 +1,168 @@
+"""Layout kernels: reshape, transpose, slicing, joining and splitting, gathering, padding.
+
+Where numpy offers ``out=`` (``concatenate``, ``stack``, ``take``) it is used; the rest build a
+view of the input (no copy) and ``np.copyto`` it into the output. ``tile`` and ``repeat`` have
+neither and build a temporary the size of the output (said in their docstrings).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from .registry import Kernel, register_kernel, register_table
+
+
+def _reshape_copy(x: np.ndarray, out: np.ndarray) -> None:
+    """Copy ``x`` into ``out`` of the same size and another shape (the shape was computed by
+    the shape function: ``0`` and ``-1`` in ``newshape`` are already resolved)."""
+    np.copyto(out, x.reshape(out.shape))
+
+
+def _broadcast_to(x: np.ndarray, out: np.ndarray) -> None:
+    """``x`` broadcast to the output's shape (``np.copyto`` broadcasts)."""
+    np.copyto(out, x)
+
+
+register_table(
+    {
+        "reshape": _reshape_copy,
+        "expand_dims": _reshape_copy,
+        "squeeze": _reshape_copy,
+        "nn.batch_flatten": _reshape_copy,
+        "broadcast_to": _broadcast_to,
+    }
+)
+
+
+@register_kernel("transpose")
+def transpose(attrs: Mapping[str, Any]) -> Kernel:
+    """Permute the axes (reverse them when ``axes`` is None): a view, copied into ``out``."""
+    axes = attrs["axes"]
+
+    def kernel(x: np.ndarray, out: np.ndarray) -> None:
+        np.copyto(out, np.transpose(x, axes))
+
+    return kernel
+
+
+@register_kernel("concatenate")
+def concatenate(attrs: Mapping[str, Any]) -> Kernel:
+    """``np.concatenate(data, axis, out=out)``; ``data`` is a tuple of arrays."""
+    axis = attrs["axis"]
+
+    def kernel(data: Sequence[np.ndarray], out: np.ndarray) -> None:
+        np.concatenate(data, axis=axis, out=out)
+
+    return kernel
+
+
+@register_kernel("stack")
+def stack(attrs: Mapping[str, Any]) -> Kernel:
+    """``np.stack(data, axis, out=out)``; ``data`` is a tuple of arrays."""
+    axis = attrs["axis"]
+
+    def kernel(data: Sequence[np.ndarray], out: np.ndarray) -> None:
+        np.stack(data, axis=axis, out=out)
+
+    return kernel
+
+
+@register_kernel("split")
+def split(attrs: Mapping[str, Any]) -> Kernel:
+    """``np.split`` (views) copied into one output per part."""
+    spec, axis = attrs["indices_or_sections"], attrs["axis"]
+    spec = list(spec) if isinstance(spec, tuple) else spec
+
+    def kernel(x: np.ndarray, *outs: np.ndarray) -> None:
+        parts = np.split(x, spec, axis=axis)
+        if len(parts) != len(outs):
+            raise ValueError(f"split makes {len(parts)} parts but {len(outs)} outputs were given")
+        for part, out in zip(parts, outs, strict=False):
+            np.copyto(out, part)
+
+    return kernel
+
+
+def slices(
+    shape: Sequence[int], begin: Sequence[int], end: Sequence[int], strides: Sequence[int] | None
+) -> tuple[slice, ...]:
+    """Python slices for ``x[begin:end:strides]`` per axis; missing axes are taken whole."""
+    if len(begin) > len(shape) or len(end) != len(begin):
+        raise ValueError(
+            f"strided_slice: begin {tuple(begin)} and end {tuple(end)} do not fit "
+            f"a tensor of rank {len(shape)}"
+        )
+    steps = list(strides) if strides else [1] * len(begin)
+    if len(steps) == 1 and len(begin) > 1:
+        steps = steps * len(begin)
+    if len(steps) != len(begin):
+        raise ValueError(f"strided_slice: {len(steps)} strides for {len(begin)} axes")
+    if any(s == 0 for s in steps):
+        raise ValueError("strided_slice: a stride is 0")
+    return tuple(slice(int(b), int(e), int(s)) for b, e, s in zip(begin, end, steps, strict=False))
+
+
+@register_kernel("strided_slice")
+def strided_slice(attrs: Mapping[str, Any]) -> Kernel:
+    """``x[begin:end:strides]`` (numpy clamping and negative indices): a view, copied."""
+    begin, end, strides = attrs["begin"], attrs["end"], attrs["strides"]
+
+    def kernel(x: np.ndarray, out: np.ndarray) -> None:
+        np.copyto(out, x[slices(x.shape, begin, end, strides)])
+
+    return kernel
+
+
+@register_kernel("take")
+def take(attrs: Mapping[str, Any]) -> Kernel:
+    """``np.take(data, indices, axis, out=out)`` (negative indices wrap; out of range raises)."""
+    axis = attrs["axis"]
+
+    def kernel(data: np.ndarray, indices: np.ndarray, out: np.ndarray) -> None:
+        np.take(data, indices, axis=axis, out=out)
+
+    return kernel
+
+
+@register_kernel("tile")
+def tile(attrs: Mapping[str, Any]) -> Kernel:
+    """``np.tile`` has no ``out=``: builds the result, then copies it into ``out``."""
+    reps = attrs["reps"]
+
+    def kernel(x: np.ndarray, out: np.ndarray) -> None:
+        np.copyto(out, np.tile(x, reps))
+
+    return kernel
+
+
+@register_kernel("repeat")
+def repeat(attrs: Mapping[str, Any]) -> Kernel:
+    """``np.repeat`` has no ``out=``: builds the result, then copies it into ``out``."""
+    repeats, axis = attrs["repeats"], attrs["axis"]
+
+    def kernel(x: np.ndarray, out: np.ndarray) -> None:
+        np.copyto(out, np.repeat(x, repeats, axis=axis).reshape(out.shape))
+
+    return kernel
+
+
+@register_kernel("nn.pad")
+def pad(attrs: Mapping[str, Any]) -> Kernel:
+    """Constant padding: fill ``out`` with ``pad_value``, then copy ``x`` into the interior
+    (``np.pad`` has no ``out=``; this needs no temporary)."""
+    pad_width, value = attrs["pad_width"], attrs["pad_value"]
+
+    def kernel(x: np.ndarray, out: np.ndarray) -> None:
+        if len(pad_width) != x.ndim or any(b < 0 or a < 0 for b, a in pad_width):
+            raise ValueError(
+                f"nn.pad: pad_width {pad_width} does not fit rank {x.ndim} "
+                "(one non-negative [before, after] pair per axis)"
+            )
+        out.fill(value)
+        inner = tuple(slice(b, b + d) for (b, _), d in zip(pad_width, x.shape, strict=False))
+        out[inner] = x
+
+    return kernel

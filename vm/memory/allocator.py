@@ -1,0 +1,208 @@
+"""Allocators: where storages come from and go back to.
+
+``NaiveAllocator`` asks numpy for every storage and forgets it on free. ``PooledAllocator`` keeps
+freed buffers by size class and hands them out again, across calls of the VM, so a model served
+with changing shapes stops allocating once its working set has been seen.
+
+Bound on memory held (pooled): cached (free) bytes never exceed ``max_cached_bytes``; by default
+that cap is the peak of live bytes seen so far, so **bytes held <= 2 x peak live bytes** at all
+times. Least recently freed buffers are evicted first.
+
+A memory limit, when set, bounds bytes held: an allocation that would pass it first evicts cached
+buffers, and if live bytes alone would still pass it, fails with MemoryLimitError before anything
+is allocated.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from ..errors import MemoryLimitError, VMError
+from .stats import MemoryStats
+from .storage import MIN_ALIGNMENT, Storage, check_alignment
+
+#: The largest single storage (bytes): guards against absurd sizes computed from bad input.
+MAX_STORAGE_BYTES = 1 << 40
+
+
+def size_class(nbytes: int) -> int:
+    """The capacity a pooled buffer of ``nbytes`` gets: 64-byte granules up to 256 bytes, then
+    four classes per power of two (at most 25% waste)."""
+    if nbytes <= MIN_ALIGNMENT:
+        return MIN_ALIGNMENT
+    step = max(1 << (nbytes.bit_length() - 3), MIN_ALIGNMENT)
+    return -(-nbytes // step) * step
+
+
+class Allocator:
+    """The interface the VM uses; subclasses decide where buffers come from."""
+
+    def __init__(self, memory_limit: int | None = None) -> None:
+        if memory_limit is not None and memory_limit < 0:
+            raise VMError(f"memory_limit must be >= 0, got {memory_limit}")
+        self.memory_limit = memory_limit
+        """Most bytes this allocator may hold, or None for no limit."""
+        self.stats = MemoryStats()
+        """Counters (see ``MemoryStats``)."""
+
+    def alloc(self, nbytes: int, alignment: int = MIN_ALIGNMENT) -> Storage:
+        """A storage of at least ``nbytes`` usable bytes, aligned to ``max(alignment, 64)``."""
+        raise NotImplementedError
+
+    def free(self, storage: Storage) -> None:
+        """Give ``storage`` back; no tensor of it may be used afterwards."""
+        raise NotImplementedError
+
+    def detach(self, storage: Storage) -> None:
+        """Forget ``storage`` without reusing it: its memory now belongs to the caller."""
+        s = self.stats
+        s.detached += 1
+        s.live_bytes -= storage.capacity
+        s.bytes_held -= storage.capacity
+
+    def is_cached(self, raw: object) -> bool:
+        """True if the buffer ``raw`` (a storage's owning array, the ``base`` of its views)
+        sits free in a pool and may be handed out again."""
+        return False
+
+    def release(self) -> None:
+        """Drop every cached buffer (no-op for allocators without a cache)."""
+
+    # Shared bookkeeping -------------------------------------------------------------------
+
+    def _check_request(self, nbytes: int, alignment: int) -> None:
+        if not isinstance(nbytes, int) or nbytes < 0 or nbytes > MAX_STORAGE_BYTES:
+            raise VMError(
+                f"cannot allocate a storage of {nbytes!r} bytes "
+                f"(must be an int in [0, {MAX_STORAGE_BYTES}])"
+            )
+        check_alignment(alignment)
+
+    def _new_storage(self, capacity: int, alignment: int) -> Storage:
+        try:
+            return Storage(capacity, alignment)
+        except MemoryError:
+            raise MemoryLimitError(f"the system could not allocate {capacity:,} bytes") from None
+
+    def _limit_error(self, capacity: int) -> MemoryLimitError:
+        s = self.stats
+        return MemoryLimitError(
+            f"allocating {capacity:,} bytes would exceed the memory limit of "
+            f"{self.memory_limit:,} bytes ({s.live_bytes:,} bytes live, "
+            f"{s.bytes_held - s.live_bytes:,} cached)"
+        )
+
+    def _count_new(self, capacity: int) -> None:
+        s = self.stats
+        s.allocations += 1
+        s.bytes_held += capacity
+        if s.bytes_held > s.peak_bytes_held:
+            s.peak_bytes_held = s.bytes_held
+
+    def _count_live(self, capacity: int) -> None:
+        s = self.stats
+        s.live_bytes += capacity
+        if s.live_bytes > s.peak_live_bytes:
+            s.peak_live_bytes = s.live_bytes
+
+
+class NaiveAllocator(Allocator):
+    """A fresh numpy buffer for every storage; freeing drops it."""
+
+    def alloc(self, nbytes: int, alignment: int = MIN_ALIGNMENT) -> Storage:
+        self._check_request(nbytes, alignment)
+        s = self.stats
+        s.requests += 1
+        s.bytes_requested += nbytes
+        if self.memory_limit is not None and s.bytes_held + nbytes > self.memory_limit:
+            raise self._limit_error(nbytes)
+        storage = self._new_storage(nbytes, alignment)
+        self._count_new(nbytes)
+        self._count_live(nbytes)
+        return storage
+
+    def free(self, storage: Storage) -> None:
+        s = self.stats
+        s.frees += 1
+        s.live_bytes -= storage.capacity
+        s.bytes_held -= storage.capacity
+
+
+class PooledAllocator(Allocator):
+    """Reuses freed buffers of the same size class and alignment, across calls.
+
+    ``max_cached_bytes`` caps the free buffers kept (None: the peak of live bytes so far, which
+    bounds bytes held by twice the peak live bytes).
+    """
+
+    def __init__(
+        self, memory_limit: int | None = None, max_cached_bytes: int | None = None
+    ) -> None:
+        super().__init__(memory_limit)
+        self.max_cached_bytes = max_cached_bytes
+        """Cap on cached bytes, or None for "the peak live bytes"."""
+        self._free: dict[tuple[int, int], list[Storage]] = {}
+        # Least recently freed first: id(storage.raw) -> storage, for eviction and is_cached.
+        self._order: OrderedDict[int, Storage] = OrderedDict()
+        self._cached_bytes = 0
+
+    def alloc(self, nbytes: int, alignment: int = MIN_ALIGNMENT) -> Storage:
+        self._check_request(nbytes, alignment)
+        s = self.stats
+        s.requests += 1
+        s.bytes_requested += nbytes
+        capacity = size_class(nbytes)
+        key = (capacity, max(alignment, MIN_ALIGNMENT))
+        bucket = self._free.get(key)
+        if bucket:
+            storage = bucket.pop()
+            del self._order[id(storage.raw)]
+            self._cached_bytes -= capacity
+            s.pool_hits += 1
+        else:
+            limit = self.memory_limit
+            if limit is not None and s.bytes_held + capacity > limit:
+                self._evict(s.bytes_held + capacity - limit)
+                if s.bytes_held + capacity > limit:
+                    raise self._limit_error(capacity)
+            storage = self._new_storage(capacity, alignment)
+            self._count_new(capacity)
+        storage.nbytes = nbytes
+        self._count_live(capacity)
+        return storage
+
+    def free(self, storage: Storage) -> None:
+        s = self.stats
+        s.frees += 1
+        s.live_bytes -= storage.capacity
+        cap = self.max_cached_bytes if self.max_cached_bytes is not None else s.peak_live_bytes
+        if storage.capacity > cap:
+            s.bytes_held -= storage.capacity
+            return
+        if self._cached_bytes + storage.capacity > cap:
+            self._evict(self._cached_bytes + storage.capacity - cap)
+        self._free.setdefault((storage.capacity, storage.alignment), []).append(storage)
+        self._order[id(storage.raw)] = storage
+        self._cached_bytes += storage.capacity
+
+    def is_cached(self, raw: object) -> bool:
+        return id(raw) in self._order
+
+    def release(self) -> None:
+        self._evict(self._cached_bytes)
+
+    @property
+    def cached_bytes(self) -> int:
+        """Bytes in free buffers waiting for reuse."""
+        return self._cached_bytes
+
+    def _evict(self, at_least: int) -> None:
+        """Drop least recently freed buffers until ``at_least`` bytes are gone (or none left)."""
+        dropped = 0
+        while dropped < at_least and self._order:
+            _, storage = self._order.popitem(last=False)
+            self._free[(storage.capacity, storage.alignment)].remove(storage)
+            self._cached_bytes -= storage.capacity
+            self.stats.bytes_held -= storage.capacity
+            self.stats.evictions += 1
+            dropped += storage.capacity

@@ -1,0 +1,69 @@
+"""Storage (an aligned byte buffer) and tensor views into it.
+
+A storage owns one numpy ``uint8`` array (``raw``) a little larger than asked, and exposes the
+aligned slice ``buf``. A tensor is ``np.ndarray(shape, dtype, buffer=buf, offset=...)``: numpy
+records ``raw`` as the view's ``base``, which is how the VM finds, from a returned array, the
+storage it lives in (see ``interpreter.py``: outputs never alias memory the VM reuses).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..errors import OutOfBoundsError, VMError
+
+#: The smallest alignment of every storage, in bytes (a cache line; AVX-512 loads).
+MIN_ALIGNMENT = 64
+#: The largest alignment accepted (a page).
+MAX_ALIGNMENT = 4096
+
+
+class Storage:
+    """An aligned byte buffer that tensors are views of."""
+
+    __slots__ = ("alignment", "buf", "capacity", "nbytes", "raw")
+
+    def __init__(self, capacity: int, alignment: int = MIN_ALIGNMENT) -> None:
+        alignment = max(alignment, MIN_ALIGNMENT)
+        self.raw: np.ndarray = np.empty(capacity + alignment, dtype=np.uint8)
+        """The owning array (the ``base`` of every view)."""
+        start = (-self.raw.ctypes.data) % alignment
+        self.buf: np.ndarray = self.raw[start : start + capacity]
+        """The aligned bytes, ``capacity`` long."""
+        self.capacity = capacity
+        """Usable bytes (the size class for a pooled buffer)."""
+        self.alignment = alignment
+        """Alignment of ``buf``'s first byte."""
+        self.nbytes = capacity
+        """Bytes asked by the current owner; views are bounds-checked against it."""
+
+    def __repr__(self) -> str:
+        return f"Storage({self.nbytes} bytes, capacity {self.capacity}, align {self.alignment})"
+
+
+def check_alignment(alignment: int) -> None:
+    """Raise VMError unless ``alignment`` is a power of two in [1, MAX_ALIGNMENT]."""
+    if alignment < 1 or alignment > MAX_ALIGNMENT or alignment & (alignment - 1):
+        raise VMError(f"alignment {alignment} is not a power of two in [1, {MAX_ALIGNMENT}]")
+
+
+def view_error(storage: Storage, offset: int, shape: Sequence[int], dtype: np.dtype) -> VMError:
+    """The error for a view that does not fit (called only on failure)."""
+    if any(d < 0 for d in shape):
+        return VMError(f"tensor shape {tuple(shape)} has a negative dim")
+    need = math.prod(shape) * dtype.itemsize
+    return OutOfBoundsError(
+        f"tensor of shape {tuple(shape)} {dtype.name} needs {need} bytes at offset {offset}, "
+        f"but the storage holds {storage.nbytes} bytes"
+    )
+
+
+def tensor_view(storage: Storage, offset: int, shape: Sequence[int], dtype: np.dtype) -> np.ndarray:
+    """A C-contiguous ``dtype`` view of ``storage`` at byte ``offset``, bounds-checked."""
+    nbytes = math.prod(shape) * dtype.itemsize
+    if offset < 0 or offset + nbytes > storage.nbytes or any(d < 0 for d in shape):
+        raise view_error(storage, offset, shape, dtype)
+    return np.ndarray(tuple(shape), dtype, buffer=storage.buf, offset=offset)

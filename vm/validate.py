@@ -1,0 +1,270 @@
+"""Validation of an executable: everything whose corruption could crash, hang or mislead the VM.
+
+Run on every file read by ``load`` and on every program the assembler builds, and again by the
+VM before decoding (it is cheap: one pass over the code). The checks (also listed in
+design/vm.md):
+
+- table sizes and every count are within fixed bounds (no absurd allocation while loading);
+- constants are arrays of a supported dtype;
+- kernel entries name an op with a registered kernel (a clear error naming the op otherwise),
+  carry JSON-like attributes and sane arities; fused entries' steps and scratch specs refer only
+  to existing, already-written values;
+- shape programs refer only to earlier values and use known ops;
+- shape-function entries name an op with a registered shape function;
+- function names are unique; parameters fit in the register file; each instruction's opcode is
+  known, has the right number of operands, and each operand has its kind: registers below the
+  register count, table indices in range, jump targets inside the function, dtypes and
+  comparisons from their sets, shapes of non-negative ints; ``call`` passes as many arguments as
+  the callee has parameters; ``invoke`` passes as many inputs and outputs as the kernel entry
+  declares; ``shape_program`` reads and writes as many values as the program declares;
+- the last instruction of every function is ``ret`` or ``jump``, so the pc never runs off the end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from shape_funcs.registry import has_shape_func
+
+from .errors import FormatError
+from .executable import DTYPES, Executable, Function, OpKernel, TensorSpec, TupleSpec
+from .fused import FusedKernel
+from .isa import COMPARISONS, SIGNATURES, Instruction, Kind, Op, Reg
+from .kernels.registry import has_kernel
+from .memory.storage import MAX_ALIGNMENT
+from .shape_program import ShapeProgram
+
+MAX_TABLE = 1 << 20
+MAX_REGISTERS = 1 << 20
+MAX_CODE = 1 << 22
+MAX_LIST = 1 << 12
+MAX_RANK = 64
+MAX_INT = 1 << 62
+MAX_STR = 1 << 16
+
+
+def _count(n: int, what: str, limit: int = MAX_TABLE) -> None:
+    if n > limit:
+        raise FormatError(f"{what}: {n} entries is more than the limit of {limit}")
+
+
+def check_attrs(attrs: Any, what: str, depth: int = 0) -> None:
+    """Attributes are a mapping of names to JSON-like values (scalars, None, nested tuples)."""
+    if depth == 0:
+        if not isinstance(attrs, Mapping) or not all(isinstance(k, str) for k in attrs):
+            raise FormatError(f"{what}: attributes must map names to values")
+        for k, v in attrs.items():
+            check_attrs(v, f"{what}: attribute {k!r}", 1)
+        return
+    if attrs is None or isinstance(attrs, (bool, int, float, str)):
+        return
+    if isinstance(attrs, tuple) and depth < 4 and len(attrs) <= MAX_LIST:
+        for v in attrs:
+            check_attrs(v, what, depth + 1)
+        return
+    raise FormatError(f"{what}: bad value {attrs!r}")
+
+
+def check_type(t: Any, what: str, depth: int = 0) -> None:
+    """A parameter or result type spec."""
+    if isinstance(t, TensorSpec):
+        if t.dtype not in DTYPES:
+            raise FormatError(f"{what}: unknown dtype {t.dtype!r}")
+        if not isinstance(t.shape, tuple) or len(t.shape) > MAX_RANK:
+            raise FormatError(f"{what}: bad shape {t.shape!r}")
+        for d in t.shape:
+            if isinstance(d, bool) or not (
+                (isinstance(d, str) and len(d) < MAX_STR)
+                or (isinstance(d, int) and 0 <= d <= MAX_INT)
+            ):
+                raise FormatError(f"{what}: bad dim {d!r} (a non-negative int or a symbol)")
+    elif isinstance(t, TupleSpec) and depth < 16 and len(t.fields) <= MAX_LIST:
+        for i, f in enumerate(t.fields):
+            check_type(f, f"{what} field {i}", depth + 1)
+    else:
+        raise FormatError(f"{what}: bad type {t!r}")
+
+
+def _is_int(v: Any, lo: int, hi: int) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi
+
+
+def _check_operand(kind: Kind, v: Any, f: Function, counts: dict[Kind, int], what: str) -> None:
+    def reg(r: Any) -> None:
+        if not isinstance(r, Reg) or not _is_int(r.index, 0, f.num_registers - 1):
+            raise FormatError(f"{what}: expected a register below %{f.num_registers}, got {r!r}")
+
+    if kind in (Kind.DST, Kind.SRC):
+        reg(v)
+    elif kind in (Kind.SRCS, Kind.DSTS):
+        if not isinstance(v, tuple) or len(v) > MAX_LIST:
+            raise FormatError(f"{what}: expected a tuple of registers, got {v!r}")
+        for r in v:
+            reg(r)
+    elif kind == Kind.INT:
+        if not _is_int(v, -MAX_INT, MAX_INT):
+            raise FormatError(f"{what}: expected an int, got {v!r}")
+    elif kind == Kind.VAL:
+        if isinstance(v, Reg):
+            reg(v)
+        elif not _is_int(v, -MAX_INT, MAX_INT):
+            raise FormatError(f"{what}: expected an int or a register, got {v!r}")
+    elif kind == Kind.SHAPE:
+        if isinstance(v, Reg):
+            reg(v)
+        elif (
+            not isinstance(v, tuple)
+            or len(v) > MAX_RANK
+            or not all(_is_int(d, 0, MAX_INT) for d in v)
+        ):
+            raise FormatError(
+                f"{what}: expected a shape (non-negative ints) or a register, got {v!r}"
+            )
+    elif kind in counts:
+        if not _is_int(v, 0, counts[kind] - 1):
+            raise FormatError(
+                f"{what}: {kind.value} index {v!r} out of range "
+                f"(the table has {counts[kind]} entries)"
+            )
+    elif kind == Kind.TARGET:
+        if not _is_int(v, 0, len(f.code) - 1):
+            raise FormatError(
+                f"{what}: jump target {v!r} outside the function (0..{len(f.code) - 1})"
+            )
+    elif kind == Kind.DTYPE:
+        if v not in DTYPES:
+            raise FormatError(f"{what}: unknown dtype {v!r}")
+    elif kind == Kind.STR:
+        if not isinstance(v, str) or len(v) > MAX_STR:
+            raise FormatError(f"{what}: expected a string, got {v!r}")
+    elif kind == Kind.CMP:
+        if v not in COMPARISONS:
+            raise FormatError(f"{what}: unknown comparison {v!r}")
+    else:  # pragma: no cover - every kind is handled above
+        raise FormatError(f"{what}: unknown operand kind {kind}")
+
+
+def _check_instruction(
+    ins: Any, pc: int, f: Function, exe: Executable, counts: dict[Kind, int]
+) -> None:
+    where = f"function {f.name!r}, instruction {pc}"
+    if not isinstance(ins, Instruction) or not isinstance(ins.op, Op):
+        raise FormatError(f"{where}: not an instruction: {ins!r}")
+    kinds = SIGNATURES[ins.op]
+    where += f" ({ins.op.name.lower()})"
+    if not isinstance(ins.operands, tuple) or len(ins.operands) != len(kinds):
+        raise FormatError(f"{where}: expected {len(kinds)} operands, got {ins.operands!r}")
+    for k, (kind, v) in enumerate(zip(kinds, ins.operands, strict=False)):
+        _check_operand(kind, v, f, counts, f"{where}, operand {k}")
+    ops = ins.operands
+    if ins.op == Op.CALL:
+        callee = exe.functions[ops[1]]
+        if len(ops[2]) != len(callee.params):
+            raise FormatError(
+                f"{where}: passes {len(ops[2])} arguments to {callee.name!r}, "
+                f"which takes {len(callee.params)}"
+            )
+    elif ins.op == Op.INVOKE:
+        k = exe.kernels[ops[0]]
+        if (len(ops[1]), len(ops[2])) != (k.num_inputs, k.num_outputs):
+            raise FormatError(
+                f"{where}: passes {len(ops[1])} inputs and {len(ops[2])} outputs "
+                f"to kernel {k.name!r}, which takes {k.num_inputs} and "
+                f"{k.num_outputs}"
+            )
+    elif ins.op == Op.SHAPE_PROGRAM:
+        p = exe.shape_programs[ops[0]]
+        if (len(ops[1]), len(ops[2])) != (p.num_inputs, len(p.outputs)):
+            raise FormatError(
+                f"{where}: passes {len(ops[1])} inputs and {len(ops[2])} outputs "
+                f"to a program of {p.num_inputs} inputs and {len(p.outputs)} "
+                "outputs"
+            )
+    elif ins.op == Op.ALLOC_STORAGE:
+        a = ops[2]
+        if a < 1 or a > MAX_ALIGNMENT or a & (a - 1):
+            raise FormatError(
+                f"{where}: alignment {a} is not a power of two in [1, {MAX_ALIGNMENT}]"
+            )
+    elif (
+        ins.op in (Op.DIM, Op.CHECK_DIM)
+        and not -MAX_RANK <= ops[2 if ins.op == Op.DIM else 1] < MAX_RANK
+    ):
+        raise FormatError(f"{where}: axis out of range")
+
+
+def validate_executable(exe: Executable) -> None:
+    """Raise FormatError naming the first malformed part of ``exe`` (see the module doc)."""
+    _count(len(exe.functions), "functions")
+    _count(len(exe.constants), "constants")
+    _count(len(exe.kernels), "kernels")
+    _count(len(exe.shape_programs), "shape programs")
+    _count(len(exe.shape_funcs), "shape functions")
+    for i, c in enumerate(exe.constants):
+        if not isinstance(c, np.ndarray) or c.dtype.name not in DTYPES:
+            raise FormatError(f"constant {i}: expected an array of a supported dtype")
+    for i, k in enumerate(exe.kernels):
+        what = f"kernel {i}"
+        if isinstance(k, OpKernel):
+            if not isinstance(k.op, str) or not has_kernel(k.op):
+                raise FormatError(
+                    f"{what}: op {k.op!r} has no registered kernel in this "
+                    "process (register it with vm.register_kernel)"
+                )
+            check_attrs(k.attrs, f"{what} ({k.op})")
+            if not _is_int(k.num_inputs, 0, MAX_LIST) or not _is_int(k.num_outputs, 0, MAX_LIST):
+                raise FormatError(f"{what} ({k.op}): bad arity")
+        elif isinstance(k, FusedKernel):
+            if not _is_int(k.num_inputs, 0, MAX_LIST) or not _is_int(k.num_outputs, 0, MAX_LIST):
+                raise FormatError(f"{what} ({k.name}): bad arity")
+            _count(len(k.steps), f"{what} steps", MAX_LIST)
+            for step in k.steps:
+                check_attrs(step.attrs, f"{what} ({k.name}) step {step.op}")
+            k.validate(len(exe.constants), f"{what} ({k.name})")
+        else:
+            raise FormatError(f"{what}: not a kernel entry: {k!r}")
+    for i, prog in enumerate(exe.shape_programs):
+        if not isinstance(prog, ShapeProgram):
+            raise FormatError(f"shape program {i}: not a shape program")
+        prog.validate(f"shape program {i}")
+    for i, sf in enumerate(exe.shape_funcs):
+        if not isinstance(sf.op, str) or not has_shape_func(sf.op):
+            raise FormatError(
+                f"shape function {i}: op {sf.op!r} has no registered shape function in this process"
+            )
+        check_attrs(sf.attrs, f"shape function {i} ({sf.op})")
+    counts = {
+        Kind.CONST: len(exe.constants),
+        Kind.FUNC: len(exe.functions),
+        Kind.KERNEL: len(exe.kernels),
+        Kind.PROGRAM: len(exe.shape_programs),
+        Kind.SHAPE_FUNC: len(exe.shape_funcs),
+    }
+    seen: set[str] = set()
+    for f in exe.functions:
+        if not isinstance(f, Function) or not isinstance(f.name, str) or f.name in seen:
+            raise FormatError(f"function {getattr(f, 'name', f)!r}: missing or duplicate name")
+        seen.add(f.name)
+        for p in f.params:
+            if not isinstance(p.name, str):
+                raise FormatError(f"function {f.name!r}: bad parameter name {p.name!r}")
+            check_type(p.type, f"function {f.name!r}, parameter {p.name!r}")
+        if f.ret is not None:
+            check_type(f.ret, f"function {f.name!r}, result")
+        if not _is_int(f.num_registers, len(f.params), MAX_REGISTERS):
+            raise FormatError(
+                f"function {f.name!r}: {f.num_registers!r} registers cannot hold "
+                f"its {len(f.params)} parameters (or exceed {MAX_REGISTERS})"
+            )
+        if not f.code or len(f.code) > MAX_CODE:
+            raise FormatError(f"function {f.name!r}: empty or oversized code")
+        for pc, ins in enumerate(f.code):
+            _check_instruction(ins, pc, f, exe, counts)
+        if f.code[-1].op not in (Op.RET, Op.JUMP):
+            raise FormatError(
+                f"function {f.name!r}: the last instruction must be ret or jump "
+                "(the pc would run off the end)"
+            )
