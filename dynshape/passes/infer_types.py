@@ -1,0 +1,337 @@
+"""Symbolic type inference: the ``infer_types`` pass.
+
+Assumes: a module as parsed or built (types only where the user wrote them).
+Guarantees: a new module in which every expression node carries its type (``node.ty``) with
+dims simplified; every op call's output type came from the op's shape function run in symbolic
+mode; every fact that could not be decided at compile time is recorded as a deferred (run-time)
+check, counted per function in ``InferTypes.deferred``; a provably impossible program raises
+CompileError naming the function, the expression and the dims.
+
+How symbols work: the symbols in a function's parameter types are bound at entry (by the VM,
+from the argument shapes); every other occurrence of a symbol is a relation on that binding.
+Calls of global functions bind the callee's symbols to the caller's dims.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import ir
+from ir import (
+    Call,
+    Constant,
+    Expr,
+    Function,
+    FuncType,
+    GlobalVar,
+    If,
+    Let,
+    Module,
+    TensorType,
+    Tuple,
+    TupleGetItem,
+    TupleType,
+    Type,
+    Var,
+)
+from ir.text import function_to_text
+from shape_funcs import ShapeError, UnknownValue, get_shape_func
+
+from ..errors import CompileError
+from ..symbolic_context import DeferredCheck, SymbolicContext
+from .base import ModulePass
+from .type_relations import instantiate_call, join, refine
+
+
+class InferTypes(ModulePass):
+    """Infer the symbolic type of every expression of a module (see the module docstring)."""
+
+    name = "infer_types"
+
+    def __init__(self) -> None:
+        self.deferred: dict[str, list[DeferredCheck]] = {}
+        """Run-time checks recorded per global function, filled by ``run``."""
+
+    def run(self, module: Module) -> Module:
+        state = _ModuleInference(module)
+        typed = state.infer_all()
+        self.deferred = state.deferred
+        return typed
+
+
+def infer_types(module: Module) -> Module:
+    """Infer types of ``module`` (see ``InferTypes``)."""
+    return InferTypes().run(module)
+
+
+class _ModuleInference:
+    """Infers globals in dependency order; callees first unless their signature is declared."""
+
+    def __init__(self, module: Module) -> None:
+        self.module = module
+        self.typed: dict[str, Function] = {}
+        self.signatures: dict[str, FuncType] = {}
+        self.in_progress: list[str] = []
+        self.deferred: dict[str, list[DeferredCheck]] = {}
+
+    def infer_all(self) -> Module:
+        for name in self.module:
+            self.function(name)
+        return Module({name: self.typed[name] for name in self.module})
+
+    def signature(self, name: str, span: ir.Span | None) -> FuncType:
+        """The type of global ``name`` as seen by a caller."""
+        if name in self.signatures:
+            return self.signatures[name]
+        if name not in self.module:
+            raise CompileError(f"call of undefined global @{name}", span)
+        fn = self.module[name]
+        declared = _declared_signature(fn)
+        if declared is not None:
+            return declared
+        if name in self.in_progress:
+            cycle = " -> ".join("@" + n for n in [*self.in_progress, name])
+            raise CompileError(
+                f"recursive function @{name} needs annotated parameter and result types "
+                f"(cycle: {cycle})",
+                fn.span,
+            )
+        self.function(name)
+        return self.signatures[name]
+
+    def function(self, name: str) -> None:
+        if name in self.typed:
+            return
+        self.in_progress.append(name)
+        fn = self.module[name]
+        for p in fn.params:
+            if p.type_annotation is None:
+                raise CompileError(
+                    f"parameter %{p.name_hint} of @{name} needs a type annotation", p.span
+                )
+        inference = _FunctionInference(self, name)
+        typed = inference.visit(fn)
+        assert isinstance(typed, Function) and isinstance(typed.ty, FuncType)
+        self.typed[name] = typed
+        self.signatures[name] = typed.ty
+        self.deferred[name] = inference.ctx.deferred
+        self.in_progress.pop()
+
+
+def _declared_signature(fn: Function) -> FuncType | None:
+    params = [p.type_annotation for p in fn.params]
+    if fn.ret_type is None or any(p is None for p in params):
+        return None
+    return FuncType(tuple(p for p in params if p is not None), fn.ret_type)
+
+
+class _FunctionInference(ir.ExprFunctor[Expr]):
+    """Builds a typed copy of one global function; shared nodes stay shared."""
+
+    def __init__(self, module: _ModuleInference, name: str) -> None:
+        super().__init__()
+        self.module = module
+        self.name = name
+        self.ctx = SymbolicContext()
+        self.vars: dict[Var, Var] = {}
+
+    # ---- helpers ---------------------------------------------------------------------------
+    def fail(self, message: str, node: Expr) -> CompileError:
+        """An error at ``node``: its location, and the function with the node marked."""
+        listing = function_to_text(
+            self.name, self.module.module[self.name], show_types=False, notes={node: "error"}
+        )
+        return CompileError(f"in @{self.name}: {message}", node.span, listing)
+
+    def checked(self, node: Expr, run: Any) -> Any:
+        """Run ``run()`` and turn a shape or IR error into a located CompileError."""
+        try:
+            return run()
+        except (ShapeError, ir.IRError) as e:
+            raise self.fail(str(e), node) from None
+        except CompileError as e:
+            if e.is_located:
+                raise
+            raise self.fail(e.message, node) from None
+
+    def bind(self, var: Var, ty: Type) -> Var:
+        new = Var(var.name_hint, var.type_annotation, span=var.span, ty=ty)
+        self.vars[var] = new
+        return new
+
+    def type_of(self, expr: Expr) -> Type:
+        ty = expr.ty
+        assert ty is not None, "visited nodes are typed"
+        return ty
+
+    # ---- nodes -----------------------------------------------------------------------------
+    def visit_var(self, var: Var) -> Expr:
+        try:
+            return self.vars[var]
+        except KeyError:
+            raise self.fail(f"variable %{var.name_hint} is not defined here", var) from None
+
+    def visit_global_var(self, gv: GlobalVar) -> Expr:
+        sig = self.module.signature(gv.name, gv.span)
+        return GlobalVar(gv.name, span=gv.span, ty=sig)
+
+    def visit_constant(self, const: Constant) -> Expr:
+        return Constant(const.value, span=const.span, ty=const.tensor_type)
+
+    def visit_tuple(self, tup: Tuple) -> Expr:
+        fields = tuple(self.visit(f) for f in tup.fields)
+        return Tuple(fields, span=tup.span, ty=TupleType(tuple(self.type_of(f) for f in fields)))
+
+    def visit_tuple_getitem(self, item: TupleGetItem) -> Expr:
+        value = self.visit(item.tuple_value)
+        ty = self.type_of(value)
+        if not isinstance(ty, TupleType):
+            raise self.fail(f"projection .{item.index} of a non-tuple of type {ty}", item)
+        if item.index >= len(ty.fields):
+            raise self.fail(
+                f"projection .{item.index} out of range for a tuple of {len(ty.fields)}", item
+            )
+        return TupleGetItem(value, item.index, span=item.span, ty=ty.fields[item.index])
+
+    def visit_let(self, let: Let) -> Expr:
+        # Long let chains are iterated, not recursed, so ANF programs of any length work.
+        chain: list[tuple[Let, Var, Expr]] = []
+        node: Expr = let
+        while isinstance(node, Let) and node not in self.memo:
+            value = self.visit(node.value)
+            ty = self.type_of(value)
+            ann = node.var.type_annotation
+            if ann is not None:
+                what = f"%{node.var.name_hint}"
+                ty = self.checked(node, lambda a=ann, t=ty, w=what: refine(a, t, self.ctx, w))
+            chain.append((node, self.bind(node.var, ty), value))
+            node = node.body
+        body = self.visit(node)
+        for old, var, value in reversed(chain):
+            body = Let(var, value, body, span=old.span, ty=self.type_of(body))
+            self.memo[old] = body
+        return body
+
+    def visit_if(self, node: If) -> Expr:
+        cond = self.visit(node.cond)
+        cty = self.type_of(cond)
+        if not (isinstance(cty, TensorType) and cty.rank == 0 and cty.dtype == "bool"):
+            raise self.fail(f"the condition of an if must be a bool scalar, got {cty}", node)
+        then_b = self.visit(node.then_branch)
+        else_b = self.visit(node.else_branch)
+        ty = self.checked(
+            node, lambda: join(self.type_of(then_b), self.type_of(else_b), "the branches of an if")
+        )
+        return If(cond, then_b, else_b, span=node.span, ty=ty)
+
+    def visit_function(self, fn: Function) -> Expr:
+        # A function value not called in place: its parameters must be annotated.
+        for p in fn.params:
+            if p.type_annotation is None:
+                raise self.fail(f"parameter %{p.name_hint} needs a type annotation", p)
+        return self.function_body(fn, [p.type_annotation for p in fn.params])  # type: ignore[misc]
+
+    def function_body(self, fn: Function, param_types: Sequence[Type]) -> Function:
+        params = tuple(self.bind(p, t) for p, t in zip(fn.params, param_types, strict=True))
+        body = self.visit(fn.body)
+        ret = self.type_of(body)
+        if fn.ret_type is not None:
+            what = "the result"
+            ret = self.checked(fn, lambda: refine(fn.ret_type, ret, self.ctx, what))
+        fty = FuncType(tuple(p.ty for p in params if p.ty is not None), ret)
+        return Function(params, body, fn.ret_type, fn.attrs, span=fn.span, ty=fty)
+
+    def visit_call(self, call: Call) -> Expr:
+        args = tuple(self.visit(a) for a in call.args)
+        arg_types = [self.type_of(a) for a in args]
+        op = call.op
+        if op is not None:
+            ty = self.checked(call, lambda: self.op_result(op, call, args, arg_types))
+            return Call(op, args, call.attrs, span=call.span, ty=ty)
+        callee = call.callee
+        assert isinstance(callee, Expr)
+        if isinstance(callee, Function) and callee not in self.memo:
+            new_fn = self.inline_function(callee, arg_types, call)
+            self.memo[callee] = new_fn
+            assert isinstance(new_fn.ty, FuncType)
+            return Call(new_fn, args, span=call.span, ty=new_fn.ty.ret)
+        new_callee = self.visit(callee)
+        sig = self.type_of(new_callee)
+        if not isinstance(sig, FuncType):
+            raise self.fail(f"cannot call a value of type {sig}", call)
+        names = _param_names(callee, self.module.module, len(sig.params))
+        label = f"@{callee.name}" if isinstance(callee, GlobalVar) else "the function"
+        ty = self.checked(call, lambda: instantiate_call(sig, arg_types, self.ctx, label, names))
+        return Call(new_callee, args, span=call.span, ty=ty)
+
+    def inline_function(self, fn: Function, arg_types: Sequence[Type], call: Call) -> Function:
+        """Type a function value called in place (a primitive): parameters take the args' types."""
+        if len(arg_types) != len(fn.params):
+            raise self.fail(
+                f"the function takes {len(fn.params)} arguments, got {len(arg_types)}", call
+            )
+        param_types = []
+        for p, t in zip(fn.params, arg_types, strict=True):
+            ann = p.type_annotation
+            if ann is not None:
+                what = f"argument %{p.name_hint}"
+                t = self.checked(call, lambda a=ann, t=t, w=what: refine(a, t, self.ctx, w))
+            param_types.append(t)
+        return self.function_body(fn, param_types)
+
+    def op_result(
+        self, op: ir.OpDef, call: Call, args: Sequence[Expr], arg_types: Sequence[Type]
+    ) -> Type:
+        dtypes: list[Any] = []
+        for operand, ty in zip(op.operands, arg_types, strict=True):
+            if isinstance(ty, TensorType):
+                if operand.is_tuple:
+                    raise CompileError(f"{op.name}'s {operand.name} must be a tuple, got {ty}")
+                dtypes.append(ty.dtype)
+            elif isinstance(ty, TupleType) and operand.is_tuple:
+                dtypes.append(tuple(_tensor(f, op, operand.name).dtype for f in ty.fields))
+            else:
+                raise CompileError(f"{op.name}'s {operand.name} must be a tensor, got {ty}")
+        try:
+            out_dtypes = op.dtype_rule(dtypes, call.attrs)
+        except ir.IRError as e:
+            raise CompileError(f"{op.name}: {e}") from None
+        sf = get_shape_func(op.name)
+        inputs: list[Any] = []
+        for i, (operand, arg, ty) in enumerate(zip(op.operands, args, arg_types, strict=True)):
+            if operand.is_tuple:
+                assert isinstance(ty, TupleType)
+                inputs.append([_tensor(f, op, operand.name).shape for f in ty.fields])
+            elif i < len(sf.data_dependent) and sf.data_dependent[i]:
+                assert isinstance(ty, TensorType)
+                inputs.append(
+                    arg.value if isinstance(arg, Constant) else UnknownValue(ty.shape, ty.dtype)
+                )
+            else:
+                assert isinstance(ty, TensorType)
+                inputs.append(ty.shape)
+        shapes = self.ctx.run(op.name, sf.fn, inputs, dict(call.attrs))
+        return _result_type(op, shapes, out_dtypes)
+
+
+def _tensor(ty: Type, op: ir.OpDef, what: str) -> TensorType:
+    if not isinstance(ty, TensorType):
+        raise CompileError(f"{op.name}'s {what} must hold tensors, got {ty}")
+    return ty
+
+
+def _result_type(op: ir.OpDef, shapes: Any, dtypes: str | tuple[str, ...]) -> Type:
+    if isinstance(shapes, list):
+        if not isinstance(dtypes, tuple) or len(dtypes) != len(shapes):
+            raise CompileError(f"{op.name}: shape function and dtype rule disagree on outputs")
+        return TupleType(tuple(TensorType(s, d) for s, d in zip(shapes, dtypes, strict=True)))
+    if isinstance(dtypes, tuple):
+        raise CompileError(f"{op.name}: shape function and dtype rule disagree on outputs")
+    return TensorType(tuple(shapes), dtypes)
+
+
+def _param_names(callee: Expr, module: Module, count: int) -> list[str]:
+    if isinstance(callee, GlobalVar) and callee.name in module:
+        return [p.name_hint for p in module[callee.name].params]
+    return [f"arg{i}" for i in range(count)]

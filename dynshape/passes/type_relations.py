@@ -1,0 +1,173 @@
+"""Relations between types used by type inference: refining by annotations, joining branches,
+and instantiating a function's signature at a call.
+
+Every fact these functions need goes through a *checker*: an object with
+``check(a, op, b, what)`` that proves the fact, raises a ShapeError when it is refuted, or
+records it as a run-time check (the symbolic shape-function context is one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+import sympy
+
+import ir
+from ir import Dim, FuncType, TensorType, TupleType, Type
+
+from ..errors import CompileError
+
+
+class Checker(Protocol):
+    """Proves, refutes or defers one fact about dims."""
+
+    def check(self, a: Dim, op: str, b: Dim, what: str) -> None: ...
+
+
+def _same_structure(expected: Type, actual: Type, what: str) -> None:
+    if isinstance(expected, TensorType) and isinstance(actual, TensorType):
+        if expected.dtype != actual.dtype:
+            raise CompileError(f"{what}: expected dtype {expected.dtype}, got {actual.dtype}")
+        if expected.rank != actual.rank:
+            raise CompileError(
+                f"{what}: expected rank {expected.rank} ({expected}), got rank {actual.rank} "
+                f"({actual})"
+            )
+        return
+    if isinstance(expected, TupleType) and isinstance(actual, TupleType):
+        if len(expected.fields) != len(actual.fields):
+            raise CompileError(
+                f"{what}: expected a tuple of {len(expected.fields)}, got {len(actual.fields)}"
+            )
+        return
+    if isinstance(expected, FuncType) and isinstance(actual, FuncType):
+        return
+    raise CompileError(f"{what}: expected {expected}, got {actual}")
+
+
+def refine(annotation: Type, inferred: Type, checker: Checker, what: str) -> Type:
+    """Check ``inferred`` against a user's ``annotation`` and return the type to use.
+
+    An anonymous annotation dim (``?``) accepts anything and keeps the inferred dim. Any other
+    annotation dim must equal the inferred one: proven is fine, refuted is an error, undecided
+    becomes a run-time check and the annotation's dim is used from then on.
+    """
+    _same_structure(annotation, inferred, what)
+    if isinstance(annotation, TensorType):
+        assert isinstance(inferred, TensorType)
+        dims = []
+        for axis, (want, got) in enumerate(zip(annotation.shape, inferred.shape, strict=True)):
+            if _is_wildcard(want):
+                dims.append(got)
+                continue
+            checker.check(
+                got, "==", want, f"{what}.shape[{axis}] == its annotation in {annotation}"
+            )
+            dims.append(want)
+        return TensorType(tuple(dims), annotation.dtype)
+    if isinstance(annotation, TupleType):
+        assert isinstance(inferred, TupleType)
+        return TupleType(
+            tuple(
+                refine(a, b, checker, f"{what}.{i}")
+                for i, (a, b) in enumerate(zip(annotation.fields, inferred.fields, strict=True))
+            )
+        )
+    assert isinstance(annotation, FuncType) and isinstance(inferred, FuncType)
+    return inferred
+
+
+def _is_wildcard(dim: Dim) -> bool:
+    return not isinstance(dim, int) and isinstance(dim, sympy.Dummy)
+
+
+def join(a: Type, b: Type, what: str) -> Type:
+    """The type of a value that is ``a`` or ``b`` (the two branches of an ``if``).
+
+    Equal dims stay; dims that are not provably equal become a fresh anonymous symbol.
+    """
+    _same_structure(a, b, what)
+    if isinstance(a, TensorType):
+        assert isinstance(b, TensorType)
+        dims = [
+            x if ir.known_equal(x, y) else ir.fresh("join")
+            for x, y in zip(a.shape, b.shape, strict=True)
+        ]
+        return TensorType(tuple(dims), a.dtype)
+    if isinstance(a, TupleType):
+        assert isinstance(b, TupleType)
+        return TupleType(
+            tuple(
+                join(x, y, f"{what}.{i}")
+                for i, (x, y) in enumerate(zip(a.fields, b.fields, strict=True))
+            )
+        )
+    return a
+
+
+def instantiate_call(
+    signature: FuncType,
+    arg_types: Sequence[Type],
+    checker: Checker,
+    callee: str,
+    param_names: Sequence[str],
+) -> Type:
+    """The result type of calling a function of type ``signature`` with ``arg_types``.
+
+    The callee's symbols are bound from the arguments (a parameter dim that is a plain symbol
+    binds it at its first occurrence), every other parameter dim becomes a fact to check, and
+    the result type is rewritten in the caller's terms. Symbols of the result that no parameter
+    binds (anonymous ``?`` results) become fresh symbols for this call.
+    """
+    if len(arg_types) != len(signature.params):
+        raise CompileError(
+            f"{callee} takes {len(signature.params)} argument"
+            f"{'s' * (len(signature.params) != 1)}, got {len(arg_types)}"
+        )
+    binding: dict[sympy.Basic, sympy.Expr] = {}
+    pairs: list[tuple[Dim, Dim, str]] = []
+    for name, p, a in zip(param_names, signature.params, arg_types, strict=True):
+        _collect_dims(p, a, f"argument %{name} of {callee}", pairs)
+    for want, got, what in pairs:
+        if isinstance(want, sympy.Symbol) and want not in binding:
+            binding[want] = ir.dims.as_expr(got)
+            continue
+        expected = _substitute(want, binding)
+        checker.check(got, "==", expected, what)
+    result_syms = ir.type_symbols(signature.ret)
+    for s in result_syms:
+        if s not in binding:
+            binding[s] = ir.fresh("ret")
+    return substitute_type(signature.ret, binding)
+
+
+def _collect_dims(p: Type, a: Type, what: str, out: list[tuple[Dim, Dim, str]]) -> None:
+    _same_structure(p, a, what)
+    if isinstance(p, TensorType):
+        assert isinstance(a, TensorType)
+        out.extend(
+            (want, got, f"{what}: shape[{axis}] == the declared {want}")
+            for axis, (want, got) in enumerate(zip(p.shape, a.shape, strict=True))
+        )
+    elif isinstance(p, TupleType):
+        assert isinstance(a, TupleType)
+        for i, (x, y) in enumerate(zip(p.fields, a.fields, strict=True)):
+            _collect_dims(x, y, f"{what}.{i}", out)
+
+
+def _substitute(dim: Dim, binding: dict[sympy.Basic, sympy.Expr]) -> Dim:
+    if isinstance(dim, int) or not binding:
+        return dim
+    return ir.simplify(dim.xreplace(binding))
+
+
+def substitute_type(ty: Type, binding: dict[sympy.Basic, sympy.Expr]) -> Type:
+    """``ty`` with symbols replaced simultaneously (``xreplace``) by ``binding``."""
+    if isinstance(ty, TensorType):
+        return TensorType(tuple(_substitute(d, binding) for d in ty.shape), ty.dtype)
+    if isinstance(ty, TupleType):
+        return TupleType(tuple(substitute_type(f, binding) for f in ty.fields))
+    return FuncType(
+        tuple(substitute_type(p, binding) for p in ty.params), substitute_type(ty.ret, binding)
+    )
