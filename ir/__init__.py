@@ -39,11 +39,20 @@ from .expr import (
 )
 from .functor import ExprFunctor, ExprMutator, ExprVisitor
 from .module import Module
-from .op import OpDef, Operand, OpPattern, all_ops, get_op, has_op, register_op
+from .op import OpDef, Operand, OpPattern, all_ops, get_op, has_op, register_op, tensor_ops
 from .span import Span
 from .structural import structurally_equal
 from .text import parse, parse_type
-from .types import FuncType, TensorType, TupleType, Type, scalar, tensor_leaves, type_symbols
+from .types import (
+    FuncType,
+    StorageType,
+    TensorType,
+    TupleType,
+    Type,
+    scalar,
+    tensor_leaves,
+    type_symbols,
+)
 
 __all__ = [
     "DTYPES",
@@ -69,6 +78,7 @@ __all__ = [
     "Operand",
     "ParseError",
     "Span",
+    "StorageType",
     "TensorType",
     "Tuple",
     "TupleGetItem",
@@ -98,6 +108,7 @@ __all__ = [
     "structurally_equal",
     "sym",
     "tensor_leaves",
+    "tensor_ops",
     "tuple_of",
     "type_symbols",
 ]

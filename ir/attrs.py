@@ -10,7 +10,11 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import sympy
+
+from .dims import check_dim
 from .dtypes import DTYPES
+from .errors import IRError
 
 
 class AttrKind:
@@ -130,6 +134,29 @@ class _PairList(AttrKind):
         return tuple(out)
 
 
+class _Dim(AttrKind):
+    name = "dim"
+
+    def normalize(self, value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, (int, sympy.Expr)):
+            raise TypeError("expected a dim (an int or an expression of symbols)")
+        try:
+            return check_dim(value)
+        except IRError as e:
+            raise TypeError(e.message) from None
+
+
+class _ListOf(AttrKind):
+    def __init__(self, inner: AttrKind) -> None:
+        self.inner = inner
+        self.name = f"list[{inner.name}]"
+
+    def normalize(self, value: Any) -> Any:
+        if not isinstance(value, (list, tuple)):
+            raise TypeError(f"expected {self.name}")
+        return tuple(self.inner.normalize(v) for v in value)
+
+
 INT: AttrKind = _Int()
 FLOAT: AttrKind = _Float()
 BOOL: AttrKind = _Bool()
@@ -137,6 +164,10 @@ STR: AttrKind = _Str()
 DTYPE: AttrKind = _DType()
 INT_LIST: AttrKind = _IntList()
 PAIR_LIST: AttrKind = _PairList()
+#: A dim over the function's symbols (the memory dialect's sizes, offsets and shapes).
+DIM: AttrKind = _Dim()
+DIM_LIST: AttrKind = _ListOf(DIM)
+DIM_LISTS: AttrKind = _ListOf(DIM_LIST)
 #: An axis argument: one int, a list of ints, or None for "all axes".
 AXES: AttrKind = _Optional(_OneOf(INT, INT_LIST))
 

@@ -134,3 +134,13 @@ def has_op(name: str) -> bool:
 def all_ops() -> list[OpDef]:
     """Every registered op, sorted by name."""
     return [_REGISTRY[k] for k in sorted(_REGISTRY)]
+
+
+#: Ops whose names start with this belong to the memory dialect (ir/ops/memory.py).
+MEMORY_DIALECT = "memory."
+
+
+def tensor_ops() -> list[OpDef]:
+    """Every registered op except the memory dialect: the ops that compute tensors, each with
+    a shape function and a kernel."""
+    return [op for op in all_ops() if not op.name.startswith(MEMORY_DIALECT)]

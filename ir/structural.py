@@ -14,12 +14,13 @@ from collections.abc import Sequence
 import numpy as np
 import sympy
 
+from .attrs import Attrs
 from .dims import Dim, is_anonymous
 from .expr import Call, Constant, Expr, Function, GlobalVar, If, Let, Tuple, TupleGetItem, Var
 from .functor import RECURSION_LIMIT, too_deep
 from .module import Module
 from .op import OpDef
-from .types import FuncType, TensorType, TupleType, Type
+from .types import FuncType, StorageType, TensorType, TupleType, Type
 
 _ATOMS = (Var, Constant, GlobalVar)
 _COMMUTATIVE = (sympy.Add, sympy.Mul, sympy.Max, sympy.Min)
@@ -89,7 +90,7 @@ class _Matcher:
             return self.types(a.fields, b.fields)
         if isinstance(a, FuncType) and isinstance(b, FuncType):
             return self.types(a.params, b.params) and self.type(a.ret, b.ret)
-        return False
+        return isinstance(a, StorageType) and isinstance(b, StorageType)
 
     def types(self, a: Sequence[Type], b: Sequence[Type]) -> bool:
         return len(a) == len(b) and all(self.type(x, y) for x, y in zip(a, b, strict=True))
@@ -102,6 +103,23 @@ class _Matcher:
             if not self.expr(x, y):
                 return False
         return True
+
+    def attrs(self, a: Attrs, b: Attrs) -> bool:
+        """Attribute values are equal, dims among them up to renaming of ``?`` symbols."""
+        return list(a) == list(b) and all(self.attr_value(a[k], b[k]) for k in a)
+
+    def attr_value(self, a: object, b: object) -> bool:
+        if isinstance(a, sympy.Expr) or isinstance(b, sympy.Expr):
+            return (
+                isinstance(a, (int, sympy.Expr))
+                and isinstance(b, (int, sympy.Expr))
+                and (self.dim(a, b))
+            )
+        if isinstance(a, tuple) and isinstance(b, tuple):
+            return len(a) == len(b) and all(
+                self.attr_value(x, y) for x, y in zip(a, b, strict=True)
+            )
+        return type(a) is type(b) and a == b
 
     def define(self, a: Var, b: Var) -> bool:
         """``a`` and ``b`` are bound at corresponding places (parameters, lets)."""
@@ -142,7 +160,7 @@ class _Matcher:
         if isinstance(a, Call):
             assert isinstance(b, Call)
             if isinstance(a.callee, OpDef) or isinstance(b.callee, OpDef):
-                if a.callee is not b.callee or a.attrs != b.attrs:
+                if a.callee is not b.callee or not self.attrs(a.attrs, b.attrs):
                     return False
             elif not self.expr(a.callee, b.callee):
                 return False
@@ -200,7 +218,7 @@ def _top(m: _Matcher, a: Expr | Module | Type, b: Expr | Module | Type) -> bool:
         if list(a) != list(b):
             return False
         return all(m.expr(a[name], b[name]) for name in a)
-    if isinstance(a, (TensorType, TupleType, FuncType)):
+    if isinstance(a, (TensorType, TupleType, FuncType, StorageType)):
         return m.type(a, b)  # type: ignore[arg-type]
     if isinstance(a, Expr) and isinstance(b, Expr):
         return m.expr(a, b)

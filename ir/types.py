@@ -70,7 +70,7 @@ class TupleType:
     def __post_init__(self) -> None:
         fields = tuple(self.fields)
         for f in fields:
-            if not isinstance(f, (TensorType, TupleType, FuncType)):
+            if not isinstance(f, _TYPES):
                 raise IRError(f"bad tuple field type {f!r}")
         object.__setattr__(self, "fields", fields)
 
@@ -87,12 +87,21 @@ class FuncType:
     def __post_init__(self) -> None:
         params = tuple(self.params)
         for p in (*params, self.ret):
-            if not isinstance(p, (TensorType, TupleType, FuncType)):
+            if not isinstance(p, _TYPES):
                 raise IRError(f"bad function type component {p!r}")
         object.__setattr__(self, "params", params)
 
 
-Type: TypeAlias = TensorType | TupleType | FuncType
+@dataclass(frozen=True)
+class StorageType:
+    """The type of a storage: an aligned byte buffer that tensors are views into.
+
+    Only the memory dialect (``memory.alloc_storage``) makes values of this type; its size is
+    an attribute of the allocation, not part of the type.
+    """
+
+
+Type: TypeAlias = TensorType | TupleType | FuncType | StorageType
 
 
 def scalar(dtype: str = "float32") -> TensorType:
@@ -109,6 +118,8 @@ def type_symbols(ty: Type) -> frozenset[sympy.Symbol]:
         return frozenset(out)
     if isinstance(ty, TupleType):
         return frozenset().union(*(type_symbols(f) for f in ty.fields))
+    if isinstance(ty, StorageType):
+        return frozenset()
     return frozenset().union(*(type_symbols(p) for p in ty.params), type_symbols(ty.ret))
 
 
@@ -127,6 +138,9 @@ def _type_str(self: Type) -> str:
     return type_to_text(self)
 
 
+_TYPES = (TensorType, TupleType, FuncType, StorageType)
+
 TensorType.__str__ = _type_str  # type: ignore[method-assign,assignment]
+StorageType.__str__ = _type_str  # type: ignore[method-assign,assignment]
 TupleType.__str__ = _type_str  # type: ignore[method-assign,assignment]
 FuncType.__str__ = _type_str  # type: ignore[method-assign,assignment]

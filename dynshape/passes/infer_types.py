@@ -52,11 +52,14 @@ class InferTypes(ModulePass):
     def __init__(self) -> None:
         self.deferred: dict[str, list[DeferredCheck]] = {}
         """Run-time checks recorded per global function, filled by ``run``."""
+        self.checks_at: dict[Expr, list[DeferredCheck]] = {}
+        """Where each check arises: the typed node (of the output) that needs it."""
 
     def run(self, module: Module) -> Module:
         state = _ModuleInference(module)
         typed = state.infer_all()
         self.deferred = state.deferred
+        self.checks_at = state.checks_at
         return typed
 
 
@@ -74,6 +77,7 @@ class _ModuleInference:
         self.signatures: dict[str, FuncType] = {}
         self.in_progress: list[str] = []
         self.deferred: dict[str, list[DeferredCheck]] = {}
+        self.checks_at: dict[Expr, list[DeferredCheck]] = {}
 
     def infer_all(self) -> Module:
         for name in self.module:
@@ -115,7 +119,8 @@ class _ModuleInference:
         assert isinstance(typed, Function) and isinstance(typed.ty, FuncType)
         self.typed[name] = typed
         self.signatures[name] = typed.ty
-        self.deferred[name] = inference.ctx.deferred
+        self.deferred[name] = inference.deferred
+        self.checks_at.update(inference.checks_at)
         self.in_progress.pop()
 
 
@@ -133,7 +138,11 @@ class _FunctionInference(ir.ExprFunctor[Expr]):
         super().__init__()
         self.module = module
         self.name = name
-        self.ctx = SymbolicContext()
+        self.deferred: list[DeferredCheck] = []
+        """Every run-time check of the function, each once, in the order found."""
+        self.checks_at: dict[Expr, list[DeferredCheck]] = {}
+        """The run-time checks each typed node needs before its value may be used."""
+        self._facts: list[DeferredCheck] = []
         self.vars: dict[Var, Var] = {}
 
     # ---- helpers ---------------------------------------------------------------------------
@@ -145,15 +154,31 @@ class _FunctionInference(ir.ExprFunctor[Expr]):
         return CompileError(f"in @{self.name}: {message}", node.span, listing)
 
     def checked(self, node: Expr, run: Any) -> Any:
-        """Run ``run()`` and turn a shape or IR error into a located CompileError."""
+        """Run ``run(ctx)`` with a fresh symbolic context; keep the facts it defers for the node
+        being built (see ``site``); turn a shape or IR error into a located CompileError.
+
+        One context per site, so that a fact needed at two places is checked at both.
+        """
+        ctx = SymbolicContext()
         try:
-            return run()
+            result = run(ctx)
+            self._facts.extend(ctx.deferred)
+            return result
         except (ShapeError, ir.IRError) as e:
             raise self.fail(str(e), node) from None
         except CompileError as e:
             if e.is_located:
                 raise
             raise self.fail(e.message, node) from None
+
+    def site(self, typed: Expr) -> Expr:
+        """Attach the facts deferred while building ``typed`` to it."""
+        if self._facts:
+            self.checks_at[typed] = self._facts
+            seen = {(c.kind, c.dims) for c in self.deferred}
+            self.deferred.extend(c for c in self._facts if (c.kind, c.dims) not in seen)
+            self._facts = []
+        return typed
 
     def bind(self, var: Var, ty: Type) -> Var:
         new = Var(var.name_hint, var.type_annotation, span=var.span, ty=ty)
@@ -196,7 +221,7 @@ class _FunctionInference(ir.ExprFunctor[Expr]):
 
     def visit_let(self, let: Let) -> Expr:
         # Long let chains are iterated, not recursed, so ANF programs of any length work.
-        chain: list[tuple[Let, Var, Expr]] = []
+        chain: list[tuple[Let, Var, Expr, list[DeferredCheck]]] = []
         node: Expr = let
         while isinstance(node, Let) and node not in self.memo:
             value = self.visit(node.value)
@@ -204,12 +229,14 @@ class _FunctionInference(ir.ExprFunctor[Expr]):
             ann = node.var.type_annotation
             if ann is not None:
                 what = f"%{node.var.name_hint}"
-                ty = self.checked(node, lambda a=ann, t=ty, w=what: refine(a, t, self.ctx, w))
-            chain.append((node, self.bind(node.var, ty), value))
+                ty = self.checked(node, lambda ctx, a=ann, t=ty, w=what: refine(a, t, ctx, w))
+            facts, self._facts = self._facts, []  # the annotation's checks belong to this let
+            chain.append((node, self.bind(node.var, ty), value, facts))
             node = node.body
         body = self.visit(node)
-        for old, var, value in reversed(chain):
-            body = Let(var, value, body, span=old.span, ty=self.type_of(body))
+        for old, var, value, facts in reversed(chain):
+            self._facts = facts
+            body = self.site(Let(var, value, body, span=old.span, ty=self.type_of(body)))
             self.memo[old] = body
         return body
 
@@ -221,9 +248,10 @@ class _FunctionInference(ir.ExprFunctor[Expr]):
         then_b = self.visit(node.then_branch)
         else_b = self.visit(node.else_branch)
         ty = self.checked(
-            node, lambda: join(self.type_of(then_b), self.type_of(else_b), "the branches of an if")
+            node,
+            lambda ctx: join(self.type_of(then_b), self.type_of(else_b), "the branches of an if"),
         )
-        return If(cond, then_b, else_b, span=node.span, ty=ty)
+        return self.site(If(cond, then_b, else_b, span=node.span, ty=ty))
 
     def visit_function(self, fn: Function) -> Expr:
         # A function value not called in place: its parameters must be annotated.
@@ -238,35 +266,44 @@ class _FunctionInference(ir.ExprFunctor[Expr]):
         ret = self.type_of(body)
         if fn.ret_type is not None:
             what = "the result"
-            ret = self.checked(fn, lambda: refine(fn.ret_type, ret, self.ctx, what))
+            ret = self.checked(fn, lambda ctx: refine(fn.ret_type, ret, ctx, what))
         fty = FuncType(tuple(p.ty for p in params if p.ty is not None), ret)
-        return Function(params, body, fn.ret_type, fn.attrs, span=fn.span, ty=fty)
+        typed = Function(params, body, fn.ret_type, fn.attrs, span=fn.span, ty=fty)
+        self.site(typed)
+        return typed
 
     def visit_call(self, call: Call) -> Expr:
         args = tuple(self.visit(a) for a in call.args)
         arg_types = [self.type_of(a) for a in args]
         op = call.op
         if op is not None:
-            ty = self.checked(call, lambda: self.op_result(op, call, args, arg_types))
-            return Call(op, args, call.attrs, span=call.span, ty=ty)
+            ty = self.checked(call, lambda ctx: self.op_result(ctx, op, call, args, arg_types))
+            return self.site(Call(op, args, call.attrs, span=call.span, ty=ty))
         callee = call.callee
         assert isinstance(callee, Expr)
         if isinstance(callee, Function) and callee not in self.memo:
-            new_fn = self.inline_function(callee, arg_types, call)
+            new_fn, facts = self.inline_function(callee, arg_types, call)
             self.memo[callee] = new_fn
             assert isinstance(new_fn.ty, FuncType)
-            return Call(new_fn, args, span=call.span, ty=new_fn.ty.ret)
+            self._facts = facts
+            return self.site(Call(new_fn, args, span=call.span, ty=new_fn.ty.ret))
         new_callee = self.visit(callee)
         sig = self.type_of(new_callee)
         if not isinstance(sig, FuncType):
             raise self.fail(f"cannot call a value of type {sig}", call)
         names = _param_names(callee, self.module.module, len(sig.params))
         label = f"@{callee.name}" if isinstance(callee, GlobalVar) else "the function"
-        ty = self.checked(call, lambda: instantiate_call(sig, arg_types, self.ctx, label, names))
-        return Call(new_callee, args, span=call.span, ty=ty)
+        ty = self.checked(call, lambda ctx: instantiate_call(sig, arg_types, ctx, label, names))
+        return self.site(Call(new_callee, args, span=call.span, ty=ty))
 
-    def inline_function(self, fn: Function, arg_types: Sequence[Type], call: Call) -> Function:
-        """Type a function value called in place (a primitive): parameters take the args' types."""
+    def inline_function(
+        self, fn: Function, arg_types: Sequence[Type], call: Call
+    ) -> tuple[Function, list[DeferredCheck]]:
+        """Type a function value called in place (a primitive): parameters take the args' types.
+
+        Also returns the checks that the arguments must pass (they belong to the call, not to
+        the function's body).
+        """
         if len(arg_types) != len(fn.params):
             raise self.fail(
                 f"the function takes {len(fn.params)} arguments, got {len(arg_types)}", call
@@ -276,12 +313,18 @@ class _FunctionInference(ir.ExprFunctor[Expr]):
             ann = p.type_annotation
             if ann is not None:
                 what = f"argument %{p.name_hint}"
-                t = self.checked(call, lambda a=ann, t=t, w=what: refine(a, t, self.ctx, w))
+                t = self.checked(call, lambda ctx, a=ann, t=t, w=what: refine(a, t, ctx, w))
             param_types.append(t)
-        return self.function_body(fn, param_types)
+        facts, self._facts = self._facts, []
+        return self.function_body(fn, param_types), facts
 
     def op_result(
-        self, op: ir.OpDef, call: Call, args: Sequence[Expr], arg_types: Sequence[Type]
+        self,
+        ctx: SymbolicContext,
+        op: ir.OpDef,
+        call: Call,
+        args: Sequence[Expr],
+        arg_types: Sequence[Type],
     ) -> Type:
         dtypes: list[Any] = []
         for operand, ty in zip(op.operands, arg_types, strict=True):
@@ -311,7 +354,7 @@ class _FunctionInference(ir.ExprFunctor[Expr]):
             else:
                 assert isinstance(ty, TensorType)
                 inputs.append(ty.shape)
-        shapes = self.ctx.run(op.name, sf.fn, inputs, dict(call.attrs))
+        shapes = ctx.run(op.name, sf.fn, inputs, dict(call.attrs))
         return _result_type(op, shapes, out_dtypes)
 
 

@@ -168,6 +168,8 @@ def substitute_type(ty: Type, binding: dict[sympy.Basic, sympy.Expr]) -> Type:
         return TensorType(tuple(_substitute(d, binding) for d in ty.shape), ty.dtype)
     if isinstance(ty, TupleType):
         return TupleType(tuple(substitute_type(f, binding) for f in ty.fields))
-    return FuncType(
-        tuple(substitute_type(p, binding) for p in ty.params), substitute_type(ty.ret, binding)
-    )
+    if isinstance(ty, FuncType):
+        return FuncType(
+            tuple(substitute_type(p, binding) for p in ty.params), substitute_type(ty.ret, binding)
+        )
+    return ty  # a storage has no dims

@@ -21,11 +21,13 @@ import re
 from typing import Any
 
 import numpy as np
+import sympy
 
 from ..dtypes import check_dtype
 from ..errors import IRError
 from ..expr import Constant
 from ..span import Span
+from .dims_text import AnonNamer, DimParser, dim_text
 from .lexer import Kind, Token, TokenStream
 
 #: dtype -> suffix of its scalar literals.
@@ -105,8 +107,13 @@ def constant_text(const: Constant) -> str:
     return f"const({nested(value)}, {dtype})"
 
 
-def attr_text(value: Any) -> str:
-    """The text of an attribute value (ints, floats, bools, strings, None, nested lists)."""
+def attr_text(value: Any, namer: AnonNamer | None = None) -> str:
+    """The text of an attribute value (ints, floats, bools, strings, None, nested lists, dims).
+
+    ``namer`` labels the anonymous symbols of dim values consistently with the rest of the unit.
+    """
+    if isinstance(value, sympy.Expr):
+        return namer.dim(value) if namer is not None else dim_text(value)
     if value is None:
         return "None"
     if isinstance(value, bool):
@@ -118,7 +125,7 @@ def attr_text(value: Any) -> str:
     if isinstance(value, str):
         return json.dumps(value)
     if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(attr_text(v) for v in value) + "]"
+        return "[" + ", ".join(attr_text(v, namer) for v in value) + "]"
     raise TypeError(f"cannot print attribute value {value!r}")
 
 
@@ -185,13 +192,36 @@ def _make_float(ts: TokenStream, value: float, dtype: str, tok: Token, span: Spa
     return Constant(array, span=span)
 
 
-def parse_attr_value(ts: TokenStream) -> Any:
-    """Parse an attribute value: a number, bool, None, string, nan/inf or a nested list."""
+_DIM_OPERATORS = frozenset({"*", "+", "-", "//", "%"})
+
+
+def _starts_dim(ts: TokenStream) -> bool:
+    """True if a dim expression (``n``, ``?0``, ``4*n``, ``(n + 1)``) starts here."""
+    tok = ts.peek()
+    if tok.kind is Kind.ANON or (tok.kind is Kind.PUNCT and tok.text == "("):
+        return True
+    if tok.kind is Kind.IDENT:
+        keywords = ("True", "False", "None", "nan", "inf")
+        return tok.text not in keywords and not _NON_FINITE.fullmatch(tok.text)
+    if tok.kind is Kind.NUMBER and not tok.suffix and tok.text.isdigit():
+        nxt = ts.peek(1)
+        return nxt.kind is Kind.PUNCT and nxt.text in _DIM_OPERATORS
+    return False
+
+
+def parse_attr_value(ts: TokenStream, dims: DimParser | None = None) -> Any:
+    """Parse an attribute value: a number, bool, None, string, nan/inf or a nested list.
+
+    With ``dims``, a dim expression (``4*n``, ``?0``) is a value too: the memory dialect's sizes
+    and shapes are dims over the function's symbols.
+    """
+    if dims is not None and _starts_dim(ts):
+        return dims.dim()
     tok = ts.peek()
     if ts.accept("["):
         items = []
         while not ts.at("]"):
-            items.append(parse_attr_value(ts))
+            items.append(parse_attr_value(ts, dims))
             if not ts.accept(","):
                 break
         ts.expect("]", "',' or ']' in the list")

@@ -24,7 +24,10 @@ class Use(enum.Enum):
     """How a node is used by its parent; decides the scope of the use."""
 
     PLAIN = "operand"
-    """An argument, callee, tuple field, projected tuple or condition: the parent's scope."""
+    """A callee, tuple field, projected tuple or condition: the parent's scope."""
+    ARG = "argument"
+    """A call argument: the parent's scope; a tuple used only there prints in place
+    (``memory.invoke(%f, (%x, %y), (%t,))``): its fields are references, so it stays short."""
     THEN = "then"
     ELSE = "else"
     BODY = "function body"
@@ -44,7 +47,7 @@ def children(node: Expr) -> list[tuple[Expr, Use]]:
     """The nodes ``node`` uses, in printing order, with how it uses them."""
     if isinstance(node, Call):
         out = [(node.callee, Use.PLAIN)] if isinstance(node.callee, Expr) else []
-        return out + [(a, Use.PLAIN) for a in node.args]
+        return out + [(a, Use.ARG) for a in node.args]
     if isinstance(node, Tuple):
         return [(f, Use.PLAIN) for f in node.fields]
     if isinstance(node, TupleGetItem):
@@ -102,7 +105,7 @@ class Layout:
             node_uses = uses[node]
             sites = [self._site(parent, use) for parent, use in node_uses]
             only_use = node_uses[0][1] if len(node_uses) == 1 else None
-            if only_use in _INLINE_USES:
+            if only_use in _INLINE_USES or (only_use is Use.ARG and isinstance(node, Tuple)):
                 self.inline.add(node)
                 home = sites[0]
             else:
@@ -129,7 +132,7 @@ class Layout:
     def _site(self, parent: Expr | None, use: Use) -> Scope:
         if parent is None:
             return self.root
-        if use is Use.PLAIN:
+        if use is Use.PLAIN or use is Use.ARG:
             return self.placement[parent]
         if use is Use.VALUE:
             assert isinstance(parent, Let)

@@ -124,7 +124,7 @@ class _Parser:
                 ts.next()
                 ts.next()
                 value_tok = ts.peek()
-                value = parse_attr_value(ts)
+                value = parse_attr_value(ts, self.types.dims)
                 if tok.text in attrs:
                     raise ts.error(f"duplicate function attribute {tok.text}", tok)
                 if not isinstance(value, (int, float, str)):  # bool is an int
@@ -275,7 +275,7 @@ class _Parser:
                 value_tok = ts.peek()
                 if any(k.text == tok.text for k, _, _ in attrs):
                     raise ts.error(f"duplicate attribute {tok.text}", tok)
-                attrs.append((tok, value_tok, parse_attr_value(ts)))
+                attrs.append((tok, value_tok, parse_attr_value(ts, self.types.dims)))
             else:
                 if attrs:
                     raise ts.error("positional argument after an attribute", tok)

@@ -129,13 +129,13 @@ class _Unit:
         return self.ref(node)
 
     def call(self, node: Call) -> str:
-        parts = [self.ref(a) for a in node.args]
+        parts = [self.show(a) for a in node.args]
         callee = node.callee
         if isinstance(callee, OpDef):
             for a in callee.attrs:
                 value = node.attrs[a.name]
                 if a.required or type(value) is not type(a.default) or value != a.default:
-                    parts.append(f"{a.name}={attr_text(value)}")
+                    parts.append(f"{a.name}={attr_text(value, self.namer)}")
             return f"{callee.name}({', '.join(parts)})"
         return f"{self.ref(callee)}({', '.join(parts)})"
 

@@ -14,7 +14,7 @@ import sympy
 
 from ..dtypes import DTYPES, check_dtype
 from ..errors import IRError
-from ..types import FuncType, TensorType, TupleType, Type
+from ..types import FuncType, StorageType, TensorType, TupleType, Type
 from .dims_text import AnonNamer, DimParser
 from .lexer import Kind, TokenStream
 
@@ -34,6 +34,8 @@ def format_type(ty: Type, namer: AnonNamer) -> str:
     if isinstance(ty, FuncType):
         params = ", ".join(format_type(p, namer) for p in ty.params)
         return f"fn ({params}) -> {format_type(ty.ret, namer)}"
+    if isinstance(ty, StorageType):
+        return "Storage"
     raise TypeError(f"not a type: {ty!r}")
 
 
@@ -87,6 +89,8 @@ class TypeParser:
             if len(fields) == 1 and not trailing_comma:
                 raise ts.error("a tuple type of one field needs a trailing comma: (T,)", tok)
             return TupleType(tuple(fields))
+        if ts.accept("Storage"):
+            return StorageType()
         if tok.kind is Kind.IDENT:
             return TensorType((), self._dtype())
         raise ts.unexpected("a type (Tensor[...], a dtype, a tuple type or fn (...) -> ...)")

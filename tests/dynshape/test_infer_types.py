@@ -81,10 +81,9 @@ def test_reshape_and_concatenate_give_symbolic_dims() -> None:
         """
         def @main(%x: Tensor[(n, 10), float32]) {
           %0 = reshape(%x, newshape=[-1, 5]) /* ty=Tensor[(2*n, 5), float32] */;
-          %1 = (%0, %0) /* ty=(Tensor[(2*n, 5), float32], Tensor[(2*n, 5), float32]) */;
-          %2 = concatenate(%1, axis=1) /* ty=Tensor[(2*n, 10), float32] */;
-          %3 = reshape(%2, newshape=[0, 2, 5]) /* ty=Tensor[(2*n, 2, 5), float32] */;
-          sum(%3, axis=[1], keepdims=True) /* ty=Tensor[(2*n, 1, 5), float32] */
+          %1 = concatenate((%0, %0), axis=1) /* ty=Tensor[(2*n, 10), float32] */;
+          %2 = reshape(%1, newshape=[0, 2, 5]) /* ty=Tensor[(2*n, 2, 5), float32] */;
+          sum(%2, axis=[1], keepdims=True) /* ty=Tensor[(2*n, 1, 5), float32] */
         }
         """,
     )
@@ -107,9 +106,8 @@ def test_call_of_a_global_with_two_n() -> None:
         }
 
         def @main(%x: Tensor[(n,), float32]) {
-          %0 = (%x, %x) /* ty=(Tensor[(n,), float32], Tensor[(n,), float32]) */;
-          %1 = concatenate(%0) /* ty=Tensor[(2*n,), float32] */;
-          @double(%1) /* ty=Tensor[(2*n,), float32] */
+          %0 = concatenate((%x, %x)) /* ty=Tensor[(2*n,), float32] */;
+          @double(%0) /* ty=Tensor[(2*n,), float32] */
         }
         """,
     )
@@ -179,9 +177,8 @@ def test_recursive_loop_growing_a_tensor() -> None:
           if (%0) {
             %1 = add(%i, 1) /* ty=int32 */;
             %2 = reshape(%i, newshape=[1, 1]) /* ty=Tensor[(1, 1), int32] */;
-            %3 = (%acc, %2) /* ty=(Tensor[(?0, 1), int32], Tensor[(1, 1), int32]) */;
-            %4 = concatenate(%3) /* ty=Tensor[(?0 + 1, 1), int32] */;
-            @loop(%1, %4) /* ty=Tensor[(?, 1), int32] */
+            %3 = concatenate((%acc, %2)) /* ty=Tensor[(?0 + 1, 1), int32] */;
+            @loop(%1, %3) /* ty=Tensor[(?, 1), int32] */
           } else {
             %acc
           } /* ty=Tensor[(?, 1), int32] */
@@ -355,4 +352,3 @@ def test_compile_error_prints_the_function_with_the_failing_expression_marked() 
         "  negative(%1)",
         "}",
     ]
-

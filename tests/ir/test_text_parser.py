@@ -255,5 +255,5 @@ def test_every_node_has_a_span() -> None:
 
 def test_seed_after_allocation_names_parse_as_ops_with_dots() -> None:
     # Dotted op names are one token; an unknown one is reported whole.
-    with pytest.raises(ir.ParseError, match=r"unknown op 'memory\.alloc_storage'"):
-        ir.parse("def @main() { memory.alloc_storage(64i64) }")
+    with pytest.raises(ir.ParseError, match=r"unknown op 'annotation\.alloc_storage'"):
+        ir.parse("def @main() { annotation.alloc_storage(64i64) }")

@@ -151,6 +151,8 @@ def _leaves(ty: ir.Type) -> list[ir.TensorType]:
         return [ty]
     if isinstance(ty, ir.TupleType):
         return [leaf for f in ty.fields for leaf in _leaves(f)]
+    if isinstance(ty, ir.StorageType):
+        return []
     return [leaf for p in (*ty.params, ty.ret) for leaf in _leaves(p)]
 
 
