@@ -322,9 +322,13 @@ def _check(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
     get_a, cmp, get_b, message = _getter(ops[0]), ops[1], _getter(ops[2]), ops[3]
     f = CMP[cmp]
 
+    templated = "{a}" in message or "{b}" in message
+
     def step(r: list[Any]) -> int:
         a, b = get_a(r), get_b(r)
         if not f(a, b):
+            if templated:  # the compiler worded it: fill in the values (plain text, no format)
+                raise RunTimeShapeError(message.replace("{a}", str(a)).replace("{b}", str(b)))
             raise RunTimeShapeError(f"run-time check failed: {message} (got {a} {cmp} {b} false)")
         return nxt
 

@@ -30,15 +30,21 @@ def full(
     return tuple(shape)
 
 
-def arange_length(start: Any, stop: Any, step: Any) -> int:
-    """numpy's length of ``arange(start, stop, step)`` for three rank-0 numpy arrays.
+def arange_operands(start: Any, stop: Any, step: Any) -> tuple[Any, Any, Any]:
+    """The scalars ``arange`` works with, shared by this shape function and the kernel.
 
-    numpy computes ``ceil((stop - start) / step)`` with the arithmetic of the inputs' dtypes
-    (a float32 difference is rounded to float32) and clamps it at 0; so do we, by doing the
-    arithmetic on the numpy scalars themselves. The kernel must call
-    ``np.arange(start[()], stop[()], step[()], dtype=dtype)`` to agree to the element.
+    Floats stay numpy scalars of their dtype: numpy computes the length in that arithmetic (a
+    float32 difference is rounded to float32), and so must we to agree to the element.
+    Integers become Python ints: in a small dtype the difference would wrap around
+    (``uint8(0) - uint8(5)`` is 251), which is numpy's scalar arithmetic, not a range.
     """
-    first, last, delta = start[()], stop[()], step[()]
+    return tuple(int(v) if v.dtype.kind in "iub" else v[()] for v in (start, stop, step))  # type: ignore[return-value]
+
+
+def arange_length(start: Any, stop: Any, step: Any) -> int:
+    """numpy's length of ``arange`` for three rank-0 numpy arrays: ``ceil((stop - start) /
+    step)`` clamped at 0, on the scalars of ``arange_operands``."""
+    first, last, delta = arange_operands(start, stop, step)
     if delta == 0:
         fail("step must not be 0")
     length = float((last - first) / delta)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from shape_funcs.ops.create import arange_operands
+
 from .registry import register_table
 
 
@@ -28,7 +30,8 @@ def _arange(start: np.ndarray, stop: np.ndarray, step: np.ndarray, out: np.ndarr
     ``np.arange`` has no ``out=``: it builds the values, then they are copied. The output's
     length was computed by the data-dependent shape function; a mismatch raises.
     """
-    values = np.arange(start.item(), stop.item(), step.item(), dtype=out.dtype)
+    # The same scalars as the shape function, so that the lengths agree to the element.
+    values = np.arange(*arange_operands(start, stop, step), dtype=out.dtype)
     if values.shape != out.shape:
         raise ValueError(
             f"arange({start.item()}, {stop.item()}, {step.item()}) has "

@@ -108,9 +108,18 @@ def _minimum(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
 
 
 def _where(cond: np.ndarray, x: np.ndarray, y: np.ndarray, out: np.ndarray) -> None:
-    """``x where cond else y``, broadcast. ``np.where`` has no ``out=``; two masked copies."""
-    np.copyto(out, y)
-    np.copyto(out, x, where=cond)
+    """``x where cond else y``, broadcast. ``np.where`` has no ``out=``; two masked copies.
+
+    Safe in place: a fused chain may pass the output buffer itself as ``x`` or ``y``, and then
+    only the other operand is copied in, where the condition selects it.
+    """
+    if x is out:
+        np.copyto(out, y, where=np.logical_not(cond))
+    elif y is out:
+        np.copyto(out, x, where=cond)
+    else:
+        np.copyto(out, y)
+        np.copyto(out, x, where=cond)
 
 
 register_table(

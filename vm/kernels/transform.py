@@ -89,20 +89,27 @@ def split(attrs: Mapping[str, Any]) -> Kernel:
 def slices(
     shape: Sequence[int], begin: Sequence[int], end: Sequence[int], strides: Sequence[int] | None
 ) -> tuple[slice, ...]:
-    """Python slices for ``x[begin:end:strides]`` per axis; missing axes are taken whole."""
-    if len(begin) > len(shape) or len(end) != len(begin):
+    """Python slices for ``x[begin:end:strides]``, with the shape function's rules.
+
+    The lists may be shorter than the rank and than each other: a missing begin or end is an
+    omitted bound (the whole axis in the stride's direction), a missing stride is 1, and axes
+    past every list are taken whole (``shape_funcs/ops/_common.py``, ``strided_slice_shape``).
+    """
+    steps = strides or ()
+    count = max(len(begin), len(end), len(steps))
+    if count > len(shape):
         raise ValueError(
-            f"strided_slice: begin {tuple(begin)} and end {tuple(end)} do not fit "
-            f"a tensor of rank {len(shape)}"
+            f"strided_slice: begin/end/strides cover {count} axes but x has rank {len(shape)}"
         )
-    steps = list(strides) if strides else [1] * len(begin)
-    if len(steps) == 1 and len(begin) > 1:
-        steps = steps * len(begin)
-    if len(steps) != len(begin):
-        raise ValueError(f"strided_slice: {len(steps)} strides for {len(begin)} axes")
-    if any(s == 0 for s in steps):
-        raise ValueError("strided_slice: a stride is 0")
-    return tuple(slice(int(b), int(e), int(s)) for b, e, s in zip(begin, end, steps, strict=False))
+    out = []
+    for i in range(count):
+        step = int(steps[i]) if i < len(steps) else 1
+        if step == 0:
+            raise ValueError(f"strided_slice: strides[{i}] is 0")
+        start = int(begin[i]) if i < len(begin) else None
+        stop = int(end[i]) if i < len(end) else None
+        out.append(slice(start, stop, step))
+    return tuple(out)
 
 
 @register_kernel("strided_slice")
