@@ -36,6 +36,16 @@ def fresh(hint: str = "any") -> sympy.Dummy:
     return sympy.Dummy(f"{hint}{next(_anonymous_counter)}", **_ASSUMPTIONS)
 
 
+def anonymous_watermark() -> int:
+    """A mark such that every anonymous symbol made after this call has ``is_newer(s, mark)``."""
+    return int(sympy.Dummy().dummy_index) + 1
+
+
+def is_newer(symbol: sympy.Basic, mark: int) -> bool:
+    """True if ``symbol`` is an anonymous symbol made after ``mark`` was taken."""
+    return isinstance(symbol, sympy.Dummy) and symbol.dummy_index >= mark
+
+
 def is_anonymous(symbol: sympy.Basic) -> bool:
     """True if ``symbol`` is an anonymous (``?``) dimension symbol."""
     return isinstance(symbol, sympy.Dummy)

@@ -142,9 +142,14 @@ def _fmt(e: sympy.Expr) -> tuple[str, int]:
 def _fmt_product(e: sympy.Expr) -> tuple[str, int]:
     coeff, rest = e.as_coeff_Mul()
     if coeff.is_negative:
-        # "-a*b" reads as "(-a)*b", which is the same product.
         text, prec = _fmt(-e)
-        return f"-{text}", _UNARY if prec >= _UNARY else _MUL
+        if prec >= _UNARY:
+            return f"-{text}", _UNARY
+        if (-e).is_Mul or (-e).is_Pow:
+            # "-a*b" reads as "(-a)*b", which is the same product.
+            return f"-{text}", _MUL
+        # "-a // b" would read as "(-a) // b": a negated floor division or modulo needs parens.
+        return f"-({text})", _UNARY
     num: list[str] = []
     den: list[str] = []
     if coeff.p != 1:

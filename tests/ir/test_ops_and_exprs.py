@@ -205,3 +205,11 @@ def test_dims_with_floor_division_by_symbols_are_integers() -> None:
     for bad in (n / 2, n / m):
         with pytest.raises(IRError, match="not an integer expression"):
             ir.check_dim(bad)
+
+
+def test_negated_floor_division_prints_with_parentheses() -> None:
+    """``-(x // 2)`` is not ``-x // 2`` (floor rounds the other way): the printer keeps it."""
+    n = sym("n")
+    for dim in (n - n // 2, 3 * n - (n + 1) // 2, n - n % 3):
+        ty = TensorType((dim,))
+        assert structurally_equal(ir.parse_type(str(ty)), ty), str(ty)
