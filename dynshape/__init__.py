@@ -2,12 +2,33 @@
 
 The public face of the project. ``ir`` holds the language, ``shape_funcs`` the shape functions,
 ``vm`` the runtime; this package holds the compiler passes, the public API and the CLI.
+
+    import dynshape
+    exe = dynshape.compile(text_or_module)      # a vm.Executable
+    out = dynshape.VirtualMachine(exe).run(x, y)
 """
 
 from dynshape_errors import DynShapeError
 from ir import IRError, Module, ParseError, parse
+from shape_funcs import ShapeError
+from vm import Executable, VirtualMachine, VMError
 
 from .errors import CompileError
+from .pipeline import STAGES, compile, stages
 
-__all__ = ["CompileError", "DynShapeError", "IRError", "Module", "ParseError", "parse"]
+__all__ = [
+    "STAGES",
+    "CompileError",
+    "DynShapeError",
+    "Executable",
+    "IRError",
+    "Module",
+    "ParseError",
+    "ShapeError",
+    "VMError",
+    "VirtualMachine",
+    "compile",
+    "parse",
+    "stages",
+]
 __version__ = "0.1.0"

@@ -1,7 +1,13 @@
 """The command-line interface: ``python -m dynshape`` or ``dynshape``.
 
+    dynshape demo
+    dynshape compile FILE --emit {parsed,types,fused,anf,manifest,bytecode} [-o OUT]
+    dynshape compile FILE -o OUT.dsx            (save the executable)
+    dynshape run FILE|EXECUTABLE --input x=3,4 --input y=y.npy [--seed N] [--profile]
+
 Errors of ours (bad files, bad programs, bad arguments) are reported in one line with a non-zero
-exit status, never as a traceback.
+exit status, never as a traceback; ``--full-errors`` shows the whole message (the source line
+with a caret, the function with the failing expression marked).
 """
 
 from __future__ import annotations
@@ -9,37 +15,151 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
-import ir
+import numpy as np
+
 from dynshape_errors import DynShapeError
+from vm import Executable, VirtualMachine
+from vm.executable import TensorSpec, TypeSpec
+from vm.serialize import MAGIC
 
 from .demo import run_demo
+from .errors import CompileError
+from .pipeline import STAGES, compile, stages
+
+EMIT_CHOICES = (*STAGES, "bytecode")
 
 
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dynshape", description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--full-errors", action="store_true", help="print whole error messages, not one line"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("demo", help="show the seed program through the compiler")
-    show = sub.add_parser("compile", help="parse a program and print it after a stage")
-    show.add_argument("file", help="a program in the text format")
-    show.add_argument("--emit", choices=["parsed"], default="parsed", help="the stage to print")
-    show.add_argument("-o", "--output", help="write here instead of standard output")
+    sub.add_parser("demo", help="the seed program through every stage, run against numpy")
+
+    comp = sub.add_parser("compile", help="compile a program; print a stage or save it")
+    comp.add_argument("file", help="a program in the text format")
+    comp.add_argument("--emit", choices=EMIT_CHOICES, help="print the program after this stage")
+    comp.add_argument("-o", "--output", help="write here (the executable, without --emit)")
+
+    run = sub.add_parser("run", help="run a program or a saved executable")
+    run.add_argument("file", help="a program in the text format, or a saved executable")
+    run.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        metavar="NAME=SHAPE|NAME=FILE.npy",
+        help="an argument: random data of a shape (x=3,4; a scalar is x=) or a .npy file",
+    )
+    run.add_argument("--function", default="main", help="the function to run (default main)")
+    run.add_argument("--seed", type=int, default=0, help="seed for random inputs")
+    run.add_argument("--profile", action="store_true", help="print the profiler's table")
     return parser
 
 
-def _compile(args: argparse.Namespace) -> int:
+def _read_text(path: str) -> str:
     try:
-        with open(args.file, encoding="utf-8") as f:
-            text = f.read()
+        return Path(path).read_text(encoding="utf-8")
     except OSError as e:
-        raise DynShapeError(f"cannot read {args.file}: {e.strerror}") from None
-    module = ir.parse(text, source_name=args.file)
-    printed = str(module) + "\n"
-    if args.output:
-        with open(args.output, "w", encoding="utf-8") as f:
-            f.write(printed)
+        raise DynShapeError(f"cannot read {path}: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise DynShapeError(f"{path} is neither a program (text) nor an executable") from None
+
+
+def _compile_cmd(args: argparse.Namespace) -> int:
+    text = _read_text(args.file)
+    if args.emit is None:
+        if not args.output:
+            raise DynShapeError("compile needs --emit STAGE or -o OUTPUT")
+        compile(text, source_name=args.file).save(args.output)
+        return 0
+    if args.emit == "bytecode":
+        printed = compile(text, source_name=args.file).bytecode
     else:
-        sys.stdout.write(printed)
+        printed = str(stages(text, source_name=args.file)[args.emit])
+    if args.output:
+        Path(args.output).write_text(printed + "\n", encoding="utf-8")
+    else:
+        sys.stdout.write(printed + "\n")
+    return 0
+
+
+def _load_program(path: str) -> Executable:
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise DynShapeError(f"cannot read {path}: {e.strerror}") from None
+    if data.startswith(MAGIC[:5]) or b"\0" in data[:4096]:  # binary: an executable, or junk
+        return Executable.load(path)
+    return compile(_read_text(path), source_name=path)
+
+
+def _random(spec: TypeSpec, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    if not isinstance(spec, TensorSpec):
+        raise DynShapeError("random inputs are for tensor parameters; pass a .npy file")
+    dtype = np.dtype(spec.dtype)
+    if dtype.kind == "f":
+        return rng.standard_normal(shape).astype(dtype)
+    if dtype.kind == "b":
+        return rng.random(shape) < 0.5
+    return rng.integers(0, 10, shape).astype(dtype)
+
+
+def _inputs(exe: Executable, args: argparse.Namespace) -> list[object]:
+    fn = next((f for f in exe.functions if f.name == args.function), None)
+    if fn is None:
+        raise DynShapeError(f"the executable has no function {args.function!r}")
+    given: dict[str, str] = {}
+    for item in args.input:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise DynShapeError(f"--input {item!r}: expected NAME=SHAPE or NAME=FILE.npy")
+        given[name] = value
+    names = [p.name for p in fn.params]
+    unknown = sorted(set(given) - set(names))
+    if unknown:
+        raise DynShapeError(
+            f"{fn.name} has no parameter {unknown[0]!r} (its parameters: {', '.join(names)})"
+        )
+    rng = np.random.default_rng(args.seed)
+    values: list[object] = []
+    for p in fn.params:
+        if p.name not in given:
+            raise DynShapeError(f"missing --input {p.name}=SHAPE|FILE.npy")
+        value = given[p.name]
+        if value.endswith(".npy"):
+            try:
+                values.append(np.load(value, allow_pickle=False))
+            except (OSError, ValueError) as e:
+                raise DynShapeError(f"--input {p.name}: cannot load {value}: {e}") from None
+            continue
+        try:
+            shape = tuple(int(d) for d in value.split(",") if d.strip())
+        except ValueError:
+            raise DynShapeError(
+                f"--input {p.name}={value}: a shape is comma-separated ints (3,4)"
+            ) from None
+        values.append(_random(p.type, shape, rng))
+    return values
+
+
+def _summary(value: object, name: str) -> str:
+    if isinstance(value, tuple):
+        return "\n".join(_summary(v, f"{name}.{i}") for i, v in enumerate(value))
+    arr = np.asarray(value)
+    text = np.array2string(arr, threshold=20, edgeitems=3, precision=4)
+    return f"{name}: {arr.dtype}{list(arr.shape)}\n{text}"
+
+
+def _run_cmd(args: argparse.Namespace) -> int:
+    exe = _load_program(args.file)
+    vm = VirtualMachine(exe, profile=args.profile)
+    result = vm.invoke(args.function, *_inputs(exe, args))
+    print(_summary(result, "out"))
+    print()
+    print(vm.profile_report() if args.profile else vm.allocator.stats.format())
     return 0
 
 
@@ -49,7 +169,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "demo":
             return run_demo(sys.stdout)
-        return _compile(args)
+        if args.command == "compile":
+            return _compile_cmd(args)
+        return _run_cmd(args)
     except DynShapeError as e:
-        print(f"dynshape: error: {e}", file=sys.stderr)
+        text = str(e) if args.full_errors else str(e).splitlines()[0]
+        kind = "compile error" if isinstance(e, CompileError) else "error"
+        print(f"dynshape: {kind}: {text}", file=sys.stderr)
         return 1

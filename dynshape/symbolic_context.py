@@ -22,6 +22,7 @@ import sympy
 
 import ir
 from ir.dims import as_expr, compare, dim_max, dim_min
+from ir.text.dims_text import AnonNamer
 from shape_funcs import ShapeError, UnknownValue, get_shape_func
 from shape_funcs.errors import FACT_KINDS, fact_failure, fact_text, format_what
 from shape_funcs.registry import describe_value, input_names_of
@@ -78,6 +79,15 @@ class DeferredCheck:
         )
         return f"{text} ({context})" if context else text
 
+    def message_template(self) -> str:
+        """The run-time error text with ``{a}`` and ``{b}`` standing for the two dims' values
+        (the VM's ``check`` fills them in), worded like the concrete mode's errors."""
+        detail = fact_failure(self.kind, "{a}", "{b}", self.what)
+        text = f"{self.op_name}: {detail}" if self.op_name else detail
+        formula = fact_text(self.kind, *(dim_text(d) for d in self.dims))
+        context = f"inputs: {self.inputs}; " if self.inputs else ""
+        return f"{text} ({context}where {formula} must hold)"
+
     def __str__(self) -> str:
         return self.description
 
@@ -100,6 +110,12 @@ def _evaluate(dim: Dim, binding: Mapping[sympy.Basic, int]) -> int:
         missing = ", ".join(sorted(str(s) for s in value.free_symbols))
         raise ValueError(f"cannot evaluate {dim}: no value for {missing or 'its symbols'}")
     return int(value)
+
+
+def dim_text(dim: Dim) -> str:
+    """A dim as the text format prints it (``min(1, n)``, ``n // 2``, ``?``)."""
+    namer = AnonNamer()
+    return namer.resolve(namer.dim(dim))
 
 
 class SymbolicContext:

@@ -40,6 +40,7 @@ from shape_funcs import ShapeError, UnknownValue, get_shape_func
 
 from ..errors import CompileError
 from ..symbolic_context import DeferredCheck, SymbolicContext
+from . import memory_types
 from .base import ModulePass
 from .type_relations import instantiate_call, join, refine
 
@@ -224,12 +225,15 @@ class _FunctionInference(ir.ExprFunctor[Expr]):
         chain: list[tuple[Let, Var, Expr, list[DeferredCheck]]] = []
         node: Expr = let
         while isinstance(node, Let) and node not in self.memo:
+            mark = ir.dims.anonymous_watermark()
             value = self.visit(node.value)
             ty = self.type_of(value)
             ann = node.var.type_annotation
             if ann is not None:
                 what = f"%{node.var.name_hint}"
-                ty = self.checked(node, lambda ctx, a=ann, t=ty, w=what: refine(a, t, ctx, w))
+                ty = self.checked(
+                    node, lambda ctx, a=ann, t=ty, w=what, m=mark: refine(a, t, ctx, w, m)
+                )
             facts, self._facts = self._facts, []  # the annotation's checks belong to this let
             chain.append((node, self.bind(node.var, ty), value, facts))
             node = node.body
@@ -276,6 +280,10 @@ class _FunctionInference(ir.ExprFunctor[Expr]):
         args = tuple(self.visit(a) for a in call.args)
         arg_types = [self.type_of(a) for a in args]
         op = call.op
+        if op is not None and op.name in memory_types.RULES:
+            rule = memory_types.RULES[op.name]
+            ty = self.checked(call, lambda ctx: rule(arg_types, call.attrs))
+            return self.site(Call(op, args, call.attrs, span=call.span, ty=ty))
         if op is not None:
             ty = self.checked(call, lambda ctx: self.op_result(ctx, op, call, args, arg_types))
             return self.site(Call(op, args, call.attrs, span=call.span, ty=ty))

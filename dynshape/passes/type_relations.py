@@ -46,12 +46,17 @@ def _same_structure(expected: Type, actual: Type, what: str) -> None:
     raise CompileError(f"{what}: expected {expected}, got {actual}")
 
 
-def refine(annotation: Type, inferred: Type, checker: Checker, what: str) -> Type:
+def refine(
+    annotation: Type, inferred: Type, checker: Checker, what: str, new_since: int | None = None
+) -> Type:
     """Check ``inferred`` against a user's ``annotation`` and return the type to use.
 
-    An anonymous annotation dim (``?``) accepts anything and keeps the inferred dim. Any other
-    annotation dim must equal the inferred one: proven is fine, refuted is an error, undecided
-    becomes a run-time check and the annotation's dim is used from then on.
+    An anonymous annotation dim (``?``) accepts anything and keeps the inferred dim, except
+    that it *names* an unknown the value has just introduced (an anonymous symbol made after
+    the mark ``new_since``): the annotation's symbol is used instead, so that text written
+    after it (by the user or by a pass) can refer to that unknown. Any other annotation dim
+    must equal the inferred one: proven is fine, refuted is an error, undecided becomes a
+    run-time check and the annotation's dim is used from then on.
     """
     _same_structure(annotation, inferred, what)
     if isinstance(annotation, TensorType):
@@ -59,7 +64,8 @@ def refine(annotation: Type, inferred: Type, checker: Checker, what: str) -> Typ
         dims = []
         for axis, (want, got) in enumerate(zip(annotation.shape, inferred.shape, strict=True)):
             if _is_wildcard(want):
-                dims.append(got)
+                fresh_here = new_since is not None and ir.dims.is_newer(got, new_since)
+                dims.append(want if fresh_here else got)
                 continue
             checker.check(
                 got, "==", want, f"{what}.shape[{axis}] == its annotation in {annotation}"
@@ -70,7 +76,7 @@ def refine(annotation: Type, inferred: Type, checker: Checker, what: str) -> Typ
         assert isinstance(inferred, TupleType)
         return TupleType(
             tuple(
-                refine(a, b, checker, f"{what}.{i}")
+                refine(a, b, checker, f"{what}.{i}", new_since)
                 for i, (a, b) in enumerate(zip(annotation.fields, inferred.fields, strict=True))
             )
         )

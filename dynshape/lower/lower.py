@@ -1,0 +1,394 @@
+"""Lowering: a manifested module (memory dialect, A-normal form) to a VM executable.
+
+Assumes: the output of ``manifest_alloc`` (every let value is a memory op, a call of a global,
+an ``if``, a tuple, a projection or an atom), with types inferred.
+
+Guarantees: one VM function per global function, with
+
+- **entry checks**: each symbol is bound from the first parameter axis that is exactly that
+  symbol (``dim``); every later plain occurrence is checked against it (``check_dim``: "y.shape[0]
+  = 4 but n = 3 was bound by x.shape[0]"); an axis whose dim is an expression is computed and
+  checked; dtype, rank and static dims are checked by the VM from the signature;
+- **symbol binding after entry**: a value whose type has a plain-symbol dim not bound yet (the
+  result of a call or an ``if``) binds it from its shape; ``memory.shape_func`` binds the new
+  symbols of its ``out_shapes`` from the shapes the shape function returns;
+- **sizes and shapes** that are expressions of bound symbols are computed by compiled shape
+  programs (integer arithmetic, no sympy at run time), static ones are immediates;
+- every primitive function becomes one kernel-table entry (``kernels.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sympy
+
+import ir
+from ir import (
+    Call,
+    Constant,
+    Expr,
+    Function,
+    GlobalVar,
+    If,
+    Let,
+    Module,
+    TensorType,
+    Tuple,
+    TupleGetItem,
+    TupleType,
+    Type,
+    Var,
+)
+from ir.text.dims_text import dim_text
+from vm import Assembler, Executable
+from vm.assembler import FunctionBuilder, tensor, tuple_type
+from vm.executable import TypeSpec
+from vm.isa import Reg
+
+from ..errors import CompileError
+from .kernels import kernel_for
+from .shape_exprs import ShapeExprCompiler, needed_symbols, symbol_registers
+
+_CMP = ("==", "!=", "<", "<=", ">", ">=")
+
+
+def lower(module: Module) -> Executable:
+    """Lower a manifested, typed module to an executable (see the module docstring)."""
+    asm = Assembler()
+    kernels: dict[Function, int] = {}
+    for name, fn in module.items():
+        _FunctionLowering(asm, module, name, fn, kernels).lower()
+    return asm.build()
+
+
+def type_spec(ty: Type) -> TypeSpec:
+    """The VM's description of a parameter or result type (symbolic dims as text)."""
+    if isinstance(ty, TensorType):
+        return tensor(ty.dtype, [d if isinstance(d, int) else _dim_text(d) for d in ty.shape])
+    if isinstance(ty, TupleType):
+        return tuple_type(*(type_spec(f) for f in ty.fields))
+    raise CompileError(f"a function parameter or result cannot have type {ty}")
+
+
+def _dim_text(d: sympy.Expr) -> str:
+    return "?" if ir.is_anonymous(d) else dim_text(d)
+
+
+class _FunctionLowering:
+    def __init__(
+        self,
+        asm: Assembler,
+        module: Module,
+        name: str,
+        fn: Function,
+        kernels: dict[Function, int],
+    ) -> None:
+        self.asm = asm
+        self.module = module
+        self.name = name
+        self.fn = fn
+        self.kernels = kernels
+        ret_ty = fn.ret_type or (fn.body.ty if fn.body.ty is not None else None)
+        self.b: FunctionBuilder = asm.function(
+            name,
+            [(p.name_hint, type_spec(_param_type(p, name))) for p in fn.params],
+            None if ret_ty is None else type_spec(ret_ty),
+        )
+        self.regs: dict[Var, Reg] = dict(zip(fn.params, self.b.params, strict=True))
+        self.constants: dict[Constant, Reg] = {}
+        self.unit = self.b.load_int(0)
+        """The value of memory ops used for their effect (invoke, kill, check, shape_func)."""
+
+    # ---- entry -------------------------------------------------------------------------------
+    def lower(self) -> None:
+        symbols: dict[sympy.Basic, Reg] = {}
+        self.bind_params(symbols)
+        result = self.block(self.fn.body, symbols)
+        self.b.ret(result)
+
+    def bind_params(self, symbols: dict[sympy.Basic, Reg]) -> None:
+        bound_by: dict[sympy.Basic, str] = {}
+        later: list[tuple[Reg, int, sympy.Expr, str]] = []
+        for p, reg in zip(self.fn.params, self.b.params, strict=True):
+            for leaf_reg, leaf, path in self.leaves(reg, _param_type(p, self.name), p.name_hint):
+                for axis, d in enumerate(leaf.shape):
+                    what = f"{path}.shape[{axis}]"
+                    if isinstance(d, int):
+                        continue
+                    if isinstance(d, sympy.Symbol):
+                        if d in symbols:
+                            self.b.check_dim(
+                                leaf_reg, axis, symbols[d], what, _show(d), bound_by[d]
+                            )
+                        else:
+                            symbols[d] = self.b.dim(leaf_reg, axis)
+                            bound_by[d] = what
+                    else:
+                        later.append((leaf_reg, axis, d, what))
+        for leaf_reg, axis, d, what in later:
+            missing = [s for s in ir.free_symbols(d) if s not in symbols]
+            if missing:
+                names = ", ".join(sorted(_show(s) for s in missing))
+                raise CompileError(
+                    f"@{self.name}: {what} is {d}, but {names} is not the whole dim of any "
+                    "parameter axis, so it cannot be bound from the arguments' shapes",
+                    self.fn.span,
+                )
+            actual = self.b.dim(leaf_reg, axis)
+            expected = self.dims([d], symbols)[0]
+            self.b.check(actual, "==", expected, f"{what} = {{a}} but {d} = {{b}}")
+
+    def leaves(self, reg: Reg, ty: Type, path: str) -> list[tuple[Reg, TensorType, str]]:
+        """The tensor leaves of a value, with their registers (tuples are read by get_item)."""
+        if isinstance(ty, TensorType):
+            return [(reg, ty, path)]
+        if isinstance(ty, TupleType):
+            out = []
+            for i, f in enumerate(ty.fields):
+                if ir.type_symbols(f) & _plain(f):
+                    out += self.leaves(self.b.get_item(reg, i), f, f"{path}.{i}")
+            return out
+        return []
+
+    # ---- blocks --------------------------------------------------------------------------------
+    def block(self, expr: Expr, symbols: dict[sympy.Basic, Reg]) -> Reg:
+        node = expr
+        while isinstance(node, Let):
+            self.regs[node.var] = self.value(node.value, symbols)
+            # The variable's type: where an annotation names a value's new unknowns.
+            self.bind_new_symbols(self.regs[node.var], node.var.ty or node.value.ty, symbols)
+            node = node.body
+        return self.value(node, symbols)
+
+    def bind_new_symbols(self, reg: Reg, ty: Type | None, symbols: dict[sympy.Basic, Reg]) -> None:
+        if ty is None or not (_plain(ty) - symbols.keys()):
+            return
+        for leaf_reg, leaf, _ in self.leaves(reg, ty, "value"):
+            for axis, d in enumerate(leaf.shape):
+                if isinstance(d, sympy.Symbol) and d not in symbols:
+                    symbols[d] = self.b.dim(leaf_reg, axis)
+
+    def atom(self, e: Expr) -> Reg:
+        if isinstance(e, Var):
+            if e not in self.regs:
+                raise CompileError(f"@{self.name}: variable %{e.name_hint} has no value here")
+            return self.regs[e]
+        if isinstance(e, Constant):
+            if e not in self.constants:
+                self.constants[e] = self.b.load_const(self.asm.const(e.value))
+            return self.constants[e]
+        if isinstance(e, Tuple):
+            return self.b.tuple([self.atom(f) for f in e.fields])
+        raise CompileError(f"@{self.name}: expected a variable or constant, got {e}")
+
+    def value(self, e: Expr, symbols: dict[sympy.Basic, Reg]) -> Reg:
+        if isinstance(e, (Var, Constant, Tuple)):
+            return self.atom(e)
+        if isinstance(e, TupleGetItem):
+            return self.b.get_item(self.atom(e.tuple_value), e.index)
+        if isinstance(e, If):
+            return self.if_(e, symbols)
+        if isinstance(e, Function):
+            return self.unit  # a primitive bound to a variable: only memory ops use it
+        if isinstance(e, Call):
+            if isinstance(e.callee, GlobalVar):
+                args = [self.atom(a) for a in e.args]
+                return self.b.call(e.callee.name, args)
+            if e.op is not None and e.op.name.startswith(ir.op.MEMORY_DIALECT):
+                return self.memory_op(e, symbols)
+        raise CompileError(
+            f"@{self.name}: cannot lower {type(e).__name__} {str(e).splitlines()[0]} "
+            "(run manifest_alloc first; calls of function values are not supported)",
+            e.span,
+        )
+
+    def if_(self, e: If, symbols: dict[sympy.Basic, Reg]) -> Reg:
+        dst = self.b.reg()
+        otherwise, end = self.b.label("else"), self.b.label("endif")
+        self.b.jump_if_not(self.atom(e.cond), otherwise)
+        self.b.move(self.block(e.then_branch, dict(symbols)), dst)
+        self.b.jump(end)
+        self.b.place(otherwise)
+        self.b.move(self.block(e.else_branch, dict(symbols)), dst)
+        self.b.place(end)
+        return dst
+
+    # ---- dims ----------------------------------------------------------------------------------
+    def dims(self, dims: Sequence[ir.Dim], symbols: dict[sympy.Basic, Reg]) -> list[int | Reg]:
+        """Immediates for static dims; registers computed by one shape program for the rest."""
+        dynamic = [d for d in dims if not isinstance(d, int)]
+        if not dynamic:
+            return [int(d) for d in dims]
+        names = needed_symbols(dynamic)
+        compiler = ShapeExprCompiler(names)
+        terms = [compiler.term(d) for d in dynamic]
+        program = self.asm.shape_program(compiler.builder.build(terms))
+        inputs = symbol_registers(names, symbols, f"@{self.name}")
+        outs = iter(self.b.shape_program(program, inputs))  # type: ignore[arg-type]
+        return [d if isinstance(d, int) else next(outs) for d in dims]
+
+    def shape(self, dims: Sequence[ir.Dim], symbols: dict[sympy.Basic, Reg]) -> list[int] | Reg:
+        values = self.dims(dims, symbols)
+        if all(isinstance(v, int) for v in values):
+            return values  # type: ignore[return-value]
+        regs = [v if isinstance(v, Reg) else self.b.load_int(v) for v in values]
+        return self.b.tuple(regs)
+
+    # ---- memory ops ----------------------------------------------------------------------------
+    def memory_op(self, e: Call, symbols: dict[sympy.Basic, Reg]) -> Reg:
+        assert e.op is not None
+        name, attrs = e.op.name, e.attrs
+        if name == "memory.alloc_storage":
+            (size,) = self.dims([attrs["size"]], symbols)
+            return self.b.alloc_storage(size, attrs["alignment"], attrs["dtype_hint"])
+        if name == "memory.alloc_tensor":
+            (offset,) = self.dims([attrs["offset"]], symbols)
+            shape = self.shape(attrs["shape"], symbols)
+            return self.b.alloc_tensor(self.atom(e.args[0]), offset, shape, attrs["dtype"])
+        if name == "memory.invoke":
+            fn = self.function_value(e.args[0])
+            k = self.kernels.get(fn)
+            if k is None:
+                k = self.kernels[fn] = kernel_for(self.asm, fn, f"{self.name}_k{len(self.kernels)}")
+            ins, outs = (self.tuple_items(a) for a in e.args[1:])
+            self.b.invoke(k, ins, outs)
+            return self.unit
+        if name == "memory.reshape_tensor":
+            return self.b.reshape(self.atom(e.args[0]), self.shape(attrs["shape"], symbols))
+        if name == "memory.shape_of":
+            return self.b.shape_of(self.atom(e.args[0]))
+        if name == "memory.kill":
+            self.b.kill(self.atom(e.args[0]))
+            return self.unit
+        if name == "memory.check":
+            self.check(attrs, symbols)
+            return self.unit
+        if name == "memory.shape_func":
+            self.shape_func(e, symbols)
+            return self.unit
+        raise CompileError(f"@{self.name}: no lowering for {name}")
+
+    def function_value(self, e: Expr) -> Function:
+        if isinstance(e, Function):
+            return e
+        if isinstance(e, Var):
+            fn = _let_bound_function(self.fn.body, e)
+            if fn is not None:
+                return fn
+        raise CompileError(f"@{self.name}: memory ops need a primitive function, got {e}")
+
+    def tuple_items(self, e: Expr) -> list[Reg]:
+        if not isinstance(e, Tuple):
+            raise CompileError(f"@{self.name}: expected a tuple of operands, got {e}")
+        return [self.atom(f) for f in e.fields]
+
+    def check(self, attrs: ir.Attrs, symbols: dict[sympy.Basic, Reg]) -> None:
+        """A deferred fact. Its message has ``{a}``/``{b}`` where the VM puts the dims' values.
+
+        A broadcast or divisibility fact is not one comparison, so it is compiled to
+        ``A == rhs`` with ``A = rhs`` when the fact holds and ``A = lhs`` when it does not (the
+        two differ then): the check fails exactly when the fact does, and reports both dims.
+        """
+        kind, message = attrs["kind"], attrs["message"]
+        lhs, rhs = ir.dims.as_expr(attrs["lhs"]), ir.dims.as_expr(attrs["rhs"])
+        if kind in _CMP:
+            a, b = self.dims([lhs, rhs], symbols)
+            self.b.check(a, kind, b, message)
+            return
+        if kind == "broadcast":
+            bad = sympy.Min(_abs(lhs - rhs), _abs(lhs - 1) * _abs(rhs - 1))  # 0 when it holds
+        else:  # lhs divides rhs; 0 divides only 0
+            bad = sympy.Mod(rhs, sympy.Max(lhs, 1)) + rhs * _is_zero(lhs)
+        holds = 1 - sympy.Min(bad, 1)
+        a, b = self.dims([lhs + holds * (rhs - lhs), rhs], symbols)
+        self.b.check(a, "==", b, message)
+
+    def shape_func(self, e: Call, symbols: dict[sympy.Basic, Reg]) -> None:
+        fn = self.function_value(e.args[0])
+        body = fn.body
+        if not isinstance(body, Call) or body.op is None:
+            raise CompileError(f"@{self.name}: memory.shape_func needs a single-op primitive")
+        inputs = dict(zip(fn.params, self.tuple_items(e.args[1]), strict=True))
+        reads_value = dict(zip(fn.params, e.attrs["data_dependent"], strict=True))
+        op_inputs = []
+        for a in body.args:
+            if isinstance(a, Var) and a in inputs:
+                op_inputs.append(inputs[a])
+                continue
+            if not isinstance(a, Constant):
+                raise CompileError(f"@{self.name}: shape function input {a} is not supported")
+            reg = self.atom(a)
+            from shape_funcs import get_shape_func
+
+            dd = get_shape_func(body.op.name).data_dependent
+            i = len(op_inputs)
+            op_inputs.append(reg if i < len(dd) and dd[i] else self.b.shape_of(reg))
+        del reads_value  # the manifest already chose shapes or values for the parameters
+        entry = self.asm.shape_func(body.op.name, dict(body.attrs))
+        shapes = self.b.shape_func(entry, op_inputs)
+        out_shapes = e.attrs["out_shapes"]
+        single = not isinstance(_ty_of(body), TupleType)
+        for j, out in enumerate(out_shapes):
+            shape_reg = shapes if single else self.b.get_item(shapes, j)
+            for axis, d in enumerate(out):
+                actual = self.b.get_item(shape_reg, axis)
+                if isinstance(d, sympy.Symbol) and d not in symbols:
+                    symbols[d] = actual
+                    continue
+                (expected,) = self.dims([d], symbols)
+                self.b.check(
+                    actual,
+                    "==",
+                    expected,
+                    f"{body.op.name}: output {j} has shape[{axis}] = {{a}}, expected {d} = {{b}}",
+                )
+
+
+def _ty_of(e: Expr) -> Type:
+    if e.ty is None:
+        raise CompileError("the lowering needs a typed module")
+    return e.ty
+
+
+def _param_type(p: Var, fn_name: str) -> Type:
+    ty = p.ty or p.type_annotation
+    if ty is None:
+        raise CompileError(f"parameter %{p.name_hint} of @{fn_name} has no type")
+    return ty
+
+
+def _plain(ty: Type) -> set[sympy.Basic]:
+    if isinstance(ty, TensorType):
+        return {d for d in ty.shape if isinstance(d, sympy.Symbol)}
+    if isinstance(ty, TupleType):
+        return set().union(*(_plain(f) for f in ty.fields))
+    return set()
+
+
+def _show(s: sympy.Basic) -> str:
+    return "?" if ir.is_anonymous(s) else str(s)
+
+
+def _is_zero(a: sympy.Expr) -> sympy.Expr:
+    """1 when ``a`` (a non-negative integer) is 0, else 0."""
+    return 1 - sympy.Min(a, 1)
+
+
+def _abs(e: sympy.Expr) -> sympy.Expr:
+    """``|e|`` as ``Max(e, -e)``: shape programs have max but no abs."""
+    return sympy.Max(e, -e)
+
+
+def _let_bound_function(body: Expr, var: Var) -> Function | None:
+    node = body
+    stack = [node]
+    while stack:
+        node = stack.pop()
+        while isinstance(node, Let):
+            if node.var is var and isinstance(node.value, Function):
+                return node.value
+            if isinstance(node.value, If):
+                stack += [node.value.then_branch, node.value.else_branch]
+            node = node.body
+    return None

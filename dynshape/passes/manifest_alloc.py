@@ -1,0 +1,347 @@
+"""The allocation pass, ``manifest_alloc``: every allocation and kernel call made explicit in IR.
+
+Assumes: a fused module in A-normal form (``fuse_ops`` then ``to_anf``): every op call is inside
+a ``Primitive=1`` function and every intermediate is let-bound. Types are inferred here.
+
+Guarantees: each let-bound call of a primitive function becomes, in order,
+
+1. the run-time checks that type inference deferred for it (``memory.check``);
+2. when an output dim depends on a symbol not bound yet (a data-dependent op's result):
+   ``memory.shape_of`` of the inputs read by shape, and ``memory.shape_func(fn, (inputs...),
+   data_dependent=[...], out_shapes=[...])``, which runs the op's shape function and binds
+   the new symbols of ``out_shapes``;
+3. per output tensor: ``memory.alloc_storage(size=<bytes>, alignment=64, dtype_hint=...)`` and
+   ``memory.alloc_tensor(storage, offset=0, shape=[...], dtype=...)``, where the size and the
+   shape are dims over bound symbols (the lowering compiles them into shape programs);
+4. ``memory.invoke(fn, (inputs...), (outputs...))``; the call's value is the output tensor (or
+   the tuple of them, rebuilt with the call's structure).
+
+A primitive marked ``Reshape=1`` becomes ``memory.reshape_tensor`` (a view: no allocation).
+Calls of global functions and ``if`` are kept (a callee allocates its own outputs); their
+branches are processed recursively. Symbols are *bound* at function entry (plain-symbol dims of
+the parameters), by a value whose type has a new plain-symbol dim (the result of a call or an
+``if``: the lowering reads it from the value), or by ``memory.shape_func``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import sympy
+
+import ir
+from ir import (
+    Call,
+    Constant,
+    Expr,
+    Function,
+    GlobalVar,
+    If,
+    Let,
+    Module,
+    TensorType,
+    Tuple,
+    TupleGetItem,
+    TupleType,
+    Type,
+    Var,
+)
+from shape_funcs import get_shape_func
+
+from ..errors import CompileError
+from ..symbolic_context import DeferredCheck
+from .base import ModulePass
+from .infer_types import InferTypes
+
+ALIGNMENT = 64
+
+
+class ManifestAlloc(ModulePass):
+    """Make allocations explicit (see the module docstring)."""
+
+    name = "manifest_alloc"
+
+    def run(self, module: Module) -> Module:
+        infer = InferTypes()
+        typed = infer.run(module)
+        out = {}
+        for name, fn in typed.items():
+            out[name] = _FunctionManifest(name, infer.checks_at).function(fn)
+        return Module(out)
+
+
+def manifest_alloc(module: Module) -> Module:
+    """Make allocations explicit (see ``ManifestAlloc``)."""
+    return ManifestAlloc().run(module)
+
+
+def plain_symbols(ty: Type | None) -> set[sympy.Symbol]:
+    """The symbols that appear as a whole dim of a tensor in ``ty`` (these can be bound)."""
+    if isinstance(ty, TensorType):
+        return {d for d in ty.shape if isinstance(d, sympy.Symbol)}
+    if isinstance(ty, TupleType):
+        return set().union(*(plain_symbols(f) for f in ty.fields))
+    return set()
+
+
+def _symbols(dims: Iterable[ir.Dim]) -> set[sympy.Basic]:
+    return set().union(*(ir.free_symbols(d) for d in dims))
+
+
+class _Block:
+    """Collects the let bindings of one scope, then nests them around a result."""
+
+    def __init__(self) -> None:
+        self.bindings: list[tuple[Var, Expr]] = []
+
+    def let(self, hint: str, value: Expr, ty: Type | None = None) -> Var:
+        var = Var(hint, ty)
+        self.bindings.append((var, value))
+        return var
+
+    def finish(self, result: Expr) -> Expr:
+        for var, value in reversed(self.bindings):
+            result = Let(var, value, result)
+        return result
+
+
+class _FunctionManifest:
+    """Rewrites one global function."""
+
+    def __init__(self, name: str, checks_at: dict[Expr, list[DeferredCheck]]) -> None:
+        self.name = name
+        self.checks_at = checks_at
+        self.subst: dict[Var, Expr] = {}
+        self.functions: dict[Var, Function] = {}  # let-bound primitive functions
+
+    def function(self, fn: Function) -> Function:
+        bound = set().union(*(plain_symbols(p.ty) for p in fn.params))
+        body = self.block(fn.body, bound, tail_checks=self.checks_at.get(fn, []))
+        return Function(fn.params, body, fn.ret_type, fn.attrs, span=fn.span)
+
+    # ---- scopes --------------------------------------------------------------------------------
+    def block(
+        self, expr: Expr, bound: set[sympy.Basic], tail_checks: Sequence[DeferredCheck] = ()
+    ) -> Expr:
+        """Rewrite a let chain (a function body or an ``if`` branch)."""
+        b = _Block()
+        node = expr
+        while isinstance(node, Let):
+            self.binding(b, node.var, node.value, bound)
+            self.emit_checks(b, self.checks_at.get(node, []))
+            node = node.body
+        if not isinstance(node, (Var, Constant, GlobalVar)):
+            # A non-atomic result (not produced by to_anf, but legal): bind it like a let.
+            result = Var("result")
+            self.binding(b, result, node, bound)
+            node = result
+        self.emit_checks(b, tail_checks)
+        return b.finish(self.atom(node))
+
+    def binding(self, b: _Block, var: Var, value: Expr, bound: set[sympy.Basic]) -> None:
+        """Rewrite ``let var = value`` into ``b``."""
+        if isinstance(value, Function):
+            self.functions[var] = value
+            self.subst[var] = b.let(var.name_hint, value, var.type_annotation)
+            return
+        if isinstance(value, Call):
+            fn = self.primitive(value.callee)
+            if fn is not None:
+                self.subst[var] = self.primitive_call(b, var, value, fn, bound)
+                return
+            self.emit_checks(b, self.checks_at.get(value, []))
+        new_value = self.rewrite(value, bound)
+        annotation = var.type_annotation
+        if plain_symbols(value.ty) - bound:
+            # The value introduces unknowns (a callee's or an if's '?' dims) that later
+            # sizes and checks refer to: the annotation names them, so they survive printing
+            # and re-inference; the lowering binds them from the value's shape.
+            annotation = value.ty
+        self.subst[var] = b.let(var.name_hint, new_value, annotation)
+        bound |= plain_symbols(value.ty)
+
+    def rewrite(self, value: Expr, bound: set[sympy.Basic]) -> Expr:
+        """A let value other than a primitive call, with its operands substituted."""
+        if isinstance(value, If):
+            return If(
+                self.atom(value.cond),
+                self.block(value.then_branch, set(bound)),
+                self.block(value.else_branch, set(bound)),
+                span=value.span,
+            )
+        if isinstance(value, Call):
+            if value.op is not None:
+                raise CompileError(
+                    f"in @{self.name}: op {value.op.name} is not inside a primitive function "
+                    "(run fuse_ops before manifest_alloc)",
+                    value.span,
+                )
+            callee = value.callee
+            assert isinstance(callee, Expr)
+            return Call(self.atom(callee), tuple(self.atom(a) for a in value.args), span=value.span)
+        if isinstance(value, Tuple):
+            return Tuple(tuple(self.atom(f) for f in value.fields), span=value.span)
+        if isinstance(value, TupleGetItem):
+            return TupleGetItem(self.atom(value.tuple_value), value.index, span=value.span)
+        return self.atom(value)
+
+    def atom(self, node: Expr) -> Expr:
+        if isinstance(node, Var):
+            return self.subst.get(node, node)
+        if isinstance(node, Tuple):  # to_anf keeps tuples of atoms as arguments
+            return Tuple(tuple(self.atom(f) for f in node.fields), span=node.span)
+        return node
+
+    def primitive(self, callee: object) -> Function | None:
+        if isinstance(callee, Function) and callee.is_primitive:
+            return callee
+        if isinstance(callee, Var) and callee in self.functions:
+            fn = self.functions[callee]
+            return fn if fn.is_primitive else None
+        return None
+
+    # ---- checks -----------------------------------------------------------------------------
+    def emit_checks(self, b: _Block, checks: Iterable[DeferredCheck]) -> None:
+        for check in checks:
+            lhs, rhs = check.dims
+            b.let(
+                "check",
+                ir.call(
+                    "memory.check",
+                    kind=check.kind,
+                    lhs=lhs,
+                    rhs=rhs,
+                    message=check.message_template(),
+                ),
+            )
+
+    def checks_inside(self, fn: Function) -> list[DeferredCheck]:
+        """The deferred checks of every node of a primitive's body, in evaluation order."""
+        found: list[DeferredCheck] = []
+        checks_at = self.checks_at
+
+        class Collect(ir.ExprVisitor):
+            def visit_call(self, call: Call) -> None:
+                super().visit_call(call)
+                found.extend(checks_at.get(call, []))
+
+        Collect().visit(fn.body)
+        found.extend(checks_at.get(fn, []))
+        return found
+
+    # ---- primitive calls --------------------------------------------------------------------
+    def primitive_call(
+        self, b: _Block, var: Var, call: Call, fn: Function, bound: set[sympy.Basic]
+    ) -> Expr:
+        """Allocate the outputs of ``call`` and invoke ``fn``; return the call's new value."""
+        self.emit_checks(b, self.checks_inside(fn) + self.checks_at.get(call, []))
+        fn_ref = self.atom(call.callee) if isinstance(call.callee, Var) else fn
+        args = tuple(self.atom(a) for a in call.args)
+        out_ty = call.ty
+        assert out_ty is not None
+        leaves = ir.tensor_leaves(out_ty)
+        if fn.attrs.get("Reshape") and isinstance(out_ty, TensorType) and len(args) == 1:
+            self.require_bound(leaves, bound, call)
+            return b.let(
+                var.name_hint,
+                ir.call("memory.reshape_tensor", args[0], shape=list(out_ty.shape)),
+            )
+        if not _symbols(d for leaf in leaves for d in leaf.shape) <= bound:
+            self.shape_func(b, fn, fn_ref, args, leaves, bound, call)
+        outputs = []
+        for i, leaf in enumerate(leaves):
+            suffix = "" if len(leaves) == 1 else str(i)
+            storage = b.let(
+                f"storage{suffix}",
+                ir.call(
+                    "memory.alloc_storage",
+                    size=leaf.size_bytes(),
+                    alignment=ALIGNMENT,
+                    dtype_hint=leaf.dtype,
+                ),
+            )
+            outputs.append(
+                b.let(
+                    f"{var.name_hint}{suffix}",
+                    ir.call(
+                        "memory.alloc_tensor",
+                        storage,
+                        offset=0,
+                        shape=list(leaf.shape),
+                        dtype=leaf.dtype,
+                    ),
+                )
+            )
+        b.let(
+            "invoke",
+            ir.call("memory.invoke", fn_ref, ir.tuple_of(args), ir.tuple_of(outputs)),
+        )
+        if len(outputs) == 1 and isinstance(out_ty, TensorType):
+            return outputs[0]
+        return b.let(var.name_hint, _rebuild(out_ty, outputs))
+
+    def shape_func(
+        self,
+        b: _Block,
+        fn: Function,
+        fn_ref: Expr,
+        args: Sequence[Expr],
+        leaves: Sequence[TensorType],
+        bound: set[sympy.Basic],
+        call: Call,
+    ) -> None:
+        """Emit the run-time shape function of a lone data-dependent op and bind its symbols."""
+        body = fn.body
+        if not isinstance(body, Call) or body.op is None:
+            raise CompileError(
+                f"in @{self.name}: an output shape depends on a run-time value, but the "
+                "primitive function is not a single op call (fuse_ops keeps such ops alone)",
+                call.span,
+            )
+        sf = get_shape_func(body.op.name)
+        reads_value = [False] * len(fn.params)
+        for i, a in enumerate(body.args):
+            if isinstance(a, Var) and a in fn.params and i < len(sf.data_dependent):
+                reads_value[fn.params.index(a)] |= sf.data_dependent[i]
+        inputs = [
+            a if value else b.let("shape", ir.call("memory.shape_of", a))
+            for a, value in zip(args, reads_value, strict=True)
+        ]
+        out_shapes = [list(leaf.shape) for leaf in leaves]
+        b.let(
+            "shapes",
+            ir.call(
+                "memory.shape_func",
+                fn_ref,
+                ir.tuple_of(inputs),
+                data_dependent=[int(v) for v in reads_value],
+                out_shapes=out_shapes,
+            ),
+        )
+        bound |= {d for leaf in leaves for d in leaf.shape if isinstance(d, sympy.Symbol)}
+        self.require_bound(leaves, bound, call)
+
+    def require_bound(
+        self, leaves: Sequence[TensorType], bound: set[sympy.Basic], call: Call
+    ) -> None:
+        missing = _symbols(d for leaf in leaves for d in leaf.shape) - bound
+        if missing:
+            names = ", ".join(sorted(str(s) for s in missing))
+            raise CompileError(
+                f"in @{self.name}: the output shape "
+                f"{', '.join(str(leaf) for leaf in leaves)} uses {names}, which no argument "
+                "shape or run-time shape function binds",
+                call.span,
+            )
+
+
+def _rebuild(ty: Type, leaves: Iterable[Var]) -> Expr:
+    """The value of type ``ty`` whose tensor leaves are ``leaves``, in order."""
+    it = iter(leaves)
+
+    def build(t: Type) -> Expr:
+        if isinstance(t, TupleType):
+            return Tuple(tuple(build(f) for f in t.fields))
+        return next(it)
+
+    return build(ty)

@@ -1,0 +1,79 @@
+"""Type rules of the memory dialect (``ir/ops/memory.py``), used by type inference.
+
+The dialect's sizes, offsets and shapes are dims in attributes, so its types follow from the
+attributes and the operands' types directly; no shape function is involved.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from ir import Attrs, FuncType, StorageType, TensorType, TupleType, Type
+
+from ..errors import CompileError
+
+#: The type of a memory op used only for its effect (invoke, kill, check, shape_func).
+UNIT = TupleType(())
+
+Rule = Callable[[Sequence[Type], Attrs], Type]
+
+
+def _tensor(ty: Type, what: str) -> TensorType:
+    if not isinstance(ty, TensorType):
+        raise CompileError(f"{what} must be a tensor, got {ty}")
+    return ty
+
+
+def _alloc_storage(args: Sequence[Type], attrs: Attrs) -> Type:
+    return StorageType()
+
+
+def _alloc_tensor(args: Sequence[Type], attrs: Attrs) -> Type:
+    if not isinstance(args[0], StorageType):
+        raise CompileError(f"memory.alloc_tensor needs a storage, got {args[0]}")
+    return TensorType(attrs["shape"], attrs["dtype"])
+
+
+def _invoke(args: Sequence[Type], attrs: Attrs) -> Type:
+    fn, inputs, outputs = args
+    if not isinstance(fn, FuncType):
+        raise CompileError(f"memory.invoke needs a function, got {fn}")
+    if not isinstance(inputs, TupleType) or not isinstance(outputs, TupleType):
+        raise CompileError("memory.invoke takes its inputs and its outputs as two tuples")
+    if len(inputs.fields) != len(fn.params):
+        raise CompileError(
+            f"memory.invoke passes {len(inputs.fields)} inputs to a function of "
+            f"{len(fn.params)} parameters"
+        )
+    return UNIT
+
+
+def _shape_of(args: Sequence[Type], attrs: Attrs) -> Type:
+    return TensorType((_tensor(args[0], "memory.shape_of's operand").rank,), "int64")
+
+
+def _shape_func(args: Sequence[Type], attrs: Attrs) -> Type:
+    if not isinstance(args[0], FuncType):
+        raise CompileError(f"memory.shape_func needs a function, got {args[0]}")
+    return UNIT
+
+
+def _reshape_tensor(args: Sequence[Type], attrs: Attrs) -> Type:
+    x = _tensor(args[0], "memory.reshape_tensor's operand")
+    return TensorType(attrs["shape"], x.dtype)
+
+
+def _effect(args: Sequence[Type], attrs: Attrs) -> Type:
+    return UNIT
+
+
+RULES: dict[str, Rule] = {
+    "memory.alloc_storage": _alloc_storage,
+    "memory.alloc_tensor": _alloc_tensor,
+    "memory.invoke": _invoke,
+    "memory.shape_of": _shape_of,
+    "memory.shape_func": _shape_func,
+    "memory.reshape_tensor": _reshape_tensor,
+    "memory.kill": _effect,
+    "memory.check": _effect,
+}

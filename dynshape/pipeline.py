@@ -1,0 +1,107 @@
+"""The compilation pipeline: one readable list of passes, and ``compile``.
+
+    parse -> infer_types -> fuse_ops -> to_anf -> manifest_alloc -> lower -> vm.Executable
+
+Every stage's output is a module that prints as text and parses back (``stages`` returns them
+all), so ``dynshape compile --emit=STAGE`` can show any of them. With ``debug=True`` the IR is
+re-checked between passes (types re-inferred, printed text re-parsed and compared), so a pass
+that breaks an invariant is named.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import ir
+from ir import Module
+from vm import Executable
+
+from .errors import CompileError
+from .lower import lower
+from .passes.base import ModulePass
+from .passes.fuse_ops import FuseOps
+from .passes.infer_types import InferTypes
+from .passes.manifest_alloc import ManifestAlloc
+from .passes.to_anf import ToANF
+
+#: The names of the stages, in order (``--emit`` accepts these, plus ``bytecode``).
+STAGES = ("parsed", "types", "fused", "anf", "manifest")
+
+
+def default_passes() -> list[tuple[str, ModulePass]]:
+    """The passes of the default pipeline, each with the stage name of its output."""
+    return [
+        ("types", InferTypes()),
+        ("fused", FuseOps()),
+        ("anf", ToANF()),
+        ("manifest", ManifestAlloc()),
+    ]
+
+
+def as_module(program: Module | str, source_name: str = "<string>") -> Module:
+    """A module from a module or program text."""
+    if isinstance(program, Module):
+        return program
+    if isinstance(program, str):
+        return ir.parse(program, source_name=source_name)
+    raise CompileError(f"expected a Module or program text, got {type(program).__name__}")
+
+
+def stages(
+    program: Module | str,
+    *,
+    debug: bool = False,
+    start: str = "parsed",
+    source_name: str = "<string>",
+    on_stage: Callable[[str, Module], None] | None = None,
+) -> dict[str, Module]:
+    """The module after every stage, by stage name (see ``STAGES``); types inferred on each.
+
+    ``start`` names the stage the input is already at (``"manifest"`` for the printed output
+    of ``--emit manifest``): the passes up to it are skipped.
+    """
+    if start not in STAGES:
+        raise CompileError(f"unknown stage {start!r} (stages: {', '.join(STAGES)})")
+    module = as_module(program, source_name)
+    if start != "parsed":
+        module = InferTypes().run(module)
+    out = {start: module}
+    done = STAGES.index(start)
+    for stage, p in default_passes():
+        if STAGES.index(stage) <= done:
+            continue
+        module = p.run(module)
+        if stage != "types":
+            module = InferTypes().run(module)  # the next pass and the lowering need types
+        if debug:
+            _verify(stage, module)
+        out[stage] = module
+        if on_stage is not None:
+            on_stage(stage, module)
+    return out
+
+
+def compile(
+    program: Module | str,
+    *,
+    debug: bool = False,
+    start: str = "parsed",
+    source_name: str = "<string>",
+) -> Executable:
+    """Compile a module (or program text) to a VM executable.
+
+    ``debug=True`` verifies the IR after every pass and names the pass that broke it;
+    ``start`` is the stage the input is already at (see ``stages``); ``source_name`` names the
+    text in error messages.
+    """
+    return lower(stages(program, debug=debug, start=start, source_name=source_name)["manifest"])
+
+
+def _verify(stage: str, module: Module) -> None:
+    text = str(module)
+    try:
+        again = ir.parse(text, source_name=f"<after {stage}>")
+    except ir.ParseError as e:
+        raise CompileError(f"after {stage}: the printed IR does not parse back: {e}") from None
+    if not ir.structurally_equal(again, module):
+        raise CompileError(f"after {stage}: the printed IR does not parse back to the same IR")
