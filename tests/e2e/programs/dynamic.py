@@ -1,0 +1,231 @@
+"""Shape-valued and data-dependent ops: shape_of feeding arange and the dyn.* ops (reshape,
+zeros/ones/full, strided_slice, topk), argwhere feeding take and topk; shapes computed in the
+program with take, concatenate, multiply and floor_divide."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from harness import Binding, Case, distinct, fixed, ints
+
+
+def _slice_args(rng: np.random.Generator, b: Binding) -> tuple[Any, ...]:
+    """x and random begin/end/strides (int64), including negative and out-of-range bounds."""
+    n, m = b["n"], b["m"]
+    x = rng.standard_normal((n, m)).astype(np.float32)
+    begin = np.array([rng.integers(-n - 2, n + 3), rng.integers(-m - 2, m + 3)], np.int64)
+    end = np.array([rng.integers(-n - 2, n + 3), rng.integers(-m - 2, m + 3)], np.int64)
+    strides = rng.choice(np.array([-3, -2, -1, 1, 2, 3], np.int64), 2)
+    return x, begin, end, strides
+
+
+def _slice_ref(x: np.ndarray, begin: np.ndarray, end: np.ndarray, strides: np.ndarray) -> Any:
+    return x[begin[0] : end[0] : strides[0], begin[1] : end[1] : strides[1]]
+
+
+def _topk_order(x: np.ndarray, axis: int, ascending: bool) -> np.ndarray:
+    """Sorting indices along ``axis``; equal values keep their index order (lower first)."""
+    key = x.astype(np.int64) if x.dtype.kind in "iub" else x.astype(np.float64)
+    return np.argsort(key if ascending else -key, axis=axis, kind="stable")
+
+
+def _topk(x: np.ndarray, k: int, axis: int = -1, ascending: bool = False) -> tuple[Any, Any]:
+    order = np.take(_topk_order(x, axis, ascending), np.arange(k), axis=axis)
+    return np.take_along_axis(x, order, axis=axis), order
+
+
+CASES = [
+    Case(
+        name="shape_of_then_arange",
+        source="""
+def @main(%x: Tensor[(n, m), float32]) -> (Tensor[(?,), int64], Tensor[(2,), int32], Tensor[(2,), int64]) {
+  %s = shape_of(%x);
+  %rows = take(%s, 0);
+  (arange(0i64, %rows, 1i64, dtype="int64"), shape_of(%x, dtype="int32"), multiply(%s, 2i64))
+}
+""",
+        reference=lambda x: (
+            np.arange(x.shape[0], dtype=np.int64),
+            np.array(x.shape, np.int32),
+            np.array(x.shape, np.int64) * 2,
+        ),
+        bindings=[{"n": 0, "m": 3}, {"n": 1, "m": 1}, {"n": 7, "m": 0}, {"n": 12, "m": 5}],
+    ),
+    Case(
+        name="dyn_reshape_by_computed_shape",
+        source="""
+def @main(%x: Tensor[(n, m, 4), float32]) {
+  %s = shape_of(%x);
+  %rows = take(%s, const([0], int32));
+  %cols = multiply(take(%s, const([1], int32)), take(%s, const([2], int32)));
+  %shape = concatenate((%rows, %cols));
+  (dyn.reshape(%x, %shape), dyn.reshape(%x, const([-1, 4], int64)), dyn.reshape(%x, const([0, 0, 2, 2], int64)))
+}
+""",
+        reference=lambda x: (
+            x.reshape(x.shape[0], x.shape[1] * 4),
+            x.reshape(-1, 4),
+            x.reshape(x.shape[0], x.shape[1], 2, 2),
+        ),
+        bindings=[{"n": 0, "m": 3}, {"n": 1, "m": 1}, {"n": 2, "m": 0}, {"n": 5, "m": 6}],
+    ),
+    Case(
+        name="dyn_reshape_by_shape_arithmetic",
+        source="""
+def @main(%x: Tensor[(n, 6), int32]) -> Tensor[(?, ?), int32] {
+  %s = shape_of(%x);
+  %shape = floor_divide(multiply(%s, const([2, 1], int64)), const([1, 2], int64));
+  dyn.reshape(%x, %shape)
+}
+""",
+        reference=lambda x: x.reshape(2 * x.shape[0], 3),
+        bindings=[{"n": 0}, {"n": 1}, {"n": 4}, {"n": 9}],
+    ),
+    Case(
+        name="dyn_zeros_ones_full_from_shape_of",
+        source="""
+def @main(%x: Tensor[(n, m), float32], %v: float32) {
+  %s = shape_of(%x);
+  %rev = take(%s, const([1, 0], int64));
+  (dyn.zeros(%s), dyn.ones(%rev, dtype="int32"), dyn.full(%v, %rev, dtype="float64"), dyn.full(7, shape_of(%x, dtype="int32"), dtype="uint8"))
+}
+""",
+        reference=lambda x, v: (
+            np.zeros(x.shape, np.float32),
+            np.ones(x.shape[::-1], np.int32),
+            np.full(x.shape[::-1], np.float32(v), np.float64),
+            np.full(x.shape, 7, np.uint8),
+        ),
+        bindings=[{"n": 0, "m": 3}, {"n": 1, "m": 1}, {"n": 4, "m": 0}, {"n": 3, "m": 5}],
+    ),
+    Case(
+        name="dyn_strided_slice_random_bounds",
+        source="""
+def @main(%x: Tensor[(n, m), float32], %begin: Tensor[(2,), int64], %end: Tensor[(2,), int64], %strides: Tensor[(2,), int64]) -> Tensor[(?, ?), float32] {
+  dyn.strided_slice(%x, %begin, %end, %strides)
+}
+""",
+        reference=_slice_ref,
+        bindings=[{"n": 0, "m": 3}, {"n": 1, "m": 1}, {"n": 6, "m": 4}, {"n": 9, "m": 7}],
+        make_inputs=_slice_args,
+    ),
+    Case(
+        name="dyn_strided_slice_bounds_from_shape_of",
+        source="""
+def @main(%x: Tensor[(n, m), float32]) {
+  %s = shape_of(%x);
+  %half = dyn.strided_slice(%x, const([0, 0], int64), floor_divide(%s, 2i64), const([1, 1], int64));
+  %back = dyn.strided_slice(%x, subtract(%s, 1i64), const([-100, -100], int64), const([-1, -2], int64));
+  (%half, %back)
+}
+""",
+        reference=lambda x: (
+            x[: x.shape[0] // 2, : x.shape[1] // 2],
+            x[x.shape[0] - 1 : -100 : -1, x.shape[1] - 1 : -100 : -2],
+        ),
+        bindings=[{"n": 0, "m": 3}, {"n": 1, "m": 1}, {"n": 5, "m": 8}, {"n": 10, "m": 3}],
+    ),
+    Case(
+        name="argwhere_then_take",
+        source="""
+def @main(%x: Tensor[(n,), float32], %y: Tensor[(n, m), int32]) {
+  %pos = argwhere(greater(%x, 0f));
+  %picked = take(%x, squeeze(%pos, axis=[1]), axis=0);
+  (%picked, argwhere(greater(%y, 0)), %pos)
+}
+""",
+        reference=lambda x, y: (x[x > 0], np.argwhere(y > 0), np.argwhere(x > 0)),
+        bindings=[{"n": 0, "m": 3}, {"n": 1, "m": 1}, {"n": 6, "m": 4}, {"n": 20, "m": 2}],
+    ),
+    Case(
+        name="argwhere_of_bool_and_rank0",
+        source="""
+def @main(%b: bool, %f: Tensor[(n, 3), bool]) -> (Tensor[(?, 0), int64], Tensor[(?, 2), int64]) {
+  (argwhere(%b), argwhere(%f))
+}
+""",
+        reference=lambda b, f: (np.argwhere(b), np.argwhere(f)),
+        bindings=[{"n": 0}, {"n": 1}, {"n": 4}, {"n": 7}],
+    ),
+    Case(
+        name="topk_variants_last_axis",
+        source="""
+def @main(%x: Tensor[(n, 5), float32]) {
+  %both = topk(%x, k=3);
+  %low = topk(%x, k=2, ret_type="values", is_ascend=True);
+  %idx = topk(%x, k=5, ret_type="indices", dtype="int32");
+  (%both.0, %both.1, %low, %idx, topk(%x, k=0, ret_type="values"))
+}
+""",
+        reference=lambda x: (
+            *_topk(x, 3),
+            _topk(x, 2, ascending=True)[0],
+            _topk(x, 5)[1],
+            _topk(x, 0)[0],
+        ),
+        bindings=[{"n": 0}, {"n": 1}, {"n": 4}, {"n": 9}],
+        inputs={"x": distinct(0.5)},
+    ),
+    Case(
+        name="topk_axis0_ties_lower_index_first",
+        source="""
+def @main(%x: Tensor[(n, 4), int32], %u: Tensor[(n,), uint8]) {
+  %first = topk(%x, k=1, axis=0);
+  %asc = topk(%x, k=1, axis=-2, ret_type="indices", is_ascend=True);
+  (%first.0, %first.1, %asc, topk(%u, k=1))
+}
+""",
+        reference=lambda x, u: (
+            *_topk(x, 1, axis=0),
+            _topk(x, 1, axis=0, ascending=True)[1],
+            _topk(u, 1),
+        ),
+        bindings=[{"n": 1}, {"n": 3}, {"n": 8}],
+        inputs={"x": ints(-2, 3), "u": ints(0, 3)},
+    ),
+    Case(
+        name="dyn_topk_tensor_k",
+        source="""
+def @main(%x: Tensor[(n, m), float32], %k: int32) {
+  %half = floor_divide(take(shape_of(%x), 1), 2i64);
+  (dyn.topk(%x, %k), dyn.topk(%x, %half, ret_type="values", is_ascend=True), dyn.topk(%x, %k, axis=1, ret_type="indices", dtype="int32"))
+}
+""",
+        reference=lambda x, k: (
+            _topk(x, int(k)),
+            _topk(x, x.shape[1] // 2, ascending=True)[0],
+            _topk(x, int(k), axis=1)[1],
+        ),
+        bindings=[{"n": 0, "m": 3}, {"n": 1, "m": 1}, {"n": 4, "m": 6}, {"n": 7, "m": 2}],
+        inputs={"x": distinct(0.25), "k": fixed(lambda b: min(b["m"], 2))},
+    ),
+    Case(
+        name="argwhere_count_drives_topk",
+        source="""
+def @main(%x: Tensor[(n,), float32]) -> Tensor[(?,), float32] {
+  %pos = argwhere(greater(%x, 0f));
+  %count = take(shape_of(%pos), 0);
+  dyn.topk(%x, %count, ret_type="values")
+}
+""",
+        reference=lambda x: np.sort(x[x > 0])[::-1],
+        bindings=[{"n": 0}, {"n": 1}, {"n": 5}, {"n": 16}],
+        inputs={"x": distinct(0.5)},
+    ),
+    Case(
+        name="arange_grid_gathers_itself",
+        source="""
+def @main(%x: Tensor[(n, m), float32]) -> Tensor[(?, ?), float32] {
+  %s = shape_of(%x);
+  %cols = take(%s, 1);
+  %r = arange(0i64, take(%s, 0), 1i64, dtype="int64");
+  %c = arange(0i64, %cols, 1i64, dtype="int64");
+  %flat = add(multiply(expand_dims(%r, axis=1), %cols), %c);
+  take(%x, %flat)
+}
+""",
+        reference=lambda x: x.copy(),
+        bindings=[{"n": 0, "m": 3}, {"n": 1, "m": 1}, {"n": 3, "m": 0}, {"n": 6, "m": 5}],
+    ),
+]

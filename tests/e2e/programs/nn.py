@@ -1,0 +1,376 @@
+"""Neural-network ops: dense, matmul, batch_matmul (transposes, batch broadcast), bias_add,
+softmax, log_softmax, layer_norm, conv2d (padding forms, strides, dilation, groups), pooling,
+and small models (MLP, attention, CNN) over a dynamic batch.
+
+References are written from the catalogue's definitions (NCHW data, OIHW weights, padding
+``[top, left, bottom, right]`` or ``[h, w]``), with explicit loops over kernel offsets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from harness import Case, uniform
+
+
+def _pad4(padding: Sequence[int]) -> tuple[int, int, int, int]:
+    if len(padding) == 2:
+        return padding[0], padding[1], padding[0], padding[1]
+    return padding[0], padding[1], padding[2], padding[3]
+
+
+def _pad_hw(x: np.ndarray, padding: Sequence[int], value: float) -> np.ndarray:
+    top, left, bottom, right = _pad4(padding)
+    return np.pad(x, [(0, 0), (0, 0), (top, bottom), (left, right)], constant_values=value)
+
+
+def _out_size(size: int, k: int, stride: int, dilation: int = 1) -> int:
+    return (size - dilation * (k - 1) - 1) // stride + 1
+
+
+def _patches(
+    xp: np.ndarray, kh: int, kw: int, strides: Sequence[int], dilation: Sequence[int]
+) -> tuple[int, int, list[tuple[int, int, np.ndarray]]]:
+    """Output size and, per kernel offset (i, j), the (N, C, OH, OW) input values it meets."""
+    sh, sw = strides
+    dh, dw = dilation
+    oh = _out_size(xp.shape[2], kh, sh, dh)
+    ow = _out_size(xp.shape[3], kw, sw, dw)
+    out = []
+    for i in range(kh):
+        for j in range(kw):
+            rows = slice(i * dh, i * dh + sh * (oh - 1) + 1, sh)
+            cols = slice(j * dw, j * dw + sw * (ow - 1) + 1, sw)
+            out.append((i, j, xp[:, :, rows, cols]))
+    return oh, ow, out
+
+
+def conv2d(
+    x: np.ndarray,
+    w: np.ndarray,
+    strides: Sequence[int] = (1, 1),
+    padding: Sequence[int] = (0, 0, 0, 0),
+    dilation: Sequence[int] = (1, 1),
+    groups: int = 1,
+) -> np.ndarray:
+    """NCHW x OIHW convolution (cross-correlation), accumulated in float64."""
+    xp = _pad_hw(x.astype(np.float64), padding, 0.0)
+    o, cg, kh, kw = w.shape
+    og = o // groups
+    oh, ow, patches = _patches(xp, kh, kw, strides, dilation)
+    out = np.zeros((x.shape[0], o, oh, ow))
+    for g in range(groups):
+        for i, j, patch in patches:
+            part = patch[:, g * cg : (g + 1) * cg]
+            weight = w[g * og : (g + 1) * og, :, i, j].astype(np.float64)
+            out[:, g * og : (g + 1) * og] += np.einsum("nchw,oc->nohw", part, weight)
+    return out
+
+
+def max_pool2d(
+    x: np.ndarray,
+    size: Sequence[int],
+    strides: Sequence[int] = (1, 1),
+    padding: Sequence[int] = (0, 0),
+) -> np.ndarray:
+    """Max over windows; padded positions are -inf so they never win."""
+    xp = _pad_hw(x, padding, -np.inf)
+    _, _, patches = _patches(xp, size[0], size[1], strides, (1, 1))
+    return np.max(np.stack([p for _, _, p in patches]), axis=0)
+
+
+def avg_pool2d(
+    x: np.ndarray,
+    size: Sequence[int],
+    strides: Sequence[int] = (1, 1),
+    padding: Sequence[int] = (0, 0),
+) -> np.ndarray:
+    """Mean over the real (unpadded) elements of each window."""
+    xp = _pad_hw(x.astype(np.float64), padding, 0.0)
+    mask = _pad_hw(np.ones((1, 1, *x.shape[2:])), padding, 0.0)
+    _, _, patches = _patches(xp, size[0], size[1], strides, (1, 1))
+    _, _, counts = _patches(mask, size[0], size[1], strides, (1, 1))
+    total = np.sum(np.stack([p for _, _, p in patches]), axis=0)
+    count = np.sum(np.stack([p for _, _, p in counts]), axis=0)
+    return total / count
+
+
+def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    if x.size == 0:
+        return x.copy()
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def log_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    if x.size == 0:
+        return x.copy()
+    shifted = x - x.max(axis=axis, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
+
+
+def layer_norm(
+    x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, axis: int = -1, eps: float = 1e-5
+) -> np.ndarray:
+    shape = [1] * x.ndim
+    shape[axis] = -1
+    x64 = x.astype(np.float64)
+    mean = x64.mean(axis=axis, keepdims=True) if x.size else x64
+    var = ((x64 - mean) ** 2).mean(axis=axis, keepdims=True) if x.size else x64
+    return (x64 - mean) / np.sqrt(var + eps) * gamma.reshape(shape) + beta.reshape(shape)
+
+
+def _mlp(
+    x: np.ndarray, w1: np.ndarray, b1: np.ndarray, w2: np.ndarray, b2: np.ndarray
+) -> np.ndarray:
+    h = np.maximum(x @ w1.T + b1, 0)
+    return log_softmax(h @ w2.T + b2, axis=-1)
+
+
+def _attention(x: np.ndarray, wq: np.ndarray, wk: np.ndarray, wv: np.ndarray) -> np.ndarray:
+    q, k, v = x @ wq.T, x @ wk.T, x @ wv.T
+    scores = q @ k.transpose(0, 2, 1) * np.float32(1 / np.sqrt(8))
+    return softmax(scores, axis=-1) @ v
+
+
+def _cnn(x: np.ndarray, k: np.ndarray, w: np.ndarray) -> np.ndarray:
+    h = np.maximum(conv2d(x, k, padding=(1, 1, 1, 1)), 0)
+    p = max_pool2d(h, (2, 2), (2, 2))
+    flat = p.reshape(p.shape[0], 64)
+    return softmax(flat @ w.T.astype(np.float64), axis=1)
+
+
+IMG = [{"n": 0, "h": 3, "w": 1}, {"n": 1, "h": 4, "w": 4}, {"n": 2, "h": 7, "w": 3}]
+
+CASES = [
+    Case(
+        name="dense_bias_relu",
+        source="""
+def @main(%x: Tensor[(n, 8), float32], %w: Tensor[(4, 8), float32], %b: Tensor[(4,), float32]) -> Tensor[(n, 4), float32] {
+  nn.relu(nn.bias_add(nn.dense(%x, %w), %b, axis=-1))
+}
+""",
+        reference=lambda x, w, b: np.maximum(x @ w.T + b, 0),
+        bindings=[{"n": 0}, {"n": 1}, {"n": 5}, {"n": 17}],
+    ),
+    Case(
+        name="dense_rank3_int32",
+        source="""
+def @main(%x: Tensor[(b, s, 4), int32], %w: Tensor[(3, 4), int32]) -> Tensor[(b, s, 3), int32] {
+  nn.dense(%x, %w)
+}
+""",
+        reference=lambda x, w: x @ w.T,
+        bindings=[{"b": 0, "s": 2}, {"b": 1, "s": 1}, {"b": 2, "s": 5}, {"b": 3, "s": 0}],
+    ),
+    Case(
+        name="matmul_numpy_semantics",
+        source="""
+def @main(%a: Tensor[(n, k), float32], %b: Tensor[(k, m), float32], %v: Tensor[(k,), float32], %t: Tensor[(2, n, k), float32], %bb: Tensor[(2, k, m), float32]) {
+  (nn.matmul(%a, %b), nn.matmul(%a, %v), nn.matmul(%v, %b), nn.matmul(%t, %b), nn.matmul(expand_dims(%a, axis=0), %bb), nn.matmul(%v, %v))
+}
+""",
+        reference=lambda a, b, v, t, bb: (a @ b, a @ v, v @ b, t @ b, a[None] @ bb, v @ v),
+        bindings=[
+            {"n": 0, "k": 3, "m": 2},
+            {"n": 1, "k": 1, "m": 1},
+            {"n": 4, "k": 5, "m": 3},
+            {"n": 3, "k": 0, "m": 2},
+        ],
+    ),
+    Case(
+        name="batch_matmul_transposes_and_broadcast",
+        source="""
+def @main(%x: Tensor[(b, n, k), float32], %y: Tensor[(b, m, k), float32], %z: Tensor[(b, k, m), float32], %w1: Tensor[(1, m, k), float32]) {
+  (nn.batch_matmul(%x, %y), nn.batch_matmul(%x, %z, transpose_b=False), nn.batch_matmul(transpose(%x, axes=[0, 2, 1]), %y, transpose_a=True), nn.batch_matmul(%x, %w1), nn.batch_matmul(%z, %x, transpose_a=True, transpose_b=True))
+}
+""",
+        reference=lambda x, y, z, w1: (
+            x @ y.transpose(0, 2, 1),
+            x @ z,
+            x @ y.transpose(0, 2, 1),
+            x @ w1.transpose(0, 2, 1),
+            z.transpose(0, 2, 1) @ x.transpose(0, 2, 1),
+        ),
+        bindings=[
+            {"b": 0, "n": 2, "k": 3, "m": 2},
+            {"b": 1, "n": 1, "k": 1, "m": 1},
+            {"b": 3, "n": 4, "k": 2, "m": 5},
+            {"b": 2, "n": 0, "k": 4, "m": 3},
+        ],
+    ),
+    Case(
+        name="bias_add_axes_and_dtypes",
+        source="""
+def @main(%x: Tensor[(n, 3, h, w), float32], %bx: Tensor[(3,), float32], %y: Tensor[(n, m), int64], %by: Tensor[(m,), int64], %bn: Tensor[(n,), int64]) {
+  (nn.bias_add(%x, %bx), nn.bias_add(%y, %by, axis=-1), nn.bias_add(%y, %bn, axis=0))
+}
+""",
+        reference=lambda x, bx, y, by, bn: (x + bx[:, None, None], y + by, y + bn[:, None]),
+        bindings=[
+            {"n": 0, "h": 2, "w": 2, "m": 3},
+            {"n": 1, "h": 1, "w": 1, "m": 1},
+            {"n": 3, "h": 4, "w": 5, "m": 0},
+        ],
+    ),
+    Case(
+        name="softmax_log_softmax_axes",
+        source="""
+def @main(%x: Tensor[(n, m), float32], %y: Tensor[(n, 3, m), float64]) {
+  (nn.softmax(%x), nn.softmax(%x, axis=0), nn.log_softmax(%x, axis=-1), nn.log_softmax(%y, axis=1), nn.softmax(%y, axis=-2))
+}
+""",
+        reference=lambda x, y: (
+            softmax(x),
+            softmax(x, axis=0),
+            log_softmax(x),
+            log_softmax(y, axis=1),
+            softmax(y, axis=-2),
+        ),
+        bindings=[{"n": 0, "m": 3}, {"n": 1, "m": 1}, {"n": 4, "m": 0}, {"n": 6, "m": 5}],
+        inputs={"x": uniform(-20.0, 20.0)},
+    ),
+    Case(
+        name="layer_norm_axes_and_epsilon",
+        source="""
+def @main(%x: Tensor[(n, 6), float32], %g: Tensor[(6,), float32], %b: Tensor[(6,), float32], %y: Tensor[(n, 3, 4), float64], %g2: Tensor[(3,), float64], %b2: Tensor[(3,), float64]) {
+  (nn.layer_norm(%x, %g, %b), nn.layer_norm(%y, %g2, %b2, axis=1, epsilon=0.001))
+}
+""",
+        reference=lambda x, g, b, y, g2, b2: (
+            layer_norm(x, g, b),
+            layer_norm(y, g2, b2, axis=1, eps=1e-3),
+        ),
+        bindings=[{"n": 0}, {"n": 1}, {"n": 5}, {"n": 12}],
+    ),
+    Case(
+        name="conv2d_padding_forms",
+        source="""
+def @main(%x: Tensor[(n, 3, h, w), float32], %k: Tensor[(4, 3, 3, 3), float32]) {
+  (nn.conv2d(%x, %k, padding=[1, 1, 1, 1]), nn.conv2d(%x, %k, padding=[0, 1]))
+}
+""",
+        reference=lambda x, k: (conv2d(x, k, padding=(1, 1, 1, 1)), conv2d(x, k, padding=(0, 1))),
+        bindings=IMG,
+    ),
+    Case(
+        name="conv2d_strided_dilated_asymmetric_padding",
+        source="""
+def @main(%x: Tensor[(n, 2, h, w), float32], %k: Tensor[(3, 2, 2, 3), float32]) {
+  nn.conv2d(%x, %k, strides=[2, 1], padding=[0, 1, 2, 0], dilation=[1, 2])
+}
+""",
+        reference=lambda x, k: conv2d(x, k, (2, 1), (0, 1, 2, 0), (1, 2)),
+        bindings=[{"n": 1, "h": 0, "w": 4}, {"n": 0, "h": 3, "w": 5}, {"n": 2, "h": 6, "w": 8}],
+    ),
+    Case(
+        name="conv2d_groups_and_depthwise",
+        source="""
+def @main(%x: Tensor[(n, 4, h, w), float32], %k2: Tensor[(6, 2, 3, 3), float32], %kd: Tensor[(4, 1, 3, 3), float32]) {
+  (nn.conv2d(%x, %k2, padding=[1, 1], groups=2), nn.conv2d(%x, %kd, padding=[1, 1, 1, 1], groups=4))
+}
+""",
+        reference=lambda x, k2, kd: (
+            conv2d(x, k2, padding=(1, 1), groups=2),
+            conv2d(x, kd, padding=(1, 1), groups=4),
+        ),
+        bindings=[{"n": 0, "h": 2, "w": 3}, {"n": 1, "h": 1, "w": 1}, {"n": 2, "h": 5, "w": 4}],
+    ),
+    Case(
+        name="conv2d_1x1_float64",
+        source="""
+def @main(%x: Tensor[(n, 5, h, w), float64], %k: Tensor[(2, 5, 1, 1), float64]) -> Tensor[(n, 2, h, w), float64] {
+  nn.conv2d(%x, %k)
+}
+""",
+        reference=lambda x, k: conv2d(x, k),
+        bindings=[{"n": 0, "h": 2, "w": 2}, {"n": 1, "h": 1, "w": 1}, {"n": 3, "h": 4, "w": 6}],
+    ),
+    Case(
+        name="max_pool2d_padding_never_wins",
+        source="""
+def @main(%x: Tensor[(n, 2, h, w), float32]) {
+  (nn.max_pool2d(%x, pool_size=[2, 2], strides=[2, 2]), nn.max_pool2d(%x, pool_size=[3, 3], padding=[1, 1]), nn.max_pool2d(%x, pool_size=[2, 3], strides=[1, 2], padding=[1, 0, 0, 2]))
+}
+""",
+        reference=lambda x: (
+            max_pool2d(x, (2, 2), (2, 2)),
+            max_pool2d(x, (3, 3), padding=(1, 1)),
+            max_pool2d(x, (2, 3), (1, 2), (1, 0, 0, 2)),
+        ),
+        bindings=[{"n": 0, "h": 2, "w": 2}, {"n": 1, "h": 3, "w": 5}, {"n": 2, "h": 8, "w": 7}],
+        inputs={"x": uniform(-5.0, -1.0)},
+    ),
+    Case(
+        name="avg_pool2d_count_excludes_padding",
+        source="""
+def @main(%x: Tensor[(n, 3, h, w), float32]) {
+  (nn.avg_pool2d(%x, pool_size=[3, 3], padding=[1, 1, 1, 1]), nn.avg_pool2d(%x, pool_size=[2, 2], strides=[2, 2], padding=[0, 1, 1, 0]))
+}
+""",
+        reference=lambda x: (
+            avg_pool2d(x, (3, 3), padding=(1, 1, 1, 1)),
+            avg_pool2d(x, (2, 2), (2, 2), (0, 1, 1, 0)),
+        ),
+        bindings=[{"n": 0, "h": 1, "w": 3}, {"n": 1, "h": 1, "w": 1}, {"n": 2, "h": 6, "w": 5}],
+        inputs={"x": uniform(1.0, 3.0)},
+    ),
+    Case(
+        name="global_avg_and_max_pool",
+        source="""
+def @main(%x: Tensor[(n, c, h, w), float32]) -> (Tensor[(n, c, 1, 1), float32], Tensor[(n, c, 1, 1), float32]) {
+  (nn.global_avg_pool2d(%x), nn.global_max_pool2d(%x))
+}
+""",
+        reference=lambda x: (x.mean(axis=(2, 3), keepdims=True), x.max(axis=(2, 3), keepdims=True)),
+        bindings=[
+            {"n": 0, "c": 2, "h": 1, "w": 1},
+            {"n": 1, "c": 1, "h": 3, "w": 2},
+            {"n": 3, "c": 4, "h": 5, "w": 6},
+        ],
+    ),
+    Case(
+        name="mlp_dense_relu_log_softmax",
+        source="""
+def @main(%x: Tensor[(n, 6), float32], %w1: Tensor[(8, 6), float32], %b1: Tensor[(8,), float32], %w2: Tensor[(3, 8), float32], %b2: Tensor[(3,), float32]) -> Tensor[(n, 3), float32] {
+  %h = nn.relu(nn.bias_add(nn.dense(%x, %w1), %b1));
+  %o = nn.bias_add(nn.dense(%h, %w2), %b2, axis=1);
+  nn.log_softmax(%o)
+}
+""",
+        reference=_mlp,
+        bindings=[{"n": 0}, {"n": 1}, {"n": 7}, {"n": 32}],
+    ),
+    Case(
+        name="attention_dynamic_batch_and_sequence",
+        source="""
+def @main(%x: Tensor[(b, s, 8), float32], %wq: Tensor[(8, 8), float32], %wk: Tensor[(8, 8), float32], %wv: Tensor[(8, 8), float32]) -> Tensor[(b, s, 8), float32] {
+  %shape = shape_of(%x);
+  %flat = reshape(%x, newshape=[-1, 8]);
+  %q = dyn.reshape(nn.dense(%flat, %wq), %shape);
+  %k = dyn.reshape(nn.dense(%flat, %wk), %shape);
+  %v = dyn.reshape(nn.dense(%flat, %wv), %shape);
+  %scores = multiply(nn.batch_matmul(%q, %k), 0.35355339f);
+  %out = nn.batch_matmul(nn.softmax(%scores, axis=-1), %v, transpose_b=False);
+  reshape(%out, newshape=[0, 0, 8])
+}
+""",
+        reference=_attention,
+        # No s = 0 with b > 0: shape_of(x) is then [b, 0, 8], and dyn.reshape reads its 0 as
+        # "copy the input's dim 1" (8), as reshape's 0 does, so the element counts differ.
+        bindings=[{"b": 0, "s": 3}, {"b": 1, "s": 1}, {"b": 2, "s": 5}, {"b": 3, "s": 2}],
+    ),
+    Case(
+        name="cnn_conv_pool_flatten_dense",
+        source="""
+def @main(%x: Tensor[(n, 1, 8, 8), float32], %k: Tensor[(4, 1, 3, 3), float32], %w: Tensor[(10, 64), float32]) -> Tensor[(n, 10), float32] {
+  %h = nn.relu(nn.conv2d(%x, %k, padding=[1, 1, 1, 1]));
+  %p = nn.max_pool2d(%h, pool_size=[2, 2], strides=[2, 2]);
+  nn.softmax(nn.dense(nn.batch_flatten(%p), %w), axis=1)
+}
+""",
+        reference=_cnn,
+        bindings=[{"n": 0}, {"n": 1}, {"n": 3}],
+    ),
+]
