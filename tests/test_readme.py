@@ -1,0 +1,28 @@
+"""Every Python code block of the README runs, and its shell commands name real CLI commands."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+
+
+def test_readme_starts_with_the_two_commands() -> None:
+    first = re.search(r"```bash\n(.*?)```", README.read_text(), re.S)
+    assert first is not None
+    assert first.group(1).splitlines() == [
+        "pip install -e '.[dev]' && python -m dynshape demo",
+        "pip install -e '.[dev]' && pytest",
+    ]
+
+
+@pytest.mark.parametrize("index", range(len(BLOCKS)))
+def test_readme_python_block_runs(
+    index: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # blocks may write files (prog.dsx)
+    exec(compile(BLOCKS[index], f"README.md block {index}", "exec"), {"__name__": "__readme__"})
