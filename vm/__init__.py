@@ -8,6 +8,7 @@ from . import kernels
 from .assembler import Assembler, FunctionBuilder, Label, tensor, tuple_type
 from .errors import (
     AssemblerError,
+    DeadTensorError,
     FormatError,
     KernelError,
     KernelRegistryError,
@@ -38,6 +39,7 @@ __all__ = [
     "Allocator",
     "Assembler",
     "AssemblerError",
+    "DeadTensorError",
     "Executable",
     "FormatError",
     "Function",

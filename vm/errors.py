@@ -65,6 +65,29 @@ class KernelRegistryError(VMError):
     """A kernel is registered twice for one op, or looked up for an op that has none."""
 
 
+class DeadTensorError(VMError):
+    """With ``check_memory=True``: an instruction used a dead value - a register that was killed,
+    a tensor view of a storage that was freed (or freed and since reused for another tensor), or
+    a freed storage.
+
+    The message names the register and what freed it (``main@4: kill %1``, the end of the call,
+    the hand-over of an output); ``where`` names the instruction that used it.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        register: int | None = None,
+        freed_by: str | None = None,
+        where: str | None = None,
+    ) -> None:
+        super().__init__(message, where)
+        self.register = register
+        """The register that held the dead value."""
+        self.freed_by = freed_by
+        """The instruction (or event) that killed the register or freed the storage."""
+
+
 class RunTimeShapeError(VMError, ShapeError):
     """A shape fact checked at run time does not hold (a ``check``/``check_dim`` instruction,
     or a shape function called by ``shape_func``).
@@ -77,6 +100,7 @@ class RunTimeShapeError(VMError, ShapeError):
 
 __all__ = [
     "AssemblerError",
+    "DeadTensorError",
     "FormatError",
     "KernelError",
     "KernelRegistryError",

@@ -31,6 +31,7 @@ from .isa import Kind, Op, format_instruction
 from .kernels.registry import get_kernel_factory
 from .memory.allocator import Allocator, NaiveAllocator, PooledAllocator
 from .profiler import Profiler
+from .sanitizer import MemorySanitizer
 
 #: Outputs up to this many bytes are copied under the "auto" output policy; larger ones have
 #: their storage handed over (measured crossover: design/vm.md).
@@ -51,7 +52,9 @@ class VirtualMachine:
     ``allocator`` is ``"pooled"`` (default), ``"naive"`` or an ``Allocator``;
     ``memory_limit`` (bytes) applies to a named allocator; ``profile`` turns on timing (see
     ``profile_report``); ``output_policy`` is ``"auto"`` (copy small results, hand the storage of
-    large ones over), ``"copy"`` or ``"transfer"``; ``max_call_depth`` bounds bytecode recursion.
+    large ones over), ``"copy"`` or ``"transfer"``; ``max_call_depth`` bounds bytecode recursion;
+    ``check_memory`` turns on the memory sanitizer (``vm/sanitizer.py``): freed storage is
+    poisoned, and using a killed register or a view of freed memory raises ``DeadTensorError``.
     """
 
     def __init__(
@@ -62,6 +65,7 @@ class VirtualMachine:
         profile: bool = False,
         output_policy: str = "auto",
         max_call_depth: int = 10_000,
+        check_memory: bool = False,
     ) -> None:
         exe.validate()
         self.exe = exe
@@ -87,11 +91,20 @@ class VirtualMachine:
         self._copy_below = {"auto": COPY_THRESHOLD, "copy": 1 << 62, "transfer": -1}[output_policy]
         self.max_call_depth = max_call_depth
         """Most frames on the call stack."""
+        self.sanitizer: MemorySanitizer | None = (
+            MemorySanitizer(self.allocator) if check_memory else None
+        )
+        """The memory sanitizer when built with ``check_memory=True``."""
+        # Where bytecode and fused kernels get storages: the sanitizer's wrapper when checking.
+        alloc = self.sanitizer.allocator if self.sanitizer is not None else self.allocator
+        self._free_leftover = (
+            self.sanitizer.allocator.free_leftover if self.sanitizer is not None else alloc.free
+        )
         concrete = _concrete_shapes()
         ctx = DecodeContext(
-            allocator=self.allocator,
+            allocator=alloc,
             constants=exe.constants,
-            kernels=[self._bind_kernel(i, k, concrete) for i, k in enumerate(exe.kernels)],
+            kernels=[self._bind_kernel(i, k, concrete, alloc) for i, k in enumerate(exe.kernels)],
             programs=[p.compile() for p in exe.shape_programs],
             shape_funcs=[(s.op, dict(s.attrs)) for s in exe.shape_funcs],
             concrete_shapes=concrete,
@@ -103,7 +116,10 @@ class VirtualMachine:
         }
         self._code: list[list[Step]] = []
         for f in exe.functions:
-            steps = decode(f.code, ctx)
+            if self.sanitizer is not None:  # checked closures only when asked for
+                steps = self.sanitizer.decode(f, ctx, self._names)
+            else:
+                steps = decode(f.code, ctx)
             if self.profiler is not None:
                 steps = [
                     self.profiler.wrap(s, ins.op.name.lower(), self._kernel_name(ins))
@@ -118,13 +134,13 @@ class VirtualMachine:
         return self.exe.kernels[ins.operands[0]].name if ins.op == Op.INVOKE else None
 
     def _bind_kernel(
-        self, i: int, entry: Any, concrete: Callable[..., Any] | None
+        self, i: int, entry: Any, concrete: Callable[..., Any] | None, alloc: Allocator
     ) -> Callable[..., Any]:
         try:
             if isinstance(entry, OpKernel):
                 return get_kernel_factory(entry.op)(dict(entry.attrs))
             assert isinstance(entry, FusedKernel)
-            return build_fused(entry, self.exe.constants, self.allocator, concrete)
+            return build_fused(entry, self.exe.constants, alloc, concrete)
         except (*KERNEL_FAILURES, KeyError) as e:
             raise VMError(
                 f"kernel {i} ({entry.name}): cannot bind its attributes: {type(e).__name__}: {e}"
@@ -152,7 +168,7 @@ class VirtualMachine:
         finally:
             # Whatever the call did not kill or hand over goes back (also after an error).
             if live:
-                free = self.allocator.free
+                free = self._free_leftover
                 for st in live.values():
                     free(st)
                 live.clear()
@@ -229,7 +245,7 @@ class VirtualMachine:
             if value.nbytes <= self._copy_below:
                 return value.copy()
             del self._ctx.live[id(base)]
-            self.allocator.detach(st)
+            self._ctx.allocator.detach(st)
             return value
         if self.allocator.is_cached(base):
             # The bytecode killed a storage it returns a view of; copy rather than alias it.

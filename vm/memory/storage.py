@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -24,7 +25,7 @@ MAX_ALIGNMENT = 4096
 class Storage:
     """An aligned byte buffer that tensors are views of."""
 
-    __slots__ = ("alignment", "buf", "capacity", "nbytes", "raw")
+    __slots__ = ("alignment", "buf", "capacity", "nbytes", "raw", "sanitizer")
 
     def __init__(self, capacity: int, alignment: int = MIN_ALIGNMENT) -> None:
         alignment = max(alignment, MIN_ALIGNMENT)
@@ -39,6 +40,9 @@ class Storage:
         """Alignment of ``buf``'s first byte."""
         self.nbytes = capacity
         """Bytes asked by the current owner; views are bounds-checked against it."""
+        self.sanitizer: Any = None
+        """The memory sanitizer's record (generation, alive, who freed it); None unless a
+        ``check_memory=True`` VM allocated it (see ``vm/sanitizer.py``)."""
 
     def __repr__(self) -> str:
         return f"Storage({self.nbytes} bytes, capacity {self.capacity}, align {self.alignment})"

@@ -1,0 +1,371 @@
+"""The memory sanitizer: ``VirtualMachine(exe, check_memory=True)``.
+
+Three mechanisms (design/vm.md, "Memory sanitizer"):
+
+- **Poison.** Every storage's bytes are overwritten when it is handed out (a fresh buffer, or one
+  carved from the pool for a new tenant) and when it is freed (``kill``, the end of a call, a
+  fused kernel's scratch): ``0xFF`` for a storage whose dtype hint is a float (a NaN in every
+  float width), ``0xA5`` otherwise (a large odd integer of either sign; never a plausible index).
+  Stale data cannot masquerade as a value.
+- **Generations.** Each storage carries a record (``Storage.sanitizer``): alive or not, a
+  generation bumped at every allocation, and the instruction that allocated and freed it. Each
+  tensor view made by ``alloc_tensor`` or ``reshape`` is remembered with the storage record and
+  generation it was made from (in a table keyed by ``id(view)``, whose entries go away with the
+  view through a weak reference). A view is dead when its storage is not alive, or alive in a
+  later generation (freed and reused for another tensor).
+- **Killed registers.** ``kill`` leaves a ``Killed`` marker in the register (instead of None)
+  naming the kill, so a later read says which kill it was.
+
+Checks run before an instruction (after it for ``get_item``, on the field it read):
+``invoke`` (inputs and outputs), ``call``, ``ret``, ``tuple``, ``reshape``, ``jump_if_not``,
+``shape_func`` and ``alloc_tensor`` (its storage) check that every register they read, and every
+field of a tuple in it, is alive; the instructions that read only a shape or an int (``move``,
+``shape_of``, ``dim``, ``check_dim``, ``check``, ``shape_program``) check only that the register
+was not killed - a dead tensor's *shape* is still right, and reading it touches no memory. A
+failure is a ``DeadTensorError``.
+
+Nothing here runs unless the option is on: the VM decodes with ``MemorySanitizer.decode``
+instead of ``decode.decode`` and hands out storages through ``SanitizingAllocator``.
+"""
+
+from __future__ import annotations
+
+import operator
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from .decode import DECODERS, DecodeContext, Step
+from .errors import DeadTensorError
+from .executable import Function
+from .isa import SIGNATURES, Instruction, Kind, Op, Reg, format_instruction
+from .memory.allocator import Allocator
+from .memory.storage import MIN_ALIGNMENT, Storage
+
+#: Poison byte of a storage whose dtype hint is a float: all-ones is a NaN in float16/32/64.
+POISON_FLOAT = 0xFF
+#: Poison byte of any other storage: 0xA5A5... is a large odd integer in every int width.
+POISON_OTHER = 0xA5
+
+#: What freed a storage that the bytecode did not kill.
+END_OF_CALL = "the end of the call (a storage the call left alive)"
+SCRATCH = "a fused kernel (its scratch buffer)"
+HANDED_OVER = "the hand-over of an output to the caller"
+
+
+def poison_byte(dtype_hint: str) -> int:
+    """The poison byte of a storage whose tensors are expected to be ``dtype_hint``."""
+    return POISON_FLOAT if np.dtype(dtype_hint).kind == "f" else POISON_OTHER
+
+
+class StorageState:
+    """The sanitizer's record of one storage (``Storage.sanitizer``)."""
+
+    __slots__ = ("alive", "allocated_by", "freed_by", "generation", "poison")
+
+    def __init__(self) -> None:
+        self.alive = False
+        """Handed out and not freed since."""
+        self.generation = 0
+        """Bumped at every allocation: a view of an earlier generation is dead."""
+        self.allocated_by = ""
+        """The instruction (or event) of the latest allocation."""
+        self.freed_by = ""
+        """The instruction (or event) of the latest free."""
+        self.poison = POISON_OTHER
+        """The byte its memory is filled with when it is not in use."""
+
+
+class Killed:
+    """What a killed register holds in a checked VM (an unchecked one stores None)."""
+
+    __slots__ = ("site",)
+
+    def __init__(self, site: str) -> None:
+        self.site = site
+        """The ``kill`` instruction, as ``function@pc: listing``."""
+
+    def __repr__(self) -> str:
+        return f"<killed by {self.site}>"
+
+
+class SanitizingAllocator(Allocator):
+    """Wraps the VM's allocator: poisons and tracks every storage it hands out or takes back.
+
+    Counters, limits and the pool are the wrapped allocator's (``stats`` is the same object).
+    """
+
+    def __init__(self, inner: Allocator) -> None:
+        # Not Allocator.__init__: the counters and the limit are the inner allocator's.
+        self.inner = inner
+        """The allocator that owns the memory."""
+        self.memory_limit = inner.memory_limit
+        self.stats = inner.stats
+
+    def alloc(
+        self,
+        nbytes: int,
+        alignment: int = MIN_ALIGNMENT,
+        poison: int = POISON_OTHER,
+        site: str = SCRATCH,
+    ) -> Storage:
+        storage = self.inner.alloc(nbytes, alignment)
+        state = storage.sanitizer
+        if state is None:
+            state = storage.sanitizer = StorageState()
+        state.alive = True
+        state.generation += 1
+        state.allocated_by = site
+        state.poison = poison
+        storage.buf.fill(poison)
+        return storage
+
+    def free(self, storage: Storage, site: str = SCRATCH) -> None:
+        state = storage.sanitizer
+        if state is not None:
+            state.alive = False
+            state.freed_by = site
+            storage.buf.fill(state.poison)
+        self.inner.free(storage)
+
+    def free_leftover(self, storage: Storage) -> None:
+        """Free a storage the call did not kill, when the top-level call ends."""
+        self.free(storage, END_OF_CALL)
+
+    def detach(self, storage: Storage) -> None:
+        state = storage.sanitizer
+        if state is not None:
+            state.alive = False
+            state.freed_by = HANDED_OVER
+        self.inner.detach(storage)
+
+    def is_cached(self, raw: object) -> bool:
+        return self.inner.is_cached(raw)
+
+    def release(self) -> None:
+        self.inner.release()
+
+
+#: Instructions that use the values in their registers (data, or the object itself).
+_USES_VALUE = frozenset(
+    {
+        Op.INVOKE,
+        Op.CALL,
+        Op.RET,
+        Op.TUPLE,
+        Op.RESHAPE,
+        Op.JUMP_IF_NOT,
+        Op.SHAPE_FUNC,
+        Op.ALLOC_TENSOR,
+        Op.ALLOC_STORAGE,
+    }
+)
+
+
+def _read_registers(ins: Instruction) -> list[tuple[int, str]]:
+    """The registers ``ins`` reads, each with a description for messages."""
+    out: list[tuple[int, str]] = []
+    if ins.op == Op.INVOKE:
+        for role, regs in (("input", ins.operands[1]), ("output", ins.operands[2])):
+            out += [(r.index, f"register {r!r} ({role} {k})") for k, r in enumerate(regs)]
+        return out
+    if ins.op == Op.CALL:
+        return [(r.index, f"register {r!r} (argument {k})") for k, r in enumerate(ins.operands[2])]
+    for kind, v in zip(SIGNATURES[ins.op], ins.operands, strict=True):
+        if kind == Kind.SRC or (kind in (Kind.VAL, Kind.SHAPE) and isinstance(v, Reg)):
+            out.append((v.index, f"register {v!r}"))
+        elif kind == Kind.SRCS:
+            out += [(r.index, f"register {r!r}") for r in v]
+    return out
+
+
+class MemorySanitizer:
+    """The checked decoding of one VM, and the table of the tensor views it made."""
+
+    def __init__(self, allocator: Allocator) -> None:
+        self.allocator = SanitizingAllocator(allocator)
+        """Where the checked VM's storages come from."""
+        # id(view) -> (weak reference to the view, its storage's record, generation)
+        self._views: dict[int, tuple[Any, StorageState, int]] = {}
+
+    # The view table -----------------------------------------------------------------------
+
+    def _remember(self, view: Any, state: StorageState, generation: int) -> None:
+        if type(view) is not np.ndarray:
+            return
+        views, key = self._views, id(view)
+
+        def forget(_: Any) -> None:
+            # Runs when the view is deallocated, before its id can be reused.
+            views.pop(key, None)
+
+        views[key] = (weakref.ref(view, forget), state, generation)
+
+    def check(self, value: Any, reg: int, what: str) -> None:
+        """Raise DeadTensorError if ``value`` (read from register ``reg``, described by
+        ``what``) is dead."""
+        t = type(value)
+        if t is np.ndarray:
+            entry = self._views.get(id(value))
+            if entry is not None:
+                state, generation = entry[1], entry[2]
+                if not state.alive or state.generation != generation:
+                    raise _dead_view(reg, what, state, generation)
+        elif t is Killed:
+            raise DeadTensorError(f"dead value: {what} was killed by {value.site}", reg, value.site)
+        elif t is tuple:
+            for k, field in enumerate(value):
+                if type(field) is not int:
+                    self.check(field, reg, f"field {k} of {what}")
+        elif t is Storage:
+            state = value.sanitizer
+            if state is not None and not state.alive:
+                raise DeadTensorError(
+                    f"dead storage: {what} holds a storage freed by {state.freed_by}",
+                    reg,
+                    state.freed_by,
+                )
+
+    # Decoding -----------------------------------------------------------------------------
+
+    def decode(
+        self, f: Function, ctx: DecodeContext, names: dict[Kind, Any] | None = None
+    ) -> list[Step]:
+        """The checked closures of ``f``'s instructions, by pc (``ctx.allocator`` must be
+        ``self.allocator``)."""
+        steps = []
+        for pc, ins in enumerate(f.code):
+            site = f"{f.name}@{pc}: {format_instruction(ins, names)}"
+            steps.append(self._decode_one(ins, pc + 1, ctx, site))
+        return steps
+
+    def _decode_one(self, ins: Instruction, nxt: int, ctx: DecodeContext, site: str) -> Step:
+        ops = ins.operands
+        if ins.op == Op.KILL:
+            return self._kill(ops, nxt, ctx, site)
+        if ins.op == Op.ALLOC_STORAGE:
+            inner = self._alloc_storage(ops, nxt, ctx, site)
+        else:
+            inner = DECODERS[ins.op](ops, nxt, ctx)
+        reads = tuple(_read_registers(ins))
+        check = self.check
+        if ins.op not in _USES_VALUE:
+            check = _check_not_killed
+        if ins.op == Op.ALLOC_TENSOR:
+            return self._alloc_tensor(inner, reads, ops[0].index, ops[1].index)
+        if ins.op == Op.RESHAPE:
+            return self._reshape(inner, reads, ops[0].index, ops[1].index)
+        if ins.op == Op.GET_ITEM:
+            return self._get_item(inner, reads, ops[0].index, f"field {ops[2]} of {reads[0][1]}")
+        if not reads:
+            return inner
+
+        def step(r: list[Any]) -> int:
+            for i, what in reads:
+                check(r[i], i, what)
+            return inner(r)
+
+        return step
+
+    def _kill(self, ops: tuple[Any, ...], nxt: int, ctx: DecodeContext, site: str) -> Step:
+        regs, live, free = tuple(a.index for a in ops[0]), ctx.live, self.allocator.free
+        marker = Killed(site)
+
+        def step(r: list[Any]) -> int:
+            for i in regs:
+                v = r[i]
+                r[i] = marker
+                # As unchecked: only a storage returns memory; a tensor view's register is
+                # dropped, and other views of its storage stay valid.
+                if type(v) is Storage and live.pop(id(v.raw), None) is not None:
+                    free(v, site)
+            return nxt
+
+        return step
+
+    def _alloc_storage(self, ops: tuple[Any, ...], nxt: int, ctx: DecodeContext, site: str) -> Step:
+        d, size, align, poison = ops[0].index, ops[1], ops[2], poison_byte(ops[3])
+        alloc, live, index = self.allocator.alloc, ctx.live, operator.index
+        get_size: Callable[[list[Any]], Any]
+        if isinstance(size, Reg):
+            s = size.index
+            get_size = lambda r: r[s]  # noqa: E731
+        else:
+            get_size = lambda r: size  # noqa: E731
+
+        def step(r: list[Any]) -> int:
+            st = alloc(index(get_size(r)), align, poison, site)
+            live[id(st.raw)] = st
+            r[d] = st
+            return nxt
+
+        return step
+
+    def _alloc_tensor(self, inner: Step, reads: Sequence[tuple[int, str]], d: int, s: int) -> Step:
+        check, remember = self.check, self._remember
+
+        def step(r: list[Any]) -> int:
+            for i, what in reads:
+                check(r[i], i, what)
+            pc = inner(r)
+            state = r[s].sanitizer
+            if state is not None:
+                remember(r[d], state, state.generation)
+            return pc
+
+        return step
+
+    def _reshape(self, inner: Step, reads: Sequence[tuple[int, str]], d: int, s: int) -> Step:
+        check, remember, views = self.check, self._remember, self._views
+
+        def step(r: list[Any]) -> int:
+            for i, what in reads:
+                check(r[i], i, what)
+            pc = inner(r)
+            entry = views.get(id(r[s]))
+            if entry is not None:  # the new view is of the same storage and generation
+                remember(r[d], entry[1], entry[2])
+            return pc
+
+        return step
+
+    def _get_item(
+        self, inner: Step, reads: Sequence[tuple[int, str]], d: int, what_field: str
+    ) -> Step:
+        check, src = self.check, reads[0][0]
+
+        def step(r: list[Any]) -> int:
+            for i, what in reads:
+                _check_not_killed(r[i], i, what)
+            pc = inner(r)
+            # Only the field read must be alive: a tuple may hold dead fields it never yields.
+            check(r[d], src, what_field)
+            return pc
+
+        return step
+
+
+def _check_not_killed(value: Any, reg: int, what: str) -> None:
+    if type(value) is Killed:
+        raise DeadTensorError(f"dead value: {what} was killed by {value.site}", reg, value.site)
+
+
+def _dead_view(reg: int, what: str, state: StorageState, generation: int) -> DeadTensorError:
+    if not state.alive and state.generation == generation:
+        text = f"dead tensor: {what} is a view of a storage freed by {state.freed_by}"
+    elif state.alive and state.generation == generation + 1:
+        text = (
+            f"dead tensor: {what} is a view of a storage freed by {state.freed_by} and since "
+            f"reused by {state.allocated_by} (the view is of generation {generation}, the "
+            f"storage is now at generation {state.generation})"
+        )
+    else:
+        text = (
+            f"dead tensor: {what} is a view of a storage freed and reused since (the view is "
+            f"of generation {generation}, the storage is now at generation {state.generation}"
+            f"{'' if state.alive else ' and freed'}; latest allocation by "
+            f"{state.allocated_by}, latest free by {state.freed_by})"
+        )
+    return DeadTensorError(text, reg, state.freed_by)
