@@ -113,7 +113,9 @@ def attr_text(value: Any, namer: AnonNamer | None = None) -> str:
     ``namer`` labels the anonymous symbols of dim values consistently with the rest of the unit.
     """
     if isinstance(value, sympy.Expr):
-        return namer.dim(value) if namer is not None else dim_text(value)
+        text = namer.dim(value) if namer is not None else dim_text(value)
+        # Outside brackets '//' would start a comment and '%' a name (see lexer.py).
+        return f"({text})" if "//" in text or "%" in text else text
     if value is None:
         return "None"
     if isinstance(value, bool):

@@ -1,9 +1,10 @@
 """Tokens of the text format, and a cursor over them that reports errors with a caret.
 
-The lexer is context-free except in one place: inside the brackets of ``Tensor[...]`` the text
-is made of dim expressions, where ``//`` is floor division and ``%`` is modulo. Everywhere else
+The lexer is context-free except in one place: inside the brackets of ``Tensor[...]``, and
+inside a bracketed attribute value (``shape=[n // 2, 4]``, ``size=(n % 4 + 8)``), the text is
+made of dim expressions, where ``//`` is floor division and ``%`` is modulo. Everywhere else
 ``//`` starts a line comment and ``%`` starts a local name. The lexer tracks the brackets to know
-which reading applies (a line comment cannot appear inside ``Tensor[...]``; ``/* */`` can).
+which reading applies (a line comment cannot appear in those places; ``/* */`` can).
 """
 
 from __future__ import annotations
@@ -194,12 +195,14 @@ def tokenize(text: str, source: str = "<string>") -> list[Token]:
             continue
         for p in _PUNCT:
             if text.startswith(p, pos):
-                if p == "[":
+                if p in ("[", "("):
                     prev = tokens[-1] if tokens else None
-                    brackets.append(
-                        prev is not None and prev.kind is Kind.IDENT and prev.text == "Tensor"
+                    opens_dims = prev is not None and (
+                        (p == "[" and prev.kind is Kind.IDENT and prev.text == "Tensor")
+                        or _after_attribute_name(tokens)
                     )
-                elif p == "]" and brackets:
+                    brackets.append(in_dims or opens_dims)
+                elif p in ("]", ")") and brackets:
                     brackets.pop()
                 tokens.append(Token(Kind.PUNCT, p, ln, col))
                 pos += len(p)
@@ -209,6 +212,20 @@ def tokenize(text: str, source: str = "<string>") -> list[Token]:
     ln, col = where(n)
     tokens.append(Token(Kind.EOF, "", ln, col))
     return tokens
+
+
+def _after_attribute_name(tokens: list[Token]) -> bool:
+    """True after ``(name=`` or ``, name=``: an attribute value starts (not a binding's ``=``)."""
+    if len(tokens) < 3:
+        return False
+    eq, name, before = tokens[-1], tokens[-2], tokens[-3]
+    return (
+        eq.kind is Kind.PUNCT
+        and eq.text == "="
+        and name.kind is Kind.IDENT
+        and before.kind is Kind.PUNCT
+        and before.text in ("(", ",")
+    )
 
 
 def _decode(literal: str, line: int, column: int, source: str, lines: list[str]) -> str:

@@ -213,3 +213,15 @@ def test_negated_floor_division_prints_with_parentheses() -> None:
     for dim in (n - n // 2, 3 * n - (n + 1) // 2, n - n % 3):
         ty = TensorType((dim,))
         assert structurally_equal(ir.parse_type(str(ty)), ty), str(ty)
+
+
+def test_attribute_dims_with_floor_division_and_modulo_round_trip() -> None:
+    """Outside brackets ``//`` starts a comment and ``%`` a name: such dims print in brackets."""
+    n = sym("n")
+    storage = call("memory.alloc_storage", size=64 * ((4 * n + 63) // 64))
+    tensor = call("memory.alloc_tensor", storage, offset=n % 4, shape=[n // 2, n % 3])
+    x = Var("x", TensorType((n,), "float32"))
+    module = ir.Module.from_main(function([x], tensor))
+    text = str(module)
+    assert "size=(64*((4*n + 63) // 64))" in text and "offset=(n % 4)" in text
+    assert structurally_equal(ir.parse(text + "  // a comment after the body\n"), module)
