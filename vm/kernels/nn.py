@@ -71,9 +71,15 @@ def softmax(attrs: Mapping[str, Any]) -> Kernel:
             return
         np.subtract(x, np.max(x, axis=axis, keepdims=True), out)
         np.exp(out, out)
-        np.divide(out, np.sum(out, axis=axis, keepdims=True), out)
+        np.divide(out, np.sum(out, axis=axis, keepdims=True, dtype=_acc(out)), out)
 
     return kernel
+
+
+def _acc(x: np.ndarray) -> Any:
+    """The dtype to accumulate a sum of ``x`` in: float32 for float16, whose sums of many
+    terms lose the last digits that a log of the sum then magnifies."""
+    return np.float32 if x.dtype == np.float16 else None
 
 
 @register_kernel("nn.log_softmax")
@@ -86,8 +92,8 @@ def log_softmax(attrs: Mapping[str, Any]) -> Kernel:
         if x.size == 0:
             return
         np.subtract(x, np.max(x, axis=axis, keepdims=True), out)
-        lse = np.log(np.sum(np.exp(out), axis=axis, keepdims=True))
-        np.subtract(out, lse, out)
+        lse = np.log(np.sum(np.exp(out), axis=axis, keepdims=True, dtype=_acc(out)))
+        np.subtract(out, lse, out, casting="same_kind")
 
     return kernel
 
