@@ -22,6 +22,7 @@ import sympy
 
 import ir
 from ir.dims import as_expr, compare, dim_max, dim_min
+from ir.ranges import as_ranges
 from ir.text.dims_text import AnonNamer
 from shape_funcs import ShapeError, UnknownValue, get_shape_func
 from shape_funcs.errors import FACT_KINDS, fact_failure, fact_text, format_what
@@ -127,7 +128,9 @@ class SymbolicContext:
 
     symbolic = True
 
-    def __init__(self) -> None:
+    def __init__(self, ranges: Mapping[Any, tuple[int, int | None]] | None = None) -> None:
+        self.ranges: ir.Ranges = as_ranges(ranges)
+        """Declared symbol ranges (of the function being inferred), used in every proof."""
         self.deferred: list[DeferredCheck] = []
         """The facts left for run time, in the order they were stated."""
         self.op_name = ""
@@ -186,7 +189,7 @@ class SymbolicContext:
 
     def check(self, a: Dim, op: str, b: Dim, what: str, *args: object) -> None:
         """Prove, refute (ShapeError) or defer ``a op b``."""
-        verdict = compare(a, op, b)
+        verdict = compare(a, op, b, self.ranges)
         if verdict is None:
             self._defer(op, a, b, format_what(what, args))
         elif not verdict:
@@ -196,10 +199,10 @@ class SymbolicContext:
         """Prove, refute (ShapeError) or defer that ``divisor`` divides ``value``."""
         if isinstance(divisor, int) and isinstance(value, int):
             verdict: bool | None = (value % divisor if divisor else value) == 0
-        elif compare(divisor, "==", 0):
-            verdict = compare(value, "==", 0)
+        elif compare(divisor, "==", 0, self.ranges):
+            verdict = compare(value, "==", 0, self.ranges)
         else:
-            verdict = compare(sympy.Mod(as_expr(value), as_expr(divisor)), "==", 0)
+            verdict = compare(sympy.Mod(as_expr(value), as_expr(divisor)), "==", 0, self.ranges)
         if verdict is None:
             self._defer("divides", divisor, value, format_what(what, args))
         elif not verdict:
@@ -207,7 +210,7 @@ class SymbolicContext:
 
     def decide(self, a: Dim, op: str, b: Dim) -> bool | None:
         """``a op b``: True, False, or None when it cannot be decided."""
-        return compare(a, op, b)
+        return compare(a, op, b, self.ranges)
 
     def broadcast(self, a: Dim, b: Dim, what: str, *args: object) -> Dim:
         """numpy broadcasting of two dims, exact whenever the recorded check holds.
@@ -216,12 +219,13 @@ class SymbolicContext:
         the result is ``Max(a, b) * Min(a, b, 1)``: ``Max`` alone would be wrong for the pair
         (1, 0), which numpy broadcasts to 0.
         """
-        a_is_1, b_is_1 = compare(a, "==", 1), compare(b, "==", 1)
+        r = self.ranges
+        a_is_1, b_is_1 = compare(a, "==", 1, r), compare(b, "==", 1, r)
         if b_is_1:
             return a
         if a_is_1:
             return b
-        same = compare(a, "==", b)
+        same = compare(a, "==", b, r)
         if same:
             return a
         if a_is_1 is False and b_is_1 is False and same is False:
@@ -231,15 +235,15 @@ class SymbolicContext:
             return a
         if b_is_1 is False:
             return b
-        return ir.simplify(dim_max(a, b) * dim_min(dim_min(a, b), 1))
+        return ir.simplify(dim_max(a, b, r) * dim_min(dim_min(a, b, r), 1, r))
 
     def max(self, a: Dim, b: Dim) -> Dim:
         """The larger dim (``Max(a, b)`` when the order is unknown)."""
-        return dim_max(a, b)
+        return dim_max(a, b, self.ranges)
 
     def min(self, a: Dim, b: Dim) -> Dim:
         """The smaller dim (``Min(a, b)`` when the order is unknown)."""
-        return dim_min(a, b)
+        return dim_min(a, b, self.ranges)
 
     def fresh(self, hint: str) -> Dim:
         """A new anonymous dim (printed ``?``)."""

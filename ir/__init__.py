@@ -7,6 +7,7 @@ from . import ops as _ops  # registers the op catalogue
 from .attrs import AttrDef, Attrs
 from .dims import (
     Dim,
+    bounds,
     check_dim,
     compare,
     dim_max,
@@ -18,6 +19,7 @@ from .dims import (
     known_equal,
     simplify,
     sym,
+    upper_bound,
 )
 from .dtypes import DTYPES, ITEMSIZE
 from .errors import IRError, ParseError
@@ -40,6 +42,7 @@ from .expr import (
 from .functor import ExprFunctor, ExprMutator, ExprVisitor
 from .module import Module
 from .op import OpDef, Operand, OpPattern, all_ops, get_op, has_op, register_op, tensor_ops
+from .ranges import Ranges
 from .span import Span
 from .structural import structurally_equal
 from .text import parse, parse_type
@@ -77,6 +80,7 @@ __all__ = [
     "OpPattern",
     "Operand",
     "ParseError",
+    "Ranges",
     "Span",
     "StorageType",
     "TensorType",
@@ -86,6 +90,7 @@ __all__ = [
     "Type",
     "Var",
     "all_ops",
+    "bounds",
     "call",
     "check_dim",
     "compare",
@@ -111,6 +116,7 @@ __all__ = [
     "tensor_ops",
     "tuple_of",
     "type_symbols",
+    "upper_bound",
 ]
 
 del _ops

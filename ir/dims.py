@@ -11,11 +11,35 @@ from __future__ import annotations
 
 import functools
 import itertools
-from typing import TypeAlias
+from collections.abc import Mapping
+from typing import Any, TypeAlias
 
 import sympy
 
 from .errors import IRError
+from .ranges import Ranges, as_ranges, bounds, upper_bound
+from .ranges import decide as _decide_ranged
+
+__all__ = [
+    "Dim",
+    "Ranges",
+    "anonymous_watermark",
+    "as_expr",
+    "bounds",
+    "check_dim",
+    "compare",
+    "dim_max",
+    "dim_min",
+    "free_symbols",
+    "fresh",
+    "is_anonymous",
+    "is_newer",
+    "is_static",
+    "known_equal",
+    "simplify",
+    "sym",
+    "upper_bound",
+]
 
 #: A dimension: a non-negative ``int``, or a sympy expression with integer non-negative symbols.
 Dim: TypeAlias = int | sympy.Expr
@@ -138,11 +162,25 @@ def as_expr(dim: Dim) -> sympy.Expr:
     return sympy.Integer(dim) if isinstance(dim, int) else dim
 
 
-def compare(a: Dim, op: str, b: Dim) -> bool | None:
-    """Decide ``a op b`` for ``op`` in ``== != < <= > >=``: True, False, or None if unknown."""
+def compare(a: Dim, op: str, b: Dim, ranges: Mapping[Any, Any] | None = None) -> bool | None:
+    """Decide ``a op b`` for ``op`` in ``== != < <= > >=``: True, False, or None if unknown.
+
+    ``ranges`` (symbol or name -> ``(lo, hi)``, ``hi`` None for no upper bound; see
+    ``ir.ranges``) are used when sympy alone cannot decide: with ``n`` in ``[4, 4]``,
+    ``n == 4`` is proven; with ``n`` in ``[1, 10]``, ``n <= 16`` is.
+    """
     if isinstance(a, int) and isinstance(b, int):
         return _INT_OPS[op](a, b)
-    return _compare_symbolic(as_expr(a), op, as_expr(b))
+    ea, eb = as_expr(a), as_expr(b)
+    verdict = _compare_symbolic(ea, op, eb)
+    if verdict is not None or not ranges:
+        return verdict
+    relevant = as_ranges(ranges).restrict(ea.free_symbols | eb.free_symbols)
+    if not relevant:
+        return None
+    if op in (">", ">="):
+        ea, eb, op = eb, ea, "<" if op == ">" else "<="
+    return _decide_ranged(ea, op, eb, relevant)
 
 
 _INT_OPS = {
@@ -180,24 +218,24 @@ def _fuzzy(value: bool | None) -> bool | None:
     return None if value is None else bool(value)
 
 
-def known_equal(a: Dim, b: Dim) -> bool:
+def known_equal(a: Dim, b: Dim, ranges: Mapping[Any, Any] | None = None) -> bool:
     """True only if ``a == b`` is proven (False means 'not proven', not 'different')."""
-    return compare(a, "==", b) is True
+    return compare(a, "==", b, ranges) is True
 
 
-def dim_max(a: Dim, b: Dim) -> Dim:
-    """The larger of two dims, simplified when the order is provable."""
-    if compare(a, ">=", b):
+def dim_max(a: Dim, b: Dim, ranges: Mapping[Any, Any] | None = None) -> Dim:
+    """The larger of two dims, simplified when the order is provable (under ``ranges``)."""
+    if compare(a, ">=", b, ranges):
         return a
-    if compare(b, ">=", a):
+    if compare(b, ">=", a, ranges):
         return b
     return sympy.Max(as_expr(a), as_expr(b))
 
 
-def dim_min(a: Dim, b: Dim) -> Dim:
-    """The smaller of two dims, simplified when the order is provable."""
-    if compare(a, "<=", b):
+def dim_min(a: Dim, b: Dim, ranges: Mapping[Any, Any] | None = None) -> Dim:
+    """The smaller of two dims, simplified when the order is provable (under ``ranges``)."""
+    if compare(a, "<=", b, ranges):
         return a
-    if compare(b, "<=", a):
+    if compare(b, "<=", a, ranges):
         return b
     return sympy.Min(as_expr(a), as_expr(b))

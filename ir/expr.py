@@ -21,8 +21,9 @@ from .attrs import Attrs
 from .dtypes import DTYPES
 from .errors import IRError
 from .op import OpDef, get_op
+from .ranges import Ranges
 from .span import Span
-from .types import TensorType, Type
+from .types import TensorType, Type, type_symbols
 
 
 @dataclass(frozen=True, eq=False)
@@ -132,7 +133,7 @@ class Call(Expr):
 
 @dataclass(frozen=True, eq=False)
 class Function(Expr):
-    """A function: parameters, a body, an optional result type and attributes."""
+    """A function: parameters, a body, an optional result type, attributes and symbol ranges."""
 
     params: tuple[Var, ...]
     """The parameters, in order."""
@@ -142,6 +143,10 @@ class Function(Expr):
     """The declared result type, if any."""
     attrs: Attrs = field(default_factory=Attrs)
     """Function attributes such as ``Primitive=1`` (ints, floats, strings or bools)."""
+    ranges: Ranges = field(default_factory=Ranges)
+    """Declared ranges of named symbols of the parameter types: symbol -> ``(lo, hi)``
+    inclusive, ``hi`` None for no upper bound (``where n in [1, 4096]`` in the text). A
+    mapping with names or symbols as keys is accepted and normalised to ``Ranges``."""
 
     def __post_init__(self) -> None:
         params = tuple(self.params)
@@ -154,6 +159,28 @@ class Function(Expr):
         for key, value in self.attrs.items():
             if not isinstance(value, (int, float, str, bool)):
                 raise IRError(f"function attribute {key}={value!r} must be a scalar", self.span)
+        if not isinstance(self.ranges, Ranges):
+            try:
+                object.__setattr__(self, "ranges", Ranges(self.ranges))
+            except IRError as e:
+                raise IRError(e.message, self.span) from None
+        if self.ranges:
+            known = self.param_symbols()
+            for s in self.ranges:
+                if s not in known:
+                    raise IRError(
+                        f"range for {s}: symbol {s} does not occur in the parameter types",
+                        self.span,
+                    )
+
+    def param_symbols(self) -> frozenset[Any]:
+        """The symbols of the parameters' types (annotated, else inferred)."""
+        out: frozenset[Any] = frozenset()
+        for p in self.params:
+            ty = p.type_annotation or p.ty
+            if ty is not None:
+                out |= type_symbols(ty)
+        return out
 
     @property
     def is_primitive(self) -> bool:
@@ -231,6 +258,10 @@ def function(
     ret_type: Type | None = None,
     attrs: Mapping[str, Any] | None = None,
     span: Span | None = None,
+    ranges: Mapping[Any, tuple[int, int | None]] | None = None,
 ) -> Function:
-    """Build a function."""
-    return Function(tuple(params), body, ret_type, Attrs(attrs or {}), span=span)
+    """Build a function. ``ranges`` declares symbol ranges, keyed by name or symbol:
+    ``ranges={"n": (1, 4096), "m": (2, None)}`` (``None``: no upper bound)."""
+    return Function(
+        tuple(params), body, ret_type, Attrs(attrs or {}), Ranges(ranges or {}), span=span
+    )

@@ -156,7 +156,7 @@ class ExprMutator(ExprFunctor[Expr]):
             return fn
         if not all(isinstance(p, Var) for p in params):
             raise TypeError("a mutator must map function parameters to variables")
-        return Function(params, body, fn.ret_type, fn.attrs, span=fn.span)  # type: ignore[arg-type]
+        return Function(params, body, fn.ret_type, fn.attrs, fn.ranges, span=fn.span)  # type: ignore[arg-type]
 
     def visit_let(self, let: Let) -> Expr:
         var = self.visit(let.var)

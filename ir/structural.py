@@ -169,6 +169,7 @@ class _Matcher:
             assert isinstance(b, Function)
             return (
                 a.attrs == b.attrs
+                and a.ranges == b.ranges
                 and len(a.params) == len(b.params)
                 and all(self.define(x, y) for x, y in zip(a.params, b.params, strict=True))
                 and self.type(a.ret_type, b.ret_type)

@@ -6,8 +6,10 @@ an ``if``, a tuple, a projection or an atom), with types inferred.
 Guarantees: one VM function per global function, with
 
 - **entry checks**: each symbol is bound from the first parameter axis that is exactly that
-  symbol (``dim``); every later plain occurrence is checked against it (``check_dim``: "y.shape[0]
-  = 4 but n = 3 was bound by x.shape[0]"); an axis whose dim is an expression is computed and
+  symbol (``dim``) and, if the function declares a range for it, checked against the range
+  ("n = 5000 is outside its declared range [1, 4096] (bound by x.shape[0])"); every later
+  plain occurrence is checked against it (``check_dim``: "y.shape[0] = 4 but n = 3 was bound
+  by x.shape[0]"); an axis whose dim is an expression is computed and
   checked; dtype, rank and static dims are checked by the VM from the signature;
 - **symbol binding after entry**: a value whose type has a plain-symbol dim not bound yet (the
   result of a call or an ``if``) binds it from its shape; ``memory.shape_func`` binds the new
@@ -40,6 +42,7 @@ from ir import (
     Type,
     Var,
 )
+from ir.ranges import range_text
 from ir.text.dims_text import dim_text
 from vm import Assembler, Executable
 from vm.assembler import FunctionBuilder, tensor, tuple_type
@@ -124,6 +127,7 @@ class _FunctionLowering:
                         else:
                             symbols[d] = self.b.dim(leaf_reg, axis)
                             bound_by[d] = what
+                            self.check_range(d, symbols[d], what)
                     else:
                         later.append((leaf_reg, axis, d, what))
         for leaf_reg, axis, d, what in later:
@@ -138,6 +142,21 @@ class _FunctionLowering:
             actual = self.b.dim(leaf_reg, axis)
             expected = self.dims([d], symbols)[0]
             self.b.check(actual, "==", expected, f"{what} = {{a}} but {d} = {{b}}")
+
+    def check_range(self, symbol: sympy.Symbol, reg: Reg, bound_by: str) -> None:
+        """Check a symbol just bound at entry against its declared range (two ``check``s)."""
+        bound = self.fn.ranges.get(symbol)
+        if bound is None:
+            return
+        lo, hi = bound
+        message = (
+            f"{_show(symbol)} = {{a}} is outside its declared range {range_text(bound)} "
+            f"(bound by {bound_by})"
+        )
+        if lo > 0:
+            self.b.check(reg, ">=", lo, message)
+        if hi is not None:
+            self.b.check(reg, "<=", hi, message)
 
     def leaves(self, reg: Reg, ty: Type, path: str) -> list[tuple[Reg, TensorType, str]]:
         """The tensor leaves of a value, with their registers (tuples are read by get_item)."""

@@ -107,7 +107,9 @@ class FuseOps(ModulePass):
                 )
             groups = _Grouping(use_graph(fn.body), self.max_group_size, self.epilogues).groups
             body = _Rewriter(groups).visit(fn.body)
-            out[name] = Function(fn.params, body, fn.ret_type, fn.attrs, span=fn.span, ty=fn.ty)
+            out[name] = Function(
+                fn.params, body, fn.ret_type, fn.attrs, ranges=fn.ranges, span=fn.span, ty=fn.ty
+            )
         return Module(out)
 
 
@@ -239,7 +241,9 @@ class _Rewriter(ir.ExprFunctor[Expr]):
         if fn.is_primitive:
             return fn
         body = self.visit(fn.body)
-        return Function(fn.params, body, fn.ret_type, fn.attrs, span=fn.span, ty=fn.ty)
+        return Function(
+            fn.params, body, fn.ret_type, fn.attrs, ranges=fn.ranges, span=fn.span, ty=fn.ty
+        )
 
     def visit_let(self, let: Let) -> Expr:
         # Let chains are iterated, not recursed: ANF programs can be thousands of lets long.

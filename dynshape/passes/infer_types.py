@@ -145,6 +145,8 @@ class _FunctionInference(ir.ExprFunctor[Expr]):
         """The run-time checks each typed node needs before its value may be used."""
         self._facts: list[DeferredCheck] = []
         self.vars: dict[Var, Var] = {}
+        self.ranges = module.module[name].ranges
+        """The declared symbol ranges of the global function, used in every proof."""
 
     # ---- helpers ---------------------------------------------------------------------------
     def fail(self, message: str, node: Expr) -> CompileError:
@@ -160,7 +162,7 @@ class _FunctionInference(ir.ExprFunctor[Expr]):
 
         One context per site, so that a fact needed at two places is checked at both.
         """
-        ctx = SymbolicContext()
+        ctx = SymbolicContext(self.ranges)
         try:
             result = run(ctx)
             self._facts.extend(ctx.deferred)
@@ -272,7 +274,9 @@ class _FunctionInference(ir.ExprFunctor[Expr]):
             what = "the result"
             ret = self.checked(fn, lambda ctx: refine(fn.ret_type, ret, ctx, what))
         fty = FuncType(tuple(p.ty for p in params if p.ty is not None), ret)
-        typed = Function(params, body, fn.ret_type, fn.attrs, span=fn.span, ty=fty)
+        typed = Function(
+            params, body, fn.ret_type, fn.attrs, ranges=fn.ranges, span=fn.span, ty=fty
+        )
         self.site(typed)
         return typed
 

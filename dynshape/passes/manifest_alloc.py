@@ -117,7 +117,7 @@ class _FunctionManifest:
     def function(self, fn: Function) -> Function:
         bound = set().union(*(plain_symbols(p.ty) for p in fn.params))
         body = self.block(fn.body, bound, tail_checks=self.checks_at.get(fn, []))
-        return Function(fn.params, body, fn.ret_type, fn.attrs, span=fn.span)
+        return Function(fn.params, body, fn.ret_type, fn.attrs, ranges=fn.ranges, span=fn.span)
 
     # ---- scopes --------------------------------------------------------------------------------
     def block(

@@ -54,7 +54,9 @@ class ToANF(ModulePass):
         """``fn`` with its body in A-normal form."""
         converter = _Converter(Placement(fn.body), self.var_hint)
         body = converter.chain(converter.placement.root, fn.body)
-        return Function(fn.params, body, fn.ret_type, fn.attrs, span=fn.span, ty=fn.ty)
+        return Function(
+            fn.params, body, fn.ret_type, fn.attrs, ranges=fn.ranges, span=fn.span, ty=fn.ty
+        )
 
 
 def to_anf(module: Module) -> Module:
@@ -127,5 +129,7 @@ class _Converter:
             return If(self.atom(node.cond), then_branch, else_branch, span=span, ty=ty)
         if isinstance(node, Function):  # not primitive: those are atoms
             body = self.chain(child(node, Use.BODY), node.body)
-            return Function(node.params, body, node.ret_type, node.attrs, span=span, ty=ty)
+            return Function(
+                node.params, body, node.ret_type, node.attrs, ranges=node.ranges, span=span, ty=ty
+            )
         raise TypeError(f"to_anf cannot bind a {type(node).__name__}")

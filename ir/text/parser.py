@@ -18,11 +18,13 @@ from typing import Any
 import sympy
 
 from ..attrs import Attrs
+from ..dims import sym
 from ..errors import IRError, ParseError
 from ..expr import Call, Expr, Function, GlobalVar, If, Let, Tuple, TupleGetItem, Var
 from ..module import Module
 from ..op import OpDef, get_op, has_op
-from ..types import Type
+from ..ranges import Ranges
+from ..types import Type, type_symbols
 from .constants_text import is_literal_start, parse_attr_value, parse_scalar, parse_tensor_const
 from .lexer import Kind, Token, TokenStream
 from .types_text import TypeParser
@@ -140,9 +142,80 @@ class _Parser:
                 break
         ts.expect(")", "',' or ')' in the parameters")
         ret = self.types.type() if ts.accept("->") else None
+        ranges = self.where_clause(params) if ts.at("where") else Ranges()
         body = self.block()
         self.names.pop()
-        return Function(tuple(params), body, ret, Attrs(attrs), span=ts.span(start))
+        return Function(tuple(params), body, ret, Attrs(attrs), ranges, span=ts.span(start))
+
+    def where_clause(self, params: list[Var]) -> Ranges:
+        """``where n in [1, 4096], m in [2, ...]``: ranges of symbols of the parameter types."""
+        ts = self.ts
+        ts.expect("where")
+        known: set[sympy.Basic] = set()
+        for p in params:
+            if p.type_annotation is not None:
+                known |= type_symbols(p.type_annotation)
+        items: dict[sympy.Symbol, tuple[int, int | None]] = {}
+        while True:
+            name_tok = ts.peek()
+            if name_tok.kind is not Kind.IDENT or name_tok.text in ("in",):
+                raise ts.unexpected("a symbol name in the where clause ('n in [lo, hi]')")
+            ts.next()
+            symbol = sym(name_tok.text) if name_tok.text.isidentifier() else None
+            if symbol is None:
+                raise ts.error(f"bad symbol name '{name_tok.text}'", name_tok)
+            if symbol in items:
+                raise ts.error(f"duplicate range for {name_tok.text}", name_tok)
+            if symbol not in known:
+                raise ts.error(
+                    f"symbol {name_tok.text} in the where clause does not occur in the "
+                    "parameter types",
+                    name_tok,
+                )
+            ts.expect("in", f"'in' and a range '[lo, hi]' after {name_tok.text}")
+            ts.expect("[", f"'[' starting the range of {name_tok.text}")
+            lo = self.range_bound(name_tok.text, "lower")
+            ts.expect(",", f"',' and an upper bound (or '...') in the range of {name_tok.text}")
+            hi_tok = ts.peek()
+            hi = None if self.ellipsis() else self.range_bound(name_tok.text, "upper")
+            ts.expect("]", f"']' closing the range of {name_tok.text}")
+            if hi is not None and hi < lo:
+                raise ts.error(
+                    f"empty range for {name_tok.text}: [{lo}, {hi}] (the upper bound is below "
+                    "the lower bound)",
+                    hi_tok,
+                )
+            items[symbol] = (lo, hi)
+            if not ts.accept(","):
+                break
+        return Ranges(items)
+
+    def range_bound(self, name: str, which: str) -> int:
+        ts = self.ts
+        tok = ts.peek()
+        if ts.at("-"):
+            raise ts.error(f"the {which} bound of {name} is negative: ranges of dims are >= 0", tok)
+        if tok.kind is not Kind.NUMBER or tok.suffix or not tok.text.isdigit():
+            raise ts.unexpected(
+                f"a non-negative integer {which} bound for {name}"
+                + (" or '...' (no upper bound)" if which == "upper" else "")
+            )
+        ts.next()
+        return int(tok.text)
+
+    def ellipsis(self) -> bool:
+        """Consume ``...`` (three adjacent dots) if it is next."""
+        ts = self.ts
+        first = ts.peek()
+        if not ts.at("."):
+            return False
+        for k in (1, 2):
+            tok = ts.peek(k)
+            if not ts.at(".", k) or tok.line != first.line or tok.column != first.column + k:
+                raise ts.error("expected '...' (no upper bound)", first)
+        for _ in range(3):
+            ts.next()
+        return True
 
     def block(self) -> Expr:
         """``{ bindings and lets; result }``: the lets nest to the right of each other."""

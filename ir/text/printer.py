@@ -146,6 +146,8 @@ class _Unit:
         text = f"{head}({', '.join(params)})"
         if fn.ret_type is not None:
             text += f" -> {self.type(fn.ret_type)}"
+        if fn.ranges:
+            text += f" where {fn.ranges}"
         outer = self.layout
         if outer is None:  # a global: the body is the root of its own layout
             self.layout = Layout(fn.body)
