@@ -4,6 +4,7 @@
     dynshape compile FILE --emit {parsed,types,fused,anf,manifest,bytecode} [-o OUT]
     dynshape compile FILE -o OUT.dsx            (save the executable)
     dynshape run FILE|EXECUTABLE --input x=3,4 --input y=y.npy [--seed N] [--profile]
+    dynshape explain FILE [--bind n=128 ...] [--svg out.svg]   (the memory report)
 
 Errors of ours (bad files, bad programs, bad arguments) are reported in one line with a non-zero
 exit status, never as a traceback; ``--full-errors`` shows the whole message (the source line
@@ -56,6 +57,18 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--function", default="main", help="the function to run (default main)")
     run.add_argument("--seed", type=int, default=0, help="seed for random inputs")
     run.add_argument("--profile", action="store_true", help="print the profiler's table")
+
+    explain = sub.add_parser("explain", help="the memory report: peak bytes, plan, layout")
+    explain.add_argument("file", help="a program in the text format")
+    explain.add_argument(
+        "--bind",
+        action="append",
+        default=[],
+        metavar="NAME=INT",
+        help="a symbol's value, to evaluate the formulas (n=128); repeatable",
+    )
+    explain.add_argument("--function", help="only this function (default: all)")
+    explain.add_argument("--svg", help="draw the layout of the function (main) to this file")
     return parser
 
 
@@ -163,6 +176,34 @@ def _run_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
+def _explain_cmd(args: argparse.Namespace) -> int:
+    from .memory_report import memory_report
+    from .svg_layout import layout_svg
+
+    bindings: dict[str, int] = {}
+    for item in args.bind:
+        name, sep, value = item.partition("=")
+        try:
+            bindings[name.strip()] = int(value)
+        except ValueError:
+            raise DynShapeError(f"--bind {item!r}: expected NAME=INT") from None
+        if not sep:
+            raise DynShapeError(f"--bind {item!r}: expected NAME=INT")
+    report = memory_report(
+        _read_text(args.file), bindings if args.bind or args.svg else None, source_name=args.file
+    )
+    names = list(report)
+    if args.function is not None:
+        if args.function not in report:
+            raise DynShapeError(f"the program has no function {args.function!r}")
+        names = [args.function]
+    print("\n\n".join(report[n].format() for n in names))
+    if args.svg:
+        target = args.function or ("main" if "main" in report else names[0])
+        Path(args.svg).write_text(layout_svg(report[target]), encoding="utf-8")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; return the exit status."""
     args = _build_parser().parse_args(argv)
@@ -171,6 +212,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_demo(sys.stdout)
         if args.command == "compile":
             return _compile_cmd(args)
+        if args.command == "explain":
+            return _explain_cmd(args)
         return _run_cmd(args)
     except DynShapeError as e:
         text = str(e) if args.full_errors else str(e).splitlines()[0]

@@ -1,6 +1,7 @@
 """The compilation pipeline: one readable list of passes, and ``compile``.
 
-    parse -> infer_types -> fuse_ops -> to_anf -> manifest_alloc -> lower -> vm.Executable
+    parse -> infer_types -> fuse_ops -> to_anf -> manifest_alloc -> kill -> plan_memory
+          -> lower -> vm.Executable
 
 Every stage's output is a module that prints as text and parses back (``stages`` returns them
 all), so ``dynshape compile --emit=STAGE`` can show any of them. With ``debug=True`` the IR is
@@ -10,7 +11,8 @@ that breaks an invariant is named.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import ir
 from ir import Module
@@ -21,11 +23,13 @@ from .lower import lower
 from .passes.base import ModulePass
 from .passes.fuse_ops import FuseOps
 from .passes.infer_types import InferTypes
+from .passes.kill import KillAfterLastUse
 from .passes.manifest_alloc import ManifestAlloc
+from .passes.plan_memory import PlanMemory
 from .passes.to_anf import ToANF
 
 #: The names of the stages, in order (``--emit`` accepts these, plus ``bytecode``).
-STAGES = ("parsed", "types", "fused", "anf", "manifest")
+STAGES = ("parsed", "types", "fused", "anf", "manifest", "kill", "planned")
 
 
 def default_passes() -> list[tuple[str, ModulePass]]:
@@ -35,6 +39,8 @@ def default_passes() -> list[tuple[str, ModulePass]]:
         ("fused", FuseOps()),
         ("anf", ToANF()),
         ("manifest", ManifestAlloc()),
+        ("kill", KillAfterLastUse()),
+        ("planned", PlanMemory()),
     ]
 
 
@@ -54,11 +60,13 @@ def stages(
     start: str = "parsed",
     source_name: str = "<string>",
     on_stage: Callable[[str, Module], None] | None = None,
+    plan_memory: bool = True,
 ) -> dict[str, Module]:
     """The module after every stage, by stage name (see ``STAGES``); types inferred on each.
 
     ``start`` names the stage the input is already at (``"manifest"`` for the printed output
-    of ``--emit manifest``): the passes up to it are skipped.
+    of ``--emit manifest``): the passes up to it are skipped. ``plan_memory=False`` stops after
+    ``kill`` (no ``planned`` stage).
     """
     if start not in STAGES:
         raise CompileError(f"unknown stage {start!r} (stages: {', '.join(STAGES)})")
@@ -68,7 +76,7 @@ def stages(
     out = {start: module}
     done = STAGES.index(start)
     for stage, p in default_passes():
-        if STAGES.index(stage) <= done:
+        if STAGES.index(stage) <= done or (stage == "planned" and not plan_memory):
             continue
         module = p.run(module)
         if stage != "types":
@@ -87,14 +95,28 @@ def compile(
     debug: bool = False,
     start: str = "parsed",
     source_name: str = "<string>",
+    plan_memory: bool = True,
+    check_with: Sequence[Any] | None = None,
 ) -> Executable:
     """Compile a module (or program text) to a VM executable.
 
+    ``check_with`` (arguments for ``@main``) interprets the IR after every stage and runs the
+    VM on them, and raises ``dynshape.testing.StageMismatch`` naming the first stage whose
+    results differ (a debugging aid: it runs the reference interpreter, which is slow).
+
     ``debug=True`` verifies the IR after every pass and names the pass that broke it;
     ``start`` is the stage the input is already at (see ``stages``); ``source_name`` names the
-    text in error messages.
+    text in error messages; ``plan_memory=False`` lowers the ``kill`` stage instead of the
+    ``planned`` one (one storage per tensor, still freed after its last use), for comparisons.
     """
-    return lower(stages(program, debug=debug, start=start, source_name=source_name)["manifest"])
+    if check_with is not None:
+        from .testing import compile_checked  # the oracle is only loaded when asked for
+
+        return compile_checked(as_module(program, source_name), check_with)
+    out = stages(
+        program, debug=debug, start=start, source_name=source_name, plan_memory=plan_memory
+    )
+    return lower(out[max(out, key=STAGES.index)])  # the last stage
 
 
 def _verify(stage: str, module: Module) -> None:

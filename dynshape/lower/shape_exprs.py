@@ -60,6 +60,12 @@ class ShapeExprCompiler:
             for t in terms[1:]:
                 acc = pick(acc, t)
             return acc
+        if isinstance(e, sympy.Pow) and e.exp.is_Integer and int(e.exp) >= 0:
+            base = self.term(e.base)
+            power: Term = 1
+            for _ in range(int(e.exp)):  # n**2 and the like: a dim's exponent is small
+                power = power * base
+            return power
         if isinstance(e, sympy.Mod):
             return self.term(e.args[0]) % self.term(e.args[1])
         if isinstance(e, (sympy.floor, sympy.ceiling)):

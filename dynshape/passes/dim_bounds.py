@@ -1,0 +1,65 @@
+"""Proofs about sizes for the memory planner: ``dims_le`` and ``upper``.
+
+``dims_le(a, b, ranges)`` answers "is ``a <= b`` for every value of the symbols?" with True only
+when it is proven (False means *not proven*). It tries, in order:
+
+1. ``ir.compare(a, "<=", b)``: sympy alone (symbols are non-negative integers);
+2. the structure of ``max``/``min``: ``a <= max(b1, b2)`` if ``a <= b1`` or ``a <= b2``;
+   ``max(a1, a2) <= b`` if both are; (and the duals for ``min``) - sympy rarely sees these;
+3. ``ir.compare(a, "<=", b, ranges)``: the declared symbol ranges, by substitution and interval
+   arithmetic over ``+ * // % max min floor ceil`` (``ir/ranges.py``).
+
+Each step is sound, so the answer is a proof; the planner reuses a block only on a proof.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import sympy
+
+import ir
+
+#: Symbol ranges as the planner takes them: symbol (or name) -> ``(lo, hi)``, ``hi`` None for none.
+RangeMap = Mapping[sympy.Symbol, tuple[int, int | None]]
+
+
+def dims_le(a: ir.Dim, b: ir.Dim, ranges: RangeMap | None = None) -> bool:
+    """True if ``a <= b`` is proven for all symbol values (within ``ranges``)."""
+    if ir.compare(a, "<=", b) is True:
+        return True
+    if isinstance(b, sympy.Max) and any(dims_le(a, x, ranges) for x in b.args):
+        return True
+    if isinstance(a, sympy.Min) and any(dims_le(x, b, ranges) for x in a.args):
+        return True
+    if isinstance(a, sympy.Max) and all(dims_le(x, b, ranges) for x in a.args):
+        return True
+    if isinstance(b, sympy.Min) and all(dims_le(a, x, ranges) for x in b.args):
+        return True
+    if isinstance(a, sympy.Add) and isinstance(b, sympy.Add):
+        # Sums of aligned blocks: drop the common terms (offsets share prefixes).
+        common = set(a.args) & set(b.args)
+        if common:
+            rest_a = sympy.Add(*(x for x in a.args if x not in common))
+            rest_b = sympy.Add(*(x for x in b.args if x not in common))
+            return dims_le(ir.check_dim(rest_a), ir.check_dim(rest_b), ranges)
+    if ranges:
+        return ir.compare(a, "<=", b, ranges) is True
+    return False
+
+
+def upper(dim: ir.Dim, ranges: RangeMap | None) -> int | None:
+    """The largest value ``dim`` takes within ``ranges`` (None if unbounded or unknown)."""
+    if isinstance(dim, int):
+        return dim
+    if not ranges:
+        return None
+    return ir.ranges.upper_bound(dim, ranges)
+
+
+def evaluate(dim: ir.Dim, values: Mapping[sympy.Basic, int]) -> int:
+    """The integer value of ``dim`` for concrete symbol values (every symbol must have one)."""
+    if isinstance(dim, int):
+        return dim
+    out = dim.xreplace({s: sympy.Integer(values[s]) for s in dim.free_symbols})
+    return int(out)

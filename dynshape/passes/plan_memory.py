@@ -1,0 +1,375 @@
+"""``PlanMemory``: reuse freed storage and coalesce a function's allocations into arenas.
+
+Assumes: the output of ``kill`` (``KillAfterLastUse``): every storage that dies in its chain has
+one ``memory.kill`` right after its last use.
+
+Guarantees (output is new IR, no side tables): in every let chain (a function body, an ``if``
+branch), the *tenants* - storages allocated and killed in that chain and referenced only by
+their ``alloc_tensor``s and their kill - are replaced by one or a few *arenas*:
+
+    let %arena = memory.alloc_storage(size=<sum of blocks>, dtype_hint="uint8");
+    let %t = memory.alloc_tensor(%arena, offset=<block offset>, shape=[...], dtype=...);
+    ...
+    let %_ = memory.kill(%arena);        // after the last tenant's kill
+
+1. **Blocks** (reuse). Tenants are taken in allocation order; each goes into a *free* block (every
+   earlier tenant of it killed before this one is allocated): preferably one whose size is
+   provably not smaller (``dims_le``: sympy, max/min structure, symbol ranges) - e.g. a freed
+   ``8*n`` block hosts a ``4*n`` tensor; else one provably not larger, which grows to the new
+   size; else any free block, whose size becomes the symbolic ``max`` of its tenants. Only if no
+   block is free does a new one open. Tenants of a block never live at the same time.
+2. **Arenas** (coalescing). The blocks of a group lie one after another in one arena, at offsets
+   that are sums of the earlier blocks' sizes rounded up to 64 bytes (``64*ceil(s / 64)``), so
+   every tensor offset is a multiple of 64; blocks never overlap. The arena is allocated just
+   before its first tenant and killed after its last.
+3. **Groups** (data-dependent sizes). An arena's size is computed where it is allocated, so a
+   tenant joins the first group whose allocation point has already bound every symbol of its
+   size; a tenant sized by a symbol bound later (by ``memory.shape_func``, or the result of a call
+   or an ``if``) opens a new group there: a second arena after the shape function, not an
+   unplanned allocation.
+4. With ``static_arena=True``, an arena whose size has an upper bound under the ranges gets that
+   constant size (one allocation of a fixed size, which a pooled allocator serves from its cache
+   on every call).
+
+**Returned values.** In a function that no other function calls (an entry point such as
+``@main``), a storage reachable from a chain's result (no kill) is a tenant too, of a block that
+is never freed, and an arena holding one is never killed: when the call returns, the VM's output
+policy copies a small result out of the arena (which then goes back to the pool) or hands the
+whole arena over to the caller with the array (the allocator forgets it, so it is never reused;
+a second result in the same arena is then a view of memory that nobody reuses either). That is
+what lets the peak meet the liveness bound: the result may reuse the blocks of dead temporaries.
+The price: a caller keeping a large result keeps the arena's bytes. In a function that is
+called (``returned_in_arena`` off for it), returned storages keep their own storage: the VM frees
+storages only at the end of the top-level call, so a callee's arena would keep its temporaries
+alive for as long as its result. ``PlanMemory(returned_in_arena=False)`` applies that everywhere.
+
+Not planned (kept as they are): storages used in a nested scope (an ``if`` branch that uses an
+outer storage), and a group of one tenant (an arena would only rename it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import sympy
+
+import ir
+from ir import Call, Expr, If, Let, Module, Var
+
+from .base import ModulePass
+from .dim_bounds import RangeMap, dims_le, upper
+from .liveness import all_vars, chain, direct_vars, memory_op
+from .manifest_alloc import plain_symbols
+
+#: The kill index of a tenant that is never killed (returned): its block is never free again.
+NEVER = 1 << 60
+
+#: Byte alignment of every offset in an arena (the VM's storages are 64-byte aligned).
+ALIGNMENT = 64
+
+
+class PlanMemory(ModulePass):
+    """Plan storages into arenas (see the module docstring).
+
+    ``ranges``: symbol ranges used in proofs, added to each function's declared ranges;
+    ``static_arena``: give an arena its constant upper bound when the ranges provide one;
+    ``returned_in_arena``: let entry points keep returned tensors in an arena (module doc).
+    """
+
+    name = "plan_memory"
+
+    def __init__(
+        self,
+        ranges: RangeMap | None = None,
+        static_arena: bool = False,
+        returned_in_arena: bool = True,
+    ) -> None:
+        self.ranges = dict(ranges or {})
+        self.static_arena = static_arena
+        self.returned_in_arena = returned_in_arena
+
+    def run(self, module: Module) -> Module:
+        out = {}
+        called = _called(module)
+        for name, fn in module.items():
+            if fn.is_primitive:
+                out[name] = fn
+                continue
+            # Keyed by symbol: the pass's option may name symbols by string (``{"n": ...}``).
+            ranges: dict[Any, Any] = dict(fn.ranges)
+            ranges.update(
+                {ir.sym(k) if isinstance(k, str) else k: v for k, v in self.ranges.items()}
+            )
+            returned = self.returned_in_arena and name not in called
+            planner = _Planner(ranges, self.static_arena, returned)
+            bound = set().union(*(plain_symbols(p.ty or p.type_annotation) for p in fn.params))
+            out[name] = dataclasses.replace(fn, body=planner.chain(fn.body, frozenset(bound)))
+        return Module(out)
+
+
+def plan_memory(
+    module: Module, ranges: RangeMap | None = None, static_arena: bool = False
+) -> Module:
+    """Plan memory (see ``PlanMemory``)."""
+    return PlanMemory(ranges, static_arena).run(module)
+
+
+def align(size: ir.Dim) -> ir.Dim:
+    """``size`` rounded up to a multiple of ``ALIGNMENT`` (unchanged when provably one)."""
+    if isinstance(size, int):
+        return -(-size // ALIGNMENT) * ALIGNMENT
+    if ir.compare(sympy.Mod(size, ALIGNMENT), "==", 0) is True:
+        return size
+    # ceil, not floor division: the text format prints it with '/', which parses in attributes.
+    return ir.check_dim(ALIGNMENT * sympy.ceiling(size / ALIGNMENT))
+
+
+@dataclass
+class _Tenant:
+    storage: Var
+    size: ir.Dim
+    alloc: int
+    """Index of its ``alloc_storage`` in the chain."""
+    kill: int
+    """Index of its ``kill``."""
+
+
+@dataclass
+class _Block:
+    size: ir.Dim
+    free_after: int
+    """Index of the last tenant's kill: free for tenants allocated after it."""
+    tenants: list[_Tenant] = field(default_factory=list)
+    offset: ir.Dim = 0
+
+
+@dataclass
+class _Group:
+    """The tenants of one arena."""
+
+    pos: int
+    """Index of the let the arena is allocated before (its first tenant's allocation)."""
+    bound: frozenset[sympy.Basic]
+    """Symbols bound there."""
+    blocks: list[_Block] = field(default_factory=list)
+    arena: Var = field(default_factory=lambda: Var("arena"))
+    size: ir.Dim = 0
+
+    @property
+    def last_kill(self) -> int:
+        return max((b.free_after for b in self.blocks), default=self.pos)
+
+    @property
+    def planned(self) -> bool:
+        return len(self.blocks) > 1 or len(self.blocks[0].tenants) > 1
+
+
+class _Planner:
+    def __init__(self, ranges: Mapping[Any, Any], static_arena: bool, returned: bool) -> None:
+        self.ranges = ranges
+        self.static_arena = static_arena
+        self.returned = returned
+
+    def chain(self, body: Expr, bound: frozenset[sympy.Basic]) -> Expr:
+        lets, result = chain(body)
+        bound_before = []
+        for let in lets:
+            bound_before.append(bound)
+            bound = bound | _binds(let)
+        groups = self.groups(self.tenants(lets, result), bound_before)
+        where: dict[Var, tuple[_Group, _Block]] = {}
+        arenas_at: dict[int, list[_Group]] = {}
+        kills_at: dict[int, list[_Group]] = {}
+        for g in groups:
+            if not g.planned:
+                continue
+            self.layout(g)
+            arenas_at.setdefault(g.pos, []).append(g)
+            if g.last_kill != NEVER:
+                kills_at.setdefault(g.last_kill, []).append(g)
+            for b in g.blocks:
+                for t in b.tenants:
+                    where[t.storage] = (g, b)
+        out: list[tuple[Var, Expr]] = []
+        for i, let in enumerate(lets):
+            for g in arenas_at.get(i, []):
+                size = ir.call(
+                    "memory.alloc_storage", size=g.size, alignment=ALIGNMENT, dtype_hint="uint8"
+                )
+                out.append((g.arena, size))
+            value, op = let.value, memory_op(let.value)
+            target = value.args[0] if op and isinstance(value, Call) and value.args else None
+            if op in ("memory.alloc_storage",) and let.var in where:
+                continue
+            if op == "memory.kill" and target in where:
+                pass  # the arena's kill replaces it
+            elif op == "memory.alloc_tensor" and target in where:
+                assert isinstance(value, Call) and isinstance(target, Var)
+                g, b = where[target]
+                a = value.attrs
+                offset = ir.check_dim(ir.simplify(ir.dims.as_expr(b.offset) + a["offset"]))
+                new = ir.call(
+                    "memory.alloc_tensor",
+                    g.arena,
+                    offset=offset,
+                    shape=list(a["shape"]),
+                    dtype=a["dtype"],
+                    span=value.span,
+                )
+                out.append((let.var, new))
+            elif isinstance(value, If):
+                inner = bound_before[i]
+                branches = (
+                    self.chain(value.then_branch, inner),
+                    self.chain(value.else_branch, inner),
+                )
+                out.append(
+                    (
+                        let.var,
+                        dataclasses.replace(
+                            value, then_branch=branches[0], else_branch=branches[1]
+                        ),
+                    )
+                )
+            else:
+                out.append((let.var, value))
+            for g in kills_at.get(i, []):
+                out.append((Var("_"), ir.call("memory.kill", g.arena)))
+        for var, v in reversed(out):
+            result = Let(var, v, result)
+        return result
+
+    # ---- analysis ----------------------------------------------------------------------------
+    def tenants(self, lets: list[Let], result: Expr) -> list[_Tenant]:
+        """Storages allocated and killed in this chain, used only by alloc_tensor and kill."""
+        refs: Counter[Var] = Counter(direct_vars(result))
+        for let in lets:
+            refs.update(all_vars(let.value))
+        allocs: dict[Var, int] = {}
+        kills: dict[Var, list[int]] = {}
+        tensors: Counter[Var] = Counter()
+        for i, let in enumerate(lets):
+            op, value = memory_op(let.value), let.value
+            if op == "memory.alloc_storage":
+                allocs[let.var] = i
+            elif op in ("memory.kill", "memory.alloc_tensor"):
+                assert isinstance(value, Call)
+                target = value.args[0]
+                if isinstance(target, Var) and target in allocs:
+                    if op == "memory.kill":
+                        kills.setdefault(target, []).append(i)
+                    else:
+                        tensors[target] += 1
+        out = []
+        for s, i in allocs.items():
+            k = kills.get(s, [])
+            if refs[s] != tensors[s] + len(k) or len(k) > 1 or (not k and not self.returned):
+                continue
+            value = lets[i].value
+            assert isinstance(value, Call)
+            out.append(_Tenant(s, value.attrs["size"], i, k[0] if k else NEVER))
+        return out
+
+    def groups(self, tenants: list[_Tenant], bound_before: list[frozenset[Any]]) -> list[_Group]:
+        """Assign tenants to groups (arenas), then to blocks (see the module docstring, 3).
+
+        A tenant joins a live group whose symbols are bound, one with a free block it provably
+        fits in first. If it would need a new or a grown block while another arena is already
+        dead, it opens a new group instead: a fresh arena allocated after that one is freed
+        can reuse its bytes (the pool serves it), whereas growing a live arena adds to the peak.
+        """
+        groups: list[_Group] = []
+        for t in tenants:
+            need = ir.free_symbols(t.size)
+            live = [g for g in groups if need <= g.bound and g.last_kill >= t.alloc]
+            g = next((g for g in live if self.fits(g, t)), None)
+            if g is None and not any(x.last_kill < t.alloc for x in groups):
+                with_free = (g for g in live if any(b.free_after < t.alloc for b in g.blocks))
+                g = next(with_free, live[0] if live else None)
+            if g is None:
+                g = _Group(t.alloc, bound_before[t.alloc])
+                groups.append(g)
+            self.place(g, t)
+        return groups
+
+    def fits(self, g: _Group, t: _Tenant) -> bool:
+        """``g`` has a free block that provably holds ``t``."""
+        return any(
+            b.free_after < t.alloc and dims_le(t.size, b.size, self.ranges) for b in g.blocks
+        )
+
+    def place(self, g: _Group, t: _Tenant) -> None:
+        """Put ``t`` into a free block of ``g`` (best proven fit, else grow), or a new block."""
+        free = [b for b in g.blocks if b.free_after < t.alloc]
+        fits = [b for b in free if dims_le(t.size, b.size, self.ranges)]
+        chosen = None
+        if fits:
+            chosen = fits[0]
+            for b in fits[1:]:  # the smallest proven fit wastes least
+                if dims_le(b.size, chosen.size, self.ranges):
+                    chosen = b
+        else:
+            smaller = [b for b in free if dims_le(b.size, t.size, self.ranges)]
+            if smaller:
+                chosen = smaller[0]
+                for b in smaller[1:]:  # the largest that grows least
+                    if dims_le(chosen.size, b.size, self.ranges):
+                        chosen = b
+                chosen.size = t.size
+            elif free:
+                chosen = free[0]
+                chosen.size = ir.dim_max(chosen.size, t.size)
+        if chosen is None:
+            chosen = _Block(t.size, t.kill)
+            g.blocks.append(chosen)
+        chosen.tenants.append(t)
+        chosen.free_after = t.kill
+
+    def layout(self, g: _Group) -> None:
+        """Offsets of the blocks, one after another; the arena's size."""
+        offset: ir.Dim = 0
+        for b in g.blocks:
+            b.offset = offset
+            offset = ir.simplify(ir.dims.as_expr(offset) + align(b.size))
+        last = g.blocks[-1]
+        size = ir.simplify(ir.dims.as_expr(last.offset) + last.size)  # no padding after the end
+        if self.static_arena:
+            bound = upper(size, self.ranges)
+            if bound is not None:
+                size = bound
+        g.size = ir.check_dim(size)
+
+
+def _called(module: Module) -> set[str]:
+    """Names of the globals some function calls."""
+    out: set[str] = set()
+    for fn in module.values():
+        if fn.is_primitive:
+            continue
+        stack = [fn.body]
+        while stack:
+            lets, _ = chain(stack.pop())
+            for let in lets:
+                v = let.value
+                if isinstance(v, Call) and isinstance(v.callee, ir.GlobalVar):
+                    out.add(v.callee.name)
+                elif isinstance(v, If):
+                    stack += [v.then_branch, v.else_branch]
+    return out
+
+
+def _binds(let: Let) -> frozenset[sympy.Basic]:
+    """The symbols a let binds (``memory.shape_func``'s out_shapes, a value's new plain dims)."""
+    value = let.value
+    out: set[sympy.Basic] = set()
+    if memory_op(value) == "memory.shape_func":
+        assert isinstance(value, Call)
+        out |= {
+            d for shape in value.attrs["out_shapes"] for d in shape if isinstance(d, sympy.Symbol)
+        }
+    out |= plain_symbols(let.var.ty or value.ty)
+    return frozenset(out)

@@ -1,0 +1,243 @@
+"""PlanMemory: text in / text out, proofs with ranges, and the overlap checker on every corpus
+program (planned and unplanned runs of the VM give identical results)."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import sympy
+from pass_helpers import check_pass, parse_typed
+from test_kill import Typed
+
+import dynshape
+import ir
+from dynshape.passes.dim_bounds import dims_le
+from dynshape.passes.infer_types import InferTypes
+from dynshape.passes.kill import KillAfterLastUse
+from dynshape.passes.memory_check import MemoryPlanError, check_no_overlap
+from dynshape.passes.plan_memory import PlanMemory, align
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
+from harness import all_cases, make_inputs
+
+n, m = ir.sym("n"), ir.sym("m")
+
+#: After kill: an 8*n storage (viewed by a reshape), a 4*n one, and a returned 4*n one.
+KILLED = """
+def @main(%x: Tensor[(2, n), float32]) -> Tensor[(n,), float32] {
+  let %s1 = memory.alloc_storage(size=8*n);
+  let %a = memory.alloc_tensor(%s1, shape=[2, n]);
+  %0 = fn (%p0: Tensor[(2, n), float32], Primitive=1) -> Tensor[(2, n), float32] {
+    negative(%p0)
+  };
+  let %i1 = memory.invoke(%0, (%x,), (%a,));
+  let %v = memory.reshape_tensor(%a, shape=[2, n]);
+  let %s2 = memory.alloc_storage(size=4*n);
+  let %b = memory.alloc_tensor(%s2, shape=[n]);
+  %1 = fn (%p1: Tensor[(2, n), float32], Primitive=1) -> Tensor[(n,), float32] {
+    sum(%p1, axis=[0])
+  };
+  let %i2 = memory.invoke(%1, (%v,), (%b,));
+  let %s3 = memory.alloc_storage(size=4*n);
+  let %c = memory.alloc_tensor(%s3, shape=[n]);
+  %2 = fn (%p2: Tensor[(n,), float32], Primitive=1) -> Tensor[(n,), float32] {
+    negative(%p2)
+  };
+  let %i3 = memory.invoke(%2, (%b,), (%c,));
+  %c
+}"""
+
+PLANNED = """
+def @main(%x: Tensor[(2, n), float32]) -> Tensor[(n,), float32] {
+  let %arena = memory.alloc_storage(size=4*n + 64*ceil(n / 8), dtype_hint="uint8");
+  let %a = memory.alloc_tensor(%arena, shape=[2, n]);
+  %0 = fn (%p0: Tensor[(2, n), float32], Primitive=1) -> Tensor[(2, n), float32] {
+    negative(%p0)
+  };
+  let %i1 = memory.invoke(%0, (%x,), (%a,));
+  let %v = memory.reshape_tensor(%a, shape=[2, n]);
+  let %b = memory.alloc_tensor(%arena, offset=64*ceil(n / 8), shape=[n]);
+  %1 = fn (%p1: Tensor[(2, n), float32], Primitive=1) -> Tensor[(n,), float32] {
+    sum(%p1, axis=[0])
+  };
+  let %i2 = memory.invoke(%1, (%v,), (%b,));
+  let %c = memory.alloc_tensor(%arena, shape=[n]);
+  %2 = fn (%p2: Tensor[(n,), float32], Primitive=1) -> Tensor[(n,), float32] {
+    negative(%p2)
+  };
+  let %i3 = memory.invoke(%2, (%b,), (%c,));
+  %c
+}
+"""
+
+
+def _killed_text() -> str:
+    return ir.text.module_to_text(
+        InferTypes().run(KillAfterLastUse().run(parse_typed(KILLED)[0])), show_types=False
+    )
+
+
+def test_freed_8n_block_hosts_a_4n_tensor_in_one_arena() -> None:
+    out = check_pass(Typed(PlanMemory()), _killed_text(), PLANNED)
+    for k in (0, 1, 7, 100):
+        check_no_overlap(out, {"n": k})
+
+
+def test_returned_tensor_keeps_its_own_storage_when_asked() -> None:
+    out = PlanMemory(returned_in_arena=False).run(parse_typed(_killed_text())[0])
+    text = str(out["main"])
+    assert "let %s3 = memory.alloc_storage(size=4*n)" in text
+    assert text.count("memory.kill(%arena)") == 1
+    check_no_overlap(InferTypes().run(out), {"n": 9})
+
+
+def _planned(source: str, **options: object) -> ir.Module:
+    killed = dynshape.stages(textwrap.dedent(source), plan_memory=False)["kill"]
+    return InferTypes().run(PlanMemory(**options).run(killed))  # type: ignore[arg-type]
+
+
+def _arena_sizes(module: ir.Module, fn: str = "main") -> list[str]:
+    return [
+        line.split("size=")[1].split(",")[0].split(")")[0]
+        for line in str(module[fn]).splitlines()
+        if "%arena" in line and "alloc_storage" in line
+    ]
+
+
+MAX_SIZED = """
+def @main(%x: Tensor[(n,), float32], %y: Tensor[(m,), float32]) -> (Tensor[(n,), float32], Tensor[(m,), float32]) {
+  %a = exp(negative(%x));
+  %b = sum(%a, axis=[0], keepdims=True);
+  %c = exp(negative(%y));
+  %d = sum(%c, axis=[0], keepdims=True);
+  (add(%a, %b), add(%c, %d))
+}
+"""
+
+
+def test_block_sized_as_the_max_of_its_tenants() -> None:
+    planned = _planned(MAX_SIZED)
+    # The freed 4*n block of %a hosts the 4*m tensor of %c: neither size is provably larger.
+    assert "max(4*m, 4*n)" in str(planned["main"]), str(planned)
+    for b in ({"n": 3, "m": 9}, {"n": 9, "m": 3}, {"n": 0, "m": 0}):
+        check_no_overlap(planned, b)
+
+
+def test_ranges_prove_reuse_and_give_a_static_arena() -> None:
+    assert not dims_le(4 * m, 4 * n)
+    assert dims_le(4 * m, 4 * n, {m: (0, 8), n: (8, None)})
+    assert dims_le(4 * n, sympy.Max(4 * n, 3 * m))
+    planned = _planned(MAX_SIZED, ranges={n: (1, 16), m: (1, 16)}, static_arena=True)
+    sizes = _arena_sizes(planned)
+    assert sizes and all(s.isdigit() for s in sizes), sizes
+    check_no_overlap(planned, {"n": 16, "m": 16})
+
+
+def test_align_rounds_up_to_64_unless_provable() -> None:
+    assert align(1) == 64 and align(128) == 128 and align(256 * n) == 256 * n
+    assert str(align(4 * n)) == "64*ceiling(n/16)"
+
+
+IF_AND_RECURSION = """
+def @count(%x: Tensor[(n,), float32], %k: int32) -> Tensor[(n,), float32] {
+  if (greater(%k, 0)) {
+    %t = exp(negative(%x));
+    @count(add(%t, 1f), subtract(%k, 1))
+  } else {
+    negative(%x)
+  }
+}
+def @main(%x: Tensor[(n,), float32], %c: bool) -> Tensor[(n,), float32] {
+  %a = exp(%x);
+  %b = if (%c) { negative(exp(%a)) } else { exp(negative(%a)) };
+  @count(add(%a, %b), 3)
+}
+"""
+
+
+def test_if_and_recursive_function_plan_safely() -> None:
+    planned = _planned(IF_AND_RECURSION)
+    for k in (0, 1, 5):
+        check_no_overlap(planned, {"n": k})
+    exe_on = dynshape.compile(textwrap.dedent(IF_AND_RECURSION))
+    exe_off = dynshape.compile(textwrap.dedent(IF_AND_RECURSION), plan_memory=False)
+    x = np.linspace(-1, 1, 7, dtype=np.float32)
+    for c in (True, False):
+        a = dynshape.VirtualMachine(exe_on).run(x, c)
+        b = dynshape.VirtualMachine(exe_off).run(x, c)
+        np.testing.assert_array_equal(a, b)
+
+
+DATA_DEPENDENT = """
+def @main(%x: Tensor[(n,), float32]) -> Tensor[(?,), float32] {
+  %a = exp(negative(%x));
+  %idx = argwhere(greater(%a, 0.5f));
+  %s = squeeze(%idx, axis=[1]);
+  %g = take(%a, %s, axis=0);
+  %h = exp(negative(%g));
+  add(%h, %g)
+}
+"""
+
+
+def test_data_dependent_op_in_the_middle_gets_a_second_arena() -> None:
+    planned = _planned(DATA_DEPENDENT)
+    text = str(planned["main"])
+    # Allocations sized by the argwhere count are planned after its shape function.
+    assert text.count("let %arena") == 2, text
+    assert text.index("memory.shape_func") < text.rindex("let %arena")
+    for k in (0, 1, 8):
+        check_no_overlap(planned, {"n": k}, default=k)
+    exe_on = dynshape.compile(textwrap.dedent(DATA_DEPENDENT))
+    exe_off = dynshape.compile(textwrap.dedent(DATA_DEPENDENT), plan_memory=False)
+    x = np.linspace(-2, 2, 9, dtype=np.float32)
+    np.testing.assert_array_equal(
+        dynshape.VirtualMachine(exe_on).run(x), dynshape.VirtualMachine(exe_off).run(x)
+    )
+
+
+def test_checker_finds_an_overlap() -> None:
+    bad = PLANNED.replace("offset=64*ceil(n / 8), ", "")
+    module = parse_typed(bad)[0]
+    with pytest.raises(MemoryPlanError, match="overlap"):
+        check_no_overlap(module, {"n": 4})
+    early = (
+        _killed_text()
+        .replace("let %_ = memory.kill(%s1);\n", "")
+        .replace("  let %v = memory", "  let %_ = memory.kill(%s1);\n  let %v = memory")
+    )
+    with pytest.raises(MemoryPlanError, match="killed"):
+        check_no_overlap(parse_typed(early)[0], {"n": 4})
+
+
+CASES = all_cases()
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_corpus_planned_without_overlap_and_same_results(case: object) -> None:
+    out = dynshape.stages(case.source)  # type: ignore[attr-defined]
+    exe_on = dynshape.lower.lower(out["planned"])
+    exe_off = dynshape.lower.lower(out["kill"])
+    vm_on, vm_off = dynshape.VirtualMachine(exe_on), dynshape.VirtualMachine(exe_off)
+    for binding in case.bindings:  # type: ignore[attr-defined]
+        check_no_overlap(out["planned"], binding)
+        check_no_overlap(out["kill"], binding)
+        args = make_inputs(case, binding)
+        _same(vm_on.run(*_copy(args)), vm_off.run(*_copy(args)))
+
+
+def _copy(args: object) -> list[object]:
+    return [a.copy() if isinstance(a, np.ndarray) else a for a in args]  # type: ignore[attr-defined]
+
+
+def _same(a: object, b: object) -> None:
+    if isinstance(a, tuple):
+        assert isinstance(b, tuple) and len(a) == len(b)
+        for x, y in zip(a, b, strict=True):
+            _same(x, y)
+        return
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
