@@ -140,7 +140,14 @@ def all_ops() -> list[OpDef]:
 MEMORY_DIALECT = "memory."
 
 
-def tensor_ops() -> list[OpDef]:
+def tensor_ops(builtin_only: bool = False) -> list[OpDef]:
     """Every registered op except the memory dialect: the ops that compute tensors, each with
-    a shape function and a kernel."""
-    return [op for op in all_ops() if not op.name.startswith(MEMORY_DIALECT)]
+    a shape function and a kernel. ``builtin_only`` leaves out ops users registered."""
+    from .ops import BUILTIN_OP_NAMES  # the catalogue imports this module
+
+    return [
+        op
+        for op in all_ops()
+        if not op.name.startswith(MEMORY_DIALECT)
+        and (not builtin_only or op.name in BUILTIN_OP_NAMES)
+    ]

@@ -1,5 +1,9 @@
 """The op catalogue. Importing this package registers every built-in op."""
 
+from ..op import all_ops
 from . import create, dynamic, elementwise, memory, nn, reduce, transform
+
+#: The names of the ops this catalogue declares (custom ops registered later are not among them).
+BUILTIN_OP_NAMES: frozenset[str] = frozenset(op.name for op in all_ops())
 
 __all__ = ["create", "dynamic", "elementwise", "memory", "nn", "reduce", "transform"]

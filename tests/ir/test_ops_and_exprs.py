@@ -27,13 +27,15 @@ nn.max_pool2d nn.avg_pool2d nn.global_avg_pool2d nn.global_max_pool2d
 
 
 def test_catalogue_declares_every_required_op() -> None:
-    names = {op.name for op in ir.all_ops()}
+    names = {op.name for op in ir.all_ops()}  # custom ops may be registered too
     missing = sorted(set(REQUIRED_OPS) - names)
     assert not missing
 
 
 def test_every_op_has_a_pattern_and_a_doc() -> None:
     for op in ir.all_ops():
+        if op.name not in ir.ops.BUILTIN_OP_NAMES:
+            continue  # a test's custom op
         assert isinstance(op.pattern, ir.OpPattern)
         assert op.doc, op.name
 
