@@ -13,11 +13,15 @@ from ir import IRError, Module, ParseError, parse
 from shape_funcs import ShapeError
 from vm import Executable, VirtualMachine, VMError
 
-from .errors import CompileError
+from . import builder as _builder
+from .builder import *  # noqa: F403  (the model-building API: ds.tensor, ds.relu, ...)
+from .custom_op import register_op
+from .errors import BuildError, CompileError
 from .pipeline import STAGES, compile, stages
 
 __all__ = [
     "STAGES",
+    "BuildError",
     "CompileError",
     "DynShapeError",
     "Executable",
@@ -29,6 +33,8 @@ __all__ = [
     "VirtualMachine",
     "compile",
     "parse",
+    "register_op",
     "stages",
+    *_builder.__all__,
 ]
 __version__ = "0.1.0"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dynshape_errors import DynShapeError
 from ir import Span
 
-__all__ = ["CompileError", "DynShapeError"]
+__all__ = ["BuildError", "CompileError", "DynShapeError"]
 
 
 class CompileError(DynShapeError):
@@ -28,3 +28,23 @@ class CompileError(DynShapeError):
     def is_located(self) -> bool:
         """True once the error names where it happened."""
         return self.span is not None or self.listing is not None
+
+
+class BuildError(DynShapeError):
+    """A model built with the Python API is wrong: shapes that do not fit, a bad argument.
+
+    Raised at build time, by the call that is wrong. ``span`` is the user's Python line
+    (``file:line:column``, outside the dynshape package); ``source_line`` is that line's text,
+    shown with a caret under the column when known.
+    """
+
+    def __init__(self, message: str, span: Span | None = None, source_line: str | None = None):
+        self.message = message
+        self.span = span
+        self.source_line = source_line
+        text = message if span is None else f"{span}: {message}"
+        if span is not None and source_line:
+            stripped = source_line.lstrip()
+            caret = " " * max(0, span.column - 1 - (len(source_line) - len(stripped))) + "^"
+            text = f"{text}\n  {stripped.rstrip()}\n  {caret}"
+        super().__init__(text)

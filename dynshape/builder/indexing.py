@@ -1,0 +1,163 @@
+"""numpy indexing of a Value: ints, slices, ``...`` and ``None``; index tensors and bool masks.
+
+How a key becomes ops (each exact, so ``x[:, 1:3]`` of an ``(n, 8)`` tensor has type
+``(n, 2)``):
+
+- slices: one ``strided_slice``. Its begin/end/strides lists are positional and may stop
+  early (a missing trailing entry is an omitted bound), but an interior omitted ``stop`` must be
+  written as a number: the dim itself when it is static. A sliced axis that comes after an
+  axis with an omitted stop and a symbolic dim is done by ``take`` with constant indices when
+  its own dim is static (``x[:, 1:3]``); only a symbolic axis sliced after another whole
+  symbolic axis (``x[:, :k]`` with both dims symbolic) needs a large stand-in end, whose result
+  dim is then ``min(n, 2**62)``-like (exact at run time, less readable at compile time);
+- ints: ``take`` of a scalar index along the axis (negative indices count from the end), which
+  drops the axis; statically out-of-range indices fail at build time;
+- ``None``: ``expand_dims``;
+- an integer tensor: ``take`` along its axis (``x[idx]``, ``x[:, idx]``);
+- a bool mask of x's shape, or over x's first axis: ``argwhere`` then ``take`` (a
+  data-dependent size, ``?``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .location import fail
+from .trace import apply, constant, user_span
+
+if TYPE_CHECKING:
+    from .value import Value
+
+#: Stands for "to the end" where a slice end must be written and the dim is symbolic.
+_BIG = 1 << 62
+
+
+def getitem(x: Value, key: Any) -> Value:
+    """``x[key]`` (see the module docstring)."""
+    from .value import Value
+
+    if isinstance(key, Value):
+        return _tensor_index(x, key)
+    key = key if isinstance(key, tuple) else (key,)
+    values = [i for i, k in enumerate(key) if isinstance(k, Value)]
+    if values:
+        return _tensor_index_in_tuple(x, key, values)
+    for k in key:
+        if not (k is None or k is Ellipsis or isinstance(k, slice) or _is_int(k)):
+            raise fail(f"cannot index a tensor with {k!r} (ints, slices, ..., None or a tensor)")
+    if sum(k is Ellipsis for k in key) > 1:
+        raise fail("an index can only have a single ellipsis ('...')")
+    used = sum(1 for k in key if k is not None and k is not Ellipsis)
+    if used > x.ndim:
+        raise fail(f"too many indices for a tensor of rank {x.ndim}: {used}")
+    at = key.index(Ellipsis) if Ellipsis in key else len(key)
+    key = key[:at] + (slice(None),) * (x.ndim - used) + key[at + 1 :]
+    per_axis = [k for k in key if k is not None]  # one entry per axis of x
+    out = _slices(x, [k if isinstance(k, slice) else slice(None) for k in per_axis])
+    for axis in reversed(range(x.ndim)):
+        if _is_int(per_axis[axis]):
+            out = _int_index(out, int(per_axis[axis]), axis)
+    position = 0
+    for k in key:  # expand_dims, at the positions in the result
+        if k is None:
+            out = apply("expand_dims", out, axis=position)
+        if not _is_int(k):
+            position += 1
+    return out
+
+
+def _is_int(k: Any) -> bool:
+    return isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_))
+
+
+def _trivial(s: slice) -> bool:
+    return s.start is None and s.stop is None and s.step in (None, 1)
+
+
+def _slices(x: Value, per_axis: list[slice]) -> Value:
+    """Apply one slice per axis (see the module docstring for the choice of ops)."""
+    for s in per_axis:
+        if s.step == 0:
+            raise fail("slice step cannot be zero")
+    sliced = [i for i, s in enumerate(per_axis) if not _trivial(s)]
+    if not sliced:
+        return x
+    # The longest run of sliced axes one strided_slice can do exactly.
+    blocked = [i for i, s in enumerate(per_axis) if s.stop is None and not _static(x, i)]
+    exact = [i for i in sliced if not any(b < i for b in blocked)]
+    rest = [i for i in sliced if i not in exact]
+    out = _strided_slice(x, per_axis, exact) if exact else x
+    for i in rest:
+        if _static(x, i):
+            indices = np.arange(x.shape[i], dtype=np.int64)[per_axis[i]]
+            out = apply("take", out, constant(indices, None, user_span()), axis=i)
+        else:
+            out = _strided_slice(out, per_axis, [i])
+    return out
+
+
+def _static(x: Value, axis: int) -> bool:
+    return isinstance(x.shape[axis], int)
+
+
+def _strided_slice(x: Value, per_axis: list[slice], axes: list[int]) -> Value:
+    """One strided_slice doing ``per_axis[i]`` for each of ``axes`` (the others whole)."""
+    last = max(axes)
+    begin: list[int] = []
+    end: list[int] = []
+    strides: list[int] = []
+    for i in range(last + 1):
+        s = per_axis[i] if i in axes else slice(None)
+        step = 1 if s.step is None else int(s.step)
+        begin.append(int(s.start) if s.start is not None else (0 if step > 0 else -1))
+        if s.stop is not None:
+            end.append(int(s.stop))
+        else:
+            dim = x.shape[i] if _static(x, i) else _BIG
+            end.append(dim if step > 0 else -dim - 1)
+        strides.append(step)
+
+    # Trailing entries equal to the omitted bound are left out (the op's default).
+    def omitted(i: int, bound: str) -> bool:
+        return i not in axes or getattr(per_axis[i], bound) is None
+
+    while end and omitted(len(end) - 1, "stop"):
+        end.pop()
+    while begin and omitted(len(begin) - 1, "start"):
+        begin.pop()
+    while strides and strides[-1] == 1:
+        strides.pop()
+    return apply("strided_slice", x, begin=begin, end=end, strides=strides or None)
+
+
+def _int_index(x: Value, index: int, axis: int) -> Value:
+    dim = x.shape[axis]
+    if isinstance(dim, int) and not -dim <= index < dim:
+        raise fail(f"index {index} is out of bounds for axis {axis} with size {dim}")
+    return apply("take", x, constant(np.int64(index), "int64", user_span()), axis=axis)
+
+
+def _tensor_index(x: Value, key: Value) -> Value:
+    if key.dtype == "bool":
+        if key.ndim == x.ndim:
+            flat_index = apply("argwhere", key.flatten()).flatten()
+            return apply("take", x.flatten(), flat_index, axis=0)
+        if key.ndim == 1:
+            return apply("take", x, apply("argwhere", key).flatten(), axis=0)
+        raise fail(
+            f"a bool mask must have the tensor's rank ({x.ndim}) or be 1-d over its first axis, "
+            f"got rank {key.ndim}"
+        )
+    return apply("take", x, key, axis=0)
+
+
+def _tensor_index_in_tuple(x: Value, key: tuple[Any, ...], values: list[int]) -> Value:
+    others = [k for i, k in enumerate(key) if i not in values]
+    if len(values) > 1 or not all(isinstance(k, slice) and _trivial(k) for k in others):
+        raise fail("an index tensor can only be combined with whole-axis slices (x[:, idx])")
+    index = key[values[0]]
+    if index.dtype == "bool":
+        raise fail("a bool mask must be the whole index (x[mask])")
+    return apply("take", x, index, axis=values[0])

@@ -1,0 +1,208 @@
+"""Building typed IR one call at a time: the heart of the builder.
+
+``apply(op_name, *args, **attrs)`` makes one ``ir.Call`` (located at the user's line) and gives
+it its type at once, by running the op's dtype rule and its shape function in symbolic mode
+(``SymbolicContext``), exactly as ``infer_types`` will when the module is compiled. So a call
+whose shapes provably do not fit fails here, at the user's line, with the shape function's own
+message; a fact that cannot be decided yet (``n == m``) is left for the compiler, which turns it
+into a run-time check.
+
+The IR nodes are built *untyped* (``ty=None``): the type lives on the ``Value`` wrapper, so the
+built module prints as the user would have written it and compiles like parsed text.
+
+Scopes. ``while_loop`` turns a Python function into a global IR function, which cannot capture
+values of its caller. While such a function is traced, a ``Scope`` records every node made in
+it; a node used there but made outside is a captured value, which ``control.py`` turns into an
+extra parameter.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+import ir
+from ir import Constant, Expr, TensorType, TupleType, Type
+from shape_funcs import UnknownValue, get_shape_func
+
+from ..symbolic_context import SymbolicContext
+from .location import errors_at, fail, user_span
+
+# ---- scopes -----------------------------------------------------------------------------
+
+
+class Scope:
+    """The nodes made while one function body (a loop's condition and body) is traced."""
+
+    def __init__(self) -> None:
+        self.made: set[Expr] = set()
+        """Every node built in this scope (nodes hash by identity)."""
+
+
+_SCOPES: list[Scope] = []
+
+
+def push_scope() -> Scope:
+    """Start recording the nodes made from now on (until ``pop_scope``)."""
+    scope = Scope()
+    _SCOPES.append(scope)
+    return scope
+
+
+def pop_scope(scope: Scope) -> None:
+    """Stop recording into ``scope`` (which must be the innermost)."""
+    assert _SCOPES and _SCOPES[-1] is scope
+    _SCOPES.pop()
+
+
+def made(expr: Expr) -> Expr:
+    """Record ``expr`` as made in the innermost scope, if any; return it."""
+    if _SCOPES:
+        _SCOPES[-1].made.add(expr)
+    return expr
+
+
+# ---- values -----------------------------------------------------------------------------
+
+#: The type of every node a Value was made for (``while_loop`` types the values it captures).
+_TYPES: weakref.WeakKeyDictionary[Expr, Type] = weakref.WeakKeyDictionary()
+
+
+def type_of(expr: Expr) -> Type:
+    """The type the builder gave ``expr``."""
+    try:
+        return _TYPES[expr]
+    except KeyError:
+        raise fail(f"internal: the builder has no type for {type(expr).__name__}") from None
+
+
+def wrap(expr: Expr, ty: Type) -> Any:
+    """A tensor-typed node as a ``Value``; a tuple-typed one as a tuple of them (projections)."""
+    from .value import Value
+
+    made(expr)
+    _TYPES[expr] = ty
+    if isinstance(ty, TensorType):
+        return Value(expr, ty)
+    if isinstance(ty, TupleType):
+        return tuple(
+            wrap(ir.TupleGetItem(expr, i, span=expr.span), f) for i, f in enumerate(ty.fields)
+        )
+    raise fail(f"cannot use a value of type {ty} in the builder")
+
+
+def constant(value: Any, dtype: str | None, span: ir.Span | None = None) -> Any:
+    """A constant ``Value`` from a Python number or a numpy array (``dtype`` converts)."""
+    if isinstance(value, (bool, np.bool_)) and dtype is None:
+        dtype = "bool"
+    given = np.asarray(value)
+    array = np.asarray(value, dtype=dtype)
+    if given.dtype.kind == "f" and array.dtype.kind in "iu" and not np.array_equal(array, given):
+        raise fail(f"{value!r} is not a whole number: it cannot be a {dtype} constant")
+    if array.dtype == np.float64 and dtype is None and not isinstance(value, np.ndarray):
+        array = array.astype(np.float32)  # Python floats default to float32, as in the text
+    if array.dtype == np.int64 and dtype is None and not isinstance(value, np.ndarray):
+        array = array.astype(np.int32)  # and Python ints to int32
+    with errors_at(span):
+        node = Constant(array, span=span)
+    return wrap(node, node.tensor_type)
+
+
+def _is_python_scalar(x: Any) -> bool:
+    return isinstance(x, (bool, int, float, np.number, np.bool_))
+
+
+def _hint_dtype(op_name: str, args: Sequence[Any]) -> str | None:
+    """The dtype a Python scalar argument takes: that of the other tensor arguments.
+
+    ``where``'s condition is skipped (its data decide); a non-bool dtype is preferred, so that
+    ``less(x, 0)`` makes ``0`` of x's dtype.
+    """
+    from .value import Value
+
+    values = [a for i, a in enumerate(args) if isinstance(a, Value) and (op_name != "where" or i)]
+    for v in values:
+        if v.dtype != "bool":
+            return v.dtype
+    return values[0].dtype if values else None
+
+
+def as_operand(x: Any, is_tuple: bool, dtype_hint: str | None, span: ir.Span | None) -> Any:
+    """An argument as a Value (or a list of them for a tuple operand)."""
+    from .value import Value
+
+    if isinstance(x, Value):
+        return x
+    if is_tuple and isinstance(x, (list, tuple)):
+        return [as_operand(v, False, dtype_hint, span) for v in x]
+    if _is_python_scalar(x):
+        return constant(x, None if isinstance(x, (bool, np.bool_)) else dtype_hint, span)
+    if isinstance(x, np.ndarray):
+        return constant(x, None, span)
+    raise fail(f"expected a tensor value, a number or a numpy array, got {type(x).__name__}")
+
+
+# ---- one typed op call ------------------------------------------------------------------
+
+
+def apply(op_name: str, *args: Any, **attrs: Any) -> Any:
+    """Call op ``op_name`` on ``args`` (Values, numbers, numpy arrays; a list for a tuple
+    operand) with attributes; returns a Value, or a tuple of Values for a tuple result.
+
+    Raises BuildError at the user's line when the call is ill-formed or its shapes cannot fit.
+    """
+    span = user_span()
+    with errors_at(span):
+        op = ir.get_op(op_name, span)
+        hint = _hint_dtype(op_name, args)
+        flags = [o.is_tuple for o in op.operands]
+        operands = [
+            as_operand(a, flags[i] if i < len(flags) else False, hint, span)
+            for i, a in enumerate(args)
+        ]
+        exprs = [
+            made(ir.Tuple(tuple(v.expr for v in a), span=span)) if isinstance(a, list) else a.expr
+            for a in operands
+        ]
+        call = ir.Call(op, tuple(exprs), ir.Attrs(attrs), span=span)
+        ty = op_result_type(op, call, operands)
+    return wrap(call, ty)
+
+
+def op_result_type(op: ir.OpDef, call: ir.Call, operands: Sequence[Any]) -> Type:
+    """The type of ``call``: the op's dtype rule and its shape function in symbolic mode.
+
+    Mirrors ``infer_types``'s rule for op calls (the same shape function and context), so the
+    type here is the type the compiler will infer.
+    """
+    dtypes: list[Any] = []
+    for operand, a in zip(op.operands, operands, strict=True):
+        if isinstance(a, list) != operand.is_tuple:
+            want = "a list of tensors" if operand.is_tuple else "a tensor"
+            raise fail(f"{op.name}'s {operand.name} must be {want}")
+        dtypes.append(tuple(v.dtype for v in a) if isinstance(a, list) else a.dtype)
+    try:
+        out_dtypes = op.dtype_rule(dtypes, call.attrs)
+    except ir.IRError as e:
+        raise fail(f"{op.name}: {e.message}") from None
+    sf = get_shape_func(op.name)
+    inputs: list[Any] = []
+    for i, a in enumerate(operands):
+        if isinstance(a, list):
+            inputs.append([v.shape for v in a])
+        elif i < len(sf.data_dependent) and sf.data_dependent[i]:
+            known = isinstance(a.expr, Constant)
+            inputs.append(a.expr.value if known else UnknownValue(a.shape, a.dtype))
+        else:
+            inputs.append(a.shape)
+    shapes = SymbolicContext().run(op.name, sf.fn, inputs, dict(call.attrs))
+    if isinstance(shapes, list):
+        if not isinstance(out_dtypes, tuple) or len(out_dtypes) != len(shapes):
+            raise fail(f"{op.name}: its shape function and dtype rule disagree on outputs")
+        return TupleType(tuple(TensorType(s, d) for s, d in zip(shapes, out_dtypes, strict=True)))
+    if isinstance(out_dtypes, tuple):
+        raise fail(f"{op.name}: its shape function and dtype rule disagree on outputs")
+    return TensorType(tuple(shapes), out_dtypes)
