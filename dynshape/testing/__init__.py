@@ -1,0 +1,23 @@
+"""Test utilities for dynamic-shape programs: a reference interpreter, differential checking of
+the compiler's stages, assertion helpers and Hypothesis strategies.
+
+    from dynshape.testing import interpret, check_stages, assert_program
+
+``interpret`` runs any module (any stage) with plain numpy; ``check_stages`` interprets every
+stage of the pipeline and runs the VM, naming the first stage whose results differ;
+``assert_program`` checks a program against a numpy reference over shape bindings. The
+Hypothesis strategies are in ``dynshape.testing.strategies`` (Hypothesis is needed only there).
+"""
+
+from .assertions import assert_program
+from .differential import StageMismatch, check_stages, compile_checked
+from .interpret import InterpreterError, interpret
+
+__all__ = [
+    "InterpreterError",
+    "StageMismatch",
+    "assert_program",
+    "check_stages",
+    "compile_checked",
+    "interpret",
+]

@@ -1,0 +1,140 @@
+"""The reference interpreter's neural-network ops, as plain numpy loops and einsums.
+
+Convolution and pooling loop over the kernel window (one strided slice per kernel position) and
+accumulate in float64: slow but obviously right, and independent of ``vm.kernels``' strided
+views. Padding is ``[top, left, bottom, right]`` or ``[h, w]`` (``design/shapes.md``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+
+def _padding(padding: Sequence[int]) -> tuple[int, int, int, int]:
+    p = [int(v) for v in padding]
+    if len(p) == 2:
+        p = [p[0], p[1], p[0], p[1]]
+    return p[0], p[1], p[2], p[3]
+
+
+def _along(v: np.ndarray, axis: int, ndim: int) -> np.ndarray:
+    """A 1-d ``v`` shaped to broadcast along ``axis`` of a rank-``ndim`` tensor."""
+    shape = [1] * ndim
+    shape[axis % ndim] = v.shape[0]
+    return v.reshape(shape)
+
+
+def _softmax(x: np.ndarray, axis: int) -> np.ndarray:
+    shifted = x.astype(np.float64) - np.max(x, axis=axis, keepdims=True, initial=-np.inf)
+    e = np.exp(shifted)
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def _log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
+    shifted = x.astype(np.float64) - np.max(x, axis=axis, keepdims=True, initial=-np.inf)
+    return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+
+
+def _layer_norm(ins: Sequence[Any], attrs: Mapping[str, Any]) -> np.ndarray:
+    x, gamma, beta = (np.asarray(v, np.float64) for v in ins)
+    axis = attrs["axis"]
+    mean = np.mean(x, axis=axis, keepdims=True)
+    var = np.mean((x - mean) ** 2, axis=axis, keepdims=True)
+    norm = (x - mean) / np.sqrt(var + attrs["epsilon"])
+    return norm * _along(gamma, axis, x.ndim) + _along(beta, axis, x.ndim)
+
+
+def _batch_matmul(ins: Sequence[Any], attrs: Mapping[str, Any]) -> np.ndarray:
+    x, y = ins
+    if attrs["transpose_a"]:
+        x = np.swapaxes(x, 1, 2)
+    if attrs["transpose_b"]:
+        y = np.swapaxes(y, 1, 2)
+    return np.matmul(x, y)
+
+
+def _windows(
+    x: np.ndarray,
+    kernel: tuple[int, int],
+    strides: Sequence[int],
+    dilation: Sequence[int],
+    out_hw: tuple[int, int],
+) -> Iterator[tuple[int, int, np.ndarray]]:
+    """For each kernel position ``(i, j)``: the (N, C, OH, OW) input elements it meets."""
+    (sh, sw), (dh, dw), (oh, ow) = strides, dilation, out_hw
+    for i in range(kernel[0]):
+        for j in range(kernel[1]):
+            rows = slice(i * dh, i * dh + sh * oh, sh)
+            cols = slice(j * dw, j * dw + sw * ow, sw)
+            yield i, j, x[:, :, rows, cols]
+
+
+def _out_size(size: int, k: int, stride: int, dilation: int) -> int:
+    return (size - (dilation * (k - 1) + 1)) // stride + 1
+
+
+def _conv2d(ins: Sequence[Any], attrs: Mapping[str, Any]) -> np.ndarray:
+    data, weight = (np.asarray(v, np.float64) for v in ins)
+    top, left, bottom, right = _padding(attrs["padding"])
+    x = np.pad(data, [(0, 0), (0, 0), (top, bottom), (left, right)])
+    groups = attrs["groups"]
+    o, per_group, kh, kw = weight.shape
+    strides, dilation = attrs["strides"], attrs["dilation"]
+    oh = _out_size(x.shape[2], kh, strides[0], dilation[0])
+    ow = _out_size(x.shape[3], kw, strides[1], dilation[1])
+    out = np.zeros((x.shape[0], o, oh, ow))
+    o_per_group = o // groups
+    for g in range(groups):
+        xs = x[:, g * per_group : (g + 1) * per_group]
+        ws = weight[g * o_per_group : (g + 1) * o_per_group]
+        for i, j, patch in _windows(xs, (kh, kw), strides, dilation, (oh, ow)):
+            out[:, g * o_per_group : (g + 1) * o_per_group] += np.einsum(
+                "nchw,oc->nohw", patch, ws[:, :, i, j]
+            )
+    return out
+
+
+def _pool(
+    reduce: Callable[[np.ndarray, np.ndarray], np.ndarray], pad_value: float, average: bool
+) -> Callable[[Sequence[Any], Mapping[str, Any]], np.ndarray]:
+    def impl(ins: Sequence[Any], attrs: Mapping[str, Any]) -> np.ndarray:
+        data = np.asarray(ins[0], np.float64)
+        top, left, bottom, right = _padding(attrs["padding"])
+        pads = [(0, 0), (0, 0), (top, bottom), (left, right)]
+        x = np.pad(data, pads, constant_values=pad_value)
+        real = np.pad(np.ones(data.shape[2:]), pads[2:])[None, None]  # 1 where not padding
+        kh, kw = attrs["pool_size"]
+        strides = attrs["strides"]
+        oh = _out_size(x.shape[2], kh, strides[0], 1)
+        ow = _out_size(x.shape[3], kw, strides[1], 1)
+        acc = np.full((x.shape[0], x.shape[1], oh, ow), pad_value)
+        count = np.zeros((1, 1, oh, ow))
+        for (_, _, patch), (_, _, ones) in zip(
+            _windows(x, (kh, kw), strides, (1, 1), (oh, ow)),
+            _windows(real, (kh, kw), strides, (1, 1), (oh, ow)),
+            strict=True,
+        ):
+            acc = reduce(acc, patch)
+            count = count + ones
+        return acc / count if average else acc
+
+    return impl
+
+
+NN_OPS: dict[str, Callable[[Sequence[Any], Mapping[str, Any]], Any]] = {
+    "nn.dense": lambda ins, attrs: np.matmul(ins[0], np.swapaxes(ins[1], 0, 1)),
+    "nn.matmul": lambda ins, attrs: np.matmul(ins[0], ins[1]),
+    "nn.batch_matmul": _batch_matmul,
+    "nn.bias_add": lambda ins, attrs: ins[0] + _along(ins[1], attrs["axis"], ins[0].ndim),
+    "nn.softmax": lambda ins, attrs: _softmax(ins[0], attrs["axis"]),
+    "nn.log_softmax": lambda ins, attrs: _log_softmax(ins[0], attrs["axis"]),
+    "nn.layer_norm": _layer_norm,
+    "nn.conv2d": _conv2d,
+    "nn.max_pool2d": _pool(np.maximum, -np.inf, average=False),
+    "nn.avg_pool2d": _pool(np.add, 0.0, average=True),
+    "nn.global_avg_pool2d": lambda ins, attrs: np.mean(ins[0], axis=(2, 3), keepdims=True),
+    "nn.global_max_pool2d": lambda ins, attrs: np.max(ins[0], axis=(2, 3), keepdims=True),
+}

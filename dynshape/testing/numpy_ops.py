@@ -1,0 +1,265 @@
+"""The reference interpreter's op definitions: each op of the catalogue written as plain numpy.
+
+Written from the op catalogue (``ir/ops``) and ``design/shapes.md``, independently of
+``vm.kernels``: no ``out=`` buffers, no in-place tricks, float64 accumulation where that is the
+plain definition (convolution, pooling). The interpreter casts each result to the dtype that
+type inference gave the call, so these functions may return any numeric dtype.
+
+``OPS[name](inputs, attrs)`` takes the evaluated operands (arrays; a tuple of arrays for a
+``*data`` operand) and the call's attributes, and returns an array or a tuple of arrays.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from .numpy_nn import NN_OPS
+
+Impl = Callable[[Sequence[Any], Mapping[str, Any]], Any]
+OPS: dict[str, Impl] = {}
+
+
+def _unary(fn: Callable[[np.ndarray], Any]) -> Impl:
+    return lambda ins, attrs: fn(ins[0])
+
+
+def _binary(fn: Callable[[np.ndarray, np.ndarray], Any]) -> Impl:
+    return lambda ins, attrs: fn(ins[0], ins[1])
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    return np.array([math.erf(v) for v in x.ravel().tolist()], np.float64).reshape(x.shape)
+
+
+def _divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.true_divide(a, b) if np.result_type(a, b).kind == "f" else np.floor_divide(a, b)
+
+
+_UNARY: dict[str, Callable[..., Any]] = {
+    "exp": np.exp,
+    "log": np.log,
+    "sqrt": np.sqrt,
+    "rsqrt": lambda x: 1 / np.sqrt(x),
+    "sin": np.sin,
+    "cos": np.cos,
+    "tanh": np.tanh,
+    "sigmoid": lambda x: 1 / (1 + np.exp(-x.astype(np.float64))),
+    "erf": _erf,
+    "floor": np.floor,
+    "ceil": np.ceil,
+    "round": np.round,  # half to even
+    "negative": np.negative,
+    "abs": np.abs,
+    "copy": np.copy,
+    "zeros_like": np.zeros_like,
+    "ones_like": np.ones_like,
+    "logical_not": np.logical_not,
+    "nn.relu": lambda x: np.maximum(x, np.zeros_like(x)),  # max(x, 0): NaN propagates
+}
+OPS.update({name: _unary(fn) for name, fn in _UNARY.items()})
+_BINARY: dict[str, Callable[..., Any]] = {
+    "add": np.add,
+    "subtract": np.subtract,
+    "multiply": np.multiply,
+    "divide": _divide,
+    "floor_divide": np.floor_divide,
+    "mod": np.mod,
+    "power": np.power,
+    "maximum": np.maximum,
+    "minimum": np.minimum,
+    "equal": np.equal,
+    "not_equal": np.not_equal,
+    "less": np.less,
+    "less_equal": np.less_equal,
+    "greater": np.greater,
+    "greater_equal": np.greater_equal,
+    "logical_and": np.logical_and,
+    "logical_or": np.logical_or,
+}
+OPS.update({name: _binary(fn) for name, fn in _BINARY.items()})
+OPS["where"] = lambda ins, attrs: np.where(ins[0], ins[1], ins[2])
+OPS["cast"] = lambda ins, attrs: ins[0].astype(attrs["dtype"])
+OPS["nn.leaky_relu"] = lambda ins, attrs: np.where(ins[0] > 0, ins[0], ins[0] * attrs["alpha"])
+
+
+def _clip(ins: Sequence[Any], attrs: Mapping[str, Any]) -> np.ndarray:
+    x, lo, hi = ins[0], attrs["a_min"], attrs["a_max"]
+    if x.dtype.kind == "f":
+        return np.clip(x, lo, hi)
+    # Clip the exact values: the bounds round inward to integers within the dtype's range.
+    info = np.iinfo(x.dtype)
+    ilo = info.min if lo < info.min else info.max if lo > info.max else math.ceil(lo)
+    ihi = info.max if hi > info.max else info.min if hi < info.min else math.floor(hi)
+    return np.clip(x, ilo, ihi)
+
+
+OPS["clip"] = _clip
+
+
+# ---- reductions ------------------------------------------------------------------------------
+def _axes(x: np.ndarray, attrs: Mapping[str, Any]) -> tuple[int, ...]:
+    axis = attrs["axis"]
+    listed = range(x.ndim) if axis is None else (axis,) if isinstance(axis, int) else axis
+    axes = sorted({a % x.ndim if x.ndim else a for a in listed})
+    if attrs["exclude"]:
+        axes = [a for a in range(x.ndim) if a not in axes]
+    return tuple(axes)
+
+
+def _reduce(fn: Callable[..., Any]) -> Impl:
+    def impl(ins: Sequence[Any], attrs: Mapping[str, Any]) -> Any:
+        return fn(ins[0], axis=_axes(ins[0], attrs), keepdims=attrs["keepdims"])
+
+    return impl
+
+
+_REDUCTIONS: dict[str, Callable[..., Any]] = {
+    "sum": np.sum,
+    "mean": np.mean,
+    "max": np.max,
+    "min": np.min,
+    "prod": np.prod,
+}
+for _name, _fn in _REDUCTIONS.items():
+    OPS[_name] = _reduce(_fn)
+
+
+def _arg_reduce(fn: Callable[..., Any]) -> Impl:
+    def impl(ins: Sequence[Any], attrs: Mapping[str, Any]) -> Any:
+        x = ins[0]
+        axes = _axes(x, attrs)
+        kept = [a for a in range(x.ndim) if a not in axes]
+        moved = np.transpose(x, kept + list(axes))
+        flat = moved.reshape([x.shape[a] for a in kept] + [math.prod(x.shape[a] for a in axes)])
+        out = fn(flat, axis=-1)
+        if attrs["keepdims"]:
+            out = out.reshape([1 if a in axes else x.shape[a] for a in range(x.ndim)])
+        return out.astype(np.int64)
+
+    return impl
+
+
+OPS["argmax"] = _arg_reduce(np.argmax)
+OPS["argmin"] = _arg_reduce(np.argmin)
+
+
+# ---- layout ----------------------------------------------------------------------------------
+def reshape_to(x: np.ndarray, newshape: Sequence[int]) -> np.ndarray:
+    """``reshape`` with 0 copying the input dim at that position and -1 inferred."""
+    dims = [x.shape[i] if d == 0 else int(d) for i, d in enumerate(newshape)]
+    if -1 in dims:
+        rest = math.prod(d for d in dims if d != -1)
+        dims[dims.index(-1)] = x.size // rest if rest else -1
+    return x.reshape(dims)
+
+
+def slice_of(x: np.ndarray, begin: Sequence[int], end: Sequence[int], strides: Any) -> Any:
+    """``x[begin:end:strides]`` per axis; shorter lists leave bounds omitted, strides 1."""
+    strides = list(strides or [])
+    covered = max(len(begin), len(end), len(strides))
+    index = []
+    for a in range(covered):
+        b = int(begin[a]) if a < len(begin) else None
+        e = int(end[a]) if a < len(end) else None
+        s = int(strides[a]) if a < len(strides) else 1
+        index.append(slice(b, e, s))
+    return x[tuple(index)]
+
+
+def _expand_dims(ins: Sequence[Any], attrs: Mapping[str, Any]) -> np.ndarray:
+    x, axis = ins[0], attrs["axis"]
+    axis = axis + x.ndim + 1 if axis < 0 else axis
+    return x.reshape(x.shape[:axis] + (1,) * attrs["num_newaxis"] + x.shape[axis:])
+
+
+def _squeeze(ins: Sequence[Any], attrs: Mapping[str, Any]) -> np.ndarray:
+    x, axis = ins[0], attrs["axis"]
+    if axis is None:
+        return x.reshape([d for d in x.shape if d != 1])
+    return np.squeeze(x, axis=tuple(axis))
+
+
+def _split(ins: Sequence[Any], attrs: Mapping[str, Any]) -> tuple[np.ndarray, ...]:
+    spec = attrs["indices_or_sections"]
+    return tuple(np.split(ins[0], list(spec) if isinstance(spec, tuple) else spec, attrs["axis"]))
+
+
+def _batch_flatten(ins: Sequence[Any], attrs: Mapping[str, Any]) -> np.ndarray:
+    x = ins[0]
+    return x.reshape(x.shape[0], math.prod(x.shape[1:]))
+
+
+OPS.update(
+    {
+        "reshape": lambda ins, attrs: reshape_to(ins[0], attrs["newshape"]),
+        "transpose": lambda ins, attrs: np.transpose(ins[0], attrs["axes"]),
+        "expand_dims": _expand_dims,
+        "squeeze": _squeeze,
+        "concatenate": lambda ins, attrs: np.concatenate(ins[0], attrs["axis"]),
+        "stack": lambda ins, attrs: np.stack(ins[0], attrs["axis"]),
+        "split": _split,
+        "strided_slice": lambda ins, attrs: slice_of(
+            ins[0], attrs["begin"], attrs["end"], attrs["strides"]
+        ),
+        "take": lambda ins, attrs: np.take(ins[0], ins[1], axis=attrs["axis"]),
+        "tile": lambda ins, attrs: np.tile(ins[0], attrs["reps"]),
+        "repeat": lambda ins, attrs: np.repeat(ins[0], attrs["repeats"], attrs["axis"]),
+        "broadcast_to": lambda ins, attrs: np.broadcast_to(ins[0], attrs["shape"]),
+        "nn.batch_flatten": _batch_flatten,
+        "nn.pad": lambda ins, attrs: np.pad(
+            ins[0], [tuple(p) for p in attrs["pad_width"]], constant_values=attrs["pad_value"]
+        ),
+    }
+)
+
+
+# ---- creation and data-dependent ops ---------------------------------------------------------
+def _full(shape: Sequence[int], fill: Any, dtype: str) -> np.ndarray:
+    return np.full([int(d) for d in shape], np.asarray(fill).astype(dtype), dtype)
+
+
+def _arange(ins: Sequence[Any], attrs: Mapping[str, Any]) -> np.ndarray:
+    start, stop, step = (np.asarray(v)[()] for v in ins)
+    arange: Callable[..., np.ndarray] = np.arange  # numpy scalars of the inputs' dtypes
+    return arange(start, stop, step, dtype=attrs["dtype"])
+
+
+def _topk(x: np.ndarray, k: int, attrs: Mapping[str, Any]) -> Any:
+    axis = attrs["axis"] % x.ndim
+    moved = np.moveaxis(x, axis, -1)
+    if attrs["is_ascend"]:
+        order = np.argsort(moved, axis=-1, kind="stable")
+    else:  # descending, ties by the lower index: a stable sort of the reversed axis, reversed
+        n = moved.shape[-1]
+        order = (n - 1 - np.argsort(moved[..., ::-1], axis=-1, kind="stable"))[..., ::-1]
+    order = order[..., :k]
+    values = np.moveaxis(np.take_along_axis(moved, order, -1), -1, axis)
+    indices = np.moveaxis(order, -1, axis).astype(attrs["dtype"])
+    ret = attrs["ret_type"]
+    return (values, indices) if ret == "both" else values if ret == "values" else indices
+
+
+OPS.update(
+    {
+        "zeros": lambda ins, attrs: np.zeros(attrs["shape"], attrs["dtype"]),
+        "ones": lambda ins, attrs: np.ones(attrs["shape"], attrs["dtype"]),
+        "full": lambda ins, attrs: _full(attrs["shape"], ins[0], attrs["dtype"]),
+        "arange": _arange,
+        "shape_of": lambda ins, attrs: np.array(ins[0].shape, attrs["dtype"]),
+        "dyn.reshape": lambda ins, attrs: reshape_to(ins[0], ins[1].tolist()),
+        "dyn.zeros": lambda ins, attrs: _full(ins[0].tolist(), 0, attrs["dtype"]),
+        "dyn.ones": lambda ins, attrs: _full(ins[0].tolist(), 1, attrs["dtype"]),
+        "dyn.full": lambda ins, attrs: _full(ins[1].tolist(), ins[0], attrs["dtype"]),
+        "dyn.strided_slice": lambda ins, attrs: slice_of(
+            ins[0], ins[1].tolist(), ins[2].tolist(), ins[3].tolist()
+        ),
+        "argwhere": lambda ins, attrs: np.argwhere(ins[0]).astype(np.int64),
+        "topk": lambda ins, attrs: _topk(ins[0], attrs["k"], attrs),
+        "dyn.topk": lambda ins, attrs: _topk(ins[0], int(ins[1]), attrs),
+    }
+)
+OPS.update(NN_OPS)
