@@ -26,3 +26,12 @@ def test_readme_python_block_runs(
 ) -> None:
     monkeypatch.chdir(tmp_path)  # blocks may write files (prog.dsx)
     exec(compile(BLOCKS[index], f"README.md block {index}", "exec"), {"__name__": "__readme__"})
+
+
+def test_readme_op_table_lists_every_built_in_op() -> None:
+    import ir
+
+    text = README.read_text()
+    table = text[text.index("## Supported ops") : text.index("## Errors")]
+    listed = set(re.findall(r"`([a-z_.0-9]+)`", table))
+    assert listed == set(ir.ops.BUILTIN_OP_NAMES)
