@@ -1,0 +1,75 @@
+"""The example models of examples/: each script runs with --small in a fresh process, exits 0
+and says its numpy check passed; each exposes the same structure for the benchmarks."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+import dynshape
+
+ROOT = Path(__file__).resolve().parents[2]
+# Every example script; example_runner.py is their shared run loop, not an example.
+SCRIPTS = sorted(p for p in (ROOT / "examples").glob("*.py") if p.stem != "example_runner")
+NAMES = ("build_model", "numpy_reference", "make_params", "make_inputs", "SIZES", "SMALL_SIZES")
+
+
+def load(script: Path) -> ModuleType:
+    if str(script.parent) not in sys.path:  # as when the script runs: its folder on the path
+        sys.path.insert(0, str(script.parent))
+    spec = importlib.util.spec_from_file_location(f"examples_{script.stem}", script)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # main() finds its module in sys.modules
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_five_examples_exist() -> None:
+    names = {s.stem for s in SCRIPTS}
+    assert {"mlp", "cnn", "transformer_encoder", "rnn", "detection_postprocess"} <= names
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda s: s.stem)
+def test_example_runs_small_and_passes_its_numpy_check(script: Path) -> None:
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    result = subprocess.run(
+        [sys.executable, str(script), "--small"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert "all numpy checks passed" in result.stdout, output
+    assert "FAILED" not in result.stdout, output
+    assert "planned peak" in result.stdout, output  # the memory report was printed
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda s: s.stem)
+def test_example_has_the_shared_structure(script: Path) -> None:
+    module = load(script)
+    for name in NAMES:
+        assert hasattr(module, name), f"{script.name} lacks {name}"
+    assert module.SIZES and module.SMALL_SIZES
+    assert isinstance(module.build_model(), dynshape.Program)
+
+
+def test_a_mismatch_is_reported_and_exits_non_zero(capsys: pytest.CaptureFixture[str]) -> None:
+    mlp = load(ROOT / "examples" / "mlp.py")
+    reference = mlp.numpy_reference
+    mlp.numpy_reference = lambda *args: reference(*args) + 1e-2
+    assert mlp.main(["--small"]) == 1
+    out = capsys.readouterr().out
+    assert "numpy check FAILED" in out and "all numpy checks passed" not in out
