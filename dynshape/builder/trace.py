@@ -26,8 +26,8 @@ import numpy as np
 
 import ir
 from ir import Constant, Expr, TensorType, TupleType, Type
-from shape_funcs import UnknownValue, get_shape_func
 
+from ..passes.infer_types import op_result_type as infer_op_result_type
 from ..symbolic_context import SymbolicContext
 from .location import errors_at, fail, user_span
 
@@ -173,36 +173,11 @@ def apply(op_name: str, *args: Any, **attrs: Any) -> Any:
 
 
 def op_result_type(op: ir.OpDef, call: ir.Call, operands: Sequence[Any]) -> Type:
-    """The type of ``call``: the op's dtype rule and its shape function in symbolic mode.
-
-    Mirrors ``infer_types``'s rule for op calls (the same shape function and context), so the
-    type here is the type the compiler will infer.
-    """
-    dtypes: list[Any] = []
-    for operand, a in zip(op.operands, operands, strict=True):
-        if isinstance(a, list) != operand.is_tuple:
-            want = "a list of tensors" if operand.is_tuple else "a tensor"
-            raise fail(f"{op.name}'s {operand.name} must be {want}")
-        dtypes.append(tuple(v.dtype for v in a) if isinstance(a, list) else a.dtype)
-    try:
-        out_dtypes = op.dtype_rule(dtypes, call.attrs)
-    except ir.IRError as e:
-        raise fail(f"{op.name}: {e.message}") from None
-    sf = get_shape_func(op.name)
-    inputs: list[Any] = []
-    for i, a in enumerate(operands):
-        if isinstance(a, list):
-            inputs.append([v.shape for v in a])
-        elif i < len(sf.data_dependent) and sf.data_dependent[i]:
-            known = isinstance(a.expr, Constant)
-            inputs.append(a.expr.value if known else UnknownValue(a.shape, a.dtype))
-        else:
-            inputs.append(a.shape)
-    shapes = SymbolicContext().run(op.name, sf.fn, inputs, dict(call.attrs))
-    if isinstance(shapes, list):
-        if not isinstance(out_dtypes, tuple) or len(out_dtypes) != len(shapes):
-            raise fail(f"{op.name}: its shape function and dtype rule disagree on outputs")
-        return TupleType(tuple(TensorType(s, d) for s, d in zip(shapes, out_dtypes, strict=True)))
-    if isinstance(out_dtypes, tuple):
-        raise fail(f"{op.name}: its shape function and dtype rule disagree on outputs")
-    return TensorType(tuple(shapes), out_dtypes)
+    """The type of ``call``, by the compiler's own rule (``infer_types.op_result_type``)."""
+    arg_types: list[Type] = [
+        TupleType(tuple(TensorType(v.shape, v.dtype) for v in a))
+        if isinstance(a, list)
+        else TensorType(a.shape, a.dtype)
+        for a in operands
+    ]
+    return infer_op_result_type(SymbolicContext(), op, call.attrs, call.args, arg_types)

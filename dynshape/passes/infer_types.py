@@ -289,7 +289,9 @@ class _FunctionInference(ir.ExprFunctor[Expr]):
             ty = self.checked(call, lambda ctx: rule(arg_types, call.attrs))
             return self.site(Call(op, args, call.attrs, span=call.span, ty=ty))
         if op is not None:
-            ty = self.checked(call, lambda ctx: self.op_result(ctx, op, call, args, arg_types))
+            ty = self.checked(
+                call, lambda ctx: op_result_type(ctx, op, call.attrs, args, arg_types)
+            )
             return self.site(Call(op, args, call.attrs, span=call.span, ty=ty))
         callee = call.callee
         assert isinstance(callee, Expr)
@@ -330,44 +332,50 @@ class _FunctionInference(ir.ExprFunctor[Expr]):
         facts, self._facts = self._facts, []
         return self.function_body(fn, param_types), facts
 
-    def op_result(
-        self,
-        ctx: SymbolicContext,
-        op: ir.OpDef,
-        call: Call,
-        args: Sequence[Expr],
-        arg_types: Sequence[Type],
-    ) -> Type:
-        dtypes: list[Any] = []
-        for operand, ty in zip(op.operands, arg_types, strict=True):
-            if isinstance(ty, TensorType):
-                if operand.is_tuple:
-                    raise CompileError(f"{op.name}'s {operand.name} must be a tuple, got {ty}")
-                dtypes.append(ty.dtype)
-            elif isinstance(ty, TupleType) and operand.is_tuple:
-                dtypes.append(tuple(_tensor(f, op, operand.name).dtype for f in ty.fields))
-            else:
-                raise CompileError(f"{op.name}'s {operand.name} must be a tensor, got {ty}")
-        try:
-            out_dtypes = op.dtype_rule(dtypes, call.attrs)
-        except ir.IRError as e:
-            raise CompileError(f"{op.name}: {e}") from None
-        sf = get_shape_func(op.name)
-        inputs: list[Any] = []
-        for i, (operand, arg, ty) in enumerate(zip(op.operands, args, arg_types, strict=True)):
+
+def op_result_type(
+    ctx: SymbolicContext,
+    op: ir.OpDef,
+    attrs: ir.Attrs,
+    args: Sequence[Expr],
+    arg_types: Sequence[Type],
+) -> Type:
+    """The type of a call of ``op``: its dtype rule, then its shape function in symbolic mode.
+
+    A data-dependent input is passed as its value when it is a ``Constant`` and as an
+    ``UnknownValue`` otherwise. The model builder types each call it makes with this too, so
+    that a model that builds is a model that type-checks.
+    """
+    dtypes: list[Any] = []
+    for operand, ty in zip(op.operands, arg_types, strict=True):
+        if isinstance(ty, TensorType):
             if operand.is_tuple:
-                assert isinstance(ty, TupleType)
-                inputs.append([_tensor(f, op, operand.name).shape for f in ty.fields])
-            elif i < len(sf.data_dependent) and sf.data_dependent[i]:
-                assert isinstance(ty, TensorType)
-                inputs.append(
-                    arg.value if isinstance(arg, Constant) else UnknownValue(ty.shape, ty.dtype)
-                )
-            else:
-                assert isinstance(ty, TensorType)
-                inputs.append(ty.shape)
-        shapes = ctx.run(op.name, sf.fn, inputs, dict(call.attrs))
-        return _result_type(op, shapes, out_dtypes)
+                raise CompileError(f"{op.name}'s {operand.name} must be a tuple, got {ty}")
+            dtypes.append(ty.dtype)
+        elif isinstance(ty, TupleType) and operand.is_tuple:
+            dtypes.append(tuple(_tensor(f, op, operand.name).dtype for f in ty.fields))
+        else:
+            raise CompileError(f"{op.name}'s {operand.name} must be a tensor, got {ty}")
+    try:
+        out_dtypes = op.dtype_rule(dtypes, attrs)
+    except ir.IRError as e:
+        raise CompileError(f"{op.name}: {e}") from None
+    sf = get_shape_func(op.name)
+    inputs: list[Any] = []
+    for i, (operand, arg, ty) in enumerate(zip(op.operands, args, arg_types, strict=True)):
+        if operand.is_tuple:
+            assert isinstance(ty, TupleType)
+            inputs.append([_tensor(f, op, operand.name).shape for f in ty.fields])
+        elif i < len(sf.data_dependent) and sf.data_dependent[i]:
+            assert isinstance(ty, TensorType)
+            inputs.append(
+                arg.value if isinstance(arg, Constant) else UnknownValue(ty.shape, ty.dtype)
+            )
+        else:
+            assert isinstance(ty, TensorType)
+            inputs.append(ty.shape)
+    shapes = ctx.run(op.name, sf.fn, inputs, dict(attrs))
+    return _result_type(op, shapes, out_dtypes)
 
 
 def _tensor(ty: Type, op: ir.OpDef, what: str) -> TensorType:
