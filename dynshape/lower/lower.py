@@ -22,6 +22,7 @@ Guarantees: one VM function per global function, with
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import sympy
 
@@ -105,7 +106,7 @@ class _FunctionLowering:
 
     # ---- entry -------------------------------------------------------------------------------
     def lower(self) -> None:
-        symbols: dict[sympy.Basic, Reg] = {}
+        symbols = _Symbols()
         self.bind_params(symbols)
         result = self.block(self.fn.body, symbols)
         self.b.ret(result)
@@ -226,33 +227,51 @@ class _FunctionLowering:
         dst = self.b.reg()
         otherwise, end = self.b.label("else"), self.b.label("endif")
         self.b.jump_if_not(self.atom(e.cond), otherwise)
-        self.b.move(self.block(e.then_branch, dict(symbols)), dst)
+        self.b.move(self.block(e.then_branch, _Symbols.branch_of(symbols)), dst)
         self.b.jump(end)
         self.b.place(otherwise)
-        self.b.move(self.block(e.else_branch, dict(symbols)), dst)
+        self.b.move(self.block(e.else_branch, _Symbols.branch_of(symbols)), dst)
         self.b.place(end)
         return dst
 
     # ---- dims ----------------------------------------------------------------------------------
     def dims(self, dims: Sequence[ir.Dim], symbols: dict[sympy.Basic, Reg]) -> list[int | Reg]:
-        """Immediates for static dims; registers computed by one shape program for the rest."""
-        dynamic = [d for d in dims if not isinstance(d, int)]
-        if not dynamic:
-            return [int(d) for d in dims]
-        names = needed_symbols(dynamic)
-        compiler = ShapeExprCompiler(names)
-        terms = [compiler.term(d) for d in dynamic]
-        program = self.asm.shape_program(compiler.builder.build(terms))
-        inputs = symbol_registers(names, symbols, f"@{self.name}")
-        outs = iter(self.b.shape_program(program, inputs))  # type: ignore[arg-type]
-        return [d if isinstance(d, int) else next(outs) for d in dims]
+        """Immediates for static dims; registers for the rest: a bound symbol's own register,
+        a value computed earlier in this scope, or one shape program computing all the others.
+        """
+        memo = _Symbols.memo_of(symbols)
+        todo = [
+            d
+            for d in dict.fromkeys(dims)
+            if not isinstance(d, int) and d not in memo and d not in symbols
+        ]
+        if todo:
+            names = needed_symbols(todo)
+            compiler = ShapeExprCompiler(names)
+            program = self.asm.shape_program(
+                compiler.builder.build([compiler.term(d) for d in todo])
+            )
+            inputs = symbol_registers(names, symbols, f"@{self.name}")
+            outs = self.b.shape_program(program, inputs)  # type: ignore[arg-type]
+            memo.update(zip(todo, outs, strict=True))
+        return [d if isinstance(d, int) else symbols[d] if d in symbols else memo[d] for d in dims]
 
     def shape(self, dims: Sequence[ir.Dim], symbols: dict[sympy.Basic, Reg]) -> list[int] | Reg:
-        values = self.dims(dims, symbols)
-        if all(isinstance(v, int) for v in values):
-            return values  # type: ignore[return-value]
-        regs = [v if isinstance(v, Reg) else self.b.load_int(v) for v in values]
-        return self.b.tuple(regs)
+        """A shape: immediates when static, else one register holding the tuple (computed once
+        per scope, by one shape program with a tuple output)."""
+        if all(isinstance(d, int) for d in dims):
+            return [int(d) for d in dims]
+        memo = _Symbols.memo_of(symbols)
+        key = ("shape", *dims)
+        if key not in memo:
+            names = needed_symbols([d for d in dims if not isinstance(d, int)])
+            compiler = ShapeExprCompiler(names)
+            program = self.asm.shape_program(
+                compiler.builder.build([[compiler.term(d) for d in dims]])
+            )
+            inputs = symbol_registers(names, symbols, f"@{self.name}")
+            (memo[key],) = self.b.shape_program(program, inputs)  # type: ignore[arg-type]
+        return memo[key]
 
     # ---- memory ops ----------------------------------------------------------------------------
     def memory_op(self, e: Call, symbols: dict[sympy.Basic, Reg]) -> Reg:
@@ -362,6 +381,29 @@ class _FunctionLowering:
                     expected,
                     f"{body.op.name}: output {j} has shape[{axis}] = {{a}}, expected {d} = {{b}}",
                 )
+
+
+class _Symbols(dict):
+    """The registers of the bound symbols of one scope, and the dims already computed there.
+
+    A branch of an ``if`` starts from copies of both: what was computed before the ``if`` is
+    valid in it, and what a branch computes stays in that branch.
+    """
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.memo: dict[Any, Reg] = {}
+
+    @staticmethod
+    def branch_of(parent: dict[sympy.Basic, Reg]) -> _Symbols:
+        child = _Symbols(parent)
+        child.memo = dict(_Symbols.memo_of(parent))
+        return child
+
+    @staticmethod
+    def memo_of(symbols: dict[sympy.Basic, Reg]) -> dict[Any, Reg]:
+        assert isinstance(symbols, _Symbols), "scopes are _Symbols"
+        return symbols.memo
 
 
 def _ty_of(e: Expr) -> Type:
