@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from shape_funcs import concrete_shapes
 from shape_funcs.errors import ShapeError
 
 from .errors import RunTimeShapeError
@@ -52,8 +53,6 @@ class DecodeContext:
     """Compiled shape programs."""
     shape_funcs: Sequence[tuple[str, dict[str, Any]]]
     """(op, attrs) of each shape-function entry."""
-    concrete_shapes: Callable[..., Any] | None
-    """``shape_funcs.concrete_shapes`` if available."""
     live: dict[int, Storage] = field(default_factory=dict)
     """Storages allocated by the current run and not freed yet, by ``id(storage.raw)``."""
     state: list[Any] = field(default_factory=lambda: [None])
@@ -302,13 +301,10 @@ def _as_shapes(res: Any) -> Any:
 
 def _shape_func(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
     d, (op, attrs), ins = ops[0].index, ctx.shape_funcs[ops[1]], tuple(a.index for a in ops[2])
-    concrete = ctx.concrete_shapes
 
     def step(r: list[Any]) -> int:
-        if concrete is None:
-            raise RunTimeShapeError("shape_funcs.concrete_shapes is not available")
         try:
-            r[d] = _as_shapes(concrete(op, [r[i] for i in ins], attrs))
+            r[d] = _as_shapes(concrete_shapes(op, [r[i] for i in ins], attrs))
         except RunTimeShapeError:
             raise
         except ShapeError as e:

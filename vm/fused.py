@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from shape_funcs import concrete_shapes
+
 from .errors import FormatError, KernelError
 from .kernels.registry import Kernel, get_kernel_factory, has_kernel
 from .memory.allocator import Allocator
@@ -196,7 +198,6 @@ def build_fused(
     spec: FusedKernel,
     constants: Sequence[np.ndarray],
     allocator: Allocator,
-    concrete_shapes: Callable[..., Any] | None,
 ) -> Kernel:
     """The callable ``run(*inputs, *outputs)`` of a fused kernel, bound to ``allocator``."""
     n_in, n_out = spec.num_inputs, spec.num_outputs
@@ -264,11 +265,6 @@ def build_fused(
             return shape_of_ref(v, how[1])
         if kind == "input":
             return tuple(int(d) for d in v[how[1]])
-        if concrete_shapes is None:
-            raise KernelError(
-                f"fused kernel {name}: shape_funcs.concrete_shapes is not "
-                "available to size a scratch buffer"
-            )
         step = spec.steps[how[1]]
         shapes = [
             tuple(shape_of_ref(v, r) for r in a) if isinstance(a, tuple) else shape_of_ref(v, a)

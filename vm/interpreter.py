@@ -39,13 +39,6 @@ COPY_THRESHOLD = 16384
 OUTPUT_POLICIES = ("auto", "copy", "transfer")
 
 
-def _concrete_shapes() -> Callable[..., Any] | None:
-    # Looked up when a VM is built, not at import: shape_funcs may grow it after vm is imported.
-    import shape_funcs
-
-    return getattr(shape_funcs, "concrete_shapes", None)
-
-
 class VirtualMachine:
     """Runs the functions of an ``Executable``.
 
@@ -100,14 +93,12 @@ class VirtualMachine:
         self._free_leftover = (
             self.sanitizer.allocator.free_leftover if self.sanitizer is not None else alloc.free
         )
-        concrete = _concrete_shapes()
         ctx = DecodeContext(
             allocator=alloc,
             constants=exe.constants,
-            kernels=[self._bind_kernel(i, k, concrete, alloc) for i, k in enumerate(exe.kernels)],
+            kernels=[self._bind_kernel(i, k, alloc) for i, k in enumerate(exe.kernels)],
             programs=[p.compile() for p in exe.shape_programs],
             shape_funcs=[(s.op, dict(s.attrs)) for s in exe.shape_funcs],
-            concrete_shapes=concrete,
         )
         self._ctx = ctx
         self._names: dict[Kind, Any] = {
@@ -133,14 +124,12 @@ class VirtualMachine:
     def _kernel_name(self, ins: Any) -> str | None:
         return self.exe.kernels[ins.operands[0]].name if ins.op == Op.INVOKE else None
 
-    def _bind_kernel(
-        self, i: int, entry: Any, concrete: Callable[..., Any] | None, alloc: Allocator
-    ) -> Callable[..., Any]:
+    def _bind_kernel(self, i: int, entry: Any, alloc: Allocator) -> Callable[..., Any]:
         try:
             if isinstance(entry, OpKernel):
                 return get_kernel_factory(entry.op)(dict(entry.attrs))
             assert isinstance(entry, FusedKernel)
-            return build_fused(entry, self.exe.constants, alloc, concrete)
+            return build_fused(entry, self.exe.constants, alloc)
         except (*KERNEL_FAILURES, KeyError) as e:
             raise VMError(
                 f"kernel {i} ({entry.name}): cannot bind its attributes: {type(e).__name__}: {e}"
