@@ -80,7 +80,7 @@ def test_naive_allocator_never_reuses():
 
 
 def test_pool_reuse_across_calls_with_changing_shapes_stays_bounded():
-    """1,000 calls with random sizes: bytes held never exceed twice the peak live bytes."""
+    """1,000 calls with random sizes: bytes held never exceed three times the peak live bytes."""
     exe = elementwise_program("add")
     m = VirtualMachine(exe, output_policy="transfer")
     stats = m.allocator.stats
@@ -90,11 +90,11 @@ def test_pool_reuse_across_calls_with_changing_shapes_stays_bounded():
         x = np.ones((n, 4), np.float32)
         out = m.run(x, x)
         assert out.shape == (n, 4)
-        assert stats.bytes_held <= 2 * stats.peak_live_bytes
+        assert stats.bytes_held <= 3 * stats.peak_live_bytes
         assert stats.live_bytes == 0
     # the largest call needs two buffers of 300 * 16 bytes (class 5120): a stated bound
     assert stats.peak_live_bytes <= 2 * size_class(300 * 16)
-    assert stats.peak_bytes_held <= 4 * size_class(300 * 16)
+    assert stats.peak_bytes_held <= 6 * size_class(300 * 16)  # 3 x the peak of live bytes
     # Only the intermediate goes back to the pool (the output's storage is handed over), and
     # sizes are spread over ~25 size classes, so a fair share of requests hit the cache.
     assert stats.pool_hits > 200

@@ -5,8 +5,10 @@ freed buffers by size class and hands them out again, across calls of the VM, so
 with changing shapes stops allocating once its working set has been seen.
 
 Bound on memory held (pooled): cached (free) bytes never exceed ``max_cached_bytes``; by default
-that cap is the peak of live bytes seen so far, so **bytes held <= 2 x peak live bytes** at all
-times. Least recently freed buffers are evicted first.
+that cap is twice the peak of live bytes seen so far, so **bytes held <= 3 x peak live bytes** at
+all times. Least recently freed buffers are evicted first. Why twice: a planned program frees one
+arena before it allocates the next, so the buffers one call uses, together, can exceed its peak
+of live bytes; with a cap of one peak, calls with unchanged shapes kept missing the pool.
 
 A memory limit, when set, bounds bytes held: an allocation that would pass it first evicts cached
 buffers, and if live bytes alone would still pass it, fails with MemoryLimitError before anything
@@ -175,7 +177,7 @@ class PooledAllocator(Allocator):
         s = self.stats
         s.frees += 1
         s.live_bytes -= storage.capacity
-        cap = self.max_cached_bytes if self.max_cached_bytes is not None else s.peak_live_bytes
+        cap = self.max_cached_bytes if self.max_cached_bytes is not None else 2 * s.peak_live_bytes
         if storage.capacity > cap:
             s.bytes_held -= storage.capacity
             return
