@@ -15,13 +15,13 @@ step writes is decided here, with the symbolic types in hand:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 import ir
 from ir import Call, Constant, Expr, Function, OpPattern, TensorType, Tuple, TupleGetItem, Var
+from ir.graph import post_order_uses
 from vm import Assembler, FusedKernel, FusedStep, Ref, Scratch
 
 from ..errors import CompileError
@@ -160,38 +160,19 @@ def _same_type(a: ir.Type, b: TensorType) -> bool:
     return _same_shape(a, b) and isinstance(a, TensorType) and a.dtype == b.dtype
 
 
-def _post_order(root: Expr) -> list[Expr]:
-    order: list[Expr] = []
-    seen: set[Expr] = set()
-    stack: list[tuple[Expr, bool]] = [(root, False)]
-    while stack:
-        node, done = stack.pop()
-        if done:
-            order.append(node)
-            continue
-        if node in seen:
-            continue
-        seen.add(node)
-        stack.append((node, True))
-        for child in reversed(_children(node)):
-            if child not in seen:
-                stack.append((child, False))
-    return order
-
-
-def _children(node: Expr) -> Sequence[Expr]:
+def _children(node: Expr) -> list[tuple[Expr, None]]:
     if isinstance(node, Call):
-        return node.args
+        return [(a, None) for a in node.args]
     if isinstance(node, Tuple):
-        return node.fields
+        return [(f, None) for f in node.fields]
     if isinstance(node, TupleGetItem):
-        return (node.tuple_value,)
-    return ()
+        return [(node.tuple_value, None)]
+    return []
+
+
+def _post_order(root: Expr) -> list[Expr]:
+    return post_order_uses(root, _children, None)[0]
 
 
 def _use_counts(root: Expr) -> dict[Expr, int]:
-    counts: dict[Expr, int] = {}
-    for node in _post_order(root):
-        for child in _children(node):
-            counts[child] = counts.get(child, 0) + 1
-    return counts
+    return {node: len(uses) for node, uses in post_order_uses(root, _children, None)[1].items()}

@@ -26,6 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ir import Call, Constant, Expr, Function, GlobalVar, If, Let, Tuple, TupleGetItem, Var
+from ir.graph import post_order_uses
 
 
 class Use(enum.Enum):
@@ -96,22 +97,7 @@ class UseGraph:
 
 def use_graph(root: Expr) -> UseGraph:
     """The post-order and the uses of every node reachable from ``root`` (iterative DFS)."""
-    uses: dict[Expr, UseList] = {root: [(None, Use.ROOT)]}
-    order: list[Expr] = []
-    stack = [(root, iter(children(root)))]
-    while stack:
-        node, pending = stack[-1]
-        for child, use in pending:
-            if child in uses:
-                uses[child].append((node, use))
-                continue
-            uses[child] = [(node, use)]
-            stack.append((child, iter(children(child))))
-            break
-        else:
-            stack.pop()
-            order.append(node)
-    return UseGraph(order, uses)
+    return UseGraph(*post_order_uses(root, children, Use.ROOT))
 
 
 class Scope:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import enum
 
 from ..expr import Call, Constant, Expr, Function, GlobalVar, If, Let, Tuple, TupleGetItem, Var
+from ..graph import post_order_uses
 
 #: Nodes that always print inline, wherever they occur.
 ATOMIC = (Var, GlobalVar, Constant)
@@ -97,7 +98,7 @@ class Layout:
         self.placement: dict[Expr, Scope] = {}
         self.let_scope: dict[Let, Scope] = {}
         self._child_scopes: dict[tuple[Expr, Use], Scope] = {}
-        order, uses = _post_order(root)
+        order, uses = post_order_uses(root, children, Use.ROOT)
         # Reverse post-order visits every user of a node before the node itself.
         for node in reversed(order):
             if isinstance(node, ATOMIC):
@@ -145,23 +146,3 @@ class Layout:
             if id(scope) not in seen:
                 seen.add(id(scope))
                 scope.items.reverse()
-
-
-def _post_order(root: Expr) -> tuple[list[Expr], dict[Expr, list[tuple[Expr | None, Use]]]]:
-    """Every node reachable from ``root`` in post-order, and the uses of each node."""
-    uses: dict[Expr, list[tuple[Expr | None, Use]]] = {root: [(None, Use.ROOT)]}
-    order: list[Expr] = []
-    stack = [(root, iter(children(root)))]
-    while stack:
-        node, pending = stack[-1]
-        for child, use in pending:
-            if child in uses:
-                uses[child].append((node, use))
-                continue
-            uses[child] = [(node, use)]
-            stack.append((child, iter(children(child))))
-            break
-        else:
-            stack.pop()
-            order.append(node)
-    return order, uses
