@@ -6,11 +6,11 @@ explicit stack (a list), not on Python's, so recursion in bytecode is bounded by
 ``max_call_depth`` rather than by Python's recursion limit.
 
 Memory: storages allocated during a call are tracked until killed. When the top-level call
-returns, storages still live are either handed to the caller with the arrays that view them
-(ownership transfer: the allocator forgets them, so they are never reused) or given back to the
-allocator. A small output is copied instead (its storage goes back to the pool): below
-``COPY_THRESHOLD`` bytes a copy is cheaper than the fresh storage the next call would need after
-a transfer (see design/vm.md for the measurements). ``output_policy`` forces either choice.
+returns, storages still live are either handed to the caller with the arrays that view them or
+given back to the allocator. Handing over is *lending* by default: the caller owns the array,
+and a pooled allocator takes the storage back once no view of it is left (see
+``memory/allocator.py``), so results cost neither a copy nor, in steady state, a fresh buffer.
+``output_policy`` can force a copy instead, or a transfer that the pool never takes back.
 """
 
 from __future__ import annotations
@@ -33,9 +33,8 @@ from .memory.allocator import Allocator, NaiveAllocator, PooledAllocator
 from .profiler import Profiler
 from .sanitizer import MemorySanitizer
 
-#: Outputs up to this many bytes are copied under the "auto" output policy; larger ones have
-#: their storage handed over (measured crossover: design/vm.md).
-COPY_THRESHOLD = 16384
+#: How results leave the VM: lent (the pool takes the storage back when the caller lets go of
+#: it), copied out, or transferred (the caller's for good).
 OUTPUT_POLICIES = ("auto", "copy", "transfer")
 
 
@@ -44,8 +43,8 @@ class VirtualMachine:
 
     ``allocator`` is ``"pooled"`` (default), ``"naive"`` or an ``Allocator``;
     ``memory_limit`` (bytes) applies to a named allocator; ``profile`` turns on timing (see
-    ``profile_report``); ``output_policy`` is ``"auto"`` (copy small results, hand the storage of
-    large ones over), ``"copy"`` or ``"transfer"``; ``max_call_depth`` bounds bytecode recursion;
+    ``profile_report``); ``output_policy`` is ``"auto"`` (lend a result's storage to the caller),
+    ``"copy"`` or ``"transfer"`` (see the module doc); ``max_call_depth`` bounds bytecode recursion;
     ``check_memory`` turns on the memory sanitizer (``vm/sanitizer.py``): freed storage is
     poisoned, and using a killed register or a view of freed memory raises ``DeadTensorError``.
     """
@@ -81,7 +80,6 @@ class VirtualMachine:
             )
         self.output_policy = output_policy
         """How results leave the VM: copied, or with their storage (see the module doc)."""
-        self._copy_below = {"auto": COPY_THRESHOLD, "copy": 1 << 62, "transfer": -1}[output_policy]
         self.max_call_depth = max_call_depth
         """Most frames on the call stack."""
         self.sanitizer: MemorySanitizer | None = (
@@ -231,10 +229,14 @@ class VirtualMachine:
             return value
         st = self._ctx.live.get(id(base))
         if st is not None:
-            if value.nbytes <= self._copy_below:
+            policy = self.output_policy
+            if policy == "copy":
                 return value.copy()
             del self._ctx.live[id(base)]
-            self._ctx.allocator.detach(st)
+            if policy == "auto":
+                self._ctx.allocator.lend(st)
+            else:
+                self._ctx.allocator.detach(st)
             return value
         if self.allocator.is_cached(base):
             # The bytecode killed a storage it returns a view of; copy rather than alias it.

@@ -135,11 +135,19 @@ class SanitizingAllocator(Allocator):
         self.free(storage, END_OF_CALL)
 
     def detach(self, storage: Storage) -> None:
+        self._handed_over(storage)
+        self.inner.detach(storage)
+
+    def lend(self, storage: Storage) -> None:
+        self._handed_over(storage)
+        self.inner.lend(storage)
+
+    def _handed_over(self, storage: Storage) -> None:
+        # The caller's now: a view of it left in a register would be a use after return.
         state = storage.sanitizer
         if state is not None:
             state.alive = False
             state.freed_by = HANDED_OVER
-        self.inner.detach(storage)
 
     def is_cached(self, raw: object) -> bool:
         return self.inner.is_cached(raw)

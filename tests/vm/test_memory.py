@@ -169,3 +169,78 @@ def test_stats_format_lists_every_counter():
     text = PooledAllocator().stats.format()
     for word in ("allocations", "bytes requested", "bytes held", "peak live bytes", "pool hits"):
         assert word in text
+
+
+# Lent results -----------------------------------------------------------------------------
+
+
+def test_results_dropped_between_calls_come_back_to_the_pool():
+    """Steady state: same shapes, the caller lets go of each result; nothing new is allocated."""
+    exe = elementwise_program("add")
+    m = VirtualMachine(exe)
+    x = np.ones((64, 4), np.float32)
+    for _ in range(3):
+        m.run(x, x)
+    stats = m.allocator.stats
+    before = stats.allocations
+    for _ in range(20):
+        np.testing.assert_array_equal(m.run(x, x), 3 * x)  # main(x, y) = (x + y) + y
+    assert stats.allocations == before
+    assert stats.taken_back >= 20 and stats.lent >= 23
+
+
+def test_results_and_views_of_them_the_caller_keeps_are_never_reused():
+    exe = elementwise_program("add")
+    m = VirtualMachine(exe)
+    kept, views = [], []
+    for k in range(100):  # more than MAX_LENT: the oldest are forgotten, never reused
+        x = np.full((8, 4), k, np.float32)
+        out = m.run(x, x)
+        if k % 2:
+            kept.append((k, out))
+        else:
+            views.append((k, out[2:, 1]))  # only a view survives the result
+        del out
+    for k, a in kept:
+        np.testing.assert_array_equal(a, np.full((8, 4), 3 * k, np.float32))
+    for k, v in views:
+        np.testing.assert_array_equal(v, np.full((6,), 3 * k, np.float32))
+    for i, (_, a) in enumerate(kept):
+        for _, b in kept[i + 1 :]:
+            assert not np.shares_memory(a, b)
+
+
+def test_a_lent_storage_is_taken_back_only_once_let_go():
+    a = PooledAllocator()
+    s = a.alloc(256)
+    view = tensor_view(s, 0, (64,), np.dtype("float32"))
+    a.lend(s)
+    assert a.stats.live_bytes == 0 and a.stats.bytes_held == 0  # the caller's memory now
+    assert a.alloc(256) is not s  # the view is alive: a miss, a fresh buffer
+    del view
+    assert a.alloc(256) is s and a.stats.taken_back == 1
+
+
+def test_release_forgets_lent_storages():
+    a = PooledAllocator()
+    s = a.alloc(128)
+    a.lend(s)
+    a.release()
+    assert a.alloc(128) is not s and a.stats.taken_back == 0
+
+
+def test_naive_allocator_lends_by_forgetting():
+    a = NaiveAllocator()
+    s = a.alloc(100)
+    a.lend(s)
+    assert a.stats.detached == 1 and a.stats.live_bytes == 0 and a.stats.bytes_held == 0
+
+
+def test_lent_results_do_not_count_against_the_memory_limit():
+    exe = elementwise_program("add")
+    x = np.ones((256, 4), np.float32)  # 4 KiB per tensor: two live at the peak of a call
+    m = VirtualMachine(exe, memory_limit=2 * 4096)
+    kept = [m.run(x, x) for _ in range(10)]  # ten results held by the caller: theirs
+    for out in kept:
+        np.testing.assert_array_equal(out, 3 * x)
+    assert m.allocator.stats.bytes_held <= 2 * 4096

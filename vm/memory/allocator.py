@@ -13,10 +13,19 @@ of live bytes; with a cap of one peak, calls with unchanged shapes kept missing 
 A memory limit, when set, bounds bytes held: an allocation that would pass it first evicts cached
 buffers, and if live bytes alone would still pass it, fails with MemoryLimitError before anything
 is allocated.
+
+**Lent storages.** A returned array is a view of a storage, handed to the caller with it
+(``lend``). The pool keeps a note of the most recent ``MAX_LENT`` of them and, on a miss, takes
+back those the caller has let go of: a storage none of whose views exists any more has the
+reference count it had when it was made, because every numpy view of it keeps its owning array
+(``raw``) alive as ``base``. So a caller that drops (or overwrites) results between calls gets
+the same buffers again, warm, and a call in steady state obtains nothing from the system. Lent
+bytes are the caller's: they count neither as live nor as held until taken back.
 """
 
 from __future__ import annotations
 
+import sys
 from collections import OrderedDict
 
 from ..errors import MemoryLimitError, VMError
@@ -25,6 +34,8 @@ from .storage import MIN_ALIGNMENT, Storage, check_alignment
 
 #: The largest single storage (bytes): guards against absurd sizes computed from bad input.
 MAX_STORAGE_BYTES = 1 << 40
+#: Most lent storages the pool watches; older ones are forgotten (the caller's for good).
+MAX_LENT = 64
 
 
 def size_class(nbytes: int) -> int:
@@ -61,6 +72,11 @@ class Allocator:
         s.detached += 1
         s.live_bytes -= storage.capacity
         s.bytes_held -= storage.capacity
+
+    def lend(self, storage: Storage) -> None:
+        """Hand ``storage`` to the caller with a returned array. An allocator that can tell when
+        the caller lets go of it takes it back then (``PooledAllocator``); this one forgets it."""
+        self.detach(storage)
 
     def is_cached(self, raw: object) -> bool:
         """True if the buffer ``raw`` (a storage's owning array, the ``base`` of its views)
@@ -147,6 +163,8 @@ class PooledAllocator(Allocator):
         # Least recently freed first: id(storage.raw) -> storage, for eviction and is_cached.
         self._order: OrderedDict[int, Storage] = OrderedDict()
         self._cached_bytes = 0
+        # Lent storages, oldest first: id(storage.raw) -> storage.
+        self._lent: OrderedDict[int, Storage] = OrderedDict()
 
     def alloc(self, nbytes: int, alignment: int = MIN_ALIGNMENT) -> Storage:
         self._check_request(nbytes, alignment)
@@ -161,12 +179,13 @@ class PooledAllocator(Allocator):
             del self._order[id(storage.raw)]
             self._cached_bytes -= capacity
             s.pool_hits += 1
+        elif self._lent and (taken := self._take_back(key)) is not None:
+            self._make_room(capacity)
+            storage = taken  # a result the caller let go of, straight back to work
+            s.pool_hits += 1
+            s.bytes_held += capacity
         else:
-            limit = self.memory_limit
-            if limit is not None and s.bytes_held + capacity > limit:
-                self._evict(s.bytes_held + capacity - limit)
-                if s.bytes_held + capacity > limit:
-                    raise self._limit_error(capacity)
+            self._make_room(capacity)
             storage = self._new_storage(capacity, alignment)
             self._count_new(capacity)
         storage.nbytes = nbytes
@@ -177,6 +196,35 @@ class PooledAllocator(Allocator):
         s = self.stats
         s.frees += 1
         s.live_bytes -= storage.capacity
+        self._cache(storage)
+
+    def lend(self, storage: Storage) -> None:
+        self.detach(storage)
+        self.stats.lent += 1
+        lent = self._lent
+        lent[id(storage.raw)] = storage
+        if len(lent) > MAX_LENT:
+            lent.popitem(last=False)
+
+    def _take_back(self, key: tuple[int, int]) -> Storage | None:
+        """Take back every lent storage the caller holds no view of any more: return one of size
+        class and alignment ``key`` if there is one, and cache the others."""
+        s, found = self.stats, None
+        for raw_id, storage in list(self._lent.items()):
+            if sys.getrefcount(storage.raw) > storage.refs_alone:
+                continue  # a view of it is still alive
+            del self._lent[raw_id]
+            s.taken_back += 1
+            if found is None and (storage.capacity, storage.alignment) == key:
+                found = storage
+            else:
+                s.bytes_held += storage.capacity
+                self._cache(storage)
+        return found
+
+    def _cache(self, storage: Storage) -> None:
+        """Keep a free ``storage`` for reuse, within the cap (else drop it)."""
+        s = self.stats
         cap = self.max_cached_bytes if self.max_cached_bytes is not None else 2 * s.peak_live_bytes
         if storage.capacity > cap:
             s.bytes_held -= storage.capacity
@@ -187,10 +235,20 @@ class PooledAllocator(Allocator):
         self._order[id(storage.raw)] = storage
         self._cached_bytes += storage.capacity
 
+    def _make_room(self, capacity: int) -> None:
+        """Evict cached buffers so that ``capacity`` more bytes stay within the memory limit;
+        raise MemoryLimitError if live bytes alone would pass it."""
+        limit, s = self.memory_limit, self.stats
+        if limit is not None and s.bytes_held + capacity > limit:
+            self._evict(s.bytes_held + capacity - limit)
+            if s.bytes_held + capacity > limit:
+                raise self._limit_error(capacity)
+
     def is_cached(self, raw: object) -> bool:
         return id(raw) in self._order
 
     def release(self) -> None:
+        self._lent.clear()  # what the caller holds is the caller's; the rest is garbage now
         self._evict(self._cached_bytes)
 
     @property

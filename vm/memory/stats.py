@@ -18,7 +18,11 @@ class MemoryStats:
     frees: int = 0
     """Storages given back (``kill``, or the end of a call)."""
     detached: int = 0
-    """Storages whose ownership passed to the caller with a returned array."""
+    """Storages whose ownership passed to the caller with a returned array (lent ones too)."""
+    lent: int = 0
+    """Storages handed to the caller that the pool watches, to take them back once let go."""
+    taken_back: int = 0
+    """Lent storages the pool took back (the caller held no view of them any more)."""
     evictions: int = 0
     """Cached buffers dropped to keep the pool under its cap or the memory limit."""
     bytes_requested: int = 0

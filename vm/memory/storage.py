@@ -9,6 +9,7 @@ storage it lives in (see ``interpreter.py``: outputs never alias memory the VM r
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,7 +26,7 @@ MAX_ALIGNMENT = 4096
 class Storage:
     """An aligned byte buffer that tensors are views of."""
 
-    __slots__ = ("alignment", "buf", "capacity", "nbytes", "raw", "sanitizer")
+    __slots__ = ("alignment", "buf", "capacity", "nbytes", "raw", "refs_alone", "sanitizer")
 
     def __init__(self, capacity: int, alignment: int = MIN_ALIGNMENT) -> None:
         alignment = max(alignment, MIN_ALIGNMENT)
@@ -43,6 +44,9 @@ class Storage:
         self.sanitizer: Any = None
         """The memory sanitizer's record (generation, alive, who freed it); None unless a
         ``check_memory=True`` VM allocated it (see ``vm/sanitizer.py``)."""
+        self.refs_alone: int = sys.getrefcount(self.raw)
+        """``raw``'s reference count when no view of it but ``buf`` exists (measured, not
+        assumed: the count's details differ between Python versions); see ``lend``."""
 
     def __repr__(self) -> str:
         return f"Storage({self.nbytes} bytes, capacity {self.capacity}, align {self.alignment})"
