@@ -77,6 +77,14 @@ def tensor_converter(spec: TensorSpec, what: str) -> Converter:
                 )
         raise AssertionError("unreachable")  # pragma: no cover
 
+    ndarray = np.ndarray
+    if not static:
+
+        def convert_symbolic(a: Any) -> Any:
+            if type(a) is ndarray and a.dtype == dt and a.ndim == rank:
+                return a  # the common case: one type, one dtype and one rank comparison
+            return convert(a)
+
     def convert(a: Any) -> Any:
         if not isinstance(a, np.ndarray):
             if isinstance(a, (bool, int, float, np.generic)):
@@ -92,7 +100,7 @@ def tensor_converter(spec: TensorSpec, what: str) -> Converter:
                 raise fail(a)
         return a
 
-    return convert
+    return convert if static else convert_symbolic
 
 
 def converter(spec: TypeSpec, what: str) -> Converter:
@@ -119,12 +127,43 @@ def arguments_checker(fn: Function) -> Callable[[Sequence[Any]], list[Any]]:
     n = len(convs)
     pad = [None] * (fn.num_registers - n)
 
+    def count_error(args: Sequence[Any]) -> VMArgumentError:
+        return VMArgumentError(
+            f"{fn.name} takes {n} argument(s) ({names}), got {len(args)}"
+            f"\n  signature: {fn.signature}"
+        )
+
+    # Specialised by arity (this runs on every call): a comprehension, a zip and a list
+    # concatenation cost more than the conversions themselves.
+    if n == 1:
+        (c0,) = convs
+
+        def check1(args: Sequence[Any]) -> list[Any]:
+            if len(args) != 1:
+                raise count_error(args)
+            return [c0(args[0]), *pad]
+
+        return check1
+    if n == 2:
+        c0, c1 = convs
+
+        def check2(args: Sequence[Any]) -> list[Any]:
+            if len(args) != 2:
+                raise count_error(args)
+            a, b = args
+            return [c0(a), c1(b), *pad]
+
+        return check2
+
     def check(args: Sequence[Any]) -> list[Any]:
         if len(args) != n:
-            raise VMArgumentError(
-                f"{fn.name} takes {n} argument(s) ({names}), got {len(args)}"
-                f"\n  signature: {fn.signature}"
-            )
-        return [c(a) for c, a in zip(convs, args, strict=False)] + pad
+            raise count_error(args)
+        regs = list(map(_call, convs, args))
+        regs += pad
+        return regs
 
     return check
+
+
+def _call(convert: Converter, value: Any) -> Any:
+    return convert(value)

@@ -76,3 +76,28 @@ def test_invoke_by_name_and_unknown_names():
     assert M.run_function("first", x, 1) is x
     with pytest.raises(VMError, match=r"no function 'nope' .*main, first"):
         M.invoke("nope")
+
+
+@pytest.mark.parametrize("arity", [1, 2, 3, 5])
+def test_every_arity_checks_count_dtype_and_rank(arity):
+    """The checker is specialised by arity; each version checks the same things."""
+    params = [(f"p{i}", tensor("float32", ("n",))) for i in range(arity)]
+    m = _identity_vm(*params)
+    good = [np.zeros(3, np.float32)] * arity
+    assert all(a is b for a, b in zip(m.run(*good), good, strict=True))
+    with pytest.raises(VMArgumentError, match=f"main takes {arity} argument"):
+        m.run(*good[:-1])
+    with pytest.raises(VMArgumentError, match=f"parameter 'p{arity - 1}': expected dtype float32"):
+        m.run(*good[:-1], np.zeros(3, np.float64))
+    with pytest.raises(VMArgumentError, match="expected rank 1"):
+        m.run(np.zeros((3, 1), np.float32), *good[1:])
+
+
+class _Array(np.ndarray):
+    pass
+
+
+def test_an_ndarray_subclass_goes_through_the_full_check():
+    m = _identity_vm(("x", tensor("float32", ("n",))))
+    sub = np.zeros(4, np.float32).view(_Array)
+    assert m.run(sub)[0] is sub
