@@ -4,14 +4,20 @@ For each global function (``memory_report(program)``):
 
 - **planned peak**: the most bytes of storage live at once in the planned program (``planned``
   stage): a walk of the let chain adding each ``alloc_storage`` and subtracting each ``kill``,
-  maximised over program points (an ``if`` contributes the peaks of both branches). This is what
-  the VM's ``stats.peak_live_bytes`` measures with the naive allocator (exact byte counts), as
-  long as kernels need no scratch and the function calls no globals (callees are not included).
+  maximised over program points (an ``if`` contributes the peaks of both branches). A call of a
+  global adds the callee's own peak, in the caller's symbols, at the call, and what the callee
+  leaves allocated (its results) from there on: the VM frees a callee's unkilled storages when
+  the top-level call ends. This is what the VM's ``stats.peak_live_bytes`` measures with the
+  naive allocator (exact byte counts). Not included: a recursive callee (its depth is a run-time
+  value; the report names it) and the scratch the VM allocates for a fused kernel whose scratch
+  shapes the IR cannot express (``manifest_alloc``; with symbolic shapes it can).
 - **unplanned peak / total**: the same walk over the ``kill`` stage (one storage per tensor,
   freed after its last use), and the sum of every allocation (no frees at all);
 - **lower bound**: the most bytes of *tensors* live at any one program point (each tensor from its
-  ``alloc_tensor`` to its last use): no plan of these tensors can need less;
-- **allocations per call**, planned and unplanned (the longer branch of an ``if``);
+  ``alloc_tensor`` to its last use; at a call, plus the callee's own bound): no plan of these
+  tensors can need less;
+- **allocations per call**, planned and unplanned (the longer branch of an ``if``; callees
+  included);
 - **layout**: every storage of the planned program with its tensors (offset, bytes, interval).
 
 ``format(values)`` prints it, evaluated at a binding when one is given.
@@ -20,12 +26,12 @@ For each global function (``memory_report(program)``):
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import sympy
 
 import ir
-from ir import Call, Expr, Function, GlobalVar, If, Module
+from ir import Call, Expr, Function, GlobalVar, If, Module, Var
 
 from .passes.dim_bounds import dims_le, evaluate
 from .passes.liveness import END, StorageLife, chain, memory_op, timeline
@@ -47,9 +53,15 @@ class FunctionMemory:
     layout: list[StorageLife]
     """The storages of the planned function, each with its tensors."""
     calls: list[str]
-    """Globals it calls (their memory is not included)."""
+    """Recursive globals it calls, directly or not, whose memory is not included."""
     values: dict[sympy.Basic, int] | None = None
     """Symbol values of the binding the report was made at (None: formulas only)."""
+    names: dict[Var, str] = field(default_factory=dict)
+    """The printed IR's name of each variable of the planned function."""
+
+    def name_of(self, var: Var) -> str:
+        """``%name`` of ``var`` as the printed planned IR shows it."""
+        return f"%{self.names.get(var, var.name_hint)}"
 
     def evaluate(self, values: Mapping[sympy.Basic, int] | None = None) -> dict[str, int]:
         """The byte figures at concrete symbol values (default: the report's binding)."""
@@ -84,18 +96,19 @@ class FunctionMemory:
             f"{self.unplanned_allocations} unplanned"
         )
         if self.calls:
-            lines.append(f"  (not included: the memory of {', '.join(self.calls)})")
+            lines.append(f"  (not included: the memory of {', '.join(self.calls)} (recursive))")
         lines.append("  layout:")
         for st in self.layout:
             kill = "returned or freed at the end" if st.kill is None else f"killed at {st.kill}"
             size = st.size if values is None else f"{st.size} = {evaluate(st.size, values):,}"
-            lines.append(f"    %{st.var.name_hint}: {size} bytes, from {st.start}, {kill}")
+            lines.append(f"    {self.name_of(st.var)}: {size} bytes, from {st.start}, {kill}")
             for t in st.tensors:
                 end = "end" if t.end == END else str(t.end)
                 off = t.offset if values is None else evaluate(t.offset, values)
                 nb = t.nbytes if values is None else evaluate(t.nbytes, values)
                 lines.append(
-                    f"      %{t.var.name_hint:<12} offset {off}, {nb} bytes, steps {t.start}-{end}"
+                    f"      {self.name_of(t.var):<13} offset {off}, {nb} bytes, "
+                    f"steps {t.start}-{end}"
                 )
         return "\n".join(lines)
 
@@ -119,34 +132,113 @@ def memory_report(
         values = symbol_values(killed, bindings, default)
         values.update(symbol_values(planned, bindings, default))
     report = {}
-    for name, fn in planned.items():
-        if fn.is_primitive:
-            continue
-        before = killed[name]
-        peak, _, allocs, calls = _walk(fn.body, 0)
-        upeak, _, uallocs, _ = _walk(before.body, 0)
+    planned_calls: dict[str, _Summary] = {}
+    killed_calls: dict[str, _Summary] = {}
+    for name in _callees_first(planned):
+        fn, before = planned[name], killed[name]
+        peak, end, allocs, missing = _walk(fn.body, 0, planned_calls)
+        upeak, uend, uallocs, _ = _walk(before.body, 0, killed_calls)
+        bound = lower_bound(before, killed_calls)
+        params = tuple(p.ty or p.type_annotation for p in fn.params)
+        planned_calls[name] = _Summary(params, _max(peak), end, allocs, missing=frozenset(missing))
+        killed_calls[name] = _Summary(params, _max(upeak), uend, uallocs, bound)
         report[name] = FunctionMemory(
             name=name,
             planned_peak=_max(peak),
             unplanned_peak=_max(upeak),
             unplanned_total=_total(before),
-            lower_bound=lower_bound(before),
+            lower_bound=bound,
             allocations=allocs,
             unplanned_allocations=uallocs,
             layout=list(timeline(fn).storages.values()),
-            calls=sorted(calls),
+            calls=sorted(missing),
             values=values,
+            names=ir.text.printed_names(name, fn),
         )
-    return report
+    return {name: report[name] for name in planned if name in report}
 
 
-def lower_bound(fn: Function) -> ir.Dim:
-    """The most bytes of tensors live at one program point (a symbolic max over points)."""
+@dataclass(frozen=True)
+class _Summary:
+    """What a call of a function costs its caller, in the callee's symbols."""
+
+    params: tuple[ir.Type | None, ...]
+    peak: ir.Dim
+    """Most bytes the call has live at once."""
+    end: ir.Dim
+    """Bytes it leaves allocated when it returns."""
+    allocations: int
+    lower_bound: ir.Dim = 0
+    missing: frozenset[str] = frozenset()
+    """Recursive functions it calls, whose memory the figures leave out."""
+
+    def at(self, dim: ir.Dim, args: tuple[Expr, ...]) -> ir.Dim:
+        """``dim`` (a figure of this summary) in the caller's terms, for a call on ``args``."""
+        binding: dict[sympy.Basic, sympy.Expr] = {}
+        for p, a in zip(self.params, args, strict=True):
+            _bind(p, a.ty, binding)
+        return dim if isinstance(dim, int) else ir.simplify(dim.xreplace(binding))
+
+
+def _bind(param: ir.Type | None, arg: ir.Type | None, out: dict[sympy.Basic, sympy.Expr]) -> None:
+    """Map the plain-symbol dims of a parameter type to the argument's dims."""
+    if isinstance(param, ir.TensorType) and isinstance(arg, ir.TensorType):
+        for want, got in zip(param.shape, arg.shape, strict=True):
+            if isinstance(want, sympy.Symbol) and want not in out:
+                out[want] = ir.dims.as_expr(got)
+    elif isinstance(param, ir.TupleType) and isinstance(arg, ir.TupleType):
+        for p, a in zip(param.fields, arg.fields, strict=True):
+            _bind(p, a, out)
+
+
+def _callees_first(module: Module) -> list[str]:
+    """The global functions, every callee before its callers (recursive ones in any order)."""
+    order: list[str] = []
+    state: dict[str, int] = {}  # 1: being visited, 2: done
+
+    def visit(name: str) -> None:
+        if state.get(name):
+            return
+        state[name] = 1
+        for callee in sorted(_direct_calls(module[name].body)):
+            if callee in module:
+                visit(callee)
+        state[name] = 2
+        order.append(name)
+
+    for name, fn in module.items():
+        if not fn.is_primitive:
+            visit(name)
+    return order
+
+
+def _direct_calls(body: Expr) -> set[str]:
+    out: set[str] = set()
+    lets, _ = chain(body)
+    for let in lets:
+        v = let.value
+        if isinstance(v, Call) and isinstance(v.callee, GlobalVar):
+            out.add(v.callee.name)
+        elif isinstance(v, If):
+            out |= _direct_calls(v.then_branch) | _direct_calls(v.else_branch)
+    return out
+
+
+def lower_bound(fn: Function, callees: Mapping[str, _Summary] | None = None) -> ir.Dim:
+    """The most bytes of tensors live at one program point (a symbolic max over points); at a
+    call of a function in ``callees``, the callee's own bound counts too."""
     tl = timeline(fn)
+    points = {t.start: ir.dims.as_expr(0) for t in tl.tensors.values()}  # the max is at a start
+    for t, let in enumerate(tl.steps):  # ... or inside a call
+        v = let.value
+        if isinstance(v, Call) and isinstance(v.callee, GlobalVar) and callees:
+            summary = callees.get(v.callee.name)
+            if summary is not None:
+                points[t] = ir.dims.as_expr(summary.at(summary.lower_bound, v.args))
     candidates: list[ir.Dim] = []
-    for t in sorted({t.start for t in tl.tensors.values()}):  # the max is at some start
+    for t, extra in sorted(points.items(), key=lambda p: p[0]):
         live = [x.nbytes for x in tl.tensors.values() if x.start <= t <= x.end]
-        candidates.append(ir.simplify(sympy.Add(*(ir.dims.as_expr(d) for d in live))))
+        candidates.append(ir.simplify(sympy.Add(extra, *(ir.dims.as_expr(d) for d in live))))
     return _max(candidates)
 
 
@@ -155,13 +247,16 @@ def _total(fn: Function) -> ir.Dim:
     return ir.simplify(sympy.Add(*sizes))
 
 
-def _walk(body: Expr, live: ir.Dim) -> tuple[list[ir.Dim], ir.Dim, int, set[str]]:
-    """Peaks candidates, live bytes at the end, allocations, and called globals of a chain."""
+def _walk(
+    body: Expr, live: ir.Dim, callees: Mapping[str, _Summary]
+) -> tuple[list[ir.Dim], ir.Dim, int, set[str]]:
+    """Peak candidates, live bytes at the end, allocations, and the called globals without a
+    summary (recursive), of a chain."""
     lets, _ = chain(body)
     sizes: dict[object, ir.Dim] = {}
     peaks: list[ir.Dim] = []
     allocs = 0
-    calls: set[str] = set()
+    missing: set[str] = set()
     for let in lets:
         value, op = let.value, memory_op(let.value)
         if op == "memory.alloc_storage":
@@ -176,15 +271,23 @@ def _walk(body: Expr, live: ir.Dim) -> tuple[list[ir.Dim], ir.Dim, int, set[str]
             if target in sizes:
                 live = ir.simplify(ir.dims.as_expr(live) - sizes.pop(target))
         elif isinstance(value, If):
-            p1, l1, a1, c1 = _walk(value.then_branch, live)
-            p2, l2, a2, c2 = _walk(value.else_branch, live)
+            p1, l1, a1, c1 = _walk(value.then_branch, live, callees)
+            p2, l2, a2, c2 = _walk(value.else_branch, live, callees)
             peaks += p1 + p2
             live = _max([l1, l2])
             allocs += max(a1, a2)
-            calls |= c1 | c2
+            missing |= c1 | c2
         elif isinstance(value, Call) and isinstance(value.callee, GlobalVar):
-            calls.add(f"@{value.callee.name}")
-    return peaks, live, allocs, calls
+            summary = callees.get(value.callee.name)
+            if summary is None:
+                missing.add(f"@{value.callee.name}")
+                continue
+            at = ir.dims.as_expr(live)
+            peaks.append(ir.simplify(at + summary.at(summary.peak, value.args)))
+            live = ir.simplify(at + summary.at(summary.end, value.args))
+            allocs += summary.allocations
+            missing |= summary.missing
+    return peaks, live, allocs, missing
 
 
 def _max(dims: list[ir.Dim]) -> ir.Dim:

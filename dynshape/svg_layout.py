@@ -49,7 +49,8 @@ def layout_svg(report: FunctionMemory, values: Mapping[sympy.Basic, int] | None 
             f'<rect x="{_LEFT:.1f}" y="{y:.1f}" width="{_W - _LEFT - 10:.1f}" height="{h:.1f}" '
             'fill="#f4f4f4" stroke="#999"/>'
         )
-        out.append(f'<text x="6" y="{y + 12:.1f}">%{escape(st.var.name_hint)} {size:,} B</text>')
+        title = escape(report.name_of(st.var))
+        out.append(f'<text x="6" y="{y + 12:.1f}">{title} {size:,} B</text>')
         for t in st.tensors:
             off = evaluate(t.offset, values)
             nb = evaluate(t.nbytes, values)
@@ -60,7 +61,7 @@ def layout_svg(report: FunctionMemory, values: Mapping[sympy.Basic, int] | None 
             th = max(h * nb / size, 1.0)
             color = _COLORS[k % len(_COLORS)]
             k += 1
-            label = f"%{t.var.name_hint} {nb} B @{off}"
+            label = f"{report.name_of(t.var)} {nb} B @{off}"
             out.append(
                 f"<g><title>{escape(label)} steps {t.start}-{end}</title>"
                 f'<rect x="{x0:.1f}" y="{ty:.1f}" width="{w:.1f}" height="{th:.1f}" '

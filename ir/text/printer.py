@@ -219,6 +219,14 @@ def function_to_text(
     return unit.resolve(unit.function(fn, f"def @{name}"))
 
 
+def printed_names(name: str, fn: Function) -> dict[Var, str]:
+    """The name (without ``%``) the printer gives each variable of ``def @name``: how reports
+    that list variables (the memory report) name them as the printed IR does."""
+    unit = _Unit(show_types=False)
+    unit.function(fn, f"def @{name}")
+    return dict(unit.var_names)
+
+
 def module_to_text(module: Module, show_types: bool = True) -> str:
     """The text of ``module``: its global definitions in order, separated by blank lines."""
     return "\n\n".join(function_to_text(name, fn, show_types) for name, fn in module.items())

@@ -95,3 +95,49 @@ def test_explain_without_binding_prints_formulas(
     assert cli_main(["explain", str(program)]) == 0
     assert "512*n" in capsys.readouterr().out
     assert cli_main(["explain", str(program), "--bind", "n"]) == 1
+
+
+CALLS = """
+def @layer(%x: Tensor[(m, 16), float32], %w: Tensor[(16, 16), float32]) -> Tensor[(m, 16), float32] {
+  nn.relu(nn.dense(nn.relu(nn.dense(%x, %w)), %w))
+}
+def @main(%x: Tensor[(n, 16), float32], %w: Tensor[(16, 16), float32]) -> Tensor[(2*n, 16), float32] {
+  %a = @layer(%x, %w);
+  %b = @layer(concatenate((%a, %a), axis=0), %w);
+  nn.dense(%b, %w)
+}
+"""
+
+
+@pytest.mark.parametrize("n", [1, 5, 40])
+def test_the_peak_formula_includes_callees_in_the_callers_symbols(n: int) -> None:
+    report = memory_report(textwrap.dedent(CALLS), {"n": n})
+    main = report["main"]
+    assert main.calls == []
+    vm = dynshape.VirtualMachine(dynshape.compile(textwrap.dedent(CALLS)), allocator=NaiveAllocator())
+    vm.run(*_args(CALLS, [(n, 16), (16, 16)]))
+    figures = main.evaluate()
+    assert vm.allocator.stats.peak_live_bytes == figures["planned_peak"]
+    assert vm.allocator.stats.requests == main.allocations
+    # @layer runs on n rows, then on 2*n: its own peak appears with m = 2*n.
+    assert "m" not in str(main.planned_peak) and "n" in str(main.planned_peak)
+    assert figures["lower_bound"] <= figures["planned_peak"]
+
+
+def test_a_recursive_callee_is_named_as_not_included() -> None:
+    source = """
+    def @count(%x: Tensor[(n,), float32], %k: int32) -> Tensor[(n,), float32] {
+      if (greater(%k, 0)) { @count(exp(%x), subtract(%k, 1)) } else { negative(%x) }
+    }
+    def @main(%x: Tensor[(n,), float32]) -> Tensor[(n,), float32] {
+      @count(exp(%x), 3)
+    }
+    """
+    report = memory_report(textwrap.dedent(source), {"n": 8})
+    assert report["main"].calls == ["@count"] and report["count"].calls == ["@count"]
+    assert "(not included: the memory of @count (recursive))" in report["main"].format()
+
+
+def test_the_layout_names_variables_as_the_printed_ir_does() -> None:
+    text = memory_report(textwrap.dedent(MLP), {"n": 2})["main"].format()
+    assert "%x1 " in text and "%x2 " in text and "%x3 " in text
