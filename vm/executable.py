@@ -108,6 +108,11 @@ class OpKernel:
         """The name shown in listings and the profiler."""
         return self.op
 
+    @property
+    def num_destinations(self) -> int:
+        """Arrays an ``invoke`` passes after the inputs (the outputs)."""
+        return self.num_outputs
+
 
 KernelEntry = OpKernel | FusedKernel
 

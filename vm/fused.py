@@ -9,14 +9,30 @@ The lowering decides, with the symbolic types in hand, where each step's result 
   a change of shape or dtype). Scratch comes from the VM's allocator and goes back to it when the
   fused call returns.
 
-A scratch shape is one of ``("static", dims)``, ``("like", ref)`` (the shape of an input, an
-output or an earlier scratch), ``("input", i)`` (a shape passed by the caller as fused input
-``i``, computed by the calling bytecode's shape program), or ``("shape_func", step, k)`` (result
-``k`` of ``shape_funcs.concrete_shapes`` for that step, on the shapes of its inputs).
+A scratch shape is one of ``("arg", j)`` (the caller passes the buffer, as its destination
+``num_outputs + j``: the compiler allocated it in the IR, so memory planning placed it),
+``("static", dims)``, ``("like", ref)`` (the shape of an input, an output or an earlier
+scratch), ``("input", i)`` (a shape passed by the caller as fused input ``i``, computed by the
+calling bytecode's shape program), or ``("shape_func", step, k)`` (result ``k`` of
+``shape_funcs.concrete_shapes`` for that step, on the shapes of its inputs). All but ``arg``
+are allocated by the VM for the call.
 
-Everything is resolved when the VM decodes the executable: each step becomes a closure over its
-bound kernel and the slots of its arguments, so the fast path (no scratch) is a loop of closure
-calls over one tuple: ``(*inputs, *outputs, *constants)``.
+Everything is resolved when the VM decodes the executable: ``build_fused`` generates one Python
+function per fused kernel (``vm/codegen.py``), one parameter per input and output and one line
+per step, with kernels, constants and scratch makers bound as names of its namespace::
+
+    def run(i0, i1, o0, o1):
+        try:
+            k0(i0, i1, o0)
+            k1(o0, c0, o0)
+            k2((o0, i1), o1)
+        except KERNEL_FAILURES as e:
+            raise fail(e) from e
+
+With scratch, ``held = []`` comes first, then one ``t0 = n0(held, ...)`` line per buffer inside
+the ``try``, and a ``finally: free(held)``. ``fail`` finds the failing step from the line number
+of ``run``'s frame in the traceback, so the fast path pays nothing for naming it. The source
+holds only generated names; op names, attributes and constants are values in the namespace.
 """
 
 from __future__ import annotations
@@ -30,10 +46,11 @@ import numpy as np
 
 from shape_funcs import concrete_shapes
 
+from .codegen import UnsafeSourceError, make_function
 from .errors import FormatError, KernelError
 from .kernels.registry import Kernel, get_kernel_factory, has_kernel
 from .memory.allocator import Allocator
-from .memory.storage import tensor_view
+from .memory.storage import Storage, tensor_view
 
 REF_KINDS = ("in", "out", "tmp", "const")
 
@@ -77,7 +94,8 @@ class Scratch:
     dtype: str
     """Its dtype."""
     shape: tuple[Any, ...]
-    """``("static", dims)``, ``("like", Ref)``, ``("input", i)`` or ``("shape_func", step, k)``."""
+    """``("arg", j)``, ``("static", dims)``, ``("like", Ref)``, ``("input", i)`` or
+    ``("shape_func", step, k)`` (see the module doc)."""
 
 
 @dataclass(frozen=True)
@@ -94,7 +112,20 @@ class FusedKernel:
     steps: tuple[FusedStep, ...]
     """The kernel calls, in order."""
     scratch: tuple[Scratch, ...] = field(default=())
-    """Temporary buffers, allocated before the first step and freed after the last."""
+    """Temporary buffers: passed by the caller (``arg``), or allocated before the first step
+    and freed after the last."""
+
+    @property
+    def num_scratch_args(self) -> int:
+        """Scratch buffers the caller passes after the outputs."""
+        return sum(
+            1 for s in self.scratch if isinstance(s.shape, tuple) and s.shape[:1] == ("arg",)
+        )
+
+    @property
+    def num_destinations(self) -> int:
+        """Arrays an ``invoke`` passes after the inputs: the outputs, then the scratch args."""
+        return self.num_outputs + self.num_scratch_args
 
     def validate(self, num_constants: int, where: str) -> None:
         """Raise FormatError naming the step or scratch that is malformed."""
@@ -108,7 +139,11 @@ class FusedKernel:
         def check_ref(ref: Any, what: str, kinds: Sequence[str]) -> None:
             if not isinstance(ref, Ref) or ref.kind not in kinds:
                 raise FormatError(f"{what}: expected a ref of kind {'/'.join(kinds)}, got {ref!r}")
-            if not 0 <= ref.index < counts[ref.kind]:
+            if (
+                isinstance(ref.index, bool)
+                or not isinstance(ref.index, int)
+                or not 0 <= ref.index < counts[ref.kind]
+            ):
                 raise FormatError(
                     f"{what}: {ref!r} is out of range ({counts[ref.kind]} {ref.kind} values)"
                 )
@@ -129,11 +164,16 @@ class FusedKernel:
         for j in range(self.num_outputs):
             if Ref("out", j) not in written:
                 raise FormatError(f"{where}: no step writes output {j}")
+        args_seen: set[int] = set()
         for t, s in enumerate(self.scratch):
             what = f"{where}: scratch {t}"
             spec = s.shape
             kind = spec[0] if isinstance(spec, tuple) and spec else None
-            if kind == "static":
+            if kind == "arg":
+                if len(spec) != 2 or not isinstance(spec[1], int) or spec[1] in args_seen:
+                    raise FormatError(f"{what}: 'arg' takes an index not used before")
+                args_seen.add(spec[1])
+            elif kind == "static":
                 if (
                     len(spec) != 2
                     or not isinstance(spec[1], tuple)
@@ -167,31 +207,12 @@ class FusedKernel:
                             raise FormatError(f"{what}: its step reads a later scratch")
             else:
                 raise FormatError(f"{what}: unknown shape kind {spec!r}")
+        if args_seen != set(range(len(args_seen))):
+            raise FormatError(f"{where}: scratch args must be numbered 0..{len(args_seen) - 1}")
 
 
 #: The numpy exceptions that mean "bad input for this kernel" (not a bug in the VM).
 KERNEL_FAILURES = (ValueError, TypeError, IndexError, ArithmeticError)
-
-
-def _bind(fn: Kernel, getters: list[Any]) -> Callable[[Sequence[Any]], Any]:
-    """A closure calling ``fn`` on values picked from the slot list ``v``."""
-    if all(isinstance(g, int) for g in getters):
-        idx = tuple(getters)
-        if len(idx) == 1:
-            (a,) = idx
-            return lambda v: fn(v[a])
-        if len(idx) == 2:
-            a, b = idx
-            return lambda v: fn(v[a], v[b])
-        if len(idx) == 3:
-            a, b, c = idx
-            return lambda v: fn(v[a], v[b], v[c])
-        return lambda v: fn(*[v[i] for i in idx])
-
-    def pick(v: Sequence[Any], g: Any) -> Any:
-        return tuple(v[i] for i in g) if isinstance(g, tuple) else v[g]
-
-    return lambda v: fn(*[pick(v, g) for g in getters])
 
 
 def build_fused(
@@ -199,97 +220,175 @@ def build_fused(
     constants: Sequence[np.ndarray],
     allocator: Allocator,
 ) -> Kernel:
-    """The callable ``run(*inputs, *outputs)`` of a fused kernel, bound to ``allocator``."""
-    n_in, n_out = spec.num_inputs, spec.num_outputs
-    used_consts = sorted(
-        {
-            r.index
-            for s in spec.steps
-            for a in s.inputs
-            for r in (a if isinstance(a, tuple) else (a,))
-            if r.kind == "const"
-        }
-    )
-    const_slot = {c: n_in + n_out + k for k, c in enumerate(used_consts)}
-    const_vals = tuple(constants[c] for c in used_consts)
-    tmp_base = n_in + n_out + len(used_consts)
+    """The callable ``run(*inputs, *outputs)`` of a fused kernel, bound to ``allocator``.
 
-    def slot(ref: Ref) -> int:
-        return {
-            "in": ref.index,
-            "out": n_in + ref.index,
-            "tmp": tmp_base + ref.index,
-            "const": const_slot.get(ref.index, -1),
-        }[ref.kind]
-
-    steps = []
-    for step in spec.steps:
-        fn = get_kernel_factory(step.op)(dict(step.attrs))
-        getters = [
-            tuple(slot(r) for r in a) if isinstance(a, tuple) else slot(a)
-            for a in (*step.inputs, *step.outputs)
+    ``run`` is generated Python with one parameter per input and output and one line per step
+    (see the module doc). The spec must be valid (``FusedKernel.validate``); the generator
+    refuses a ref that names nothing it generated with an ``UnsafeSourceError``.
+    """
+    gen = _Generator(spec, constants)
+    for i, step in enumerate(spec.steps):
+        kernel = gen.bind(f"k{i}", get_kernel_factory(step.op)(dict(step.attrs)))
+        args = [
+            *(gen.operand(a) for a in step.inputs),
+            *(gen.ref(r, WRITABLE) for r in step.outputs),
         ]
-        steps.append(_bind(fn, getters))
-    names = [s.op for s in spec.steps]
-    name = spec.name
+        gen.step(i, f"{kernel}({', '.join(args)})")
+    for t, s in enumerate(spec.scratch):
+        if s.shape[0] == "arg":
+            continue  # a parameter of run (see _Generator)
+        maker, refs = _scratch_maker(spec, np.dtype(s.dtype), s.shape, allocator)
+        args = ["held", *(gen.operand(a) for a in refs)]
+        # Scratch is made before step 0, and its failures are reported as step 0's.
+        gen.setup(f"t{t} = {gen.bind(f'n{t}', maker)}({', '.join(args)})")
 
-    def failed(i: int, e: Exception) -> KernelError:
-        return KernelError(
-            f"fused kernel {name}: step {i} ({names[i]}) failed: {type(e).__name__}: {e}"
-        )
+    def free(held: list[Storage]) -> None:
+        for st in held:
+            allocator.free(st)
 
-    if not spec.scratch:
-        # The fast path: every step writes into an output (or reads inputs and constants).
-        def run(*args: Any) -> None:
-            v = args + const_vals if const_vals else args
-            i = 0
-            try:
-                for s in steps:
-                    s(v)
-                    i += 1
-            except KERNEL_FAILURES as e:
-                raise failed(i, e) from e
+    return gen.finish(free)
 
+
+#: Ref kinds a step may write.
+WRITABLE = ("out", "tmp")
+
+
+class _Generator:
+    """Builds the source and namespace of one fused kernel's ``run``.
+
+    Source text comes only from here: parameter and local names made from ``range`` over the
+    spec's counts, namespace names made from the generator's own counters. A ref is looked up in
+    the table of names it generated, so whatever a ref holds, only those names can come out.
+    """
+
+    def __init__(self, spec: FusedKernel, constants: Sequence[np.ndarray]) -> None:
+        self.spec = spec
+        self.constants = constants
+        self.params = [f"i{i}" for i in range(spec.num_inputs)]
+        self.params += [f"o{j}" for j in range(spec.num_outputs)]
+        # Scratch the caller passes comes last, in the order of its arg numbers.
+        by_arg = {s.shape[1]: t for t, s in enumerate(spec.scratch) if s.shape[0] == "arg"}
+        self.params += [f"t{by_arg[j]}" for j in range(len(by_arg))]
+        self.names: dict[tuple[str, int], str] = {
+            ("in", i): f"i{i}" for i in range(spec.num_inputs)
+        }
+        self.names.update({("out", j): f"o{j}" for j in range(spec.num_outputs)})
+        self.names.update({("tmp", t): f"t{t}" for t in range(len(spec.scratch))})
+        self.namespace: dict[str, Any] = {"KERNEL_FAILURES": KERNEL_FAILURES}
+        self.const_names: dict[int, str] = {}
+        self.setup_lines: list[str] = []
+        self.step_lines: list[tuple[int, str]] = []
+
+    def bind(self, name: str, value: Any) -> str:
+        """Put ``value`` in the namespace as ``name`` (a generated name); returns ``name``."""
+        self.namespace[name] = value
+        return name
+
+    def ref(self, ref: Any, kinds: Sequence[str] = REF_KINDS) -> str:
+        """The generated name holding ``ref``'s value."""
+        if not isinstance(ref, Ref) or ref.kind not in kinds:
+            raise UnsafeSourceError(f"fused kernel {self.spec.name}: not a valid ref: {ref!r}")
+        if ref.kind == "const":
+            if not (isinstance(ref.index, int) and 0 <= ref.index < len(self.constants)):
+                raise UnsafeSourceError(f"fused kernel {self.spec.name}: no constant {ref!r}")
+            if ref.index not in self.const_names:
+                c = f"c{len(self.const_names)}"
+                self.const_names[ref.index] = self.bind(c, self.constants[ref.index])
+            return self.const_names[ref.index]
+        name = self.names.get((ref.kind, ref.index))
+        if name is None:
+            raise UnsafeSourceError(f"fused kernel {self.spec.name}: no value {ref!r}")
+        return name
+
+    def operand(self, arg: Any) -> str:
+        """A step input: one name, or a tuple display ``(a, b)`` for a tuple operand."""
+        if type(arg) is not tuple:
+            return self.ref(arg)
+        names = [self.ref(r) for r in arg]
+        return "(" + ", ".join(names) + ("," if len(names) == 1 else "") + ")"
+
+    def step(self, index: int, line: str) -> None:
+        """Step ``index`` is the call ``line``."""
+        self.step_lines.append((index, line))
+
+    def setup(self, line: str) -> None:
+        """A scratch allocation ``line``, run before the steps."""
+        self.setup_lines.append(line)
+
+    def finish(self, free: Callable[[list[Storage]], None]) -> Kernel:
+        """Compile ``run``: a step failure becomes a KernelError naming the step."""
+        spec = self.spec
+        body: list[tuple[int, str]] = [(0, line) for line in self.setup_lines]
+        body += self.step_lines
+        lines = [f"def run({', '.join(self.params)}):"]
+        if self.setup_lines:
+            lines.append("    held = []")
+            self.bind("free", free)
+        lines.append("    try:")
+        # line number (1-based) -> step index, read back from the traceback on failure
+        step_at: dict[int, int] = {}
+        for index, text in body or [(0, "pass")]:
+            lines.append(f"        {text}")
+            step_at[len(lines)] = index
+        lines += ["    except KERNEL_FAILURES as e:", "        raise fail(e) from e"]
+        if self.setup_lines:
+            lines += ["    finally:", "        free(held)"]
+        ops = [s.op for s in spec.steps]
+        code: Any = None
+
+        def fail(e: Exception) -> KernelError:
+            # The failing line of run's own frame says which step it was: the fast path pays
+            # nothing for this (no counter), only the error path walks the traceback.
+            # (Kernels with equal source share one code object, but never one traceback.)
+            tb = e.__traceback__
+            while tb is not None and tb.tb_frame.f_code is not code:
+                tb = tb.tb_next
+            i = step_at.get(tb.tb_lineno, 0) if tb is not None else 0
+            op = ops[i] if ops else "no step"
+            return KernelError(
+                f"fused kernel {spec.name}: step {i} ({op}) failed: {type(e).__name__}: {e}"
+            )
+
+        self.bind("fail", fail)
+        run = make_function("\n".join(lines) + "\n", self.namespace, "run", ("e", "held"))
+        code = run.__code__
         return run
 
-    scratch = [(np.dtype(s.dtype), s.shape) for s in spec.scratch]
 
-    def shape_of_ref(v: Sequence[Any], ref: Ref) -> tuple[int, ...]:
-        return tuple(v[slot(ref)].shape)
+def _scratch_maker(
+    spec: FusedKernel, dt: np.dtype, how: tuple[Any, ...], allocator: Allocator
+) -> tuple[Callable[..., np.ndarray], list[StepInput]]:
+    """``(make, refs)``: ``make(held, *values of refs)`` allocates one scratch buffer (its
+    storage appended to ``held``, which the caller frees) and returns its view."""
+    kind = how[0]
+    shape_of: Callable[..., tuple[int, ...]]
+    refs: list[StepInput]
+    if kind == "static":
+        dims = tuple(how[1])
+        refs, shape_of = [], lambda: dims
+    elif kind == "like":
+        refs, shape_of = [how[1]], lambda x: tuple(x.shape)
+    elif kind == "input":
+        refs, shape_of = [Ref("in", how[1])], lambda s: tuple(int(d) for d in s)
+    else:
+        step, k = spec.steps[how[1]], how[2]
+        op, attrs = step.op, dict(step.attrs)
 
-    def scratch_shape(v: Sequence[Any], how: tuple[Any, ...]) -> tuple[int, ...]:
-        kind = how[0]
-        if kind == "static":
-            return tuple(how[1])
-        if kind == "like":
-            return shape_of_ref(v, how[1])
-        if kind == "input":
-            return tuple(int(d) for d in v[how[1]])
-        step = spec.steps[how[1]]
-        shapes = [
-            tuple(shape_of_ref(v, r) for r in a) if isinstance(a, tuple) else shape_of_ref(v, a)
-            for a in step.inputs
-        ]
-        res = concrete_shapes(step.op, shapes, dict(step.attrs))
-        return tuple(res if not isinstance(res, list) else res[how[2]])
+        def shape_of(*values: Any) -> tuple[int, ...]:
+            shapes = [
+                tuple(tuple(x.shape) for x in v) if isinstance(v, tuple) else tuple(v.shape)
+                for v in values
+            ]
+            res = concrete_shapes(op, shapes, attrs)
+            return tuple(res if not isinstance(res, list) else res[k])
 
-    def run_with_scratch(*args: Any) -> None:
-        v: list[Any] = [*args, *const_vals]
-        held = []
-        i = 0
-        try:
-            for dt, how in scratch:
-                shape = scratch_shape(v, how)
-                st = allocator.alloc(math.prod(shape) * dt.itemsize)
-                held.append(st)
-                v.append(tensor_view(st, 0, shape, dt))
-            for s in steps:
-                s(v)
-                i += 1
-        except KERNEL_FAILURES as e:
-            raise failed(i, e) from e
-        finally:
-            for st in held:
-                allocator.free(st)
+        refs = list(step.inputs)
+    alloc, itemsize = allocator.alloc, dt.itemsize
 
-    return run_with_scratch
+    def make(held: list[Storage], *values: Any) -> np.ndarray:
+        shape = shape_of(*values)
+        st = alloc(math.prod(shape) * itemsize)
+        held.append(st)
+        return tensor_view(st, 0, shape, dt)
+
+    return make, refs

@@ -169,11 +169,12 @@ def _check_instruction(
             )
     elif ins.op == Op.INVOKE:
         k = exe.kernels[ops[0]]
-        if (len(ops[1]), len(ops[2])) != (k.num_inputs, k.num_outputs):
+        if (len(ops[1]), len(ops[2])) != (k.num_inputs, k.num_destinations):
+            scratch = k.num_destinations - k.num_outputs
             raise FormatError(
                 f"{where}: passes {len(ops[1])} inputs and {len(ops[2])} outputs "
                 f"to kernel {k.name!r}, which takes {k.num_inputs} and "
-                f"{k.num_outputs}"
+                f"{k.num_outputs}" + (f" plus {scratch} scratch buffers" if scratch else "")
             )
     elif ins.op == Op.SHAPE_PROGRAM:
         p = exe.shape_programs[ops[0]]

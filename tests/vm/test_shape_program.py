@@ -1,12 +1,17 @@
-"""Shape programs: floor semantics, min/max/comparisons, validation, and errors."""
+"""Shape programs: floor semantics, min/max/comparisons, validation, errors, generated code."""
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vm import FormatError, RunTimeShapeError, ShapeProgram, ShapeProgramBuilder
+from vm.codegen import UnsafeSourceError, check_source
+from vm.shape_program import BINARY, MAX_NODES, generate_source
 
 INTS = st.integers(-50, 50)
 
@@ -74,3 +79,194 @@ def test_division_by_zero_is_a_run_time_shape_error():
 def test_validation(program, message):
     with pytest.raises(FormatError, match=message):
         program.validate()
+
+
+# Generated code, against an independent evaluator --------------------------------------------
+
+
+def _floordiv(a: int, b: int) -> int:
+    """Floor of the exact quotient (a definition independent of Python's ``//``)."""
+    return math.floor(Fraction(a, b))
+
+
+REFERENCE = {
+    "add": lambda a, b: a + b,
+    "sub": lambda a, b: a - b,
+    "mul": lambda a, b: a * b,
+    "floordiv": _floordiv,
+    "mod": lambda a, b: a - b * _floordiv(a, b),
+    "min": min,
+    "max": max,
+    "eq": lambda a, b: 1 if a == b else 0,
+    "ne": lambda a, b: 1 if a != b else 0,
+    "lt": lambda a, b: 1 if a < b else 0,
+    "le": lambda a, b: 1 if a <= b else 0,
+    "gt": lambda a, b: 1 if a > b else 0,
+    "ge": lambda a, b: 1 if a >= b else 0,
+}
+
+
+def evaluate(prog: ShapeProgram, inputs: list[int]) -> list:
+    """The program's outputs, node by node; raises ZeroDivisionError like the program."""
+    v = list(inputs)
+    for node in prog.nodes:
+        if node[0] == "const":
+            v.append(node[1])
+        elif node[0] == "neg":
+            v.append(-v[node[1]])
+        else:
+            v.append(REFERENCE[node[0]](v[node[1]], v[node[2]]))
+    return [tuple(v[i] for i in o) if isinstance(o, tuple) else v[o] for o in prog.outputs]
+
+
+def test_the_reference_covers_every_op():
+    assert set(REFERENCE) == set(BINARY)
+
+
+@st.composite
+def programs(draw):
+    """A random program over 0-3 inputs, every op reachable, and input values for it."""
+    n_in = draw(st.integers(0, 3))
+    b = ShapeProgramBuilder([f"s{i}" for i in range(n_in)])
+    values = list(b.inputs)
+    for _ in range(draw(st.integers(0, 25))):
+        op = draw(st.sampled_from(["const", "neg", *BINARY]))
+        if op == "const" or not values:
+            values.append(b.lift(draw(st.integers(-(1 << 62), 1 << 62) | st.integers(-9, 9))))
+        elif op == "neg":
+            values.append(-draw(st.sampled_from(values)))
+        else:
+            x, y = draw(st.sampled_from(values)), draw(st.sampled_from(values))
+            values.append(b.node(op, x, y))
+    outputs: list = []
+    for _ in range(draw(st.integers(0, 4))):
+        if values and draw(st.booleans()):
+            outputs.append(draw(st.sampled_from(values)))
+        else:
+            outputs.append(
+                tuple(draw(st.lists(st.sampled_from(values), max_size=3))) if values else ()
+            )
+    prog = b.build(outputs)
+    inputs = draw(st.lists(st.integers(-20, 20), min_size=n_in, max_size=n_in))
+    return prog, inputs
+
+
+@settings(max_examples=300, deadline=None)
+@given(case=programs())
+def test_random_programs_agree_with_the_reference(case):
+    prog, inputs = case
+    run = prog.compile()
+    try:
+        want = evaluate(prog, inputs)
+    except ZeroDivisionError:
+        with pytest.raises(RunTimeShapeError, match="division by zero"):
+            run(inputs)
+        return
+    got = run(inputs)
+    assert got == want
+    assert [type(g) for g in got] == [type(w) for w in want]
+
+
+@pytest.mark.parametrize("op", ["floordiv", "mod"])
+@pytest.mark.parametrize(("a", "b"), [(7, 2), (-7, 2), (7, -2), (-7, -2), (0, -3), (-1, 5)])
+def test_floor_semantics_on_negative_numbers(op, a, b):
+    p = ShapeProgramBuilder(["a", "b"])
+    x, y = p.inputs
+    got = p.build([p.node(op, x, y), p.node(op, x, -3), p.node(op, -7, y)]).compile()([a, b])
+    assert got == [REFERENCE[op](a, b), REFERENCE[op](a, -3), REFERENCE[op](-7, b)]
+
+
+@pytest.mark.parametrize(
+    ("build", "inputs", "listing"),
+    [
+        (lambda p, n, m: [n // m], [3, 0], "(n, m) -> [n // m]"),
+        (lambda p, n, m: [n * 2, (n % m,)], [-3, 0], "(n, m) -> [n * 2, (n % m,)]"),
+        # both operands constant: Python's compiler must not fold (or reject) 4 // 0
+        (lambda p, n, m: [p.lift(4) // 0], [1, 2], "(n, m) -> [4 // 0]"),
+    ],
+)
+def test_division_by_zero_message(build, inputs, listing):
+    p = ShapeProgramBuilder(["n", "m"])
+    run = p.build(build(p, *p.inputs)).compile()
+    with pytest.raises(RunTimeShapeError) as info:
+        run(inputs)
+    assert str(info.value) == (
+        f"division by zero in shape program {listing} with inputs {tuple(inputs)}"
+    )
+    assert info.value.__cause__ is None and info.value.__suppress_context__
+
+
+def test_the_generated_source_is_straight_line():
+    p = ShapeProgramBuilder(["n"])
+    (n,) = p.inputs
+    prog = p.build([4 * n, (n,), p.min(n, -2), p.node("lt", n, 3)])
+    assert generate_source(prog) == (
+        "def run(inputs):\n"
+        "    v0, = inputs\n"
+        "    v2 = 4 * v0\n"
+        "    v4 = v0 if v0 <= (-2) else (-2)\n"
+        "    v6 = 1 if v0 < 3 else 0\n"
+        "    return [v2, (v0,), v4, v6]\n"
+    )
+    assert prog.compile()([5]) == [20, (5,), -2, 0]
+    assert ShapeProgram(0, (), ()).compile()([]) == []
+
+
+def test_a_program_of_the_largest_size_compiles_and_runs():
+    # A chain: each node reads the one before (the deepest possible expression, were it nested).
+    nodes = [("const", 1)]
+    for i in range(MAX_NODES - 1):
+        prev = 1 + i
+        nodes.append(("add", prev, 0) if i % 3 else ("mod", prev, 1))
+    prog = ShapeProgram(1, tuple(nodes), (MAX_NODES, (1, MAX_NODES)))
+    prog.validate()
+    run = prog.compile()
+    for x in (7, -7):
+        assert run([x]) == evaluate(prog, [x])
+
+
+class _EvilInt(int):
+    def __repr__(self) -> str:
+        return "__import__('os').system('echo pwned')"
+
+    __str__ = __repr__
+
+
+@pytest.mark.parametrize(
+    "program",
+    [
+        ShapeProgram(1, (("add); __import__('os').system('echo pwned'); (", 0, 0),), (1,)),
+        ShapeProgram(1, (("const", "__import__('os')"),), (1,)),
+        ShapeProgram(1, (("const", 1.5),), (1,)),
+        ShapeProgram(1, (("add", 0, "v0"),), (1,)),
+        ShapeProgram(1, (("add", 0, 0),), ("v0",)),
+        ShapeProgram(1, (("add", 0, 1),), (1,)),  # a forward reference
+        ShapeProgram(1, ((_EvilInt(0), 0, 0),), (1,)),
+    ],
+)
+def test_a_hostile_program_is_refused_by_validation_and_by_the_generator(program):
+    with pytest.raises(FormatError):
+        program.validate()
+    with pytest.raises(UnsafeSourceError):
+        program.compile()
+
+
+def test_an_int_subclass_cannot_choose_the_text_of_a_literal(capfd):
+    prog = ShapeProgram(1, (("const", _EvilInt(5)), ("add", 0, _EvilInt(1))), (_EvilInt(2),))
+    prog.validate()  # validation accepts int subclasses: the generator must not trust them
+    assert "pwned" not in generate_source(prog)
+    assert prog.compile()([3]) == [8]
+    assert "pwned" not in capfd.readouterr().out
+
+
+def test_the_safety_check_refuses_text_no_generator_makes():
+    for source in [
+        "def run(inputs):\n    return ['a']\n",
+        "def run(inputs):\n    return inputs.pop()\n",
+        "def run(inputs):\n    return open(inputs)\n",
+        "def run(inputs):\n    return 1e5\n",
+        "def run(inputs):\n    return [v0] # x\n",
+    ]:
+        with pytest.raises(UnsafeSourceError):
+            check_source(source, {"run", "inputs"})
+    check_source("def run(inputs):\n    v0, = inputs\n    return [v0 // 2]\n", {"run", "inputs"})
