@@ -17,6 +17,7 @@ from . import builder as _builder
 from .builder import *  # noqa: F403  (the model-building API: ds.tensor, ds.relu, ...)
 from .custom_op import register_op
 from .errors import BuildError, CompileError
+from .passes.plan_memory import PlanMemory
 from .pipeline import STAGES, compile, stages
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "IRError",
     "Module",
     "ParseError",
+    "PlanMemory",
     "ShapeError",
     "VMError",
     "VirtualMachine",

@@ -32,15 +32,16 @@ from .passes.to_anf import ToANF
 STAGES = ("parsed", "types", "fused", "anf", "manifest", "kill", "planned")
 
 
-def default_passes() -> list[tuple[str, ModulePass]]:
-    """The passes of the default pipeline, each with the stage name of its output."""
+def default_passes(planner: PlanMemory | None = None) -> list[tuple[str, ModulePass]]:
+    """The passes of the default pipeline, each with the stage name of its output
+    (``planner``: the memory planner with its options, default ``PlanMemory()``)."""
     return [
         ("types", InferTypes()),
         ("fused", FuseOps()),
         ("anf", ToANF()),
         ("manifest", ManifestAlloc()),
         ("kill", KillAfterLastUse()),
-        ("planned", PlanMemory()),
+        ("planned", planner or PlanMemory()),
     ]
 
 
@@ -60,13 +61,13 @@ def stages(
     start: str = "parsed",
     source_name: str = "<string>",
     on_stage: Callable[[str, Module], None] | None = None,
-    plan_memory: bool = True,
+    plan_memory: bool | PlanMemory = True,
 ) -> dict[str, Module]:
     """The module after every stage, by stage name (see ``STAGES``); types inferred on each.
 
     ``start`` names the stage the input is already at (``"manifest"`` for the printed output
     of ``--emit manifest``): the passes up to it are skipped. ``plan_memory=False`` stops after
-    ``kill`` (no ``planned`` stage).
+    ``kill`` (no ``planned`` stage); a ``PlanMemory`` instance plans with its options.
     """
     if start not in STAGES:
         raise CompileError(f"unknown stage {start!r} (stages: {', '.join(STAGES)})")
@@ -75,7 +76,8 @@ def stages(
         module = InferTypes().run(module)
     out = {start: module}
     done = STAGES.index(start)
-    for stage, p in default_passes():
+    planner = plan_memory if isinstance(plan_memory, PlanMemory) else None
+    for stage, p in default_passes(planner):
         if STAGES.index(stage) <= done or (stage == "planned" and not plan_memory):
             continue
         module = p.run(module)
@@ -95,7 +97,7 @@ def compile(
     debug: bool = False,
     start: str = "parsed",
     source_name: str = "<string>",
-    plan_memory: bool = True,
+    plan_memory: bool | PlanMemory = True,
     check_with: Sequence[Any] | None = None,
 ) -> Executable:
     """Compile a module (or program text) to a VM executable.
@@ -107,7 +109,9 @@ def compile(
     ``debug=True`` verifies the IR after every pass and names the pass that broke it;
     ``start`` is the stage the input is already at (see ``stages``); ``source_name`` names the
     text in error messages; ``plan_memory=False`` lowers the ``kill`` stage instead of the
-    ``planned`` one (one storage per tensor, still freed after its last use), for comparisons.
+    ``planned`` one (one storage per tensor, still freed after its last use), for comparisons;
+    ``plan_memory=PlanMemory(returned_in_arena=False)`` gives results storages of their own
+    (for callers that keep many results: a kept result otherwise keeps its whole arena).
     """
     if check_with is not None:
         from .testing import compile_checked  # the oracle is only loaded when asked for

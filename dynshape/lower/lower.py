@@ -60,7 +60,7 @@ _CMP = ("==", "!=", "<", "<=", ">", ">=")
 def lower(module: Module) -> Executable:
     """Lower a manifested, typed module to an executable (see the module docstring)."""
     asm = Assembler()
-    kernels: dict[Function, int] = {}
+    kernels: dict[tuple[Function, bool], int] = {}
     for name, fn in module.items():
         _FunctionLowering(asm, module, name, fn, kernels).lower()
     return asm.build()
@@ -86,7 +86,7 @@ class _FunctionLowering:
         module: Module,
         name: str,
         fn: Function,
-        kernels: dict[Function, int],
+        kernels: dict[tuple[Function, bool], int],
     ) -> None:
         self.asm = asm
         self.module = module
@@ -286,10 +286,14 @@ class _FunctionLowering:
             return self.b.alloc_tensor(self.atom(e.args[0]), offset, shape, attrs["dtype"])
         if name == "memory.invoke":
             fn = self.function_value(e.args[0])
-            k = self.kernels.get(fn)
-            if k is None:
-                k = self.kernels[fn] = kernel_for(self.asm, fn, f"{self.name}_k{len(self.kernels)}")
             ins, outs = (self.tuple_items(a) for a in e.args[1:])
+            # Destinations beyond the results are the step plan's scratch (manifest_alloc).
+            scratch_passed = len(outs) > len(ir.tensor_leaves(_result_type(fn)))
+            k = self.kernels.get((fn, scratch_passed))
+            if k is None:
+                k = self.kernels[(fn, scratch_passed)] = kernel_for(
+                    self.asm, fn, f"{self.name}_k{len(self.kernels)}", scratch_passed
+                )
             self.b.invoke(k, ins, outs)
             return self.unit
         if name == "memory.reshape_tensor":
@@ -453,3 +457,10 @@ def _let_bound_function(body: Expr, var: Var) -> Function | None:
                 stack += [node.value.then_branch, node.value.else_branch]
             node = node.body
     return None
+
+
+def _result_type(fn: Function) -> ir.Type:
+    ty = fn.ret_type or fn.body.ty
+    if ty is None:
+        raise CompileError("the lowering needs typed primitive functions (run infer_types)")
+    return ty

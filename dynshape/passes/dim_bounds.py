@@ -63,3 +63,21 @@ def evaluate(dim: ir.Dim, values: Mapping[sympy.Basic, int]) -> int:
         return dim
     out = dim.xreplace({s: sympy.Integer(values[s]) for s in dim.free_symbols})
     return int(out)
+
+
+#: Values a symbol takes in ``samples`` when its range says nothing more.
+_TYPICAL = (1, 8, 64, 512, 4096)
+
+
+def samples(dims: list[ir.Dim], ranges: RangeMap | None) -> list[dict[sympy.Basic, int]]:
+    """A few symbol bindings spread over the ranges (log-spaced typical sizes, clipped to each
+    symbol's range): for *choosing* between plans by their sizes, never for proofs."""
+    symbols = set().union(*(ir.free_symbols(d) for d in dims))
+    out = []
+    for typical in _TYPICAL:
+        binding = {}
+        for s in symbols:
+            lo, hi = (ranges or {}).get(s, (0, None))
+            binding[s] = max(lo, typical if hi is None else min(hi, typical))
+        out.append(binding)
+    return out

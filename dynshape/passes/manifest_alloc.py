@@ -13,8 +13,13 @@ Guarantees: each let-bound call of a primitive function becomes, in order,
 3. per output tensor: ``memory.alloc_storage(size=<bytes>, alignment=64, dtype_hint=...)`` and
    ``memory.alloc_tensor(storage, offset=0, shape=[...], dtype=...)``, where the size and the
    shape are dims over bound symbols (the lowering compiles them into shape programs);
-4. ``memory.invoke(fn, (inputs...), (outputs...))``; the call's value is the output tensor (or
-   the tuple of them, rebuilt with the call's structure).
+4. per scratch slot of the primitive's step plan (``step_plan.py``: an intermediate that
+   cannot be computed in the output buffer), a storage and a tensor too, passed to the
+   invoke *after* the outputs, so that memory planning places scratch like any other tensor
+   (it lives during the invoke only). This holds when every slot's shape is a dim over bound
+   symbols; otherwise none is passed and the VM allocates that kernel's scratch itself;
+5. ``memory.invoke(fn, (inputs...), (outputs..., scratch...))``; the call's value is the output
+   tensor (or the tuple of them, rebuilt with the call's structure).
 
 A primitive marked ``Reshape=1`` becomes ``memory.reshape_tensor`` (a view: no allocation).
 Calls of global functions and ``if`` are kept (a callee allocates its own outputs); their
@@ -52,6 +57,8 @@ from ..errors import CompileError
 from ..symbolic_context import DeferredCheck
 from .base import ModulePass
 from .infer_types import InferTypes
+from .step_plan import plan_steps
+from .type_relations import substitute_type
 
 ALIGNMENT = 64
 
@@ -248,37 +255,40 @@ class _FunctionManifest:
             )
         if not _symbols(d for leaf in leaves for d in leaf.shape) <= bound:
             self.shape_func(b, fn, fn_ref, args, leaves, bound, call)
-        outputs = []
-        for i, leaf in enumerate(leaves):
-            suffix = "" if len(leaves) == 1 else str(i)
-            storage = b.let(
-                f"storage{suffix}",
-                ir.call(
-                    "memory.alloc_storage",
-                    size=leaf.size_bytes(),
-                    alignment=ALIGNMENT,
-                    dtype_hint=leaf.dtype,
-                ),
-            )
-            outputs.append(
-                b.let(
-                    f"{var.name_hint}{suffix}",
-                    ir.call(
-                        "memory.alloc_tensor",
-                        storage,
-                        offset=0,
-                        shape=list(leaf.shape),
-                        dtype=leaf.dtype,
-                    ),
-                )
-            )
+        outputs = [
+            _alloc(b, leaf, f"{var.name_hint}{suffix}", f"storage{suffix}")
+            for i, leaf in enumerate(leaves)
+            for suffix in ["" if len(leaves) == 1 else str(i)]
+        ]
+        scratch = [_alloc(b, ty, "scratch", "storage") for ty in self.scratch(fn, call, bound)]
         b.let(
             "invoke",
-            ir.call("memory.invoke", fn_ref, ir.tuple_of(args), ir.tuple_of(outputs)),
+            ir.call("memory.invoke", fn_ref, ir.tuple_of(args), ir.tuple_of(outputs + scratch)),
         )
         if len(outputs) == 1 and isinstance(out_ty, TensorType):
             return outputs[0]
         return b.let(var.name_hint, _rebuild(out_ty, outputs))
+
+    def scratch(self, fn: Function, call: Call, bound: set[sympy.Basic]) -> list[TensorType]:
+        """The scratch slots of ``fn``'s step plan in the caller's terms, or [] if one of them
+        has a dim the caller cannot compute (then the VM allocates them at run time)."""
+        slots = plan_steps(fn).slots
+        if not slots:
+            return []
+        binding: dict[sympy.Basic, sympy.Expr] = {}
+        for p, a in zip(fn.params, call.args, strict=True):
+            if isinstance(p.ty, TensorType) and isinstance(a.ty, TensorType):
+                for want, got in zip(p.ty.shape, a.ty.shape, strict=True):
+                    if isinstance(want, sympy.Symbol) and want not in binding:
+                        binding[want] = ir.dims.as_expr(got)
+        out = []
+        for ty in slots:
+            t = substitute_type(ty, binding)
+            assert isinstance(t, TensorType)
+            if not _symbols(t.shape) <= bound:
+                return []
+            out.append(t)
+        return out
 
     def shape_func(
         self,
@@ -333,6 +343,20 @@ class _FunctionManifest:
                 "shape or run-time shape function binds",
                 call.span,
             )
+
+
+def _alloc(b: _Block, ty: TensorType, hint: str, storage_hint: str) -> Var:
+    """A storage of ``ty``'s size and a tensor of ``ty`` at offset 0 in it; returns the tensor."""
+    storage = b.let(
+        storage_hint,
+        ir.call(
+            "memory.alloc_storage", size=ty.size_bytes(), alignment=ALIGNMENT, dtype_hint=ty.dtype
+        ),
+    )
+    return b.let(
+        hint,
+        ir.call("memory.alloc_tensor", storage, offset=0, shape=list(ty.shape), dtype=ty.dtype),
+    )
 
 
 def _rebuild(ty: Type, leaves: Iterable[Var]) -> Expr:

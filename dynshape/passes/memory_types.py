@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ir import Attrs, FuncType, StorageType, TensorType, TupleType, Type
+from ir import Attrs, FuncType, StorageType, TensorType, TupleType, Type, tensor_leaves
 
 from ..errors import CompileError
 
@@ -45,6 +45,14 @@ def _invoke(args: Sequence[Type], attrs: Attrs) -> Type:
             f"memory.invoke passes {len(inputs.fields)} inputs to a function of "
             f"{len(fn.params)} parameters"
         )
+    # Outputs beyond the function's results are its scratch buffers (manifest_alloc).
+    results = len(tensor_leaves(fn.ret))
+    if len(outputs.fields) < results:
+        raise CompileError(
+            f"memory.invoke passes {len(outputs.fields)} outputs to a function of {results} results"
+        )
+    for i, out in enumerate(outputs.fields):
+        _tensor(out, f"memory.invoke's output {i}")
     return UNIT
 
 

@@ -13,11 +13,13 @@ their ``alloc_tensor``s and their kill - are replaced by one or a few *arenas*:
     let %_ = memory.kill(%arena);        // after the last tenant's kill
 
 1. **Blocks** (reuse). Tenants are taken in allocation order; each goes into a *free* block (every
-   earlier tenant of it killed before this one is allocated): preferably one whose size is
-   provably not smaller (``dims_le``: sympy, max/min structure, symbol ranges) - e.g. a freed
-   ``8*n`` block hosts a ``4*n`` tensor; else one provably not larger, which grows to the new
-   size; else any free block, whose size becomes the symbolic ``max`` of its tenants. Only if no
-   block is free does a new one open. Tenants of a block never live at the same time.
+   earlier tenant of it killed before this one is allocated): preferably the smallest whose size
+   is provably not smaller (``dims_le``: sympy, max/min structure, symbol ranges) - e.g. a freed
+   ``8*n`` block hosts a ``4*n`` tensor; else the free block that grows least (relative growth
+   summed over a few sample sizes within the ranges: a freed ``max(256*s, 16*s**2)`` block takes
+   a ``1024*s`` tensor at no cost for ``s >= 64``, where a ``256*s`` one would grow fourfold),
+   sized as the symbolic ``max`` of its tenants. Only if no block is free does a new one open.
+   Tenants of a block never live at the same time.
 2. **Arenas** (coalescing). The blocks of a group lie one after another in one arena, at offsets
    that are sums of the earlier blocks' sizes rounded up to 64 bytes (``64*ceil(s / 64)``), so
    every tensor offset is a multiple of 64; blocks never overlap. The arena is allocated just
@@ -31,14 +33,15 @@ their ``alloc_tensor``s and their kill - are replaced by one or a few *arenas*:
    constant size (one allocation of a fixed size, which a pooled allocator serves from its cache
    on every call).
 
-**Returned values** keep a storage of their own (the default, ``returned_in_arena=False``): the
-caller owns a result for as long as it likes, and an arena holding one would keep all of the
-call's temporaries alive with it (an MLP at batch 2048 held an 8 MiB arena for an 80 KiB
-result). The price is small: the result cannot reuse the block of a temporary that died just
-before it (the MLP's peak is 544*n bytes against a liveness bound of 512*n). With
-``returned_in_arena=True``, in a function no other function calls (an entry point), a returned
-storage is a tenant too, of a block that is never freed, in an arena that is never killed; the
-VM then lends the whole arena to the caller with the result. In a called function, returned
+**Returned values.** In a function that no other function calls (an entry point such as
+``@main``), a storage reachable from a chain's result (no kill) is a tenant too, of a block that
+is never freed, in an arena that is never killed: the result may reuse the block of a temporary
+that died before it, which is what lets the peak meet the liveness bound (the MLP's 512*n bytes;
+544*n with the result apart), and a call performs one allocation. The VM lends the arena to the
+caller with the result and takes it back once the caller lets go of it. The price: a caller
+*keeping* a result keeps the whole arena (an MLP at batch 2048: 8 MiB for an 80 KiB result).
+``PlanMemory(returned_in_arena=False)`` (``dynshape.compile(..., plan_memory=...)``) gives every
+result a storage of its own, for callers that keep many results. In a called function, returned
 tensors always keep their own storage: the VM frees a callee's storages only at the end of the
 top-level call, so a callee's arena would keep its temporaries alive for as long as its result.
 
@@ -60,7 +63,7 @@ import ir
 from ir import Call, Expr, If, Let, Module, Var
 
 from .base import ModulePass
-from .dim_bounds import RangeMap, dims_le, upper
+from .dim_bounds import RangeMap, dims_le, evaluate, samples, upper
 from .liveness import all_vars, chain, direct_vars, memory_op
 from .manifest_alloc import plain_symbols
 
@@ -76,8 +79,7 @@ class PlanMemory(ModulePass):
 
     ``ranges``: symbol ranges used in proofs, added to each function's declared ranges;
     ``static_arena``: give an arena its constant upper bound when the ranges provide one;
-    ``returned_in_arena``: let entry points keep returned tensors in an arena (off by default;
-    see the module doc).
+    ``returned_in_arena``: let entry points keep returned tensors in an arena (module doc).
     """
 
     name = "plan_memory"
@@ -86,7 +88,7 @@ class PlanMemory(ModulePass):
         self,
         ranges: RangeMap | None = None,
         static_arena: bool = False,
-        returned_in_arena: bool = False,
+        returned_in_arena: bool = True,
     ) -> None:
         self.ranges = dict(ranges or {})
         self.static_arena = static_arena
@@ -312,22 +314,33 @@ class _Planner:
             for b in fits[1:]:  # the smallest proven fit wastes least
                 if dims_le(b.size, chosen.size, self.ranges):
                     chosen = b
-        else:
-            smaller = [b for b in free if dims_le(b.size, t.size, self.ranges)]
-            if smaller:
-                chosen = smaller[0]
-                for b in smaller[1:]:  # the largest that grows least
-                    if dims_le(chosen.size, b.size, self.ranges):
-                        chosen = b
+        elif free:
+            chosen = self.least_growth(free, t.size)
+            if dims_le(chosen.size, t.size, self.ranges):
                 chosen.size = t.size
-            elif free:
-                chosen = free[0]
+            else:
                 chosen.size = ir.dim_max(chosen.size, t.size)
         if chosen is None:
             chosen = _Block(t.size, t.kill)
             g.blocks.append(chosen)
         chosen.tenants.append(t)
         chosen.free_after = t.kill
+
+    def least_growth(self, free: list[_Block], size: ir.Dim) -> _Block:
+        """The free block that grows least, relative to its new size, to hold ``size`` bytes:
+        summed over sample bindings (``dim_bounds.samples``), so a block that is already as
+        large at the sizes that matter wins over one that is small everywhere. A choice only:
+        any block is safe once it is sized as the max of its tenants."""
+        points = samples([size, *(b.size for b in free)], self.ranges)
+
+        def cost(b: _Block) -> float:
+            total = 0.0
+            for values in points:
+                old, new = evaluate(b.size, values), evaluate(size, values)
+                total += max(new - old, 0) / max(old, new, 1)
+            return total
+
+        return min(free, key=cost)  # the first of the cheapest: deterministic
 
     def layout(self, g: _Group) -> None:
         """Offsets of the blocks, one after another; the arena's size."""

@@ -59,11 +59,16 @@ def invoke(interp: Interpreter, node: Call, frame: Frame) -> tuple[()]:
         raise InterpreterError(f"@{frame.function}: {describe(node)}: not a function")
     result = interp.call_closure(fn, list(inputs), "<primitive>")
     leaves = _leaves(result)
-    if len(leaves) != len(outputs):
+    # Destinations after the results are the kernel's scratch buffers (manifest_alloc's step
+    # plan): the reference computes without them, but they must be tensors.
+    if len(leaves) > len(outputs):
         raise InterpreterError(
             f"@{frame.function}: {describe(node)}: {len(leaves)} results, {len(outputs)} outputs"
         )
-    for i, (value, out) in enumerate(zip(leaves, outputs, strict=True)):
+    for i, extra in enumerate(outputs[len(leaves) :], len(leaves)):
+        if not isinstance(extra, np.ndarray):
+            raise InterpreterError(f"@{frame.function}: {describe(node)}: scratch {i} is no tensor")
+    for i, (value, out) in enumerate(zip(leaves, outputs[: len(leaves)], strict=True)):
         if not isinstance(out, np.ndarray) or out.shape != value.shape or out.dtype != value.dtype:
             raise InterpreterError(
                 f"@{frame.function}: {describe(node)}: output {i} is {out.dtype}"

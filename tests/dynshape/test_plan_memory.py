@@ -82,14 +82,13 @@ def _killed_text() -> str:
 
 
 def test_freed_8n_block_hosts_a_4n_tensor_in_one_arena() -> None:
-    # With the returned tensor in the arena, all three storages share it (the non-default mode).
-    out = check_pass(Typed(PlanMemory(returned_in_arena=True)), _killed_text(), PLANNED)
+    out = check_pass(Typed(PlanMemory()), _killed_text(), PLANNED)
     for k in (0, 1, 7, 100):
         check_no_overlap(out, {"n": k})
 
 
-def test_returned_tensor_keeps_its_own_storage_by_default() -> None:
-    out = PlanMemory().run(parse_typed(_killed_text())[0])
+def test_returned_tensor_keeps_its_own_storage_when_asked() -> None:
+    out = PlanMemory(returned_in_arena=False).run(parse_typed(_killed_text())[0])
     text = str(out["main"])
     assert "let %s3 = memory.alloc_storage(size=4*n)" in text
     assert text.count("memory.kill(%arena)") == 1
@@ -121,7 +120,7 @@ def @main(%x: Tensor[(n,), float32], %y: Tensor[(m,), float32]) -> (Tensor[(n,),
 
 
 def test_block_sized_as_the_max_of_its_tenants() -> None:
-    planned = _planned(MAX_SIZED, returned_in_arena=True)
+    planned = _planned(MAX_SIZED)
     # The freed 4*n block of %a hosts the 4*m tensor of %c: neither size is provably larger.
     assert "max(4*m, 4*n)" in str(planned["main"]), str(planned)
     for b in ({"n": 3, "m": 9}, {"n": 9, "m": 3}, {"n": 0, "m": 0}):
@@ -132,9 +131,7 @@ def test_ranges_prove_reuse_and_give_a_static_arena() -> None:
     assert not dims_le(4 * m, 4 * n)
     assert dims_le(4 * m, 4 * n, {m: (0, 8), n: (8, None)})
     assert dims_le(4 * n, sympy.Max(4 * n, 3 * m))
-    planned = _planned(
-        MAX_SIZED, ranges={n: (1, 16), m: (1, 16)}, static_arena=True, returned_in_arena=True
-    )
+    planned = _planned(MAX_SIZED, ranges={n: (1, 16), m: (1, 16)}, static_arena=True)
     sizes = _arena_sizes(planned)
     assert sizes and all(s.isdigit() for s in sizes), sizes
     check_no_overlap(planned, {"n": 16, "m": 16})
@@ -188,7 +185,7 @@ def @main(%x: Tensor[(n,), float32]) -> Tensor[(?,), float32] {
 
 
 def test_data_dependent_op_in_the_middle_gets_a_second_arena() -> None:
-    planned = _planned(DATA_DEPENDENT, returned_in_arena=True)
+    planned = _planned(DATA_DEPENDENT)
     text = str(planned["main"])
     # Allocations sized by the argwhere count are planned after its shape function.
     assert text.count("let %arena") == 2, text
@@ -244,3 +241,18 @@ def _same(a: object, b: object) -> None:
             _same(x, y)
         return
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_a_tenant_that_fits_nowhere_grows_the_block_that_grows_least() -> None:
+    from dynshape.passes.plan_memory import _Block, _Planner
+
+    s = ir.sym("s")
+    small = _Block(256 * s, 0)
+    big = _Block(ir.dim_max(256 * s, 16 * s**2), 0)
+    planner = _Planner({s: (1, 4096)}, static_arena=False, returned=True)
+    # max(256*s, 16*s**2) already holds 1024*s for s >= 64; 256*s would grow fourfold always.
+    assert planner.least_growth([small, big], 1024 * s) is big
+    assert planner.least_growth([big, small], 1024 * s) is big
+    # Within a range where the quadratic block is small, the linear one is as good: first wins.
+    tiny = _Planner({s: (1, 8)}, static_arena=False, returned=True)
+    assert tiny.least_growth([small, big], 1024 * s) is small

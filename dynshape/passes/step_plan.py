@@ -1,0 +1,214 @@
+"""Where each op call of a primitive function writes its result: an output, or a scratch buffer.
+
+Shared by ``manifest_alloc`` (which allocates the scratch buffers in the IR, so that memory
+planning sees them) and the lowering (which turns the plan into a fused kernel's steps). One
+plan, computed the same way in both places, is what keeps the two in agreement.
+
+The rules, with the symbolic types in hand:
+
+- steps run in dependency order, the operand with more ops under it first (as in Sethi-Ullman
+  numbering: a short operand computed last can often overwrite a value that dies with it);
+- the root writes the output(s);
+- an intermediate also writes the output, in place, when it has the output's type, its only
+  consumer is an elementwise or broadcast op that itself writes the output (so every step of an
+  elementwise chain runs in the final buffer and needs no scratch); where several operands
+  qualify, the heaviest does;
+- any other intermediate gets a scratch *slot*. Slots are reused: an elementwise or broadcast
+  step writes in place into the slot of an argument that dies at that step and has the result's
+  type (numpy ufuncs allow exactly overlapping operands); otherwise a free slot of the same type
+  (every value in it dead), else a new slot. A GELU written as eleven ops needs two slots, not
+  nine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import ir
+from ir import Call, Expr, Function, OpPattern, TensorType, Tuple, TupleGetItem
+from ir.graph import post_order_uses
+
+from ..errors import CompileError
+
+_IN_PLACE = (OpPattern.ELEMWISE, OpPattern.BROADCAST)
+
+
+@dataclass(frozen=True)
+class Dest:
+    """Where one result leaf of a step goes: output ``index`` or scratch slot ``index``."""
+
+    kind: str
+    """``"out"`` or ``"tmp"``."""
+    index: int
+    """The output's or the slot's number."""
+
+
+@dataclass
+class StepPlan:
+    """The steps of a primitive function and where each writes."""
+
+    calls: list[Call]
+    """The op calls, in execution (dependency) order."""
+    dests: dict[Call, tuple[Dest, ...]]
+    """Per call, one destination per tensor leaf of its result."""
+    slots: list[TensorType]
+    """The type of each scratch slot, in the primitive's own symbols."""
+    first_writer: list[tuple[int, int]]
+    """Per slot, the (step, leaf) that writes it first (its run-time shape comes from there)."""
+
+
+def plan_steps(fn: Function) -> StepPlan:
+    """The step plan of primitive ``fn`` (see the module docstring)."""
+    body = fn.body
+    weight = _weights(body)
+
+    def heavy_first(node: Expr) -> list[tuple[Expr, None]]:
+        return sorted(_children(node), key=lambda c: -weight[c[0]])
+
+    order, uses = post_order_uses(body, heavy_first, None)
+    calls = [n for n in order if isinstance(n, Call) and n.op is not None]
+    step_of = {c: i for i, c in enumerate(calls)}
+    last_use: dict[Call, int] = {}
+    for i, c in enumerate(calls):
+        for a in c.args:
+            for producer in _producers(a):
+                last_use[producer] = i
+    in_out = _output_chain(body, {n: len(u) for n, u in uses.items()}, weight)
+    plan = StepPlan(calls, {}, [], [])
+    slot_value: dict[int, Call] = {}  # slot -> the call whose value it holds now
+    for i, c in enumerate(calls):
+        leaves = ir.tensor_leaves(_ty(c))
+        if c is body:
+            plan.dests[c] = tuple(Dest("out", j) for j in range(len(leaves)))
+        elif c in in_out:
+            plan.dests[c] = (Dest("out", 0),)
+        else:
+            dests = []
+            for k, leaf in enumerate(leaves):
+                slot = _reuse(plan, c, leaf, i, slot_value, last_use, step_of, len(leaves))
+                if slot is None:
+                    slot = len(plan.slots)
+                    plan.slots.append(leaf)
+                    plan.first_writer.append((i, k))
+                slot_value[slot] = c
+                dests.append(Dest("tmp", slot))
+            plan.dests[c] = tuple(dests)
+    return plan
+
+
+def _reuse(
+    plan: StepPlan,
+    call: Call,
+    leaf: TensorType,
+    step: int,
+    slot_value: dict[int, Call],
+    last_use: dict[Call, int],
+    step_of: dict[Call, int],
+    num_leaves: int,
+) -> int | None:
+    """A slot ``call``'s result leaf may take at ``step``, or None for a new one."""
+    taken = {d.index for d in plan.dests.get(call, ())}
+
+    def dead_before(slot: int) -> bool:
+        holder = slot_value[slot]
+        return last_use.get(holder, step_of[holder]) < step
+
+    def fits(slot: int) -> bool:
+        return slot not in taken and _same_type(plan.slots[slot], leaf)
+
+    assert call.op is not None
+    if call.op.pattern in _IN_PLACE and num_leaves == 1:
+        for a in call.args:
+            for producer in _producers(a):
+                for d in plan.dests.get(producer, ()):
+                    if (
+                        d.kind == "tmp"
+                        and slot_value.get(d.index) is producer
+                        and last_use.get(producer) == step
+                        and fits(d.index)
+                        and not _read_twice_elsewhere(call, producer)
+                    ):
+                        return d.index
+    return next((s for s in slot_value if fits(s) and dead_before(s)), None)
+
+
+def _read_twice_elsewhere(call: Call, producer: Call) -> bool:
+    """True if ``producer``'s value reaches ``call`` other than as a direct argument (through a
+    tuple), where overlapping it with the output would not be a plain elementwise overlap."""
+    return any(a is not producer and producer in _producers(a) for a in call.args)
+
+
+def _weights(root: Expr) -> dict[Expr, int]:
+    """Op calls under each node (shared ones counted once per path: a heuristic only)."""
+    weight: dict[Expr, int] = {}
+    for node in post_order_uses(root, _children, None)[0]:
+        own = 1 if isinstance(node, Call) and node.op is not None else 0
+        weight[node] = own + sum(weight[c] for c, _ in _children(node))
+    return weight
+
+
+def _output_chain(root: Expr, uses: dict[Expr, int], weight: dict[Expr, int]) -> set[Expr]:
+    """The intermediates that can live in the (single) output buffer: a chain down from the
+    root, through the heaviest qualifying argument at each step (the longest chain in place)."""
+    out: set[Expr] = set()
+    out_ty = _ty(root)
+    if not isinstance(out_ty, TensorType):
+        return out
+    node: Expr = root
+    while isinstance(node, Call) and node.op is not None:
+        if node.op.pattern not in _IN_PLACE:
+            return out
+        candidates = [
+            a
+            for a in node.args
+            if isinstance(a, Call)
+            and a.op is not None
+            and uses.get(a, 0) == 1
+            and _same_type(_ty(a), out_ty)
+        ]
+        if not candidates:
+            return out
+        nxt = max(candidates, key=lambda a: weight[a])  # the first of the heaviest
+        out.add(nxt)
+        node = nxt
+    return out
+
+
+def _producers(e: Expr) -> list[Call]:
+    """The op calls whose results ``e`` reads (through tuples and projections)."""
+    if isinstance(e, Call) and e.op is not None:
+        return [e]
+    if isinstance(e, Tuple):
+        return [p for f in e.fields for p in _producers(f)]
+    if isinstance(e, TupleGetItem):
+        return _producers(e.tuple_value)
+    return []
+
+
+def _ty(e: Expr) -> ir.Type:
+    if e.ty is None:
+        raise CompileError("the step plan needs typed primitive functions (run infer_types)")
+    return e.ty
+
+
+def same_shape(a: ir.Type | None, b: TensorType) -> bool:
+    """``a`` is a tensor whose shape is provably ``b``'s."""
+    return (
+        isinstance(a, TensorType)
+        and a.rank == b.rank
+        and all(ir.known_equal(x, y) for x, y in zip(a.shape, b.shape, strict=True))
+    )
+
+
+def _same_type(a: ir.Type, b: TensorType) -> bool:
+    return same_shape(a, b) and isinstance(a, TensorType) and a.dtype == b.dtype
+
+
+def _children(node: Expr) -> list[tuple[Expr, None]]:
+    if isinstance(node, Call):
+        return [(a, None) for a in node.args]
+    if isinstance(node, Tuple):
+        return [(f, None) for f in node.fields]
+    if isinstance(node, TupleGetItem):
+        return [(node.tuple_value, None)]
+    return []
