@@ -1,26 +1,50 @@
 """dynshape against numpy: latency (interleaved medians), ratios, compile time, peak memory.
 
-For every workload and size three implementations run in the same process, interleaved
-round-robin in each repeat (the order rotates from repeat to repeat):
+For every workload and size three implementations (four with onnxruntime) run in the same
+process, interleaved round-robin in each repeat (the order rotates from repeat to repeat):
 
 - ``dynshape``: the program compiled once (``dynshape.compile``), run by one ``VirtualMachine``;
 - ``numpy``: plain numpy written the obvious way (every operation allocates its result);
 - ``np out=``: numpy with every buffer preallocated outside the timed call (``out=`` on every
   ufunc, ``np.matmul(..., out=)``) -- the practical floor for any executor whose kernels are
-  numpy calls.
+  numpy calls;
+- ``ort`` (only if ``onnx`` and ``onnxruntime`` import: the optional extra ``onnx``, never a
+  requirement): ``sess.run(None, feeds)`` of the workload's ONNX graph (onnx_workloads.py: the
+  numpy version op for op, standard opset 17, symbolic ``n``/``batch``/``seq``, the weights as
+  initializers, the feed dict built outside the timed call).
 
 Each sample is the mean of enough calls to last a few milliseconds; the table shows the median
-sample per implementation and the ratios dynshape/numpy and dynshape/np-out. ``compile`` is the
-time of ``dynshape.compile``. Peak memory: for dynshape the peak live bytes of the VM allocator
+sample per implementation and the ratios dynshape/numpy, dynshape/np-out (and dynshape/ort).
+``compile`` is the time of ``dynshape.compile``; ``ort init`` that of building the ONNX model
+and its ``InferenceSession``. Both happen once, untimed: dynshape compiles once per workload
+(one executable serves every size); a session is made once per workload and weight set (its
+dims are symbolic, so the seed, ``x[x>0]*2`` and the chain keep one session for every size, but
+the MLP's and the encoder's weights are drawn anew for every size and are initializers, so those
+get one session per size). Peak memory: for dynshape the peak live bytes of the VM allocator
 (the planned peak, exact byte counts: ``NaiveAllocator``) over one call, for numpy the peak that
 ``tracemalloc`` sees during one call of the plain version (numpy reports its buffers to
-``tracemalloc``); neither counts the inputs. If onnxruntime is installed an ``ort`` column would
-be natural; it is not a requirement and this script does not use it.
+``tracemalloc``); neither counts the inputs (nor is onnxruntime's memory measured).
 
-Every implementation's result is checked against the plain numpy one before timing; a workload
-that fails to compile, run or agree prints the error in its row and the run goes on.
+onnxruntime's session options (``onnx_workloads.session``, where the measurements behind them
+are): the CPU provider; ``intra_op_num_threads`` = the threads numpy's OpenBLAS uses
+(``OPENBLAS_NUM_THREADS`` and the like, else one per core: 2 on the 2-core benchmark
+machine, where ORT's own default of one per physical core is the same), so ORT and numpy's BLAS
+get the same cores; worker threads that do not spin (ORT's default spins: interleaved with
+numpy on 2 cores, the spinning worker made plain numpy and ``out=`` ~2x slower in the BLAS-bound
+rows; not spinning costs ORT ~30 us per call at some small sizes); sequential execution (one
+inter-op thread), as the VM runs its kernels one after the other; graph optimizations
+``ORT_ENABLE_ALL`` (ORT's default: constant folding, e.g. of the weights' transposes, and
+fusions such as MatMul+Add+Relu into one ``FusedGemm``); memory arena and memory patterns on
+(ORT's defaults). Without onnx and onnxruntime the script says so once and has no ``ort``
+columns.
+
+Every implementation's result (onnxruntime's too) is checked against the plain numpy one
+before timing; a workload that fails to compile, run or agree prints the error in its row and
+the run goes on.
 
     python benchmarks/compare_numpy.py [--quick]
+
+``--quick`` (the CI smoke run) measures the ``ort`` column too when onnxruntime is installed.
 """
 
 from __future__ import annotations
@@ -40,6 +64,8 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import onnx_workloads as ow  # imports without onnx and onnxruntime: then ow.AVAILABLE is False
 
 import dynshape
 from vm.memory.allocator import NaiveAllocator
@@ -351,28 +377,38 @@ class Workload:
     out: Callable[..., Fn]
     elements: Callable[[int], int]
     """Elements of the largest activation at this size (the 1e5 threshold of the targets)."""
+    onnx: Callable[..., Any] | None = None
+    """The ONNX graph (onnx_workloads.py), called with the weights: the arguments after the
+    first ``feeds``, which are the graph's run-time inputs in order."""
+    feeds: int = 1
+
+
+def chain_onnx() -> Any:
+    """The chain as an ONNX graph: the same ops, cycling through ``CHAIN_OPS``."""
+    return ow.chain_model(CHAIN_LEN, CHAIN_OPS, CHAIN_SHAPE)
 
 
 WORKLOADS = [
     Workload(
         "seed (x+x)-y", SEED, [10, 1000, 100_000, 10_000_000], [10, 1000],
-        seed_inputs, seed_plain, seed_out, lambda n: n,
+        seed_inputs, seed_plain, seed_out, lambda n: n, ow.seed_model, 2,
     ),
     Workload(
         "mlp batch", MLP, [1, 8, 64, 512], [1, 8],
-        mlp_inputs, mlp_plain, mlp_out, lambda b: b * HIDDEN,
+        mlp_inputs, mlp_plain, mlp_out, lambda b: b * HIDDEN, ow.mlp_model, 1,
     ),
     Workload(
         "encoder seq", ENCODER, [8, 64, 256, 1024], [8, 16],
         encoder_inputs, encoder_plain, encoder_out, lambda s: max(s * s, s * D_FFN),
+        ow.encoder_model, 1,
     ),
     Workload(
         "x[x>0]*2", DATA_DEPENDENT, [1000, 1_000_000], [1000],
-        select_inputs, select_plain, select_out, lambda n: n,
+        select_inputs, select_plain, select_out, lambda n: n, ow.select_model, 1,
     ),
     Workload(
         "chain 200 (1,16)", chain_program(), [16], [16],
-        chain_inputs, chain_plain, chain_out, lambda n: n,
+        chain_inputs, chain_plain, chain_out, lambda n: n, chain_onnx, 2,
     ),
 ]  # fmt: skip
 
@@ -460,12 +496,44 @@ class Row:
     compile_s: float = float("nan")
     mem_ds: int = -1
     mem_np: int = -1
+    ort: float = float("nan")
+    ort_init_s: float = float("nan")
     error: str = ""
 
 
+Sessions = dict[tuple[str, int | None], tuple[Any, float]]
+
+
+def ort_runner(w: Workload, size: int, args: Arrays, sessions: Sessions) -> tuple[Fn, float]:
+    """``sess.run`` of the workload's ONNX graph on ``args`` and the seconds that building the
+    graph and creating its session took (untimed, like compile). ``sessions`` keeps one session
+    per workload and weight set: the graphs' dims are symbolic, so a workload without weights
+    has one session for every size; the weights are drawn anew for every size."""
+    assert w.onnx is not None
+    feeds, weights = args[: w.feeds], args[w.feeds :]
+    key = (w.name, size if weights else None)
+    if key not in sessions:
+        t0 = time.perf_counter()
+        sess = ow.session(w.onnx(*weights))
+        sessions[key] = (sess, time.perf_counter() - t0)
+    sess, init_s = sessions[key]
+    feed = {i.name: a for i, a in zip(sess.get_inputs(), feeds, strict=True)}
+
+    def run(*_: np.ndarray) -> Any:  # the same arrays every call: the feed dict is built once
+        return sess.run(None, feed)[0]
+
+    return run, init_s
+
+
 def measure(
-    w: Workload, size: int, repeats: int, target: float, compiled: dict[str, tuple[Any, float]]
+    w: Workload,
+    size: int,
+    repeats: int,
+    target: float,
+    compiled: dict[str, tuple[Any, float]],
+    sessions: Sessions | None = None,
 ) -> Row:
+    """One row; with ``sessions`` (onnxruntime is installed) onnxruntime runs too."""
     row = Row(w.name, size, w.elements(size))
     try:
         if w.name not in compiled:  # compile once per workload: the program is size-free
@@ -480,8 +548,12 @@ def measure(
         _check("dynshape", vm.run(*args), want)
         _check("numpy out=", np_out(*args), want)
         fns = {"ds": vm.run, "np": w.plain, "out": np_out}
+        if sessions is not None and w.onnx is not None:
+            fns["ort"], row.ort_init_s = ort_runner(w, size, args, sessions)
+            _check("onnxruntime", fns["ort"](*args), want)
         med = interleaved_medians(fns, args, repeats, target)
         row.ds, row.np_plain, row.np_out = med["ds"], med["np"], med["out"]
+        row.ort = med.get("ort", float("nan"))
         row.mem_ds = dynshape_peak(exe, args)
         row.mem_np = numpy_peak(w.plain, args)
     except Exception as e:  # a failing workload is reported in its row, the run goes on
@@ -510,20 +582,42 @@ def _bytes(b: int) -> str:
     return f"{b / (1 << 20):.1f} MiB"
 
 
-HEADER = (
-    f"| {'workload':<18} | {'size':>9} | {'dynshape':>10} | {'numpy':>10} | {'np out=':>10} "
-    f"| {'ds/np':>6} | {'ds/out':>6} | {'compile':>9} | {'mem ds':>10} | {'mem np':>10} |"
-)
+def _ratio(a: float, b: float) -> str:
+    return "-" if b != b else f"{a / b:.2f}"  # nan: not measured
 
 
-def format_row(r: Row) -> str:
+def _if(on: bool, cell: str) -> str:
+    return cell if on else ""
+
+
+def header(with_ort: bool = False) -> str:
+    """The table's header; ``with_ort`` adds the columns ort, ds/ort and ort init."""
+    return (
+        f"| {'workload':<18} | {'size':>9} | {'dynshape':>10} | {'numpy':>10} | {'np out=':>10} "
+        + _if(with_ort, f"| {'ort':>10} ")
+        + f"| {'ds/np':>6} | {'ds/out':>6} "
+        + _if(with_ort, f"| {'ds/ort':>6} ")
+        + f"| {'compile':>9} "
+        + _if(with_ort, f"| {'ort init':>9} ")
+        + f"| {'mem ds':>10} | {'mem np':>10} |"
+    )
+
+
+HEADER = header()
+
+
+def format_row(r: Row, with_ort: bool = False) -> str:
     head = f"| {r.workload:<18} | {r.size:>9,} |"
     if r.error:
         return f"{head} ERROR: {r.error}"
     return (
         f"{head} {_time(r.ds):>10} | {_time(r.np_plain):>10} | {_time(r.np_out):>10} "
-        f"| {r.ds / r.np_plain:>6.2f} | {r.ds / r.np_out:>6.2f} | {_time(r.compile_s):>9} "
-        f"| {_bytes(r.mem_ds):>10} | {_bytes(r.mem_np):>10} |"
+        + _if(with_ort, f"| {_time(r.ort):>10} ")
+        + f"| {r.ds / r.np_plain:>6.2f} | {r.ds / r.np_out:>6.2f} "
+        + _if(with_ort, f"| {_ratio(r.ds, r.ort):>6} ")
+        + f"| {_time(r.compile_s):>9} "
+        + _if(with_ort, f"| {_time(r.ort_init_s):>9} ")
+        + f"| {_bytes(r.mem_ds):>10} | {_bytes(r.mem_np):>10} |"
     )
 
 
@@ -558,27 +652,32 @@ def targets(rows: list[Row]) -> list[str]:
     return lines
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny sizes, 3 repeats (CI smoke)")
     parser.add_argument("--repeats", type=int, default=None, help="interleaved repeats")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     repeats = args.repeats or (3 if args.quick else 9)
     target = 0.002 if args.quick else 0.02
+    with_ort = ow.AVAILABLE
     print(
         f"median of {repeats} interleaved repeats; numpy {np.__version__}, "
-        f"python {sys.version.split()[0]}"
+        f"python {sys.version.split()[0]}" + (f"; {ow.describe()}" if with_ort else "")
     )
-    print(HEADER)
-    print("|" + "|".join("-" * (len(c)) for c in HEADER.split("|")[1:-1]) + "|")
+    if not with_ort:
+        print("onnxruntime is not installed (optional: pip install -e '.[onnx]'): no ort column")
+    head = header(with_ort)
+    print(head)
+    print("|" + "|".join("-" * (len(c)) for c in head.split("|")[1:-1]) + "|")
     rows: list[Row] = []
     compiled: dict[str, tuple[Any, float]] = {}
+    sessions: Sessions | None = {} if with_ort else None
     for w in WORKLOADS:
         for size in w.quick_sizes if args.quick else w.sizes:
             # one call of the largest sizes lasts tens of ms: fewer calls per sample there
-            row = measure(w, size, repeats, target, compiled)
+            row = measure(w, size, repeats, target, compiled, sessions)
             rows.append(row)
-            print(format_row(row), flush=True)
+            print(format_row(row, with_ort), flush=True)
     print("\ntargets (same run):")
     for line in targets(rows):
         print("  " + line)
