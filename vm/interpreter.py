@@ -175,6 +175,7 @@ class VirtualMachine:
                 if pc < 0:
                     if pc == CALL:
                         callee, argv, dst, ret_pc = state[0]
+                        state[0] = None
                         if len(stack) >= self.max_call_depth:
                             raise VMError(f"call depth exceeds {self.max_call_depth} frames")
                         stack.append((code, regs, dst, ret_pc, fidx))
@@ -185,7 +186,10 @@ class VirtualMachine:
                         code, regs, dst, pc, fidx = stack.pop()
                         regs[dst] = value
                     else:
-                        return state[0]
+                        # Not left in the state: a result the VM still referenced could not
+                        # be taken back by the pool once the caller drops it.
+                        value, state[0] = state[0], None
+                        return value
         except VMError as e:
             if e.where is None:
                 e.where = self._where(fidx, pc, stack)

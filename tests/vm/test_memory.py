@@ -187,6 +187,11 @@ def test_results_dropped_between_calls_come_back_to_the_pool():
         np.testing.assert_array_equal(m.run(x, x), 3 * x)  # main(x, y) = (x + y) + y
     assert stats.allocations == before
     assert stats.taken_back >= 20 and stats.lent >= 23
+    # The very same buffer, warm: the VM itself keeps no reference to a returned result.
+    first = m.run(x, x)
+    address = first.ctypes.data
+    del first
+    assert m.run(x, x).ctypes.data == address
 
 
 def test_results_and_views_of_them_the_caller_keeps_are_never_reused():
