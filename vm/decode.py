@@ -289,6 +289,24 @@ def _shape_program(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
         tuple(a.index for a in ops[1]),
         tuple(a.index for a in ops[2]),
     )
+    if len(ins) == 1:
+        # The common case, one symbol: no comprehension to build the input list.
+        (a,) = ins
+        if len(outs) == 1:
+            (d,) = outs
+
+            def one_one(r: list[Any]) -> int:
+                r[d] = prog([r[a]])[0]
+                return nxt
+
+            return one_one
+
+        def one_in(r: list[Any]) -> int:
+            for d, v in zip(outs, prog([r[a]]), strict=False):
+                r[d] = v
+            return nxt
+
+        return one_in
     if len(outs) == 1:
         (d,) = outs
 
