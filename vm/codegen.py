@@ -57,7 +57,8 @@ def make_function(
     """
     check_source(source, {*namespace, entry, *local_names})
     code = _compile(source) if len(source) <= CACHED_SOURCE_CHARS else _compile.__wrapped__(source)
-    scope: dict[str, Any] = {**namespace, "__builtins__": {}}
+    # ``__name__`` makes the functions' ``__module__`` say where they come from.
+    scope: dict[str, Any] = {**namespace, "__builtins__": {}, "__name__": __name__}
     exec(code, scope)
     fn = scope[entry]
     assert callable(fn)

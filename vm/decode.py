@@ -24,6 +24,7 @@ from .errors import RunTimeShapeError
 from .isa import Instruction, Op, Reg
 from .memory.allocator import Allocator
 from .memory.storage import Storage, view_error
+from .shape_program import ShapeProgram
 
 Step = Callable[[list[Any]], int]
 CALL = -1
@@ -49,8 +50,8 @@ class DecodeContext:
     """The constant pool."""
     kernels: Sequence[Callable[..., Any]]
     """Bound kernel callables, by kernel-table index."""
-    programs: Sequence[Callable[[Sequence[int]], list[Any]]]
-    """Compiled shape programs."""
+    shape_programs: Sequence[ShapeProgram]
+    """The shape programs (each ``shape_program`` instruction compiles its own step)."""
     shape_funcs: Sequence[tuple[str, dict[str, Any]]]
     """(op, attrs) of each shape-function entry."""
     live: dict[int, Storage] = field(default_factory=dict)
@@ -284,44 +285,10 @@ def _kill(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
 
 
 def _shape_program(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
-    prog, ins, outs = (
-        ctx.programs[ops[0]],
-        tuple(a.index for a in ops[1]),
-        tuple(a.index for a in ops[2]),
-    )
-    if len(ins) == 1:
-        # The common case, one symbol: no comprehension to build the input list.
-        (a,) = ins
-        if len(outs) == 1:
-            (d,) = outs
-
-            def one_one(r: list[Any]) -> int:
-                r[d] = prog([r[a]])[0]
-                return nxt
-
-            return one_one
-
-        def one_in(r: list[Any]) -> int:
-            for d, v in zip(outs, prog([r[a]]), strict=False):
-                r[d] = v
-            return nxt
-
-        return one_in
-    if len(outs) == 1:
-        (d,) = outs
-
-        def one(r: list[Any]) -> int:
-            r[d] = prog([r[i] for i in ins])[0]
-            return nxt
-
-        return one
-
-    def step(r: list[Any]) -> int:
-        for d, v in zip(outs, prog([r[i] for i in ins]), strict=False):
-            r[d] = v
-        return nxt
-
-    return step
+    # One generated function per instruction: reads its input registers, computes, writes its
+    # output registers (vm/shape_program.py ``compile_step``).
+    ins, outs = tuple(a.index for a in ops[1]), tuple(a.index for a in ops[2])
+    return ctx.shape_programs[ops[0]].compile_step(ins, outs, nxt)
 
 
 def _as_shapes(res: Any) -> Any:

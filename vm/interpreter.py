@@ -95,7 +95,7 @@ class VirtualMachine:
             allocator=alloc,
             constants=exe.constants,
             kernels=[self._bind_kernel(i, k, alloc) for i, k in enumerate(exe.kernels)],
-            programs=[p.compile() for p in exe.shape_programs],
+            shape_programs=exe.shape_programs,
             shape_funcs=[(s.op, dict(s.attrs)) for s in exe.shape_funcs],
         )
         self._ctx = ctx

@@ -130,15 +130,21 @@ class ShapeProgram:
         an ``UnsafeSourceError``.
         """
         source = generate_source(self)
-
-        def fail(inputs: Sequence[int]) -> RunTimeShapeError:
-            # The listing is built only on error: it is text, and long for a large program.
-            return RunTimeShapeError(
-                f"division by zero in shape program {self.format()} with inputs {tuple(inputs)}"
-            )
-
-        namespace = {"ZeroDivisionError": ZeroDivisionError, "fail": fail}
+        namespace = {"ZeroDivisionError": ZeroDivisionError, "fail": self._division_error}
         return make_function(source, namespace, "run", ("inputs",))
+
+    def compile_step(self, ins: Sequence[int], outs: Sequence[int], nxt: int) -> Callable[..., int]:
+        """The ``shape_program`` instruction over registers (``generate_step_source``): reads
+        ``r[i]`` for ``ins``, writes ``r[o]`` for ``outs``, returns ``nxt``."""
+        source = generate_step_source(self, ins, outs, nxt)
+        namespace = {"ZeroDivisionError": ZeroDivisionError, "fail": self._division_error}
+        return make_function(source, namespace, "step", ("r",))
+
+    def _division_error(self, inputs: Sequence[int]) -> RunTimeShapeError:
+        # The listing is built only on error: it is text, and long for a large program.
+        return RunTimeShapeError(
+            f"division by zero in shape program {self.format()} with inputs {tuple(inputs)}"
+        )
 
     def format(self) -> str:
         """The program as text, ``(n, m) -> [n * 4, (n, m + 1)]``."""
@@ -182,7 +188,53 @@ _TEMPLATES: dict[str, str] = {
 
 
 def generate_source(prog: ShapeProgram) -> str:
-    """The Python source of ``def run(inputs)`` computing ``prog``'s outputs.
+    """The Python source of ``def run(inputs)`` computing ``prog``'s outputs (``_generate``)."""
+    n_in, body, outs, divides = _generate(prog)
+    names = [f"v{k}" for k in range(n_in)]
+    lines = ["def run(inputs):"]
+    if n_in:
+        lines.append("    " + ", ".join(names) + ("," if n_in == 1 else "") + " = inputs")
+    lines += _guarded(body, divides, "inputs")
+    lines.append(f"    return [{', '.join(outs)}]")
+    return "\n".join(lines) + "\n"
+
+
+def generate_step_source(
+    prog: ShapeProgram, ins: Sequence[int], outs: Sequence[int], nxt: int
+) -> str:
+    """The source of ``def step(r)``: the ``shape_program`` instruction itself, reading its
+    inputs from registers ``ins`` and writing its outputs to registers ``outs``, then returning
+    the next pc ``nxt``. No input list, no output list, no second call: ~0.3 us less per
+    instruction than ``run`` called from a closure."""
+    n_in, body, values, divides = _generate(prog)
+    if len(ins) != n_in or len(outs) != len(values):
+        raise UnsafeSourceError("registers do not match the program's inputs and outputs")
+    reg = [int_literal(_int_in(k, "register", 0, MAX_INT)) for k in (*ins, *outs)]
+    lines = ["def step(r):"]
+    lines += [f"    v{k} = r[{reg[k]}]" for k in range(n_in)]
+    inputs = "(" + "".join(f"v{k}, " for k in range(n_in)) + ")"
+    lines += _guarded(body, divides, inputs)
+    lines += [f"    r[{reg[n_in + j]}] = {v}" for j, v in enumerate(values)]
+    lines.append(f"    return {int_literal(_int_in(nxt, 'next pc', 0, MAX_INT))}")
+    return "\n".join(lines) + "\n"
+
+
+def _guarded(body: list[str], divides: bool, inputs: str) -> list[str]:
+    """``body`` as the statements of a function; inside ``try`` if it divides."""
+    if not divides:
+        return [f"    {s}" for s in body]
+    # only // and % can raise; a try block costs nothing in Python >= 3.11 anyway
+    return [
+        "    try:",
+        *(f"        {s}" for s in body),
+        "    except ZeroDivisionError:",
+        f"        raise fail({inputs}) from None",
+    ]
+
+
+def _generate(prog: ShapeProgram) -> tuple[int, list[str], list[str], bool]:
+    """``(inputs, statements, output expressions, divides)`` of ``prog``: the parts both
+    generated forms share.
 
     Every node is one flat statement ``v{k} = <template>``, whatever the program's depth, so
     Python's compiler copes with ``MAX_NODES`` nodes. Constants are inlined as int literals. Only
@@ -225,16 +277,7 @@ def generate_source(prog: ShapeProgram) -> str:
             outs.append("(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")")
         else:
             outs.append(operand[_int_in(o, "output", 0, len(operand) - 1)])
-    lines = ["def run(inputs):"]
-    if n_in:
-        lines.append("    " + ", ".join(operand[:n_in]) + ("," if n_in == 1 else "") + " = inputs")
-    if divides:  # only // and % can raise; a try block costs nothing in Python >= 3.11 anyway
-        lines += ["    try:", *(f"        {s}" for s in body)]
-        lines += ["    except ZeroDivisionError:", "        raise fail(inputs) from None"]
-    else:
-        lines += [f"    {s}" for s in body]
-    lines.append(f"    return [{', '.join(outs)}]")
-    return "\n".join(lines) + "\n"
+    return n_in, body, outs, divides
 
 
 def _int_in(value: Any, what: str, lo: int, hi: int) -> int:

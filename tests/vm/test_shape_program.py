@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from vm import FormatError, RunTimeShapeError, ShapeProgram, ShapeProgramBuilder
 from vm.codegen import UnsafeSourceError, check_source
-from vm.shape_program import BINARY, MAX_NODES, generate_source
+from vm.shape_program import BINARY, MAX_NODES, generate_source, generate_step_source
 
 INTS = st.integers(-50, 50)
 
@@ -210,6 +210,42 @@ def test_the_generated_source_is_straight_line():
     )
     assert prog.compile()([5]) == [20, (5,), -2, 0]
     assert ShapeProgram(0, (), ()).compile()([]) == []
+
+
+def test_the_instruction_form_reads_and_writes_registers():
+    p = ShapeProgramBuilder(["n", "m"])
+    n, m = p.inputs
+    prog = p.build([4 * n, (n, m // 2)])
+    assert generate_step_source(prog, (3, 7), (4, 5), 9) == (
+        "def step(r):\n"
+        "    v0 = r[3]\n"
+        "    v1 = r[7]\n"
+        "    try:\n"
+        "        v3 = 4 * v0\n"
+        "        v5 = v1 // 2\n"
+        "    except ZeroDivisionError:\n"
+        "        raise fail((v0, v1, )) from None\n"
+        "    r[4] = v3\n"
+        "    r[5] = (v0, v5)\n"
+        "    return 9\n"
+    )
+    regs = [None] * 8
+    regs[3], regs[7] = 5, 9
+    assert prog.compile_step((3, 7), (4, 5), 9)(regs) == 9
+    assert regs[4] == 20 and regs[5] == (5, 4)
+    with pytest.raises(UnsafeSourceError, match="registers do not match"):
+        generate_step_source(prog, (3,), (4, 5), 9)
+
+
+def test_the_instruction_form_reports_a_division_by_zero_with_its_inputs():
+    p = ShapeProgramBuilder(["n", "m"])
+    n, m = p.inputs
+    step = p.build([n // m]).compile_step((0, 1), (2,), 1)
+    with pytest.raises(RunTimeShapeError) as info:
+        step([3, 0, None])
+    assert (
+        str(info.value) == "division by zero in shape program (n, m) -> [n // m] with inputs (3, 0)"
+    )
 
 
 def test_a_program_of_the_largest_size_compiles_and_runs():
