@@ -167,12 +167,14 @@ class PooledAllocator(Allocator):
         self._lent: OrderedDict[int, Storage] = OrderedDict()
 
     def alloc(self, nbytes: int, alignment: int = MIN_ALIGNMENT) -> Storage:
-        self._check_request(nbytes, alignment)
+        # The VM's hot path (every call allocates): the usual request is checked inline.
+        if type(nbytes) is not int or not 0 <= nbytes <= MAX_STORAGE_BYTES or alignment != 64:
+            self._check_request(nbytes, alignment)
         s = self.stats
         s.requests += 1
         s.bytes_requested += nbytes
         capacity = size_class(nbytes)
-        key = (capacity, max(alignment, MIN_ALIGNMENT))
+        key = (capacity, alignment if alignment > MIN_ALIGNMENT else MIN_ALIGNMENT)
         bucket = self._free.get(key)
         if bucket:
             storage = bucket.pop()
@@ -189,7 +191,9 @@ class PooledAllocator(Allocator):
             storage = self._new_storage(capacity, alignment)
             self._count_new(capacity)
         storage.nbytes = nbytes
-        self._count_live(capacity)
+        live = s.live_bytes = s.live_bytes + capacity
+        if live > s.peak_live_bytes:
+            s.peak_live_bytes = live
         return storage
 
     def free(self, storage: Storage) -> None:
