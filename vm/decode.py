@@ -180,9 +180,12 @@ def _alloc_tensor(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
 
         def dyn_shape(r: list[Any]) -> int:
             st, shp = r[s], r[sh]
-            if offset + prod(shp) * itemsize > st.nbytes or min(shp, default=0) < 0:
+            if offset + prod(shp) * itemsize > st.nbytes:
                 raise view_error(st, offset, shp, dtype)
-            r[d] = ndarray(shp, dtype, st.buf, offset)
+            try:
+                r[d] = ndarray(shp, dtype, st.buf, offset)
+            except ValueError:  # a negative dim (numpy refuses it): say which view
+                raise view_error(st, offset, shp, dtype) from None
             return nxt
 
         return dyn_shape

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 
 import numpy as np
 import pytest
@@ -16,7 +17,9 @@ from vm import (
     NaiveAllocator,
     OutOfBoundsError,
     PooledAllocator,
+    ShapeProgramBuilder,
     VirtualMachine,
+    VMError,
     tensor,
 )
 from vm.memory import Storage, size_class, tensor_view
@@ -48,6 +51,21 @@ def test_bounds_check_in_the_vm_names_the_instruction():
     f.ret(f.alloc_tensor(s, 64, (4, 5), "float32"))
     with pytest.raises(OutOfBoundsError, match=r"(?s)needs 80 bytes at offset 64.*main@1"):
         VirtualMachine(asm.build()).run()
+
+
+@pytest.mark.parametrize("dims", [(-2,), (3, -1), (-2, -3)])
+def test_a_negative_dim_from_a_register_names_the_view(dims):
+    """A computed shape with a negative dim (one, or two whose product looks fine)."""
+    asm = Assembler()
+    b = ShapeProgramBuilder(["n"])
+    (n,) = b.inputs
+    prog = asm.shape_program(b.build([tuple(n - (3 - d) for d in dims)]))
+    f = asm.function("main", [("x", tensor("float32", ("n",)))])
+    (shape,) = f.shape_program(prog, [f.dim(f.params[0], 0)])
+    f.ret(f.alloc_tensor(f.alloc_storage(100), 0, shape, "float32"))
+    with pytest.raises(VMError, match=re.escape(f"tensor shape {dims} has a negative dim")) as e:
+        VirtualMachine(asm.build()).run(np.zeros(3, np.float32))
+    assert "main@" in str(e.value)  # where: the alloc_tensor instruction
 
 
 @given(st.integers(0, 1 << 30))
