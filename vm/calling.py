@@ -8,6 +8,7 @@ the function, the parameter (by its name in the signature) and the axis.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -85,6 +86,14 @@ def tensor_converter(spec: TensorSpec, what: str) -> Converter:
                 return a  # the common case: one type, one dtype and one rank comparison
             return convert(a)
 
+    full = tuple(d for _, d in static)
+    if len(static) == rank:
+
+        def convert_static(a: Any) -> Any:
+            if type(a) is ndarray and a.dtype == dt and a.shape == full:
+                return a  # a weight: one type, one dtype and one shape comparison
+            return convert(a)
+
     def convert(a: Any) -> Any:
         if not isinstance(a, np.ndarray):
             if isinstance(a, (bool, int, float, np.generic)):
@@ -100,7 +109,9 @@ def tensor_converter(spec: TensorSpec, what: str) -> Converter:
                 raise fail(a)
         return a
 
-    return convert if static else convert_symbolic
+    if not static:
+        return convert_symbolic
+    return convert_static if len(static) == rank else convert
 
 
 def converter(spec: TypeSpec, what: str) -> Converter:
@@ -165,5 +176,9 @@ def arguments_checker(fn: Function) -> Callable[[Sequence[Any]], list[Any]]:
     return check
 
 
-def _call(convert: Converter, value: Any) -> Any:
+def _call_py(convert: Converter, value: Any) -> Any:
     return convert(value)
+
+
+#: ``f(x)`` as a C function where Python has one (3.11): no Python frame per argument.
+_call: Callable[[Converter, Any], Any] = getattr(operator, "call", _call_py)
