@@ -23,9 +23,9 @@ from ..errors import CompileError
 from ..passes.step_plan import Dest, StepPlan, plan_steps, same_shape
 
 
-def kernel_for(asm: Assembler, fn: Function, name: str, scratch_passed: bool = False) -> int:
-    """Add the kernel-table entry of primitive ``fn``; return its index. ``scratch_passed``:
-    the invoke passes the scratch buffers of the step plan after the outputs."""
+def kernel_for(asm: Assembler, fn: Function, name: str, num_scratch: int = 0) -> int:
+    """Add the kernel-table entry of primitive ``fn``; return its index. ``num_scratch``: how
+    many scratch buffers the invoke passes after the outputs (all of the step plan's, or 0)."""
     body = fn.body
     leaves = ir.tensor_leaves(_ty(body))
     if (
@@ -34,8 +34,10 @@ def kernel_for(asm: Assembler, fn: Function, name: str, scratch_passed: bool = F
         and len(body.args) == len(fn.params)
         and all(a is p for a, p in zip(body.args, fn.params, strict=True))
     ):
+        if num_scratch:
+            raise CompileError(f"primitive function {name}: one op takes no scratch buffers")
         return asm.kernel(body.op.name, dict(body.attrs), len(fn.params), len(leaves))
-    return asm.fused(_FusedBuilder(asm, fn, name, scratch_passed).build())
+    return asm.fused(_FusedBuilder(asm, fn, name, num_scratch).build())
 
 
 def _ty(e: Expr) -> ir.Type:
@@ -45,16 +47,21 @@ def _ty(e: Expr) -> ir.Type:
 
 
 class _FusedBuilder:
-    def __init__(self, asm: Assembler, fn: Function, name: str, scratch_passed: bool) -> None:
+    def __init__(self, asm: Assembler, fn: Function, name: str, num_scratch: int) -> None:
         self.asm = asm
         self.fn = fn
         self.name = name
-        self.scratch_passed = scratch_passed
+        self.num_scratch = num_scratch
         self.steps: list[FusedStep] = []
         self.refs: dict[Expr, Any] = {p: Ref("in", i) for i, p in enumerate(fn.params)}
 
     def build(self) -> FusedKernel:
         plan = plan_steps(self.fn)
+        if self.num_scratch and self.num_scratch != len(plan.slots):
+            raise CompileError(
+                f"primitive function {self.name}: the invoke passes {self.num_scratch} "
+                f"scratch buffers, but its step plan has {len(plan.slots)}"
+            )
         for call in plan.calls:
             self.step(call, plan.dests[call])
         label = "_".join(c.op.name.split(".")[-1] for c in plan.calls if c.op is not None)
@@ -69,7 +76,7 @@ class _FusedBuilder:
     def scratch(self, plan: StepPlan, slot: int) -> Scratch:
         ty = plan.slots[slot]
         spec: tuple[Any, ...]
-        if self.scratch_passed:
+        if self.num_scratch:
             spec = ("arg", slot)
         elif ty.is_static:
             spec = ("static", tuple(int(d) for d in ty.shape))

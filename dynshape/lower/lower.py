@@ -60,7 +60,7 @@ _CMP = ("==", "!=", "<", "<=", ">", ">=")
 def lower(module: Module) -> Executable:
     """Lower a manifested, typed module to an executable (see the module docstring)."""
     asm = Assembler()
-    kernels: dict[tuple[Function, bool], int] = {}
+    kernels: dict[tuple[Function, int], int] = {}
     for name, fn in module.items():
         _FunctionLowering(asm, module, name, fn, kernels).lower()
     return asm.build()
@@ -86,7 +86,7 @@ class _FunctionLowering:
         module: Module,
         name: str,
         fn: Function,
-        kernels: dict[tuple[Function, bool], int],
+        kernels: dict[tuple[Function, int], int],
     ) -> None:
         self.asm = asm
         self.module = module
@@ -324,11 +324,11 @@ class _FunctionLowering:
             fn = self.function_value(e.args[0])
             ins, outs = (self.tuple_items(a) for a in e.args[1:])
             # Destinations beyond the results are the step plan's scratch (manifest_alloc).
-            scratch_passed = len(outs) > len(ir.tensor_leaves(_result_type(fn)))
-            k = self.kernels.get((fn, scratch_passed))
+            num_scratch = len(outs) - len(ir.tensor_leaves(_result_type(fn)))
+            k = self.kernels.get((fn, num_scratch))
             if k is None:
-                k = self.kernels[(fn, scratch_passed)] = kernel_for(
-                    self.asm, fn, f"{self.name}_k{len(self.kernels)}", scratch_passed
+                k = self.kernels[(fn, num_scratch)] = kernel_for(
+                    self.asm, fn, f"{self.name}_k{len(self.kernels)}", num_scratch
                 )
             self.b.invoke(k, ins, outs)
             return self.unit

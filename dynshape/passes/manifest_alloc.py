@@ -276,11 +276,18 @@ class _FunctionManifest:
         if not slots:
             return []
         binding: dict[sympy.Basic, sympy.Expr] = {}
-        for p, a in zip(fn.params, call.args, strict=True):
-            if isinstance(p.ty, TensorType) and isinstance(a.ty, TensorType):
-                for want, got in zip(p.ty.shape, a.ty.shape, strict=True):
+        params = [(p.ty, a.ty) for p, a in zip(fn.params, call.args, strict=True)]
+        for p_ty, a_ty in params:
+            if isinstance(p_ty, TensorType) and isinstance(a_ty, TensorType):
+                for want, got in zip(p_ty.shape, a_ty.shape, strict=True):
                     if isinstance(want, sympy.Symbol) and want not in binding:
                         binding[want] = ir.dims.as_expr(got)
+        for p_ty, a_ty in params:  # the binding must explain every parameter, or no scratch
+            if isinstance(p_ty, TensorType) and isinstance(a_ty, TensorType):
+                p_in_caller = substitute_type(p_ty, binding)
+                assert isinstance(p_in_caller, TensorType)
+                if not all(map(ir.known_equal, p_in_caller.shape, a_ty.shape)):
+                    return []
         out = []
         for ty in slots:
             t = substitute_type(ty, binding)

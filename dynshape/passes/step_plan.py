@@ -16,7 +16,7 @@ The rules, with the symbolic types in hand:
 - any other intermediate gets a scratch *slot*. Slots are reused: an elementwise or broadcast
   step writes in place into the slot of an argument that dies at that step and has the result's
   type (numpy ufuncs allow exactly overlapping operands); otherwise a free slot of the same type
-  (every value in it dead), else a new slot. A GELU written as eleven ops needs two slots, not
+  (every value in it dead), else a new slot. A GELU written as eleven ops needs one slot, not
   nine.
 """
 

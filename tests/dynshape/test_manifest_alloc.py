@@ -347,3 +347,11 @@ def test_an_invoke_with_fewer_outputs_than_results_is_a_compile_error() -> None:
     text = module_to_text(_manifest(GELU_LIKE), show_types=False).replace("(%x1, %scratch)", "()")
     with pytest.raises(dynshape.CompileError, match="passes 0 outputs to a function of 1 results"):
         dynshape.compile(text, start="manifest")
+
+
+def test_scratch_that_does_not_match_the_step_plan_is_a_compile_error() -> None:
+    text = module_to_text(_manifest(GELU_LIKE), show_types=False).replace(
+        "(%x1, %scratch)", "(%x1, %scratch, %scratch)"
+    )
+    with pytest.raises(dynshape.CompileError, match="passes 2 scratch buffers, but its step plan"):
+        dynshape.compile(text, start="manifest")
