@@ -172,7 +172,7 @@ def _alloc_tensor(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
             return nxt
 
         return static
-    itemsize, index, prod = dtype.itemsize, operator.index, math.prod
+    itemsize, prod = dtype.itemsize, math.prod
     if not isinstance(offset, Reg):
         # A static offset and a shape from a register (a shape program's tuple of ints, or a
         # shape function's): the common symbolic case, kept to a bounds check and one call.
@@ -192,11 +192,15 @@ def _alloc_tensor(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
     get_off, get_shape = _getter(offset), _getter(shape)
 
     def dyn(r: list[Any]) -> int:
-        st, off = r[s], index(get_off(r))
-        shp = tuple(index(x) for x in get_shape(r))
-        if off < 0 or off + prod(shp) * itemsize > st.nbytes or min(shp, default=0) < 0:
+        # Offsets and shapes in registers come from shape programs (ints); numpy refuses a
+        # negative dim itself, which becomes the same named error.
+        st, off, shp = r[s], get_off(r), get_shape(r)
+        if off < 0 or off + prod(shp) * itemsize > st.nbytes:
             raise view_error(st, off, shp, dtype)
-        r[d] = ndarray(shp, dtype, st.buf, off)
+        try:
+            r[d] = ndarray(shp, dtype, st.buf, off)
+        except ValueError:
+            raise view_error(st, off, shp, dtype) from None
         return nxt
 
     return dyn

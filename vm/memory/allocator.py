@@ -182,7 +182,8 @@ class PooledAllocator(Allocator):
             self._cached_bytes -= capacity
             s.pool_hits += 1
         elif self._lent and (taken := self._take_back(key)) is not None:
-            self._make_room(capacity)
+            if self.memory_limit is not None:
+                self._make_room(capacity)
             storage = taken  # a result the caller let go of, straight back to work
             s.pool_hits += 1
             s.bytes_held += capacity
@@ -203,8 +204,11 @@ class PooledAllocator(Allocator):
         self._cache(storage)
 
     def lend(self, storage: Storage) -> None:
-        self.detach(storage)
-        self.stats.lent += 1
+        s, capacity = self.stats, storage.capacity
+        s.detached += 1
+        s.lent += 1
+        s.live_bytes -= capacity
+        s.bytes_held -= capacity
         lent = self._lent
         lent[id(storage.raw)] = storage
         if len(lent) > MAX_LENT:
@@ -214,12 +218,13 @@ class PooledAllocator(Allocator):
         """Take back every lent storage the caller holds no view of any more: return one of size
         class and alignment ``key`` if there is one, and cache the others."""
         s, found = self.stats, None
+        capacity, alignment = key
         for raw_id, storage in list(self._lent.items()):
             if sys.getrefcount(storage.raw) > storage.refs_alone:
                 continue  # a view of it is still alive
             del self._lent[raw_id]
             s.taken_back += 1
-            if found is None and (storage.capacity, storage.alignment) == key:
+            if found is None and storage.capacity == capacity and storage.alignment == alignment:
                 found = storage
             else:
                 s.bytes_held += storage.capacity
