@@ -71,6 +71,10 @@ def stages(
     """
     if start not in STAGES:
         raise CompileError(f"unknown stage {start!r} (stages: {', '.join(STAGES)})")
+    if not isinstance(plan_memory, (bool, PlanMemory)):
+        raise CompileError(
+            f"plan_memory must be True, False or a PlanMemory, got {type(plan_memory).__name__}"
+        )
     module = as_module(program, source_name)
     if start != "parsed":
         module = InferTypes().run(module)

@@ -256,3 +256,12 @@ def test_a_tenant_that_fits_nowhere_grows_the_block_that_grows_least() -> None:
     # Within a range where the quadratic block is small, the linear one is as good: first wins.
     tiny = _Planner({s: (1, 8)}, static_arena=False, returned=True)
     assert tiny.least_growth([small, big], 1024 * s) is small
+
+
+def test_compile_takes_a_planner_with_options_and_refuses_anything_else() -> None:
+    exe = dynshape.compile(textwrap.dedent(MAX_SIZED), plan_memory=PlanMemory(static_arena=True))
+    x, y = np.ones(3, np.float32), np.ones(5, np.float32)
+    a, b = dynshape.VirtualMachine(exe).run(x, y)
+    assert a.shape == (3,) and b.shape == (5,)
+    with pytest.raises(dynshape.CompileError, match="plan_memory must be True, False or a Plan"):
+        dynshape.compile(textwrap.dedent(MAX_SIZED), plan_memory="no")  # type: ignore[arg-type]
