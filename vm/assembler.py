@@ -141,6 +141,10 @@ class FunctionBuilder:
         self.emit(Op.CALL, dst, func, tuple(args))
         return dst
 
+    def tail_call(self, func: str | int, args: Sequence[Reg]) -> None:
+        """``return func(*args)``, the callee replacing this frame."""
+        self.emit(Op.TAIL_CALL, func, tuple(args))
+
     def invoke(self, kernel: int, inputs: Sequence[Reg], outputs: Sequence[Reg]) -> None:
         """``kernels[kernel](*inputs, *outputs)``."""
         self.emit(Op.INVOKE, kernel, tuple(inputs), tuple(outputs))
@@ -264,7 +268,7 @@ class FunctionBuilder:
                     if v.pc is None:
                         raise AssemblerError(f"{self.name}@{pc}: label {v.name} is never placed")
                     v = v.pc
-                elif op == Op.CALL and isinstance(v, str):
+                elif op in (Op.CALL, Op.TAIL_CALL) and isinstance(v, str):
                     if v not in functions:
                         raise AssemblerError(f"{self.name}@{pc}: no function named {v!r}")
                     v = functions[v]

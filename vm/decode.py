@@ -2,9 +2,9 @@
 
 This happens once, when a ``VirtualMachine`` is built. Operands are read here, not at run time:
 an immediate shape is baked into the closure, a kernel is bound with its attributes, a shape
-program is compiled. The interpreter loop then only calls closures. ``call`` and ``ret`` return
-the negative codes ``CALL``/``RET`` and leave their payload in ``ctx.state`` for the loop, which
-owns the frame stack.
+program is compiled. The interpreter loop then only calls closures. ``call``, ``ret`` and
+``tail_call`` return the negative codes ``CALL``/``RET``/``TAIL`` and leave their payload in
+``ctx.state`` for the loop, which owns the frame stack.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from .shape_program import ShapeProgram
 Step = Callable[[list[Any]], int]
 CALL = -1
 RET = -2
+TAIL = -3
 
 CMP = {
     "==": operator.eq,
@@ -101,6 +102,17 @@ def _call(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
     def step(r: list[Any]) -> int:
         state[0] = (callee, [r[a] for a in args], d, nxt)
         return CALL
+
+    return step
+
+
+def _tail_call(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+    callee, args = ops[0], tuple(a.index for a in ops[1])
+    state = ctx.state
+
+    def step(r: list[Any]) -> int:
+        state[0] = (callee, [r[a] for a in args])
+        return TAIL
 
     return step
 
@@ -372,6 +384,7 @@ DECODERS: dict[Op, Callable[[tuple[Any, ...], int, DecodeContext], Step]] = {
     Op.SHAPE_FUNC: _shape_func,
     Op.CHECK: _check,
     Op.CHECK_DIM: _check_dim,
+    Op.TAIL_CALL: _tail_call,
 }
 
 

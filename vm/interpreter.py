@@ -15,6 +15,7 @@ and a pooled allocator takes the storage back once no view of it is left (see
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from time import perf_counter_ns
 from typing import Any
@@ -23,13 +24,14 @@ import numpy as np
 
 from . import kernels as _kernels  # noqa: F401  (registers the built-in kernels)
 from .calling import arguments_checker
-from .decode import CALL, DecodeContext, Step, decode
+from .decode import CALL, TAIL, DecodeContext, Step, decode
 from .errors import KernelError, VMError
 from .executable import Executable, OpKernel
 from .fused import KERNEL_FAILURES, FusedKernel, build_fused
 from .isa import Kind, Op, format_instruction
 from .kernels.registry import get_kernel_factory
 from .memory.allocator import Allocator, NaiveAllocator, PooledAllocator
+from .memory.storage import Storage
 from .profiler import Profiler
 from .sanitizer import MemorySanitizer
 
@@ -118,6 +120,8 @@ class VirtualMachine:
         self._pads = [[None] * (f.num_registers - len(f.params)) for f in exe.functions]
         self._checkers = [arguments_checker(f) for f in exe.functions]
         self._index = {f.name: i for i, f in enumerate(exe.functions)}
+        # What _storage_refs counts for a storage only ``live`` holds (measured, not assumed).
+        self._storage_alone = _storage_refs({0: Storage(0)}, 0)
 
     def _kernel_name(self, ins: Any) -> str | None:
         return self.exe.kernels[ins.operands[0]].name if ins.op == Op.INVOKE else None
@@ -159,6 +163,7 @@ class VirtualMachine:
                 for st in live.values():
                     free(st)
                 live.clear()
+            self.allocator.end_call()
         if self.profiler is not None:
             self.profiler.runs.count += 1
             self.profiler.runs.ns += perf_counter_ns() - t0
@@ -167,7 +172,7 @@ class VirtualMachine:
     run_function = invoke
 
     def _execute(self, fidx: int, regs: list[Any]) -> Any:
-        code, pc, state = self._code[fidx], 0, self._ctx.state
+        code, pc, state, live = self._code[fidx], 0, self._ctx.state, self._ctx.live
         stack: list[tuple[list[Step], list[Any], int, int, int]] = []
         try:
             while True:
@@ -181,6 +186,13 @@ class VirtualMachine:
                         stack.append((code, regs, dst, ret_pc, fidx))
                         fidx, code, pc = callee, self._code[callee], 0
                         regs = argv + self._pads[callee]
+                    elif pc == TAIL:
+                        callee, argv = state[0]
+                        state[0] = None
+                        fidx, code, pc = callee, self._code[callee], 0
+                        regs = argv + self._pads[callee]  # the replaced frame's registers go
+                        if live:
+                            self._sweep()
                     elif stack:
                         value = state[0]
                         code, regs, dst, pc, fidx = stack.pop()
@@ -212,6 +224,16 @@ class VirtualMachine:
             if add_note is not None:
                 add_note(f"while executing {self._where(fidx, pc, stack)}")
             raise
+
+    def _sweep(self) -> None:
+        """Free this call's storages that nothing can reach any more: no register of any frame
+        holds the storage and no array views its memory. Run at a tail call, where the replaced
+        frame's registers are dropped: a loop written as tail recursion then keeps one
+        iteration's buffers, not all of them (the compiler cannot kill what a callee made)."""
+        live, alone = self._ctx.live, self._storage_alone
+        for key in list(live):
+            if _storage_refs(live, key) <= alone and not _viewed(live[key]):
+                self._free_leftover(live.pop(key))
 
     def _where(self, fidx: int, pc: int, stack: Sequence[Any]) -> str:
         f = self.exe.functions[fidx]
@@ -254,3 +276,15 @@ class VirtualMachine:
         if self.profiler is None:
             raise VMError("this VM was built without profile=True")
         return self.profiler.report(self.allocator.stats)
+
+
+def _storage_refs(live: dict[int, Storage], key: int) -> int:
+    """References to the storage ``live[key]``: the dict's, this frame's and the argument's,
+    plus one per register (or anything else) that holds it."""
+    st = live[key]
+    return sys.getrefcount(st)
+
+
+def _viewed(st: Storage) -> bool:
+    """True if an array views ``st``'s memory (each view holds ``raw`` as its base)."""
+    return sys.getrefcount(st.raw) > st.refs_alone

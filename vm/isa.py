@@ -91,6 +91,7 @@ class Op(enum.IntEnum):
     SHAPE_FUNC = 17
     CHECK = 18
     CHECK_DIM = 19
+    TAIL_CALL = 20
 
 
 K = Kind
@@ -137,6 +138,9 @@ SIGNATURES: dict[Op, tuple[Kind, ...]] = {
     Op.CHECK: (K.VAL, K.CMP, K.VAL, K.STR),
     # require src.shape[axis] == sym: "{what} = 4 but {sym_name} = 3 was bound by {bound_by}"
     Op.CHECK_DIM: (K.SRC, K.INT, K.SRC, K.STR, K.STR, K.STR),
+    # return functions[func](*args): the callee replaces this frame (a call in tail position;
+    # storages nothing references any more are freed there)
+    Op.TAIL_CALL: (K.FUNC, K.SRCS),
 }
 del K
 

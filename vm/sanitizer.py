@@ -155,12 +155,16 @@ class SanitizingAllocator(Allocator):
     def release(self) -> None:
         self.inner.release()
 
+    def end_call(self) -> None:
+        self.inner.end_call()
+
 
 #: Instructions that use the values in their registers (data, or the object itself).
 _USES_VALUE = frozenset(
     {
         Op.INVOKE,
         Op.CALL,
+        Op.TAIL_CALL,
         Op.RET,
         Op.TUPLE,
         Op.RESHAPE,
@@ -179,8 +183,9 @@ def _read_registers(ins: Instruction) -> list[tuple[int, str]]:
         for role, regs in (("input", ins.operands[1]), ("output", ins.operands[2])):
             out += [(r.index, f"register {r!r} ({role} {k})") for k, r in enumerate(regs)]
         return out
-    if ins.op == Op.CALL:
-        return [(r.index, f"register {r!r} (argument {k})") for k, r in enumerate(ins.operands[2])]
+    if ins.op in (Op.CALL, Op.TAIL_CALL):
+        args = ins.operands[2] if ins.op == Op.CALL else ins.operands[1]
+        return [(r.index, f"register {r!r} (argument {k})") for k, r in enumerate(args)]
     for kind, v in zip(SIGNATURES[ins.op], ins.operands, strict=True):
         if kind == Kind.SRC or (kind in (Kind.VAL, Kind.SHAPE) and isinstance(v, Reg)):
             out.append((v.index, f"register {v!r}"))

@@ -160,11 +160,12 @@ def _check_instruction(
     for k, (kind, v) in enumerate(zip(kinds, ins.operands, strict=False)):
         _check_operand(kind, v, f, counts, f"{where}, operand {k}")
     ops = ins.operands
-    if ins.op == Op.CALL:
-        callee = exe.functions[ops[1]]
-        if len(ops[2]) != len(callee.params):
+    if ins.op in (Op.CALL, Op.TAIL_CALL):
+        func, args = (ops[1], ops[2]) if ins.op == Op.CALL else (ops[0], ops[1])
+        callee = exe.functions[func]
+        if len(args) != len(callee.params):
             raise FormatError(
-                f"{where}: passes {len(ops[2])} arguments to {callee.name!r}, "
+                f"{where}: passes {len(args)} arguments to {callee.name!r}, "
                 f"which takes {len(callee.params)}"
             )
     elif ins.op == Op.INVOKE:
@@ -264,8 +265,8 @@ def validate_executable(exe: Executable) -> None:
             raise FormatError(f"function {f.name!r}: empty or oversized code")
         for pc, ins in enumerate(f.code):
             _check_instruction(ins, pc, f, exe, counts)
-        if f.code[-1].op not in (Op.RET, Op.JUMP):
+        if f.code[-1].op not in (Op.RET, Op.JUMP, Op.TAIL_CALL):
             raise FormatError(
-                f"function {f.name!r}: the last instruction must be ret or jump "
+                f"function {f.name!r}: the last instruction must be ret, jump or tail_call "
                 "(the pc would run off the end)"
             )

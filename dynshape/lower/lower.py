@@ -108,8 +108,48 @@ class _FunctionLowering:
     def lower(self) -> None:
         symbols = _Symbols()
         self.bind_params(symbols)
-        result = self.block(self.fn.body, symbols)
-        self.b.ret(result)
+        self.tail_block(self.fn.body, symbols, [])
+
+    def tail_block(self, expr: Expr, symbols: dict[sympy.Basic, Reg], after: list[Let]) -> None:
+        """Lower a chain in tail position: every path ends in ``ret`` or ``tail_call``.
+
+        The chain's result is a call of a global (the let binding it followed only by kills):
+        a ``tail_call``, so a loop written as recursion runs in one frame and the VM frees, at
+        each step, the storages the replaced frame no longer reaches (the kills that would
+        have followed the call are left to that). An ``if``: each branch in tail position.
+        Anything else: the value, the kills (``after``: those of enclosing chains), ``ret``.
+        """
+        lets: list[Let] = []
+        node = expr
+        while isinstance(node, Let):
+            lets.append(node)
+            node = node.body
+        k = len(lets)
+        while k and _is_kill(lets[k - 1].value):
+            k -= 1
+        last = lets[k - 1] if k and node is lets[k - 1].var else None
+        v = last.value if last is not None else None
+        tail_call = isinstance(v, Call) and isinstance(v.callee, GlobalVar)
+        if last is None or not (tail_call or isinstance(v, If)):
+            result = self.block(expr, symbols)
+            for kill in after:
+                self.value(kill.value, symbols)
+            self.b.ret(result)
+            return
+        self.prefetch(expr, symbols)
+        for let in lets[: k - 1]:
+            self.let(let, symbols)
+        kills = lets[k:] + after
+        if isinstance(v, Call):
+            assert isinstance(v.callee, GlobalVar)
+            self.b.tail_call(v.callee.name, [self.atom(a) for a in v.args])
+            return
+        assert isinstance(v, If)
+        otherwise = self.b.label("else")
+        self.b.jump_if_not(self.atom(v.cond), otherwise)
+        self.tail_block(v.then_branch, _Symbols.branch_of(symbols), kills)
+        self.b.place(otherwise)
+        self.tail_block(v.else_branch, _Symbols.branch_of(symbols), kills)
 
     def bind_params(self, symbols: dict[sympy.Basic, Reg]) -> None:
         bound_by: dict[sympy.Basic, str] = {}
@@ -176,11 +216,14 @@ class _FunctionLowering:
         self.prefetch(expr, symbols)
         node = expr
         while isinstance(node, Let):
-            self.regs[node.var] = self.value(node.value, symbols)
-            # The variable's type: where an annotation names a value's new unknowns.
-            self.bind_new_symbols(self.regs[node.var], node.var.ty or node.value.ty, symbols)
+            self.let(node, symbols)
             node = node.body
         return self.value(node, symbols)
+
+    def let(self, let: Let, symbols: dict[sympy.Basic, Reg]) -> None:
+        self.regs[let.var] = self.value(let.value, symbols)
+        # The variable's type: where an annotation names a value's new unknowns.
+        self.bind_new_symbols(self.regs[let.var], let.var.ty or let.value.ty, symbols)
 
     def prefetch(self, expr: Expr, symbols: dict[sympy.Basic, Reg]) -> None:
         """Compute, in one shape program at the start of a chain, every size, offset and shape
@@ -444,6 +487,10 @@ class _Symbols(dict):
     def memo_of(symbols: dict[sympy.Basic, Reg]) -> dict[Any, Reg]:
         assert isinstance(symbols, _Symbols), "scopes are _Symbols"
         return symbols.memo
+
+
+def _is_kill(value: Expr) -> bool:
+    return isinstance(value, Call) and value.op is not None and value.op.name == "memory.kill"
 
 
 def _hoistable(d: ir.Dim, bound: Any) -> bool:

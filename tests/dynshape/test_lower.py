@@ -11,7 +11,7 @@ import sympy
 import dynshape
 import ir
 from dynshape.lower.lower import _hoistable
-from vm import Op
+from vm import NaiveAllocator, Op
 
 SEED = """
 def @main(%x: Tensor[(n,), float32], %y: Tensor[(n,), float32]) -> Tensor[(n,), float32] {
@@ -54,3 +54,24 @@ def test_a_dim_that_divides_by_a_symbol_is_not_hoisted() -> None:
     assert not _hoistable(sympy.Mod(n, k), bound)
     assert not _hoistable(4 * n, {k})  # n is bound later
     assert not _hoistable(16, bound)
+
+
+def test_a_while_loop_runs_in_one_frame_at_any_trip_count() -> None:
+    """The builder's loop is a tail-recursive global: the lowering emits ``tail_call``, so the
+    trip count is not bounded by the VM's call depth and each step's buffers are freed."""
+    x = dynshape.tensor("x", (4,), "float32")
+    k = dynshape.tensor("k", (), "int32")
+    _, acc = dynshape.while_loop(
+        lambda i, acc: i < k, lambda i, acc: (i + 1, dynshape.tanh(acc) + 1.0), (0, x)
+    )
+    exe = dynshape.compile(dynshape.build(acc, inputs=[x, k]))
+    loop = next(f for f in exe.functions if f.name != "main")
+    assert [ins.op for ins in loop.code].count(Op.TAIL_CALL) == 1
+    assert Op.CALL not in [ins.op for ins in loop.code]
+    naive = NaiveAllocator()
+    vm = dynshape.VirtualMachine(exe, allocator=naive, max_call_depth=50)
+    want = np.zeros(4, np.float32)
+    for _ in range(20_000):
+        want = np.tanh(want) + np.float32(1)
+    np.testing.assert_allclose(vm.run(np.zeros(4, np.float32), 20_000), want, rtol=1e-6)
+    assert naive.stats.peak_live_bytes < 1024  # a few steps' buffers, not 20,000

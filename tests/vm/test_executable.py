@@ -193,6 +193,13 @@ def test_validation_of_arities():
     f.ret(f.call("g", []))
     with pytest.raises(FormatError, match="passes 0 arguments to 'g', which takes 1"):
         asm.build()
+    asm = Assembler()
+    g = asm.function("g", [("a", tensor("float32", (1,)))])
+    g.ret(g.params[0])
+    f = asm.function("main", [])
+    f.tail_call("g", [])  # a tail call may end a function; its arity is checked like a call's
+    with pytest.raises(FormatError, match=r"\(tail_call\): passes 0 arguments to 'g'"):
+        asm.build()
 
 
 def test_validation_of_hand_made_instructions():

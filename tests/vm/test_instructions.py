@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 from vm_testlib import elementwise_program
@@ -10,6 +12,7 @@ import vm
 from vm import (
     Assembler,
     KernelError,
+    NaiveAllocator,
     RunTimeShapeError,
     ShapeProgramBuilder,
     VirtualMachine,
@@ -147,8 +150,11 @@ def test_jump_if_not_on_a_bool_tensor():
     assert m.run(True) == 1 and m.run(np.array(False)) == 0
 
 
-def _recursive_sum(max_depth: int = 10_000) -> VirtualMachine:
-    """loop(i, n, acc): if i < n: return loop(i + 1, n, acc + 1) else return acc."""
+def _recursive_sum(
+    max_depth: int = 10_000, tail: bool = False, allocator: Any = "pooled"
+) -> VirtualMachine:
+    """loop(i, n, acc): if i < n: return loop(i + 1, n, acc + 1) else return acc (with
+    ``tail``, the recursive call is a ``tail_call``)."""
     asm = Assembler()
     add = asm.kernel("add", num_inputs=2)
     one = asm.const(np.ones(4, np.float32))
@@ -165,14 +171,17 @@ def _recursive_sum(max_depth: int = 10_000) -> VirtualMachine:
     s = loop.alloc_storage(16)
     acc2 = loop.alloc_tensor(s, 0, (4,), "float32")
     loop.invoke(add, [acc, loop.load_const(one)], [acc2])
-    loop.ret(loop.call("loop", [nxt, rn, acc2]))
+    if tail:
+        loop.tail_call("loop", [nxt, rn, acc2])
+    else:
+        loop.ret(loop.call("loop", [nxt, rn, acc2]))
     loop.place(done)
     loop.ret(acc)
     main = asm.function("main", [("n", tensor("int64", ())), ("x", F4)], F4)
     rn, x = main.params
     zero = main.load_int(0)
     main.ret(main.call("loop", [zero, rn, x]))
-    return VirtualMachine(asm.build(), max_call_depth=max_depth)
+    return VirtualMachine(asm.build(), max_call_depth=max_depth, allocator=allocator)
 
 
 def test_recursion_as_a_loop():
@@ -182,6 +191,47 @@ def test_recursion_as_a_loop():
         np.testing.assert_array_equal(m.run(n, x), np.full(4, n, np.float32))
     # storages of intermediate frames are given back at the end of the call
     assert m.allocator.stats.live_bytes == 0
+
+
+def test_a_tail_call_replaces_the_frame_and_frees_what_the_old_one_held():
+    naive = NaiveAllocator()
+    m = _recursive_sum(max_depth=100, tail=True, allocator=naive)
+    x = np.zeros(4, np.float32)
+    for n in (0, 1, 50, 20_000):  # far deeper than max_call_depth: no frame is pushed
+        np.testing.assert_array_equal(m.run(n, x), np.full(4, n, np.float32))
+    # Each step's accumulator is freed at the next tail call, once nothing refers to it: two
+    # 16-byte storages live at the peak (the last one, and the one being made), not 20,000.
+    assert naive.stats.peak_live_bytes == 2 * 16
+    assert naive.stats.live_bytes == 0
+
+
+def test_a_tail_call_keeps_what_a_caller_frame_still_holds():
+    """loop(s, k) tail-calls itself k times; main holds a storage with no view of it across
+    the call and uses it afterwards: the sweep must leave it alone."""
+    asm = Assembler()
+    b = ShapeProgramBuilder(["k"])
+    (k,) = b.inputs
+    prog = asm.shape_program(b.build([b.node("gt", k, 0), k - 1]))
+    loop = asm.function("loop", [("k", tensor("int64", ()))], tensor("int64", ()))
+    (rk,) = loop.params
+    go, less = loop.shape_program(prog, [rk])
+    done = loop.label("done")
+    loop.jump_if_not(go, done)
+    loop.alloc_storage(64)  # garbage of each step, swept at the next tail call
+    loop.tail_call("loop", [less])
+    loop.place(done)
+    loop.ret(rk)
+    main = asm.function("main", [("x", F4), ("k", tensor("int64", ()))], F4)
+    x, rk = main.params
+    kept = main.alloc_storage(16)  # held by main's register only, no view yet
+    main.call("loop", [rk])
+    out = main.alloc_tensor(kept, 0, (4,), "float32")
+    main.invoke(asm.kernel("copy"), [x], [out])
+    main.ret(out)
+    m = VirtualMachine(asm.build(), allocator=NaiveAllocator(), check_memory=True)
+    x4 = np.arange(4, dtype=np.float32)
+    np.testing.assert_array_equal(m.run(x4, 5), x4)
+    assert m.allocator.stats.peak_live_bytes <= 16 + 2 * 64
 
 
 def test_call_depth_is_bounded():

@@ -267,3 +267,27 @@ def test_lent_results_do_not_count_against_the_memory_limit():
     for out in kept:
         np.testing.assert_array_equal(out, 3 * x)
     assert m.allocator.stats.bytes_held <= 2 * 4096
+
+
+def test_a_call_of_growing_buffers_is_served_from_the_pool_from_its_third_call_on():
+    """Each call asks for buffers of ten sizes, one at a time (freed before the next, as a loop
+    that frees each step's buffers does): the cache must hold one of each size, more than twice
+    the peak of live bytes, for the next call to allocate nothing."""
+    a = PooledAllocator()
+    sizes = [1024 * k for k in range(1, 11)]
+
+    def call():
+        for n in sizes:
+            a.free(a.alloc(n))
+        a.end_call()
+
+    call()
+    call()
+    before = a.stats.allocations
+    call()
+    assert a.stats.allocations == before  # steady state: nothing new
+    most = sum(size_class(n) for n in sizes)
+    assert a.stats.peak_bytes_held <= a.stats.peak_live_bytes + max(
+        2 * a.stats.peak_live_bytes, most
+    )
+    assert a.cached_bytes > 2 * a.stats.peak_live_bytes  # the old cap could not have held them

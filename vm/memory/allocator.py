@@ -5,10 +5,14 @@ freed buffers by size class and hands them out again, across calls of the VM, so
 with changing shapes stops allocating once its working set has been seen.
 
 Bound on memory held (pooled): cached (free) bytes never exceed ``max_cached_bytes``; by default
-that cap is twice the peak of live bytes seen so far, so **bytes held <= 3 x peak live bytes** at
-all times. Least recently freed buffers are evicted first. Why twice: a planned program frees one
-arena before it allocates the next, so the buffers one call uses, together, can exceed its peak
-of live bytes; with a cap of one peak, calls with unchanged shapes kept missing the pool.
+that cap is the larger of twice the peak of live bytes seen so far and the most bytes one call
+(of the VM: ``end_call``) has requested, so **bytes held <= peak live + max(2 x peak live, the
+most bytes one call requested)** at all times. Least recently freed buffers are evicted first.
+Why twice the peak: a planned program frees one arena before it allocates the next, so the
+buffers one call uses, together, can exceed its peak of live bytes; with a cap of one peak,
+calls with unchanged shapes kept missing the pool. Why a call's requests: a loop frees each
+step's buffers as it goes, and when those grow (a ``concatenate`` per step) one call needs a
+buffer of every size, several times its peak, for the next call to find them all.
 
 A memory limit, when set, bounds bytes held: an allocation that would pass it first evicts cached
 buffers, and if live bytes alone would still pass it, fails with MemoryLimitError before anything
@@ -86,6 +90,9 @@ class Allocator:
     def release(self) -> None:
         """Drop every cached buffer (no-op for allocators without a cache)."""
 
+    def end_call(self) -> None:
+        """The VM's top-level call has ended (the pooled allocator sizes its cache by calls)."""
+
     # Shared bookkeeping -------------------------------------------------------------------
 
     def _check_request(self, nbytes: int, alignment: int) -> None:
@@ -149,8 +156,8 @@ class NaiveAllocator(Allocator):
 class PooledAllocator(Allocator):
     """Reuses freed buffers of the same size class and alignment, across calls.
 
-    ``max_cached_bytes`` caps the free buffers kept (None: the peak of live bytes so far, which
-    bounds bytes held by twice the peak live bytes).
+    ``max_cached_bytes`` caps the free buffers kept (None: the larger of twice the peak of live
+    bytes so far and the most bytes one call requested; see the module doc).
     """
 
     def __init__(
@@ -165,6 +172,10 @@ class PooledAllocator(Allocator):
         self._cached_bytes = 0
         # Lent storages, oldest first: id(storage.raw) -> storage.
         self._lent: OrderedDict[int, Storage] = OrderedDict()
+        self._call_requested = 0
+        """Capacity requested since the current call began."""
+        self._most_per_call = 0
+        """The most capacity one call has requested (part of the default cache cap)."""
 
     def alloc(self, nbytes: int, alignment: int = MIN_ALIGNMENT) -> Storage:
         # The VM's hot path (every call allocates): the usual request is checked inline.
@@ -174,6 +185,7 @@ class PooledAllocator(Allocator):
         s.requests += 1
         s.bytes_requested += nbytes
         capacity = size_class(nbytes)
+        self._call_requested += capacity
         key = (capacity, alignment if alignment > MIN_ALIGNMENT else MIN_ALIGNMENT)
         bucket = self._free.get(key)
         if bucket:
@@ -234,7 +246,9 @@ class PooledAllocator(Allocator):
     def _cache(self, storage: Storage) -> None:
         """Keep a free ``storage`` for reuse, within the cap (else drop it)."""
         s = self.stats
-        cap = self.max_cached_bytes if self.max_cached_bytes is not None else 2 * s.peak_live_bytes
+        cap = self.max_cached_bytes
+        if cap is None:
+            cap = max(2 * s.peak_live_bytes, self._most_per_call)
         if storage.capacity > cap:
             s.bytes_held -= storage.capacity
             return
@@ -259,6 +273,10 @@ class PooledAllocator(Allocator):
     def release(self) -> None:
         self._lent.clear()  # what the caller holds is the caller's; the rest is garbage now
         self._evict(self._cached_bytes)
+
+    def end_call(self) -> None:
+        self._most_per_call = max(self._most_per_call, self._call_requested)
+        self._call_requested = 0
 
     @property
     def cached_bytes(self) -> int:
