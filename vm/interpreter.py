@@ -1,9 +1,10 @@
 """The virtual machine: decode an executable once, then run its functions on numpy arrays.
 
 The loop (``_execute``) calls the current instruction's closure, which returns the next pc;
-``call`` and ``ret`` return negative codes and the loop pushes or pops a frame. Frames live on an
-explicit stack (a list), not on Python's, so recursion in bytecode is bounded by
-``max_call_depth`` rather than by Python's recursion limit.
+``call`` and ``ret`` return negative codes and the loop pushes or pops a frame; ``tail_call``
+replaces the current frame (and sweeps the storages nothing reaches any more, ``_sweep``). Frames
+live on an explicit stack (a list), not on Python's, so recursion in bytecode is bounded by
+``max_call_depth`` rather than by Python's recursion limit, and tail recursion by nothing.
 
 Memory: storages allocated during a call are tracked until killed. When the top-level call
 returns, storages still live are either handed to the caller with the arrays that view them or
