@@ -11,7 +11,8 @@ several sizes. Everything is *measured* on the VM, callees, loops and kernel scr
   The unplanned program *is* that measurement: each tensor has a buffer of exactly its size,
   allocated where the tensor is and freed right after its last use, so its peak is the most
   tensor bytes live at once (under the compiler's liveness, which both programs share; for
-  data-dependent sizes, at the sizes the data gave);
+  data-dependent sizes, at the sizes the data gave). A plan that writes an output over an input
+  dying at its kernel (softmax over attention scores) goes below it;
 - ``allocs u/p``: storages requested per call, unplanned / planned;
 - ``steady new``: buffers obtained from the system by the planned program's third call with the
   same shapes (pooled allocator, results dropped by the caller between calls): 0 is the goal.

@@ -14,8 +14,9 @@ For each global function (``memory_report(program)``):
 - **unplanned peak / total**: the same walk over the ``kill`` stage (one storage per tensor,
   freed after its last use), and the sum of every allocation (no frees at all);
 - **lower bound**: the most bytes of *tensors* live at any one program point (each tensor from its
-  ``alloc_tensor`` to its last use; at a call, plus the callee's own bound): no plan of these
-  tensors can need less;
+  ``alloc_tensor`` to its last use; at a call, plus the callee's own bound): no plan that keeps
+  every tensor's bytes apart can need less (one that writes an output over a dying input,
+  ``passes/in_place.py``, can);
 - **allocations per call**, planned and unplanned (the longer branch of an ``if``; callees
   included);
 - **layout**: every storage of the planned program with its tensors (offset, bytes, interval).

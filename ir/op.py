@@ -65,6 +65,10 @@ class OpDef:
     """How the result dtype(s) follow from the input dtypes and attributes."""
     doc: str = ""
     """One line describing the op (shown in the op table of the README)."""
+    in_place: bool = False
+    """Its kernel may write its (single) output over its first input when the two have the
+    same type (softmax, layer norm). Elementwise and broadcast ops may over any such input
+    without saying so: their kernels must work in place anyway (fused chains rely on it)."""
     attr_index: Mapping[str, AttrDef] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:

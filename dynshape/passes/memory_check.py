@@ -5,7 +5,9 @@ range ``[offset, offset + nbytes)`` in its storage and its live interval (``live
 from its ``alloc_tensor`` to the last use of anything that may alias it), and raises
 ``MemoryPlanError`` when
 
-- two tensors of one storage are live at the same time and their byte ranges intersect;
+- two tensors of one storage are live at the same time and their byte ranges intersect (but
+  for an output written over the very bytes of an input that dies at its kernel, where the
+  kernel allows it: ``in_place.py``);
 - a tensor does not fit in its storage (offset + nbytes > size);
 - a storage is killed before the last use of one of its tensors (a use after free), or a tensor
   that is returned lives in a storage that is killed.
@@ -27,6 +29,7 @@ from ir import Module
 
 from ..errors import CompileError
 from .dim_bounds import evaluate
+from .in_place import in_place_pairs
 from .liveness import END, TensorLife, timeline
 
 
@@ -67,6 +70,7 @@ def check_no_overlap(
         if fn.is_primitive:
             continue
         tl = timeline(fn)
+        in_place = in_place_pairs(fn)
         for storage in tl.storages.values():
             size = evaluate(storage.size, values)
             spans: list[tuple[TensorLife, int, int]] = []
@@ -87,6 +91,10 @@ def check_no_overlap(
                     if a.start > b.end or b.start > a.end:
                         continue  # never live together
                     pairs += 1
+                    same_bytes = (alo, ahi) == (blo, bhi)
+                    written_over = in_place.get(b.var) is a.var or in_place.get(a.var) is b.var
+                    if same_bytes and written_over:
+                        continue  # an output written over the input that dies at its kernel
                     if alo < bhi and blo < ahi and min(ahi - alo, bhi - blo) > 0:
                         raise MemoryPlanError(
                             f"@{name}: %{a.var.name_hint} (bytes [{alo}, {ahi}), steps "

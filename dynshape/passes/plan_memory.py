@@ -64,7 +64,8 @@ from ir import Call, Expr, If, Let, Module, Var
 
 from .base import ModulePass
 from .dim_bounds import RangeMap, dims_le, evaluate, samples, upper
-from .liveness import all_vars, chain, direct_vars, memory_op
+from .in_place import in_place_pairs
+from .liveness import Aliases, all_vars, chain, direct_vars, memory_op
 from .manifest_alloc import plain_symbols
 
 #: The kill index of a tenant that is never killed (returned): its block is never free again.
@@ -107,7 +108,13 @@ class PlanMemory(ModulePass):
                 {ir.sym(k) if isinstance(k, str) else k: v for k, v in self.ranges.items()}
             )
             returned = self.returned_in_arena and name not in called
-            planner = _Planner(ranges, self.static_arena, returned)
+            storage_of = Aliases(fn).storage_of
+            over = {
+                storage_of[t]: storage_of[u]
+                for t, u in in_place_pairs(fn).items()
+                if t in storage_of and u in storage_of
+            }
+            planner = _Planner(ranges, self.static_arena, returned, over)
             bound = set().union(*(plain_symbols(p.ty or p.type_annotation) for p in fn.params))
             out[name] = dataclasses.replace(fn, body=planner.chain(fn.body, frozenset(bound)))
         return Module(out)
@@ -171,10 +178,18 @@ class _Group:
 
 
 class _Planner:
-    def __init__(self, ranges: Mapping[Any, Any], static_arena: bool, returned: bool) -> None:
+    def __init__(
+        self,
+        ranges: Mapping[Any, Any],
+        static_arena: bool,
+        returned: bool,
+        over: Mapping[Var, Var] | None = None,
+    ) -> None:
         self.ranges = ranges
         self.static_arena = static_arena
         self.returned = returned
+        self.over = over or {}
+        """Storage of a kernel's output -> storage of the input it may be written over."""
 
     def chain(self, body: Expr, bound: frozenset[sympy.Basic]) -> Expr:
         lets, result = chain(body)
@@ -285,8 +300,15 @@ class _Planner:
         can reuse its bytes (the pool serves it), whereas growing a live arena adds to the peak.
         """
         groups: list[_Group] = []
+        placed: dict[Var, tuple[_Group, _Block]] = {}
         for t in tenants:
             need = ir.free_symbols(t.size)
+            spot = self.written_over(t, placed, need)
+            if spot is not None:  # the output takes the bytes of the input dying at its kernel
+                spot[1].tenants.append(t)
+                spot[1].free_after = t.kill
+                placed[t.storage] = spot
+                continue
             live = [g for g in groups if need <= g.bound and g.last_kill >= t.alloc]
             g = next((g for g in live if self.fits(g, t)), None)
             if g is None and not any(x.last_kill < t.alloc for x in groups):
@@ -295,8 +317,22 @@ class _Planner:
             if g is None:
                 g = _Group(t.alloc, bound_before[t.alloc])
                 groups.append(g)
-            self.place(g, t)
+            placed[t.storage] = (g, self.place(g, t))
         return groups
+
+    def written_over(
+        self, t: _Tenant, placed: Mapping[Var, tuple[_Group, _Block]], need: frozenset[Any]
+    ) -> tuple[_Group, _Block] | None:
+        """The block of the input ``t`` may be written over (``in_place.py``), if that input
+        is its block's last tenant, dies at ``t``'s kernel, and the block holds ``t``."""
+        source = self.over.get(t.storage)
+        if source is None or source not in placed:
+            return None
+        g, b = placed[source]
+        last = b.tenants[-1]
+        if last.storage is not source or b.free_after != last.kill or not need <= g.bound:
+            return None
+        return (g, b) if dims_le(t.size, b.size, self.ranges) else None
 
     def fits(self, g: _Group, t: _Tenant) -> bool:
         """``g`` has a free block that provably holds ``t``."""
@@ -304,8 +340,9 @@ class _Planner:
             b.free_after < t.alloc and dims_le(t.size, b.size, self.ranges) for b in g.blocks
         )
 
-    def place(self, g: _Group, t: _Tenant) -> None:
-        """Put ``t`` into a free block of ``g`` (best proven fit, else grow), or a new block."""
+    def place(self, g: _Group, t: _Tenant) -> _Block:
+        """Put ``t`` into a free block of ``g`` (best proven fit, else grow), or a new block;
+        return the block."""
         free = [b for b in g.blocks if b.free_after < t.alloc]
         fits = [b for b in free if dims_le(t.size, b.size, self.ranges)]
         chosen = None
@@ -325,6 +362,7 @@ class _Planner:
             g.blocks.append(chosen)
         chosen.tenants.append(t)
         chosen.free_after = t.kill
+        return chosen
 
     def least_growth(self, free: list[_Block], size: ir.Dim) -> _Block:
         """The free block that grows least, relative to its new size, to hold ``size`` bytes:

@@ -18,12 +18,13 @@ def declare(
     dtype_rule: DTypeRule,
     attrs: Sequence[AttrDef] = (),
     doc: str = "",
+    in_place: bool = False,
 ) -> OpDef:
     """Register an op. An operand written ``"*fields"`` is a tuple of tensors."""
     ops = tuple(
         Operand(o[1:], is_tuple=True) if o.startswith("*") else Operand(o) for o in operands
     )
-    return register_op(OpDef(name, ops, tuple(attrs), pattern, dtype_rule, doc))
+    return register_op(OpDef(name, ops, tuple(attrs), pattern, dtype_rule, doc, in_place))
 
 
 def input_dtype(dtypes: Sequence[Any], i: int, what: str) -> str:

@@ -43,6 +43,7 @@ declare(
     float_like,
     [attr("axis", INT, -1)],
     doc="softmax along axis",
+    in_place=True,  # max/sum are taken before the first write; each later step is in place
 )
 declare(
     "nn.log_softmax",
@@ -51,6 +52,7 @@ declare(
     float_like,
     [attr("axis", INT, -1)],
     doc="log of softmax along axis",
+    in_place=True,  # max/sum are taken before the first write; each later step is in place
 )
 declare(
     "nn.layer_norm",
@@ -59,6 +61,7 @@ declare(
     all_same_float,
     [attr("axis", INT, -1), attr("epsilon", FLOAT, 1e-5)],
     doc="normalise along axis, then scale by gamma and shift by beta",
+    in_place=True,  # the mean is taken before the first write; each later step is in place
 )
 
 _CONV_ATTRS = [

@@ -26,7 +26,8 @@ from harness import all_cases, make_inputs
 
 n, m = ir.sym("n"), ir.sym("m")
 
-#: After kill: an 8*n storage (viewed by a reshape), a 4*n one, and a returned 4*n one.
+#: After kill: an 8*n storage (viewed by a reshape), a 4*n one, and a returned 4*n one (made
+#: by a transpose, which cannot write over its input: the 8*n block is the one to take).
 KILLED = """
 def @main(%x: Tensor[(2, n), float32]) -> Tensor[(n,), float32] {
   let %s1 = memory.alloc_storage(size=8*n);
@@ -45,7 +46,7 @@ def @main(%x: Tensor[(2, n), float32]) -> Tensor[(n,), float32] {
   let %s3 = memory.alloc_storage(size=4*n);
   let %c = memory.alloc_tensor(%s3, shape=[n]);
   %2 = fn (%p2: Tensor[(n,), float32], Primitive=1) -> Tensor[(n,), float32] {
-    negative(%p2)
+    transpose(%p2, axes=[0])
   };
   let %i3 = memory.invoke(%2, (%b,), (%c,));
   %c
@@ -67,7 +68,7 @@ def @main(%x: Tensor[(2, n), float32]) -> Tensor[(n,), float32] {
   let %i2 = memory.invoke(%1, (%v,), (%b,));
   let %c = memory.alloc_tensor(%arena, shape=[n]);
   %2 = fn (%p2: Tensor[(n,), float32], Primitive=1) -> Tensor[(n,), float32] {
-    negative(%p2)
+    transpose(%p2, axes=[0])
   };
   let %i3 = memory.invoke(%2, (%b,), (%c,));
   %c
@@ -85,6 +86,28 @@ def test_freed_8n_block_hosts_a_4n_tensor_in_one_arena() -> None:
     out = check_pass(Typed(PlanMemory()), _killed_text(), PLANNED)
     for k in (0, 1, 7, 100):
         check_no_overlap(out, {"n": k})
+
+
+def test_an_elementwise_output_is_written_over_the_input_dying_at_it() -> None:
+    killed = _killed_text().replace("transpose(%p2, axes=[0])", "negative(%p2)")
+    out = PlanMemory().run(parse_typed(killed)[0])
+    text = str(out["main"])
+    # %c = negative(%b), and %b dies there: %c takes %b's bytes, not the freed 8*n block.
+    assert "let %c = memory.alloc_tensor(%arena, offset=64*ceil(n / 8), shape=[n])" in text
+    for k in (0, 1, 7, 100):
+        check_no_overlap(InferTypes().run(out), {"n": k})
+
+
+def test_the_checker_accepts_only_the_overlap_a_kernel_allows() -> None:
+    # The same bytes for a transpose's output and its dying input: not allowed.
+    bad = PLANNED.replace(
+        "let %c = memory.alloc_tensor(%arena, shape=[n]);",
+        "let %c = memory.alloc_tensor(%arena, offset=64*ceil(n / 8), shape=[n]);",
+    )
+    with pytest.raises(MemoryPlanError, match="overlap"):
+        check_no_overlap(parse_typed(bad)[0], {"n": 4})
+    allowed = bad.replace("transpose(%p2, axes=[0])", "negative(%p2)")
+    assert check_no_overlap(parse_typed(allowed)[0], {"n": 4}) >= 1
 
 
 def test_returned_tensor_keeps_its_own_storage_when_asked() -> None:
@@ -265,3 +288,34 @@ def test_compile_takes_a_planner_with_options_and_refuses_anything_else() -> Non
     assert a.shape == (3,) and b.shape == (5,)
     with pytest.raises(dynshape.CompileError, match="plan_memory must be True, False or a Plan"):
         dynshape.compile(textwrap.dedent(MAX_SIZED), plan_memory="no")  # type: ignore[arg-type]
+
+
+SOFTMAX = """
+def @main(%x: Tensor[(n, 8), float32], %w: Tensor[(16, 8), float32], %v: Tensor[(8, 16), float32]) -> Tensor[(n, 8), float32] {
+  %s = nn.dense(%x, %w);
+  %p = nn.softmax(%s);
+  nn.dense(%p, %v)
+}
+"""
+
+
+def test_softmax_is_written_over_its_dying_scores() -> None:
+    planned = _planned(SOFTMAX)
+    allocs = [line.strip() for line in str(planned["main"]).splitlines() if "alloc_tensor" in line]
+    # %s and the softmax output share their bytes (softmax is declared in_place); the last
+    # dense reads %p while writing its own output, so that one must not share.
+    offsets = [line.split("%arena")[1].split("shape=")[0] for line in allocs]
+    assert offsets[0] == offsets[1] and offsets[2] != offsets[1], allocs
+    for k in (0, 1, 9):
+        check_no_overlap(planned, {"n": k})
+    exe = dynshape.compile(textwrap.dedent(SOFTMAX))
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((5, 8)).astype(np.float32)
+    w = rng.standard_normal((16, 8)).astype(np.float32)
+    v = rng.standard_normal((8, 16)).astype(np.float32)
+    s = x @ w.T
+    p = np.exp(s - s.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(dynshape.VirtualMachine(exe).run(x, w, v), p @ v.T, rtol=1e-5)
+    checked = dynshape.VirtualMachine(exe, check_memory=True)
+    np.testing.assert_allclose(checked.run(x, w, v), p @ v.T, rtol=1e-5)

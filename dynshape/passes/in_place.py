@@ -1,0 +1,89 @@
+"""Which kernel outputs may take the bytes of an input that dies at that kernel.
+
+Shared by the planner (which places such an output over its input) and the checker (which
+accepts exactly those overlaps). An output ``t`` of ``memory.invoke(f, (..., u, ...), (t,))``
+may reuse ``u``'s bytes when:
+
+- ``f`` is one op applied to its parameters, elementwise or broadcast (any input: numpy ufuncs
+  allow an output that is exactly an input, and elementwise kernels must work in place anyway)
+  or declared ``in_place`` (its first input: softmax, log-softmax, layer norm);
+- the invoke writes that one output and no scratch;
+- ``u`` is a tensor made by ``memory.alloc_tensor`` whose last use (of it or of anything that
+  may alias it) is this invoke, and it has ``t``'s shape and dtype.
+"""
+
+from __future__ import annotations
+
+from ir import Call, Function, If, OpDef, OpPattern, TensorType, Tuple, Var, known_equal
+
+from .liveness import chain, memory_op, timeline
+
+_ANY_INPUT = (OpPattern.ELEMWISE, OpPattern.BROADCAST)
+
+
+def in_place_pairs(fn: Function) -> dict[Var, Var]:
+    """Output tensor -> the input tensor whose bytes it may take (see the module docstring)."""
+    tl = timeline(fn)
+    functions = _let_bound_functions(fn)
+    pairs: dict[Var, Var] = {}
+    for time, let in enumerate(tl.steps):
+        value = let.value
+        if memory_op(value) != "memory.invoke":
+            continue
+        assert isinstance(value, Call)
+        callee, ins, outs = value.args
+        prim = functions.get(callee) if isinstance(callee, Var) else callee
+        op = _single_op(prim)
+        if op is None or not isinstance(ins, Tuple) or not isinstance(outs, Tuple):
+            continue
+        if len(outs.fields) != 1 or not isinstance(outs.fields[0], Var):
+            continue
+        out = outs.fields[0]
+        if op.pattern in _ANY_INPUT:
+            candidates = list(ins.fields)
+        else:
+            candidates = list(ins.fields[:1]) if op.in_place else []
+        for u in candidates:
+            life = tl.tensors.get(u) if isinstance(u, Var) else None
+            if life is not None and life.end == time and isinstance(u, Var) and _same_type(u, out):
+                pairs[out] = u
+                break
+    return pairs
+
+
+def _single_op(fn: object) -> OpDef | None:
+    """The op of a primitive that is one op applied to its parameters in order, else None."""
+    if not isinstance(fn, Function) or not fn.is_primitive:
+        return None
+    body = fn.body
+    if not isinstance(body, Call) or body.op is None or len(body.args) != len(fn.params):
+        return None
+    if not all(a is p for a, p in zip(body.args, fn.params, strict=True)):
+        return None
+    return body.op
+
+
+def _same_type(a: Var, b: Var) -> bool:
+    ta, tb = a.ty, b.ty
+    return (
+        isinstance(ta, TensorType)
+        and isinstance(tb, TensorType)
+        and ta.dtype == tb.dtype
+        and ta.rank == tb.rank
+        and all(known_equal(x, y) for x, y in zip(ta.shape, tb.shape, strict=True))
+    )
+
+
+def _let_bound_functions(fn: Function) -> dict[Var, Function]:
+    """The primitive functions bound by lets anywhere in ``fn`` (branches included)."""
+    out: dict[Var, Function] = {}
+    stack = [fn.body]
+    while stack:
+        lets, _ = chain(stack.pop())
+        for let in lets:
+            v = let.value
+            if isinstance(v, Function):
+                out[let.var] = v
+            elif isinstance(v, If):
+                stack += [v.then_branch, v.else_branch]
+    return out
