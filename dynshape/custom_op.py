@@ -82,6 +82,7 @@ def register_op(
     data_dependent: Sequence[str] = (),
     kernel: Callable[..., Any],
     doc: str = "",
+    in_place: bool = False,
 ) -> Callable[..., Any]:
     """Register op ``name`` in the IR, the shape-function and the kernel registries.
 
@@ -98,6 +99,9 @@ def register_op(
       broadcast ops. ``data_dependent`` names the inputs it reads by value.
     - ``kernel``: ``fn(*inputs, *outputs, **attrs)``, filling the outputs or returning the
       result.
+    - ``in_place``: the kernel stays correct when its (single) output is its first input (same
+      shape and dtype), so the memory planner may write the output over an input that dies
+      there. Elementwise and broadcast kernels must allow it anyway (fused chains run in place).
 
     Returns the builder function of the op (``f(*inputs, **attrs) -> Value``). Raises
     BuildError if the name is taken in any registry or the parts do not fit together.
@@ -138,6 +142,7 @@ def register_op(
         op_pattern,
         _dtype_rule(name, dtype),
         doc,
+        bool(in_place),
     )
     ir.register_op(declared)
     register_shape_func(name, data_dependent=flags)(sf)

@@ -191,3 +191,42 @@ def test_attribute_kinds_from_defaults_and_names() -> None:
     with pytest.raises(BuildError, match="missing required attribute 'k'") as info:
         ds.op("test_custom.attrs")(x)
     assert info.value.span is not None and info.value.span.line == line
+
+
+@pytest.mark.parametrize("in_place", [True, False])
+def test_a_custom_op_declared_in_place_is_written_over_its_dying_input(in_place: bool) -> None:
+    name = f"test_custom.normalize_{'in_place' if in_place else 'apart'}"
+
+    def normalize(x: np.ndarray, out: np.ndarray) -> None:
+        """Rows scaled to unit max: the max is taken before the first write."""
+        np.divide(x, np.abs(x).max(axis=-1, keepdims=True), out=out)
+
+    op = register_op(
+        name,
+        inputs=["x"],
+        pattern="opaque",
+        shape_func=lambda ctx, x: x,  # the input's shape
+        kernel=normalize,
+        in_place=in_place,
+    )
+    try:
+        x = ds.tensor("x", ("n", 4), "float32")
+        w = ds.tensor("w", (4, 4), "float32")
+        program = ds.build(ds.dense(op(ds.dense(x, w)), w), inputs=[x, w])
+        planned = str(dynshape.stages(program)["planned"]["main"])
+        offsets = [
+            line.split("%arena")[1].split("shape=")[0]
+            for line in planned.splitlines()
+            if "alloc_tensor" in line
+        ]
+        # The op's output shares the bytes of the dense result it reads only when declared so.
+        assert (offsets[0] == offsets[1]) is in_place, planned
+        rng = np.random.default_rng(0)
+        xs = rng.standard_normal((5, 4)).astype(np.float32)
+        ws = rng.standard_normal((4, 4)).astype(np.float32)
+        h = xs @ ws.T
+        want = (h / np.abs(h).max(axis=-1, keepdims=True)) @ ws.T
+        got = dynshape.VirtualMachine(dynshape.compile(program), check_memory=True).run(xs, ws)
+        np.testing.assert_allclose(got, want, rtol=1e-5)
+    finally:
+        unregister_op(name)
