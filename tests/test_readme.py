@@ -24,8 +24,17 @@ def test_readme_starts_with_the_two_commands() -> None:
 def test_readme_python_block_runs(
     index: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import ir
+    from dynshape.custom_op import unregister_op
+
     monkeypatch.chdir(tmp_path)  # blocks may write files (prog.dsx)
-    exec(compile(BLOCKS[index], f"README.md block {index}", "exec"), {"__name__": "__readme__"})
+    before = {op.name for op in ir.all_ops()}
+    try:
+        exec(compile(BLOCKS[index], f"README.md block {index}", "exec"), {"__name__": "__readme__"})
+    finally:
+        for op in ir.all_ops():  # the custom-op guide registers one: no test should see it
+            if op.name not in before:
+                unregister_op(op.name)
 
 
 def test_readme_op_table_lists_every_built_in_op() -> None:
