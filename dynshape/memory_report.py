@@ -37,6 +37,7 @@ from ir import Call, Expr, Function, GlobalVar, If, Module, Var
 from .passes.dim_bounds import dims_le, evaluate
 from .passes.liveness import END, StorageLife, chain, memory_op, timeline
 from .passes.memory_check import symbol_values
+from .passes.type_relations import bind_plain_symbols
 from .pipeline import stages
 
 
@@ -177,19 +178,8 @@ class _Summary:
         """``dim`` (a figure of this summary) in the caller's terms, for a call on ``args``."""
         binding: dict[sympy.Basic, sympy.Expr] = {}
         for p, a in zip(self.params, args, strict=True):
-            _bind(p, a.ty, binding)
+            bind_plain_symbols(p, a.ty, binding)
         return dim if isinstance(dim, int) else ir.simplify(dim.xreplace(binding))
-
-
-def _bind(param: ir.Type | None, arg: ir.Type | None, out: dict[sympy.Basic, sympy.Expr]) -> None:
-    """Map the plain-symbol dims of a parameter type to the argument's dims."""
-    if isinstance(param, ir.TensorType) and isinstance(arg, ir.TensorType):
-        for want, got in zip(param.shape, arg.shape, strict=True):
-            if isinstance(want, sympy.Symbol) and want not in out:
-                out[want] = ir.dims.as_expr(got)
-    elif isinstance(param, ir.TupleType) and isinstance(arg, ir.TupleType):
-        for p, a in zip(param.fields, arg.fields, strict=True):
-            _bind(p, a, out)
 
 
 def _callees_first(module: Module) -> list[str]:

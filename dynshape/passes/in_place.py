@@ -14,9 +14,10 @@ may reuse ``u``'s bytes when:
 
 from __future__ import annotations
 
-from ir import Call, Function, If, OpDef, OpPattern, TensorType, Tuple, Var, known_equal
+from ir import Call, Function, If, OpDef, OpPattern, TensorType, Tuple, Var
 
 from .liveness import chain, memory_op, timeline
+from .step_plan import same_type
 
 _ANY_INPUT = (OpPattern.ELEMWISE, OpPattern.BROADCAST)
 
@@ -39,13 +40,15 @@ def in_place_pairs(fn: Function) -> dict[Var, Var]:
         if len(outs.fields) != 1 or not isinstance(outs.fields[0], Var):
             continue
         out = outs.fields[0]
+        if not isinstance(out.ty, TensorType):
+            continue
         if op.pattern in _ANY_INPUT:
             candidates = list(ins.fields)
         else:
             candidates = list(ins.fields[:1]) if op.in_place else []
-        for u in candidates:
-            life = tl.tensors.get(u) if isinstance(u, Var) else None
-            if life is not None and life.end == time and isinstance(u, Var) and _same_type(u, out):
+        for u in (c for c in candidates if isinstance(c, Var)):
+            life = tl.tensors.get(u)
+            if life is not None and life.end == time and same_type(u.ty, out.ty):
                 pairs[out] = u
                 break
     return pairs
@@ -61,17 +64,6 @@ def _single_op(fn: object) -> OpDef | None:
     if not all(a is p for a, p in zip(body.args, fn.params, strict=True)):
         return None
     return body.op
-
-
-def _same_type(a: Var, b: Var) -> bool:
-    ta, tb = a.ty, b.ty
-    return (
-        isinstance(ta, TensorType)
-        and isinstance(tb, TensorType)
-        and ta.dtype == tb.dtype
-        and ta.rank == tb.rank
-        and all(known_equal(x, y) for x, y in zip(ta.shape, tb.shape, strict=True))
-    )
 
 
 def _let_bound_functions(fn: Function) -> dict[Var, Function]:

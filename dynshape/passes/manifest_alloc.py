@@ -58,7 +58,7 @@ from ..symbolic_context import DeferredCheck
 from .base import ModulePass
 from .infer_types import InferTypes
 from .step_plan import plan_steps
-from .type_relations import substitute_type
+from .type_relations import bind_plain_symbols, substitute_type
 
 ALIGNMENT = 64
 
@@ -278,10 +278,7 @@ class _FunctionManifest:
         binding: dict[sympy.Basic, sympy.Expr] = {}
         params = [(p.ty, a.ty) for p, a in zip(fn.params, call.args, strict=True)]
         for p_ty, a_ty in params:
-            if isinstance(p_ty, TensorType) and isinstance(a_ty, TensorType):
-                for want, got in zip(p_ty.shape, a_ty.shape, strict=True):
-                    if isinstance(want, sympy.Symbol) and want not in binding:
-                        binding[want] = ir.dims.as_expr(got)
+            bind_plain_symbols(p_ty, a_ty, binding)
         for p_ty, a_ty in params:  # the binding must explain every parameter, or no scratch
             if isinstance(p_ty, TensorType) and isinstance(a_ty, TensorType):
                 p_in_caller = substitute_type(p_ty, binding)

@@ -114,7 +114,7 @@ def _reuse(
         return last_use.get(holder, step_of[holder]) < step
 
     def fits(slot: int) -> bool:
-        return slot not in taken and _same_type(plan.slots[slot], leaf)
+        return slot not in taken and same_type(plan.slots[slot], leaf)
 
     assert call.op is not None
     if call.op.pattern in _IN_PLACE and num_leaves == 1:
@@ -164,7 +164,7 @@ def _output_chain(root: Expr, uses: dict[Expr, int], weight: dict[Expr, int]) ->
             if isinstance(a, Call)
             and a.op is not None
             and uses.get(a, 0) == 1
-            and _same_type(_ty(a), out_ty)
+            and same_type(_ty(a), out_ty)
         ]
         if not candidates:
             return out
@@ -200,7 +200,8 @@ def same_shape(a: ir.Type | None, b: TensorType) -> bool:
     )
 
 
-def _same_type(a: ir.Type, b: TensorType) -> bool:
+def same_type(a: ir.Type | None, b: TensorType) -> bool:
+    """``a`` is a tensor of ``b``'s dtype whose shape is provably ``b``'s."""
     return same_shape(a, b) and isinstance(a, TensorType) and a.dtype == b.dtype
 
 

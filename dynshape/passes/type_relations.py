@@ -179,3 +179,17 @@ def substitute_type(ty: Type, binding: dict[sympy.Basic, sympy.Expr]) -> Type:
             tuple(substitute_type(p, binding) for p in ty.params), substitute_type(ty.ret, binding)
         )
     return ty  # a storage has no dims
+
+
+def bind_plain_symbols(
+    param: Type | None, arg: Type | None, out: dict[sympy.Basic, sympy.Expr]
+) -> None:
+    """Map each plain-symbol dim of a parameter type to the argument's dim there (the first
+    occurrence wins; tuples field by field): the binding of a call, without its checks."""
+    if isinstance(param, TensorType) and isinstance(arg, TensorType):
+        for want, got in zip(param.shape, arg.shape, strict=True):
+            if isinstance(want, sympy.Symbol) and want not in out:
+                out[want] = ir.dims.as_expr(got)
+    elif isinstance(param, TupleType) and isinstance(arg, TupleType):
+        for p, a in zip(param.fields, arg.fields, strict=True):
+            bind_plain_symbols(p, a, out)

@@ -335,16 +335,21 @@ def _two_scratch(fail: bool) -> FusedKernel:
     return FusedKernel("fused_two_scratch", 1, 1, tuple(steps), scratch)
 
 
-@pytest.mark.parametrize("allocator", ["pooled", "naive"])
-def test_scratch_is_allocated_before_the_steps_and_freed_after(allocator):
-    x = np.linspace(-1, 1, 8, dtype=np.float32).reshape(2, 4)
+def _two_scratch_vm(fail: bool, **options: object) -> VirtualMachine:
+    """main(x) = the two-scratch kernel of ``x`` (2, 4) into a fresh output."""
     asm = Assembler()
-    k = asm.fused(_two_scratch(fail=False))
+    k = asm.fused(_two_scratch(fail=fail))
     f = asm.function("main", [("x", tensor("float32", (2, 4)))])
     out = f.empty((2, 4), "float32")
     f.invoke(k, list(f.params), [out])
     f.ret(out)
-    m = VirtualMachine(asm.build(), allocator=allocator, output_policy="copy")
+    return VirtualMachine(asm.build(), **options)  # type: ignore[arg-type]  # options are VM keywords
+
+
+@pytest.mark.parametrize("allocator", ["pooled", "naive"])
+def test_scratch_is_allocated_before_the_steps_and_freed_after(allocator):
+    x = np.linspace(-1, 1, 8, dtype=np.float32).reshape(2, 4)
+    m = _two_scratch_vm(False, allocator=allocator, output_policy="copy")
     for _ in range(3):
         got = m.run(x)
         e = np.exp(x)
@@ -356,13 +361,7 @@ def test_a_failing_step_after_scratch_frees_the_scratch():
     x = np.ones((2, 4), np.float32)
     with pytest.raises(KernelError, match=r"fused_two_scratch: step 2 \(add\) failed: ValueError"):
         _run_fused(_two_scratch(fail=True), [("x", tensor("float32", (2, 4)))], [x], (2, 4))
-    asm = Assembler()
-    k = asm.fused(_two_scratch(fail=True))
-    f = asm.function("main", [("x", tensor("float32", (2, 4)))])
-    out = f.empty((2, 4), "float32")
-    f.invoke(k, list(f.params), [out])
-    f.ret(out)
-    m = VirtualMachine(asm.build())
+    m = _two_scratch_vm(True)
     with pytest.raises(KernelError):
         m.run(x)
     s = m.allocator.stats
