@@ -3,6 +3,12 @@
 ``axis=None`` means every axis; ``exclude=True`` reduces the axes *not* listed (so ``axis=None``
 with ``exclude=True`` reduces nothing). The output is pre-allocated with the reduced shape;
 numpy's reductions take it through ``out=``.
+
+float16: ``sum``, ``mean`` and ``prod`` accumulate in float32 and round once into the float16
+output (as ONNX does). numpy cannot do that through a float16 ``out=``: the partial sums are
+stored in ``out`` between its inner loops, so ``mean`` of 100 x 1000.0 is ``inf`` and a sum
+over a non-innermost axis stops growing at 2048. Those kernels reduce into a float32 temporary
+of the output's shape and copy it into ``out``; other dtypes take ``out=`` directly.
 """
 
 from __future__ import annotations
@@ -34,6 +40,9 @@ def reduce_axes(ndim: int, axis: Any, exclude: bool) -> tuple[int, ...]:
     return tuple(sorted(norm))
 
 
+F16 = np.dtype(np.float16)
+
+
 def _reducer(fn: Callable[..., Any]) -> Callable[[Mapping[str, Any]], Kernel]:
     def factory(attrs: Mapping[str, Any]) -> Kernel:
         axis, keepdims, exclude = attrs["axis"], attrs["keepdims"], attrs["exclude"]
@@ -48,14 +57,32 @@ def _reducer(fn: Callable[..., Any]) -> Callable[[Mapping[str, Any]], Kernel]:
     return factory
 
 
-_REDUCERS: list[tuple[str, Callable[..., Any]]] = [
-    ("sum", np.sum),
-    ("mean", np.mean),
-    ("max", np.max),
-    ("min", np.min),
-    ("prod", np.prod),
-]
-for _name, _fn in _REDUCERS:
+def _accumulating_reducer(fn: Callable[..., Any]) -> Callable[[Mapping[str, Any]], Kernel]:
+    def factory(attrs: Mapping[str, Any]) -> Kernel:
+        axis, keepdims, exclude = attrs["axis"], attrs["keepdims"], attrs["exclude"]
+
+        def kernel(x: np.ndarray, out: np.ndarray) -> None:
+            axes = reduce_axes(x.ndim, axis, exclude)
+            if x.dtype == F16:
+                # float32 accumulation, one rounding; the temporary is 2x the output's bytes.
+                acc = np.empty(out.shape, np.float32)
+                fn(x, axis=axes, keepdims=keepdims, dtype=np.float32, out=acc)
+                np.copyto(out, acc)
+            else:
+                fn(x, axis=axes, keepdims=keepdims, out=out)
+
+        return kernel
+
+    factory.__doc__ = (
+        f"``np.{fn.__name__}`` over the reduced axes, with ``out=``; float16 accumulates in a "
+        "float32 temporary of the output's shape, rounded once into ``out``."
+    )
+    return factory
+
+
+for _name, _fn in [("sum", np.sum), ("mean", np.mean), ("prod", np.prod)]:
+    register_kernel(_name)(_accumulating_reducer(_fn))
+for _name, _fn in [("max", np.max), ("min", np.min)]:  # exact in any dtype
     register_kernel(_name)(_reducer(_fn))
 
 
