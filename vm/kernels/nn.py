@@ -3,6 +3,13 @@
 Layouts: NCHW data, OIHW weights; padding is ``[top, left, bottom, right]`` (two entries
 ``[h, w]`` pad both sides alike). Convolution and pooling read windows through a strided view of
 the (padded) input, so the only temporary is the padded copy when there is padding.
+
+float16: every kernel here that accumulates (softmax, log_softmax, layer_norm, conv2d,
+avg_pool2d, global_avg_pool2d) computes in float32 and rounds once into the float16 output, as
+ONNX does; the temporaries are float32 copies of the operands (2x their bytes) and of the result.
+The matmuls need no such path: numpy's float16 ``matmul`` already sums each dot product in
+float32 and rounds it once (``tests/vm/test_kernels_float16.py`` holds it to that). float32 and
+float64 take the direct path, without copies.
 """
 
 from __future__ import annotations
@@ -14,6 +21,8 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from .registry import Kernel, register_kernel
+
+F16 = np.dtype(np.float16)
 
 
 def _dense(data: np.ndarray, weight: np.ndarray, out: np.ndarray) -> None:
@@ -69,17 +78,20 @@ def softmax(attrs: Mapping[str, Any]) -> Kernel:
     def kernel(x: np.ndarray, out: np.ndarray) -> None:
         if x.size == 0:
             return
-        np.subtract(x, np.max(x, axis=axis, keepdims=True), out)
-        np.exp(out, out)
-        np.divide(out, np.sum(out, axis=axis, keepdims=True, dtype=_acc(out)), out)
+        if x.dtype == F16:
+            t = x.astype(np.float32)  # computed in float32, rounded once into out
+            _softmax(t, axis, t)
+            np.copyto(out, t)
+        else:
+            _softmax(x, axis, out)
 
     return kernel
 
 
-def _acc(x: np.ndarray) -> Any:
-    """The dtype to accumulate a sum of ``x`` in: float32 for float16, whose sums of many
-    terms lose the last digits that a log of the sum then magnifies."""
-    return np.float32 if x.dtype == np.float16 else None
+def _softmax(x: np.ndarray, axis: int, out: np.ndarray) -> None:
+    np.subtract(x, np.max(x, axis=axis, keepdims=True), out)
+    np.exp(out, out)
+    np.divide(out, np.sum(out, axis=axis, keepdims=True), out)
 
 
 @register_kernel("nn.log_softmax")
@@ -91,30 +103,52 @@ def log_softmax(attrs: Mapping[str, Any]) -> Kernel:
     def kernel(x: np.ndarray, out: np.ndarray) -> None:
         if x.size == 0:
             return
-        np.subtract(x, np.max(x, axis=axis, keepdims=True), out)
-        lse = np.log(np.sum(np.exp(out), axis=axis, keepdims=True, dtype=_acc(out)))
-        np.subtract(out, lse, out, casting="same_kind")
+        if x.dtype == F16:
+            t = x.astype(np.float32)  # computed in float32, rounded once into out
+            _log_softmax(t, axis, t)
+            np.copyto(out, t)
+        else:
+            _log_softmax(x, axis, out)
 
     return kernel
+
+
+def _log_softmax(x: np.ndarray, axis: int, out: np.ndarray) -> None:
+    np.subtract(x, np.max(x, axis=axis, keepdims=True), out)
+    lse = np.log(np.sum(np.exp(out), axis=axis, keepdims=True))
+    np.subtract(out, lse, out)
 
 
 @register_kernel("nn.layer_norm")
 def layer_norm(attrs: Mapping[str, Any]) -> Kernel:
     """``(x - mean) / sqrt(var + epsilon) * gamma + beta`` along ``axis`` (gamma and beta are
-    1-d, laid along that axis); the temporaries are the reduced mean and variance."""
+    1-d, laid along that axis); the temporaries are the squares of the centred input and the
+    reduced mean and variance (float16: all in float32, plus a float32 copy of the input)."""
     axis, eps = attrs["axis"], attrs["epsilon"]
 
     def kernel(data: np.ndarray, gamma: np.ndarray, beta: np.ndarray, out: np.ndarray) -> None:
         if data.size == 0:
             return
-        mean = np.mean(data, axis=axis, keepdims=True)
-        np.subtract(data, mean, out)
-        var = np.mean(np.square(out), axis=axis, keepdims=True)
-        np.divide(out, np.sqrt(var + eps), out)
-        np.multiply(out, _along(gamma, axis, data.ndim), out)
-        np.add(out, _along(beta, axis, data.ndim), out)
+        if data.dtype == F16:
+            # float16 squares overflow past 256: compute in float32, round once into out.
+            t = data.astype(np.float32)
+            _layer_norm(t, gamma, beta, axis, eps, t)
+            np.copyto(out, t)
+        else:
+            _layer_norm(data, gamma, beta, axis, eps, out)
 
     return kernel
+
+
+def _layer_norm(
+    data: np.ndarray, gamma: np.ndarray, beta: np.ndarray, axis: int, eps: float, out: np.ndarray
+) -> None:
+    mean = np.mean(data, axis=axis, keepdims=True)
+    np.subtract(data, mean, out)
+    var = np.mean(np.square(out), axis=axis, keepdims=True)
+    np.divide(out, np.sqrt(var + eps), out)
+    np.multiply(out, _along(gamma, axis, data.ndim), out)
+    np.add(out, _along(beta, axis, data.ndim), out)
 
 
 def padding4(padding: Sequence[int]) -> tuple[int, int, int, int]:
@@ -128,14 +162,52 @@ def padding4(padding: Sequence[int]) -> tuple[int, int, int, int]:
     raise ValueError(f"padding must have 1, 2 or 4 entries, got {tuple(padding)}")
 
 
-def _pad_hw(x: np.ndarray, pad: tuple[int, int, int, int], value: float) -> np.ndarray:
+#: A padding copy may hold at most ``PAD_FACTOR`` times the elements of the input and the
+#: output together, plus ``PAD_SLACK`` elements (and so may one (H, W) plane of it, against one
+#: plane of each). Real programs stay far below: "same" padding of a k x k window pads an
+#: h x w map to (h + k - 1) x (w + k - 1), at most k * k / 2 times a 1 x 1 map and its output.
+#: Padding an executable's attributes ask for beyond that is refused before anything is built.
+PAD_FACTOR = 32
+PAD_SLACK = 1 << 16
+
+
+def _padded_shape(
+    kind: str, data: np.ndarray, pad: tuple[int, int, int, int], out: np.ndarray
+) -> tuple[int, ...]:
+    """The NCHW shape of ``data`` padded by ``pad``, checked (integer arithmetic only) to be
+    bounded by the input and the output as ``PAD_FACTOR`` says; raises ValueError if not."""
+    if data.ndim != 4 or out.ndim != 4:
+        raise ValueError(f"{kind}: expected NCHW data and output, got {data.shape} and {out.shape}")
+    if min(pad) < 0:
+        raise ValueError(f"{kind}: padding {pad} has a negative entry")
+    top, left, bottom, right = pad
+    n, c, h, w = data.shape
+    shape = (n, c, h + top + bottom, w + left + right)
+    if not any(pad):
+        return shape
+    plane = shape[2] * shape[3]
+    total = n * c * plane
+    if plane > PAD_FACTOR * (h * w + out.shape[2] * out.shape[3]) + PAD_SLACK or total > (
+        PAD_FACTOR * (data.size + out.size) + PAD_SLACK
+    ):
+        raise ValueError(
+            f"{kind}: padding {pad} on input shape {data.shape} gives a padded copy of shape "
+            f"{shape}, more than {PAD_FACTOR} times the input and the output {out.shape}"
+        )
+    return shape
+
+
+def _pad_hw(
+    x: np.ndarray, pad: tuple[int, int, int, int], value: float, dtype: Any = None
+) -> np.ndarray:
+    """``x`` padded in H and W with ``value``, as ``dtype`` (default: ``x``'s); ``x`` itself
+    when there is nothing to pad or convert. Check the shape with ``_padded_shape`` first."""
+    dt = x.dtype if dtype is None else np.dtype(dtype)
     top, left, bottom, right = pad
     if not any(pad):
-        return x
-    if min(pad) < 0:
-        raise ValueError(f"padding {pad} has a negative entry")
+        return x if dt == x.dtype else x.astype(dt)
     n, c, h, w = x.shape
-    padded = np.full((n, c, h + top + bottom, w + left + right), value, dtype=x.dtype)
+    padded = np.full((n, c, h + top + bottom, w + left + right), value, dtype=dt)
     padded[:, :, top : top + h, left : left + w] = x
     return padded
 
@@ -160,19 +232,21 @@ def windows(
 
 def _check_hw(
     kind: str,
-    x: np.ndarray,
+    shape: Sequence[int],
     k: tuple[int, int],
     strides: Sequence[int],
     dilation: Sequence[int],
     out: np.ndarray,
 ) -> tuple[int, int]:
-    if x.ndim != 4 or len(strides) != 2 or len(dilation) != 2 or min(*strides, *dilation) < 1:
+    """The output H, W that windows ``k`` give over the padded NCHW ``shape``; raises
+    ValueError unless they are ``out``'s."""
+    if len(shape) != 4 or len(strides) != 2 or len(dilation) != 2 or min(*strides, *dilation) < 1:
         raise ValueError(
             f"{kind}: expected NCHW data and 2 positive strides/dilations, got "
-            f"shape {x.shape}, strides {tuple(strides)}, dilation {tuple(dilation)}"
+            f"shape {tuple(shape)}, strides {tuple(strides)}, dilation {tuple(dilation)}"
         )
-    oh = (x.shape[2] - dilation[0] * (k[0] - 1) - 1) // strides[0] + 1
-    ow = (x.shape[3] - dilation[1] * (k[1] - 1) - 1) // strides[1] + 1
+    oh = (shape[2] - dilation[0] * (k[0] - 1) - 1) // strides[0] + 1
+    ow = (shape[3] - dilation[1] * (k[1] - 1) - 1) // strides[1] + 1
     if (oh, ow) != tuple(out.shape[2:]) or min(oh, ow) < 0:
         raise ValueError(f"{kind}: output H, W should be {(oh, ow)}, got {out.shape[2:]}")
     return oh, ow
@@ -183,28 +257,43 @@ def conv2d(attrs: Mapping[str, Any]) -> Kernel:
     """2-d convolution, NCHW x OIHW, with strides, dilation, padding and groups.
 
     Windows are a strided view of the (padded) input, contracted with the weight by
-    ``np.einsum(..., out=)`` per group into a view of ``out``; the padded input is a temporary.
+    ``np.einsum(..., out=)`` per group into a view of ``out``; the padded input is a temporary
+    (bounded by ``PAD_FACTOR``). float16 pads and converts the input and the weight to float32,
+    contracts into a float32 result and rounds it once into ``out``.
     """
     strides, dilation, groups = attrs["strides"], attrs["dilation"], attrs["groups"]
     pad = padding4(attrs["padding"])
 
     def kernel(data: np.ndarray, weight: np.ndarray, out: np.ndarray) -> None:
-        x = _pad_hw(data, pad, 0)
+        if weight.ndim != 4:
+            raise ValueError(f"nn.conv2d: expected an OIHW weight, got shape {weight.shape}")
         o, cg, kh, kw = weight.shape
-        if groups < 1 or data.shape[1] != cg * groups or o % groups:
+        if data.ndim != 4 or groups < 1 or data.shape[1] != cg * groups or o % groups:
             raise ValueError(
                 f"nn.conv2d: data {data.shape} and weight {weight.shape} do not fit groups={groups}"
             )
-        oh, ow = _check_hw("nn.conv2d", x, (kh, kw), strides, dilation, out)
+        shape = _padded_shape("nn.conv2d", data, pad, out)
+        oh, ow = _check_hw("nn.conv2d", shape, (kh, kw), strides, dilation, out)
+        if out.size == 0:
+            return
+        if cg == 0:  # no input channels: every sum is empty (and groups may be anything)
+            out.fill(0)
+            return
+        wide = data.dtype == F16
+        x = _pad_hw(data, pad, 0, np.float32 if wide else None)
+        wt = weight.astype(np.float32) if wide else weight
+        acc = np.empty(out.shape, np.float32) if wide else out
         win = windows(x, (kh, kw), strides, dilation, (oh, ow))
-        og = o // groups
+        og = o // groups  # groups <= o here, so the loop is bounded by the output's channels
         for g in range(groups):
             np.einsum(
                 "nchwij,ocij->nohw",
                 win[:, g * cg : (g + 1) * cg],
-                weight[g * og : (g + 1) * og],
-                out=out[:, g * og : (g + 1) * og],
+                wt[g * og : (g + 1) * og],
+                out=acc[:, g * og : (g + 1) * og],
             )
+        if wide:
+            np.copyto(out, acc)
 
     return kernel
 
@@ -223,12 +312,13 @@ def _pool_setup(
 @register_kernel("nn.max_pool2d")
 def max_pool2d(attrs: Mapping[str, Any]) -> Kernel:
     """Max pooling (NCHW): padding is -inf, so it never wins; windows are a strided view,
-    reduced with ``np.max(..., out=)``."""
+    reduced with ``np.max(..., out=)``. The padded input is a temporary (``PAD_FACTOR``)."""
     size, strides, pad = _pool_setup(attrs)
 
     def kernel(data: np.ndarray, out: np.ndarray) -> None:
+        shape = _padded_shape("nn.max_pool2d", data, pad, out)
+        oh, ow = _check_hw("nn.max_pool2d", shape, size, strides, (1, 1), out)
         x = _pad_hw(data, pad, -np.inf)
-        oh, ow = _check_hw("nn.max_pool2d", x, size, strides, (1, 1), out)
         np.max(windows(x, size, strides, (1, 1), (oh, ow)), axis=(4, 5), out=out)
 
     return kernel
@@ -237,22 +327,34 @@ def max_pool2d(attrs: Mapping[str, Any]) -> Kernel:
 @register_kernel("nn.avg_pool2d")
 def avg_pool2d(attrs: Mapping[str, Any]) -> Kernel:
     """Average pooling (NCHW), padding excluded from the count: the window sums of the
-    zero-padded input divided by the number of real elements in each window."""
+    zero-padded input divided by the number of real elements in each window. The temporaries
+    are the padded input (``PAD_FACTOR``) and one padded (H, W) plane of counts; float16 sums
+    into a float32 result, rounded once into ``out``."""
     size, strides, pad = _pool_setup(attrs)
 
     def kernel(data: np.ndarray, out: np.ndarray) -> None:
+        shape = _padded_shape("nn.avg_pool2d", data, pad, out)
+        oh, ow = _check_hw("nn.avg_pool2d", shape, size, strides, (1, 1), out)
         x = _pad_hw(data, pad, 0)
-        oh, ow = _check_hw("nn.avg_pool2d", x, size, strides, (1, 1), out)
-        np.sum(windows(x, size, strides, (1, 1), (oh, ow)), axis=(4, 5), out=out)
+        wide = data.dtype == F16
+        acc = np.empty(out.shape, np.float32) if wide else out
+        np.sum(windows(x, size, strides, (1, 1), (oh, ow)), axis=(4, 5), dtype=acc.dtype, out=acc)
         ones = _pad_hw(np.ones((1, 1, *data.shape[2:]), dtype=np.float64), pad, 0)
         counts = windows(ones, size, strides, (1, 1), (oh, ow)).sum(axis=(4, 5))
-        np.divide(out, counts, out, casting="unsafe")
+        np.divide(acc, counts, acc, casting="unsafe")
+        if wide:
+            np.copyto(out, acc)
 
     return kernel
 
 
 def _global_avg(data: np.ndarray, out: np.ndarray) -> None:
-    np.mean(data, axis=(2, 3), keepdims=True, out=out)
+    if data.dtype == F16:
+        acc = np.empty(out.shape, np.float32)  # float32 accumulation, one rounding
+        np.mean(data, axis=(2, 3), keepdims=True, dtype=np.float32, out=acc)
+        np.copyto(out, acc)
+    else:
+        np.mean(data, axis=(2, 3), keepdims=True, out=out)
 
 
 def _global_max(data: np.ndarray, out: np.ndarray) -> None:
@@ -261,7 +363,8 @@ def _global_max(data: np.ndarray, out: np.ndarray) -> None:
 
 @register_kernel("nn.global_avg_pool2d")
 def global_avg_pool2d(attrs: Mapping[str, Any]) -> Kernel:
-    """Mean over H and W keeping them as 1-dims (``np.mean`` with ``out=``)."""
+    """Mean over H and W keeping them as 1-dims (``np.mean`` with ``out=``; float16 through a
+    float32 temporary of the output's shape, rounded once)."""
     return _global_avg
 
 
