@@ -2,8 +2,10 @@
 
 Written from the op catalogue (``ir/ops``) and ``design/shapes.md``, independently of
 ``vm.kernels``: no ``out=`` buffers, no in-place tricks, float64 accumulation where that is the
-plain definition (convolution, pooling). The interpreter casts each result to the dtype that
-type inference gave the call, so these functions may return any numeric dtype.
+plain definition (convolution, pooling), float32 accumulation for float16 ``sum``/``mean``/
+``prod`` (ONNX's rule; ``numpy_nn`` computes its float16 ops in float64 or, for the matmuls, as
+numpy does: float32 dot products). The interpreter casts each result to the dtype that type
+inference gave the call, so these functions may return any numeric dtype.
 
 ``OPS[name](inputs, attrs)`` takes the evaluated operands (arrays; a tuple of arrays for a
 ``*data`` operand) and the call's attributes, and returns an array or a tuple of arrays.
@@ -110,22 +112,28 @@ def _axes(x: np.ndarray, attrs: Mapping[str, Any]) -> tuple[int, ...]:
     return tuple(axes)
 
 
-def _reduce(fn: Callable[..., Any]) -> Impl:
+def _reduce(fn: Callable[..., Any], accumulates: bool) -> Impl:
     def impl(ins: Sequence[Any], attrs: Mapping[str, Any]) -> Any:
-        return fn(ins[0], axis=_axes(ins[0], attrs), keepdims=attrs["keepdims"])
+        x = ins[0]
+        if accumulates and x.dtype == np.float16:
+            # ONNX's rule: float16 accumulates in float32; the interpreter's cast to the call's
+            # float16 is the one rounding. (numpy alone keeps partial sums in float16 when the
+            # reduced axis is not the innermost one.)
+            x = x.astype(np.float32)
+        return fn(x, axis=_axes(ins[0], attrs), keepdims=attrs["keepdims"])
 
     return impl
 
 
-_REDUCTIONS: dict[str, Callable[..., Any]] = {
-    "sum": np.sum,
-    "mean": np.mean,
-    "max": np.max,
-    "min": np.min,
-    "prod": np.prod,
+_REDUCTIONS: dict[str, tuple[Callable[..., Any], bool]] = {
+    "sum": (np.sum, True),
+    "mean": (np.mean, True),
+    "max": (np.max, False),
+    "min": (np.min, False),
+    "prod": (np.prod, True),
 }
-for _name, _fn in _REDUCTIONS.items():
-    OPS[_name] = _reduce(_fn)
+for _name, (_fn, _accumulates) in _REDUCTIONS.items():
+    OPS[_name] = _reduce(_fn, _accumulates)
 
 
 def _arg_reduce(fn: Callable[..., Any]) -> Impl:
