@@ -35,6 +35,7 @@ from .fused import FusedKernel
 from .isa import COMPARISONS, SIGNATURES, Instruction, Kind, Op, Reg
 from .kernels.registry import has_kernel
 from .memory.storage import MAX_ALIGNMENT
+from .register_kinds import check_register_kinds
 from .shape_program import ShapeProgram
 
 MAX_TABLE = 1 << 20
@@ -270,3 +271,4 @@ def validate_executable(exe: Executable) -> None:
                 f"function {f.name!r}: the last instruction must be ret, jump or tail_call "
                 "(the pc would run off the end)"
             )
+    check_register_kinds(exe)

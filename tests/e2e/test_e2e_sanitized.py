@@ -118,5 +118,10 @@ def test_an_early_kill_is_always_caught(case: Case) -> None:
             if "REACHED" not in str(e):
                 raise
         mutant = _insert_after(exe, fidx, pc, Instruction(Op.KILL, ((storage,),)))
+        try:
+            machine = vm_module.VirtualMachine(mutant, check_memory=True)
+        except vm_module.FormatError as e:  # the storage register itself is read again later
+            assert "killed it, on some path" in str(e)
+            continue
         with pytest.raises(vm_module.errors.DeadTensorError):
-            vm_module.VirtualMachine(mutant, check_memory=True).run(*args)
+            machine.run(*args)

@@ -368,11 +368,12 @@ def test_a_failing_step_after_scratch_frees_the_scratch():
     assert s.requests == 3 and s.frees == 3 and s.live_bytes == 0  # output + two scratch
 
 
-def test_a_failing_scratch_shape_is_reported_as_step_0():
+def test_an_int_where_a_scratch_shape_is_expected_is_refused_at_build():
     def not_a_shape(f):
         return [f.load_int(3)]  # an int where the scratch wants a shape tuple
 
-    with pytest.raises(KernelError, match=r"step 0 \(sum\) failed: TypeError"):
+    # The register-kind analysis sees it before anything runs (vm/register_kinds.py).
+    with pytest.raises(FormatError, match=r"input 1 %1 holds int, expected shape or shapes"):
         _centered(("input", 1), extra=not_a_shape)
 
 

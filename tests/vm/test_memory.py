@@ -13,6 +13,7 @@ from vm_testlib import elementwise_program
 
 from vm import (
     Assembler,
+    FormatError,
     MemoryLimitError,
     NaiveAllocator,
     OutOfBoundsError,
@@ -44,13 +45,26 @@ def test_bounds_check_message():
     )
 
 
-def test_bounds_check_in_the_vm_names_the_instruction():
+def test_a_static_view_outside_its_static_storage_is_refused_at_build():
     asm = Assembler()
     f = asm.function("main", [])
     s = f.alloc_storage(100)
     f.ret(f.alloc_tensor(s, 64, (4, 5), "float32"))
-    with pytest.raises(OutOfBoundsError, match=r"(?s)needs 80 bytes at offset 64.*main@1"):
-        VirtualMachine(asm.build()).run()
+    with pytest.raises(FormatError, match=r"instruction 1 .*needs 144 bytes, but the storage"):
+        asm.build()
+
+
+def test_bounds_check_in_the_vm_names_the_instruction():
+    asm = Assembler()
+    b = ShapeProgramBuilder(["n"])
+    (n,) = b.inputs
+    size = asm.shape_program(b.build([n * 0 + 100]))  # a size only known at run time
+    f = asm.function("main", [("x", tensor("float32", ("n",)))])
+    (nbytes,) = f.shape_program(size, [f.dim(f.params[0], 0)])
+    s = f.alloc_storage(nbytes)
+    f.ret(f.alloc_tensor(s, 64, (4, 5), "float32"))
+    with pytest.raises(OutOfBoundsError, match=r"(?s)needs 80 bytes at offset 64.*main@3"):
+        VirtualMachine(asm.build()).run(np.zeros(2, np.float32))
 
 
 @pytest.mark.parametrize("dims", [(-2,), (3, -1), (-2, -3)])
