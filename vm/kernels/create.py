@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from shape_funcs.ops.create import arange_operands
+from shape_funcs import ShapeError
+from shape_funcs.ops.create import arange_length, arange_operands
 
 from .registry import register_table
 
@@ -28,9 +29,20 @@ def _arange(start: np.ndarray, stop: np.ndarray, step: np.ndarray, out: np.ndarr
     """``np.arange(start, stop, step)`` in the output's dtype (scalar tensor inputs).
 
     ``np.arange`` has no ``out=``: it builds the values, then they are copied. The output's
-    length was computed by the data-dependent shape function; a mismatch raises.
+    length was computed by the data-dependent shape function; the length the inputs give is
+    computed first (scalar arithmetic) and a mismatch raises before anything is built, so the
+    temporary is the output's size.
     """
-    # The same scalars as the shape function, so that the lengths agree to the element.
+    # The same scalars and length as the shape function, so that they agree to the element.
+    try:
+        length = arange_length(start, stop, step)
+    except ShapeError as e:
+        raise ValueError(f"arange: {e}") from e
+    if (length,) != out.shape:
+        raise ValueError(
+            f"arange({start.item()}, {stop.item()}, {step.item()}) has "
+            f"{length} values but the output has shape {out.shape}"
+        )
     values = np.arange(*arange_operands(start, stop, step), dtype=out.dtype)
     if values.shape != out.shape:
         raise ValueError(

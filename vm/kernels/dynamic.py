@@ -47,7 +47,14 @@ def _dyn_strided_slice(
 
 def _argwhere(x: np.ndarray, out: np.ndarray) -> None:
     """Indices of the non-zero elements, ``(count, rank)`` int64. ``np.argwhere`` has no
-    ``out=``: the index array is built, then copied."""
+    ``out=``: the index array is built, then copied; the count is checked against the output
+    first (``np.count_nonzero`` allocates nothing), so that temporary is the output's size."""
+    shape = (int(np.count_nonzero(x)), x.ndim)
+    if shape != out.shape:
+        raise ValueError(
+            f"argwhere: input of shape {x.shape} has {shape[0]} non-zero elements, giving "
+            f"shape {shape}, but the output is {out.shape}"
+        )
     np.copyto(out, np.argwhere(x))
 
 
@@ -79,6 +86,7 @@ def _topk_kernel(attrs: Mapping[str, Any]) -> Kernel:
     axis, ret, ascending = attrs["axis"], attrs["ret_type"], attrs["is_ascend"]
 
     def run(x: np.ndarray, outs: tuple[np.ndarray, ...]) -> None:
+        _check_topk(x, axis, ret, outs)
         first = outs[0]
         k = first.shape[axis] if first.ndim else 0
         order = np.take(topk_order(x, axis, ascending), np.arange(k), axis=axis)
@@ -93,12 +101,31 @@ def _topk_kernel(attrs: Mapping[str, Any]) -> Kernel:
     return run
 
 
+def _check_topk(x: np.ndarray, axis: int, ret: str, outs: tuple[np.ndarray, ...]) -> None:
+    """Raise ValueError unless ``outs`` are what topk of ``x`` makes: ``x``'s shape with
+    ``k <= x.shape[axis]`` along ``axis``, two outputs for ``ret_type="both"``."""
+    want = 2 if ret == "both" else 1
+    if len(outs) != want:
+        raise ValueError(f"topk: ret_type {ret!r} makes {want} outputs, got {len(outs)}")
+    if not -x.ndim <= axis < x.ndim:
+        raise ValueError(f"topk: axis {axis} is out of bounds for input shape {x.shape}")
+    a = axis % x.ndim
+    k = outs[0].shape[a] if outs[0].ndim == x.ndim else -1
+    shape = (*x.shape[:a], k, *x.shape[a + 1 :])
+    if not 0 <= k <= x.shape[a] or any(o.shape != shape for o in outs):
+        raise ValueError(
+            f"topk: outputs {[o.shape for o in outs]} do not fit input shape {x.shape} "
+            f"(k along axis {axis} at most {x.shape[a]}, the other dims the input's)"
+        )
+
+
 @register_kernel("topk")
 def topk(attrs: Mapping[str, Any]) -> Kernel:
     """The k largest (smallest if ``is_ascend``) along ``axis``, sorted; values and/or indices
     (``ret_type``), indices in the ``dtype`` attribute. k is read from the output's shape, which
-    the shape function computed from the ``k`` attribute. Sorting has no ``out=``: the order is a
-    temporary of the input's size."""
+    the shape function computed from the ``k`` attribute, and checked against the input. Sorting
+    has no ``out=``: the temporaries are at most three int64 arrays of the input's size (the
+    order, and for descending its flipped copy) and the outputs' size."""
     run = _topk_kernel(attrs)
     return lambda x, *outs: run(x, outs)
 

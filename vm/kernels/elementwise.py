@@ -69,11 +69,23 @@ def _sigmoid(x: np.ndarray, out: np.ndarray) -> None:
     np.multiply(out, 0.5, out)
 
 
+#: Elements ``erf`` converts to Python floats at a time: its temporaries (a list of floats, ~32
+#: bytes each, and their float64 array) stay a fixed size whatever the input's.
+ERF_CHUNK = 1 << 14
+
+
 def _erf(x: np.ndarray, out: np.ndarray) -> None:
     """The error function. numpy has no ``erf`` ufunc (and the VM needs numpy only), so this
-    calls ``math.erf`` per element over a temporary list: correct to the last bit, but slow."""
-    values = np.fromiter(map(math.erf, x.ravel().tolist()), dtype=np.float64, count=x.size)
-    np.copyto(out, values.reshape(x.shape), casting="unsafe")
+    calls ``math.erf`` per element, over temporary lists of ``ERF_CHUNK`` elements: correct to
+    the last bit, but slow. Safe in place (each chunk is read before it is written)."""
+    if x.shape != out.shape:
+        raise ValueError(f"erf: input shape {x.shape} but output shape {out.shape}")
+    src = x.reshape(-1)  # a view (a copy of the input's size if x is not contiguous)
+    dst = out.reshape(-1)  # out is C-contiguous: a view
+    for i in range(0, x.size, ERF_CHUNK):
+        part = src[i : i + ERF_CHUNK].tolist()
+        values = np.fromiter(map(math.erf, part), dtype=np.float64, count=len(part))
+        np.copyto(dst[i : i + ERF_CHUNK], values, casting="unsafe")
 
 
 def _copy(x: np.ndarray, out: np.ndarray) -> None:
@@ -108,7 +120,9 @@ def _minimum(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
 
 
 def _where(cond: np.ndarray, x: np.ndarray, y: np.ndarray, out: np.ndarray) -> None:
-    """``x where cond else y``, broadcast. ``np.where`` has no ``out=``; two masked copies.
+    """``x where cond else y``, broadcast. ``np.where`` has no ``out=``; two masked copies
+    (broadcasting into ``out``, so nothing larger than ``out`` is built; the only temporary is
+    the negated condition, of ``cond``'s size).
 
     Safe in place: a fused chain may pass the output buffer itself as ``x`` or ``y``, and then
     only the other operand is copied in, where the condition selects it.

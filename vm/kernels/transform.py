@@ -2,7 +2,13 @@
 
 Where numpy offers ``out=`` (``concatenate``, ``stack``, ``take``) it is used; the rest build a
 view of the input (no copy) and ``np.copyto`` it into the output. ``tile`` and ``repeat`` have
-neither and build a temporary the size of the output (said in their docstrings).
+no ``out=`` in numpy: they broadcast a view of the input into a reshaped view of the output, so
+they build no temporary at all.
+
+No kernel here builds anything whose size its attributes decide: a kernel whose attributes
+give a result shape (``tile``'s reps, ``repeat``'s count, ``nn.pad``'s widths, ``split``'s
+parts) first checks, in integer arithmetic, that it is the output's shape, and raises
+ValueError naming both otherwise (an executable file may carry any attributes).
 """
 
 from __future__ import annotations
@@ -77,10 +83,15 @@ def split(attrs: Mapping[str, Any]) -> Kernel:
     spec = list(spec) if isinstance(spec, tuple) else spec
 
     def kernel(x: np.ndarray, *outs: np.ndarray) -> None:
+        # Counted before splitting: np.split makes one view per part, as many as spec says.
+        count = spec if isinstance(spec, int) else len(spec) + 1
+        if count != len(outs):
+            raise ValueError(
+                f"split: indices_or_sections {spec!r} make {count} parts "
+                f"but {len(outs)} outputs were given"
+            )
         parts = np.split(x, spec, axis=axis)
-        if len(parts) != len(outs):
-            raise ValueError(f"split makes {len(parts)} parts but {len(outs)} outputs were given")
-        for part, out in zip(parts, outs, strict=False):
+        for part, out in zip(parts, outs, strict=True):
             np.copyto(out, part)
 
     return kernel
@@ -136,22 +147,55 @@ def take(attrs: Mapping[str, Any]) -> Kernel:
 
 @register_kernel("tile")
 def tile(attrs: Mapping[str, Any]) -> Kernel:
-    """``np.tile`` has no ``out=``: builds the result, then copies it into ``out``."""
-    reps = attrs["reps"]
+    """``np.tile`` without its temporary: the output seen as ``(r0, d0, r1, d1, ...)`` takes
+    the input seen as ``(1, d0, 1, d1, ...)`` by broadcasting (the shorter of the input's shape
+    and ``reps`` padded with leading 1s, as ``np.tile``)."""
+    reps = tuple(attrs["reps"])
 
     def kernel(x: np.ndarray, out: np.ndarray) -> None:
-        np.copyto(out, np.tile(x, reps))
+        rank = max(x.ndim, len(reps))
+        dims = (1,) * (rank - x.ndim) + x.shape
+        counts = (1,) * (rank - len(reps)) + reps
+        shape = tuple(d * r for d, r in zip(dims, counts, strict=True))
+        if shape != out.shape or min(counts, default=0) < 0:
+            raise ValueError(
+                f"tile: reps {reps} on input shape {x.shape} give shape {shape}, "
+                f"but the output is {out.shape}"
+            )
+        # out is C-contiguous, so both reshapes are views.
+        np.copyto(
+            out.reshape([v for pair in zip(counts, dims, strict=True) for v in pair]),
+            x.reshape([v for d in dims for v in (1, d)]),
+        )
 
     return kernel
 
 
 @register_kernel("repeat")
 def repeat(attrs: Mapping[str, Any]) -> Kernel:
-    """``np.repeat`` has no ``out=``: builds the result, then copies it into ``out``."""
+    """``np.repeat`` with one count, without its temporary: the output seen with the count as
+    an extra axis after ``axis`` takes the input broadcast along it (``axis=None`` repeats the
+    flattened input; a non-contiguous input is then flattened into a copy of its size)."""
     repeats, axis = attrs["repeats"], attrs["axis"]
+    if not isinstance(repeats, int):  # one count (a sequence would multiply the shape tuple)
+        raise TypeError(f"repeat: repeats must be an int, got {repeats!r}")
 
     def kernel(x: np.ndarray, out: np.ndarray) -> None:
-        np.copyto(out, np.repeat(x, repeats, axis=axis).reshape(out.shape))
+        if axis is None:
+            lead: tuple[int, ...] = (x.size,)
+            rest: tuple[int, ...] = ()
+        elif -x.ndim <= axis < x.ndim:
+            a = axis % x.ndim
+            lead, rest = x.shape[: a + 1], x.shape[a + 1 :]
+        else:
+            raise ValueError(f"repeat: axis {axis} is out of bounds for input shape {x.shape}")
+        shape = (*lead[:-1], lead[-1] * repeats, *rest)
+        if shape != out.shape or repeats < 0:
+            raise ValueError(
+                f"repeat: {repeats} repeats along axis {axis} of input shape {x.shape} give "
+                f"shape {shape}, but the output is {out.shape}"
+            )
+        np.copyto(out.reshape((*lead, repeats, *rest)), x.reshape((*lead, 1, *rest)))
 
     return kernel
 
@@ -167,6 +211,12 @@ def pad(attrs: Mapping[str, Any]) -> Kernel:
             raise ValueError(
                 f"nn.pad: pad_width {pad_width} does not fit rank {x.ndim} "
                 "(one non-negative [before, after] pair per axis)"
+            )
+        shape = tuple(b + d + a for (b, a), d in zip(pad_width, x.shape, strict=True))
+        if shape != out.shape:
+            raise ValueError(
+                f"nn.pad: pad_width {pad_width} on input shape {x.shape} gives shape {shape}, "
+                f"but the output is {out.shape}"
             )
         out.fill(value)
         inner = tuple(slice(b, b + d) for (b, _), d in zip(pad_width, x.shape, strict=False))
