@@ -15,6 +15,7 @@ from .errors import (
     MemoryLimitError,
     OutOfBoundsError,
     RunTimeShapeError,
+    StepLimitError,
     VMArgumentError,
     VMError,
 )
@@ -66,6 +67,7 @@ __all__ = [
     "ShapeFuncEntry",
     "ShapeProgram",
     "ShapeProgramBuilder",
+    "StepLimitError",
     "Storage",
     "TensorSpec",
     "TupleSpec",

@@ -61,6 +61,12 @@ def tensor_converter(spec: TensorSpec, what: str) -> Converter:
     static = [(ax, d) for ax, d in enumerate(spec.shape) if isinstance(d, int)]
 
     def fail(a: np.ndarray) -> VMArgumentError:
+        if a.dtype != dt and a.dtype.newbyteorder("=") == dt:
+            order = "big-endian" if a.dtype.byteorder == ">" else "little-endian"
+            return VMArgumentError(
+                f"{what}: expected {dt.name} in the machine's byte order, got {order} "
+                f"{a.dtype.str!r} (convert it with a.astype({dt.name!r}))"
+            )
         if a.dtype != dt:
             return VMArgumentError(
                 f"{what}: expected dtype {dt.name}, got {a.dtype.name} "

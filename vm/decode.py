@@ -4,7 +4,8 @@ This happens once, when a ``VirtualMachine`` is built. Operands are read here, n
 an immediate shape is baked into the closure, a kernel is bound with its attributes, a shape
 program is compiled. The interpreter loop then only calls closures. ``call``, ``ret`` and
 ``tail_call`` return the negative codes ``CALL``/``RET``/``TAIL`` and leave their payload in
-``ctx.state`` for the loop, which owns the frame stack.
+``ctx.state`` for the loop, which owns the frame stack; a backward jump returns ``BACK`` with its
+target there, so that the loop counts every step of a loop (forward jumps return their target).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ Step = Callable[[list[Any]], int]
 CALL = -1
 RET = -2
 TAIL = -3
+#: A backward jump (the target is in ``ctx.state``): the loop counts it as a step.
+BACK = -4
 
 CMP = {
     "==": operator.eq,
@@ -269,13 +272,29 @@ def _get_item(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
 
 
 def _jump(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
-    target = ops[0]
-    return lambda r: target
+    target, state = ops[0], ctx.state
+    if target >= nxt:
+        return lambda r: target
+
+    def back(r: list[Any]) -> int:
+        state[0] = target
+        return BACK
+
+    return back
 
 
 def _jump_if_not(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
-    c, target = ops[0].index, ops[1]
-    return lambda r: nxt if r[c] else target
+    c, target, state = ops[0].index, ops[1], ctx.state
+    if target >= nxt:
+        return lambda r: nxt if r[c] else target
+
+    def back(r: list[Any]) -> int:
+        if r[c]:
+            return nxt
+        state[0] = target
+        return BACK
+
+    return back
 
 
 def _ret(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:

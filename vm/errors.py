@@ -61,6 +61,11 @@ class KernelError(VMError):
     """
 
 
+class StepLimitError(VMError):
+    """A run took more steps (backward jumps, calls, tail calls) than ``max_steps``, or longer
+    than its ``timeout``: a program that does not end, stopped."""
+
+
 class KernelRegistryError(VMError):
     """A kernel is registered twice for one op, or looked up for an op that has none."""
 

@@ -12,23 +12,34 @@ given back to the allocator. Handing over is *lending* by default: the caller ow
 and a pooled allocator takes the storage back once no view of it is left (see
 ``memory/allocator.py``), so results cost neither a copy nor, in steady state, a fresh buffer.
 ``output_policy`` can force a copy instead, or a transfer that the pool never takes back.
+
+Threads: a VM may be called from many threads at once. What one call changes (the storages it
+has allocated, the payload of a ``call``, the bound kernels' scratch) lives in a *decoded
+instance* (``_Instance``: the closures and the context they are bound to), and each call takes
+an idle instance for itself, decoding a new one when every instance is busy; so concurrent
+calls share only the executable (read-only), the allocator and the profiler, which lock
+what they change.
+
+Bounds: loops in bytecode are backward jumps, calls and tail calls; each is a *step*, counted
+by the loop only there (straight-line code costs nothing extra), and a run stops with
+``StepLimitError`` past ``max_steps`` or past its ``timeout``.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
-from time import perf_counter_ns
+from time import perf_counter, perf_counter_ns
 from typing import Any
 
 import numpy as np
 
 from . import kernels as _kernels  # noqa: F401  (registers the built-in kernels)
 from .calling import arguments_checker
-from .decode import CALL, TAIL, DecodeContext, Step, decode
-from .errors import KernelError, VMError
+from .decode import BACK, CALL, TAIL, DecodeContext, Step, decode
+from .errors import KernelError, StepLimitError, VMError
 from .executable import Executable, OpKernel
-from .fused import KERNEL_FAILURES, FusedKernel, build_fused
+from .fused import FusedKernel, build_fused
 from .isa import Kind, Op, format_instruction
 from .kernels.registry import get_kernel_factory
 from .memory.allocator import Allocator, NaiveAllocator, PooledAllocator
@@ -39,6 +50,21 @@ from .sanitizer import MemorySanitizer
 #: How results leave the VM: lent (the pool takes the storage back when the caller lets go of
 #: it), copied out, or transferred (the caller's for good).
 OUTPUT_POLICIES = ("auto", "copy", "transfer")
+#: The default bound on steps (backward jumps, calls and tail calls) of one run: minutes of work.
+DEFAULT_MAX_STEPS = 100_000_000
+
+
+class _Instance:
+    """One decoded copy of the executable: closures and the per-call state they are bound to.
+    A call owns its instance from start to end (see the module doc)."""
+
+    __slots__ = ("code", "ctx")
+
+    def __init__(self, ctx: DecodeContext, code: list[list[Step]]) -> None:
+        self.ctx = ctx
+        """What the closures are bound to: allocator, kernels, live storages, call payload."""
+        self.code = code
+        """The closures of each function, by pc."""
 
 
 class VirtualMachine:
@@ -49,7 +75,11 @@ class VirtualMachine:
     ``profile_report``); ``output_policy`` is ``"auto"`` (lend a result's storage to the caller),
     ``"copy"`` or ``"transfer"`` (see the module doc); ``max_call_depth`` bounds bytecode recursion;
     ``check_memory`` turns on the memory sanitizer (``vm/sanitizer.py``): freed storage is
-    poisoned, and using a killed register or a view of freed memory raises ``DeadTensorError``.
+    poisoned, and using a view of freed memory raises ``DeadTensorError``; ``max_steps`` and
+    ``timeout`` (seconds) bound one run (``StepLimitError``; see the module doc).
+
+    Thread-safe: one VM may be called from many threads at once, with the answers each call
+    would get alone (see the module doc and design/vm.md, "Threads").
     """
 
     def __init__(
@@ -61,7 +91,11 @@ class VirtualMachine:
         output_policy: str = "auto",
         max_call_depth: int = 10_000,
         check_memory: bool = False,
+        max_steps: int | None = DEFAULT_MAX_STEPS,
+        timeout: float | None = None,
     ) -> None:
+        if not isinstance(exe, Executable):
+            raise VMError(_not_an_executable(exe))
         exe.validate()
         self.exe = exe
         """The executable being run."""
@@ -85,15 +119,44 @@ class VirtualMachine:
         """How results leave the VM: copied, or with their storage (see the module doc)."""
         self.max_call_depth = max_call_depth
         """Most frames on the call stack."""
+        for name, value in (("max_steps", max_steps), ("timeout", timeout)):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0
+            ):
+                raise VMError(f"{name} must be a positive number or None, got {value!r}")
+        self.max_steps = max_steps
+        """Most steps (backward jumps, calls, tail calls) of one run; None: no bound."""
+        self.timeout = timeout
+        """Most seconds one run may take, checked at each step; None: no bound."""
         self.sanitizer: MemorySanitizer | None = (
             MemorySanitizer(self.allocator) if check_memory else None
         )
         """The memory sanitizer when built with ``check_memory=True``."""
         # Where bytecode and fused kernels get storages: the sanitizer's wrapper when checking.
-        alloc = self.sanitizer.allocator if self.sanitizer is not None else self.allocator
+        self._alloc = self.sanitizer.allocator if self.sanitizer is not None else self.allocator
         self._free_leftover = (
-            self.sanitizer.allocator.free_leftover if self.sanitizer is not None else alloc.free
+            self.sanitizer.allocator.free_leftover
+            if self.sanitizer is not None
+            else self._alloc.free
         )
+        self._names: dict[Kind, Any] = {
+            Kind.KERNEL: [k.name for k in exe.kernels],
+            Kind.FUNC: [f.name for f in exe.functions],
+        }
+        self._pads = [[None] * (f.num_registers - len(f.params)) for f in exe.functions]
+        self._checkers = [arguments_checker(f) for f in exe.functions]
+        self._index = {f.name: i for i, f in enumerate(exe.functions)}
+        # What _storage_refs counts for a storage only ``live`` holds (measured, not assumed).
+        self._storage_alone = _storage_refs({0: Storage(0)}, 0)
+        # Idle decoded instances; a call pops one (list.pop/append are atomic) and puts it back.
+        first = self._decode()
+        self._idle: list[_Instance] = [first]
+        self._ctx = first.ctx  # the first instance's, for inspection (tests, debugging)
+        self._code = first.code
+
+    def _decode(self) -> _Instance:
+        """A fresh decoded instance: kernels bound, closures made (see the module doc)."""
+        exe, alloc = self.exe, self._alloc
         ctx = DecodeContext(
             allocator=alloc,
             constants=exe.constants,
@@ -101,12 +164,7 @@ class VirtualMachine:
             shape_programs=exe.shape_programs,
             shape_funcs=[(s.op, dict(s.attrs)) for s in exe.shape_funcs],
         )
-        self._ctx = ctx
-        self._names: dict[Kind, Any] = {
-            Kind.KERNEL: [k.name for k in exe.kernels],
-            Kind.FUNC: [f.name for f in exe.functions],
-        }
-        self._code: list[list[Step]] = []
+        code: list[list[Step]] = []
         for f in exe.functions:
             if self.sanitizer is not None:  # checked closures only when asked for
                 steps = self.sanitizer.decode(f, ctx, self._names)
@@ -117,12 +175,8 @@ class VirtualMachine:
                     self.profiler.wrap(s, ins.op.name.lower(), self._kernel_name(ins))
                     for s, ins in zip(steps, f.code, strict=False)
                 ]
-            self._code.append(steps)
-        self._pads = [[None] * (f.num_registers - len(f.params)) for f in exe.functions]
-        self._checkers = [arguments_checker(f) for f in exe.functions]
-        self._index = {f.name: i for i, f in enumerate(exe.functions)}
-        # What _storage_refs counts for a storage only ``live`` holds (measured, not assumed).
-        self._storage_alone = _storage_refs({0: Storage(0)}, 0)
+            code.append(steps)
+        return _Instance(ctx, code)
 
     def _kernel_name(self, ins: Any) -> str | None:
         return self.exe.kernels[ins.operands[0]].name if ins.op == Op.INVOKE else None
@@ -133,7 +187,7 @@ class VirtualMachine:
                 return get_kernel_factory(entry.op)(dict(entry.attrs))
             assert isinstance(entry, FusedKernel)
             return build_fused(entry, self.exe.constants, alloc)
-        except (*KERNEL_FAILURES, KeyError) as e:
+        except Exception as e:  # a factory refusing its attributes, whatever it raises
             raise VMError(
                 f"kernel {i} ({entry.name}): cannot bind its attributes: {type(e).__name__}: {e}"
             ) from e
@@ -154,9 +208,14 @@ class VirtualMachine:
                 f"the executable has no function {name!r} (it has: {', '.join(self._index)})"
             ) from None
         regs = self._checkers[fidx](args)
-        live = self._ctx.live
+        idle = self._idle
         try:
-            result = self._take_outputs(self._execute(fidx, regs))
+            inst = idle.pop()
+        except IndexError:  # every instance is busy in another thread (or this one, re-entered)
+            inst = self._decode()
+        live = inst.ctx.live
+        try:
+            result = self._take_outputs(inst.ctx, self._execute(inst, fidx, regs))
         finally:
             # Whatever the call did not kill or hand over goes back (also after an error).
             if live:
@@ -164,17 +223,22 @@ class VirtualMachine:
                 for st in live.values():
                     free(st)
                 live.clear()
+            inst.ctx.state[0] = None
             self.allocator.end_call()
+            idle.append(inst)
         if self.profiler is not None:
-            self.profiler.runs.count += 1
-            self.profiler.runs.ns += perf_counter_ns() - t0
+            self.profiler.count_run(perf_counter_ns() - t0)
         return result
 
     run_function = invoke
 
-    def _execute(self, fidx: int, regs: list[Any]) -> Any:
-        code, pc, state, live = self._code[fidx], 0, self._ctx.state, self._ctx.live
+    def _execute(self, inst: _Instance, fidx: int, regs: list[Any]) -> Any:
+        codes, state, live = inst.code, inst.ctx.state, inst.ctx.live
+        code, pc = codes[fidx], 0
         stack: list[tuple[list[Step], list[Any], int, int, int]] = []
+        # Steps left before the run is stopped; the clock is read only if a timeout is set.
+        budget = self.max_steps if self.max_steps is not None else 1 << 62
+        deadline = perf_counter() + self.timeout if self.timeout is not None else None
         try:
             while True:
                 pc = code[pc](regs)
@@ -185,15 +249,17 @@ class VirtualMachine:
                         if len(stack) >= self.max_call_depth:
                             raise VMError(f"call depth exceeds {self.max_call_depth} frames")
                         stack.append((code, regs, dst, ret_pc, fidx))
-                        fidx, code, pc = callee, self._code[callee], 0
+                        fidx, code, pc = callee, codes[callee], 0
                         regs = argv + self._pads[callee]
                     elif pc == TAIL:
                         callee, argv = state[0]
                         state[0] = None
-                        fidx, code, pc = callee, self._code[callee], 0
+                        fidx, code, pc = callee, codes[callee], 0
                         regs = argv + self._pads[callee]  # the replaced frame's registers go
                         if live:
-                            self._sweep()
+                            self._sweep(live)
+                    elif pc == BACK:
+                        pc, state[0] = state[0], None
                     elif stack:
                         value = state[0]
                         code, regs, dst, pc, fidx = stack.pop()
@@ -203,11 +269,18 @@ class VirtualMachine:
                         # be taken back by the pool once the caller drops it.
                         value, state[0] = state[0], None
                         return value
+                    # A step: the error names the instruction it would run next.
+                    budget -= 1
+                    if budget < 0 or (deadline is not None and perf_counter() > deadline):
+                        raise self._stopped(budget < 0)
         except VMError as e:
             if e.where is None:
                 e.where = self._where(fidx, pc, stack)
             raise
-        except KERNEL_FAILURES as e:
+        except Exception as e:
+            # Whatever else fails inside an instruction is reported as the project's error,
+            # naming the instruction: a kernel's failure (numpy's, MemoryError included) is a
+            # KernelError; anything else a VMError (a value the loader could not rule out).
             where = self._where(fidx, pc, stack)
             ins = self.exe.functions[fidx].code[pc] if pc >= 0 else None
             if ins is not None and ins.op == Op.INVOKE:
@@ -219,19 +292,22 @@ class VirtualMachine:
             else:
                 err = VMError(f"{type(e).__name__}: {e}", where)
             raise err from e
-        except Exception as e:
-            # Not a failure of the input: keep the exception as it is, but say where it was.
-            add_note = getattr(e, "add_note", None)  # Python >= 3.11
-            if add_note is not None:
-                add_note(f"while executing {self._where(fidx, pc, stack)}")
-            raise
 
-    def _sweep(self) -> None:
+    def _stopped(self, out_of_steps: bool) -> StepLimitError:
+        if out_of_steps:
+            return StepLimitError(
+                f"the run exceeded max_steps={self.max_steps} steps (backward jumps, calls, "
+                "tail calls and returns to a caller): a loop that does not end? Raise "
+                "max_steps, or pass None"
+            )
+        return StepLimitError(f"the run exceeded its timeout of {self.timeout} s")
+
+    def _sweep(self, live: dict[int, Storage]) -> None:
         """Free this call's storages that nothing can reach any more: no register of any frame
         holds the storage and no array views its memory. Run at a tail call, where the replaced
         frame's registers are dropped: a loop written as tail recursion then keeps one
         iteration's buffers, not all of them (the compiler cannot kill what a callee made)."""
-        live, alone = self._ctx.live, self._storage_alone
+        alone = self._storage_alone
         for key in list(live):
             if _storage_refs(live, key) <= alone and not _viewed(live[key]):
                 self._free_leftover(live.pop(key))
@@ -245,25 +321,25 @@ class VirtualMachine:
             text += f" (call depth {len(stack)})"
         return text
 
-    def _take_outputs(self, value: Any) -> Any:
+    def _take_outputs(self, ctx: DecodeContext, value: Any) -> Any:
         """Make ``value`` safe to hand to the caller (see the module doc)."""
         if isinstance(value, tuple):
-            return tuple(self._take_outputs(v) for v in value)
+            return tuple(self._take_outputs(ctx, v) for v in value)
         if not isinstance(value, np.ndarray):
             return value
         base = value.base
         if base is None:
             return value
-        st = self._ctx.live.get(id(base))
+        st = ctx.live.get(id(base))
         if st is not None:
             policy = self.output_policy
             if policy == "copy":
                 return value.copy()
-            del self._ctx.live[id(base)]
+            del ctx.live[id(base)]
             if policy == "auto":
-                self._ctx.allocator.lend(st)
+                ctx.allocator.lend(st)
             else:
-                self._ctx.allocator.detach(st)
+                ctx.allocator.detach(st)
             return value
         if self.allocator.is_cached(base):
             # The bytecode killed a storage it returns a view of; copy rather than alias it.
@@ -277,6 +353,20 @@ class VirtualMachine:
         if self.profiler is None:
             raise VMError("this VM was built without profile=True")
         return self.profiler.report(self.allocator.stats)
+
+
+def _not_an_executable(value: Any) -> str:
+    """What to say to a caller who passed something else than an Executable."""
+    kind = type(value).__name__
+    if kind in ("Program", "Module", "Function") or isinstance(value, str):
+        what = "program text" if isinstance(value, str) else f"a {kind}"
+        return (
+            f"VirtualMachine expects an Executable, got {what}: compile it first, "
+            "vm = VirtualMachine(dynshape.compile(program))"
+        )
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return "VirtualMachine expects an Executable, got bytes: use Executable.from_bytes(data)"
+    return f"VirtualMachine expects an Executable, got {kind}"
 
 
 def _storage_refs(live: dict[int, Storage], key: int) -> int:

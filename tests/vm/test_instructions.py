@@ -384,7 +384,7 @@ def test_kernel_error_names_kernel_and_instruction():
     assert m.allocator.stats.live_bytes == 0  # storages released after the failure
 
 
-def test_programming_errors_are_not_wrapped_but_located():
+def test_a_kernels_own_bug_is_a_located_kernel_error_with_its_cause():
     name = "test_vm.buggy"
     if not vm.has_kernel(name):
 
@@ -401,9 +401,10 @@ def test_programming_errors_are_not_wrapped_but_located():
     (x,) = f.params
     f.invoke(k, [x], [x])
     f.ret(x)
-    with pytest.raises(KeyError) as info:
+    with pytest.raises(KernelError, match=r"kernel test_vm.buggy failed: KeyError") as info:
         VirtualMachine(asm.build()).run(np.ones(4, np.float32))
-    assert any("main@0: invoke" in n for n in getattr(info.value, "__notes__", []))
+    assert info.value.where == "main@0: invoke k0<test_vm.buggy>, (%0), (%0)"
+    assert isinstance(info.value.__cause__, KeyError)  # the bug's own traceback is kept
 
 
 def test_unplaced_label_and_unknown_callee():
