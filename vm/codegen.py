@@ -26,7 +26,7 @@ from typing import Any
 from .errors import FormatError
 
 #: Keywords the generators use; any other word must be a generated or a namespace name.
-_KEYWORD_TEXT = "def return pass try except finally raise from as if else None"
+_KEYWORD_TEXT = "def return pass try except finally raise from as if else or None"
 KEYWORDS = frozenset(_KEYWORD_TEXT.split())
 #: A generated name: one lower-case letter and a decimal index (``v12``, ``k0``, ``t3``).
 GENERATED_NAME = re.compile(r"[a-z][0-9]+")

@@ -360,6 +360,9 @@ def from_bytes(data: bytes) -> Executable:
             f"constants {blob_len}) but the file has {len(data)} (truncated?)"
         )
     meta_bytes = data[HEADER.size : HEADER.size + meta_len]
+    if data[HEADER.size + meta_len : blob_at].strip(b"\0"):
+        # Not covered by the checksum, so checked: every byte of the file is one or the other.
+        raise FormatError("the padding between the metadata and the constants is not zero")
     blob = data[blob_at:]
     if zlib.crc32(blob, zlib.crc32(meta_bytes)) != crc:
         raise FormatError("checksum mismatch: the file is corrupt")
@@ -377,7 +380,9 @@ def from_bytes(data: bytes) -> Executable:
         validate_executable(exe)
     except RecursionError:
         raise FormatError("metadata nested too deeply") from None
-    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as e:
+    except FormatError:
+        raise
+    except Exception as e:
         # A safety net: the decoders check each field they read, but a corrupt file must never
         # escape as anything but a FormatError, whatever shape its JSON takes.
         raise FormatError(f"malformed executable ({type(e).__name__}: {e})") from e

@@ -75,6 +75,40 @@ Output = int | tuple[int, ...]
 #: Limits that keep a corrupt file from making the loader or the VM do unbounded work.
 MAX_NODES = 1 << 16
 MAX_INT = 1 << 62
+#: Most bits any node may need, given inputs of ``INPUT_BITS`` bits (``value_bits``): Python
+#: ints are unbounded, and a chain of squarings would otherwise grow to gigabytes.
+MAX_BITS = 1 << 17
+#: What an input may hold: a dim (numpy's are int64), an immediate int (below 2**62) or a
+#: shape program's output (outputs that could reach 2**63 are checked at run time).
+INPUT_BITS = 63
+#: Outputs of at least this magnitude stop the run (they are never a size or a dim numpy takes).
+OUTPUT_LIMIT = 1 << 63
+
+
+def value_bits(prog: ShapeProgram) -> list[int]:
+    """An upper bound on the bits of each value's magnitude, inputs of ``INPUT_BITS`` bits."""
+    bits = [INPUT_BITS] * prog.num_inputs
+    for node in prog.nodes:
+        op = node[0]
+        if op == "const":
+            bits.append(abs(node[1]).bit_length() + 1)
+        elif op == "neg":
+            bits.append(bits[node[1]])
+        else:
+            a, b = bits[node[1]], bits[node[2]]
+            if op in ("add", "sub"):
+                bits.append(max(a, b) + 1)
+            elif op == "mul":
+                bits.append(a + b)
+            elif op == "floordiv":
+                bits.append(a)  # |a // b| <= ceil(|a / b|) <= |a| for an int b != 0
+            elif op == "mod":
+                bits.append(b)  # |a % b| < |b|
+            elif op in ("min", "max"):
+                bits.append(max(a, b))
+            else:  # a comparison: 0 or 1
+                bits.append(1)
+    return bits
 
 
 @dataclass(frozen=True)
@@ -121,6 +155,14 @@ class ShapeProgram:
         for out in self.outputs:
             for idx in out if isinstance(out, tuple) else (out,):
                 _check_int(idx, f"{where}: output", 0, count - 1)
+        bits = value_bits(self)
+        worst = max(bits, default=0)
+        if worst > MAX_BITS:
+            node = bits.index(worst) - self.num_inputs
+            raise FormatError(
+                f"{where}: node {node} may compute an integer of {worst} bits "
+                f"(the limit is {MAX_BITS})"
+            )
 
     def compile(self) -> Callable[[Sequence[int]], list[Any]]:
         """A function from the input values to the list of outputs (ints and shape tuples).
@@ -130,15 +172,26 @@ class ShapeProgram:
         an ``UnsafeSourceError``.
         """
         source = generate_source(self)
-        namespace = {"ZeroDivisionError": ZeroDivisionError, "fail": self._division_error}
-        return make_function(source, namespace, "run", ("inputs",))
+        return make_function(source, self._namespace(), "run", ("inputs",))
 
     def compile_step(self, ins: Sequence[int], outs: Sequence[int], nxt: int) -> Callable[..., int]:
         """The ``shape_program`` instruction over registers (``generate_step_source``): reads
         ``r[i]`` for ``ins``, writes ``r[o]`` for ``outs``, returns ``nxt``."""
         source = generate_step_source(self, ins, outs, nxt)
-        namespace = {"ZeroDivisionError": ZeroDivisionError, "fail": self._division_error}
-        return make_function(source, namespace, "step", ("r",))
+        return make_function(source, self._namespace(), "step", ("r",))
+
+    def _namespace(self) -> dict[str, Any]:
+        return {
+            "ZeroDivisionError": ZeroDivisionError,
+            "fail": self._division_error,
+            "huge": self._overflow_error,
+        }
+
+    def _overflow_error(self, inputs: Sequence[int]) -> RunTimeShapeError:
+        return RunTimeShapeError(
+            f"shape program {self.format()} computed an integer of 2**63 or more in magnitude "
+            f"with inputs {tuple(inputs)}"
+        )
 
     def _division_error(self, inputs: Sequence[int]) -> RunTimeShapeError:
         # The listing is built only on error: it is text, and long for a large program.
@@ -195,6 +248,7 @@ def generate_source(prog: ShapeProgram) -> str:
     if n_in:
         lines.append("    " + ", ".join(names) + ("," if n_in == 1 else "") + " = inputs")
     lines += _guarded(body, divides, "inputs")
+    lines += _bounded(prog, "inputs")
     lines.append(f"    return [{', '.join(outs)}]")
     return "\n".join(lines) + "\n"
 
@@ -214,9 +268,32 @@ def generate_step_source(
     lines += [f"    v{k} = r[{reg[k]}]" for k in range(n_in)]
     inputs = "(" + "".join(f"v{k}, " for k in range(n_in)) + ")"
     lines += _guarded(body, divides, inputs)
+    lines += _bounded(prog, inputs)
     lines += [f"    r[{reg[n_in + j]}] = {v}" for j, v in enumerate(values)]
     lines.append(f"    return {int_literal(_int_in(nxt, 'next pc', 0, MAX_INT))}")
     return "\n".join(lines) + "\n"
+
+
+def _bounded(prog: ShapeProgram, inputs: str) -> list[str]:
+    """Checks that the outputs which could reach ``OUTPUT_LIMIT`` did not (``value_bits``):
+    they feed later shape programs, whose own bounds assume inputs below it. The usual
+    outputs (dims, sums of a few of them) need none; ``4 * n`` needs one comparison pair."""
+    bits = value_bits(prog)
+    limit = int_literal(OUTPUT_LIMIT)
+    checked: list[str] = []
+    for o in prog.outputs:
+        for k in o if type(o) is tuple else (o,):
+            node = k - prog.num_inputs
+            if bits[k] <= INPUT_BITS or (node >= 0 and prog.nodes[node][0] == "const"):
+                continue  # below the limit by construction (a constant is an int literal)
+            name = f"v{int_literal(_int_in(k, 'output', 0, MAX_NODES + MAX_NODES))}"
+            if name not in checked:
+                checked.append(name)
+    return [
+        line
+        for v in checked
+        for line in (f"    if {v} >= {limit} or {v} <= -{limit}:", f"        raise huge({inputs})")
+    ]
 
 
 def _guarded(body: list[str], divides: bool, inputs: str) -> list[str]:

@@ -301,3 +301,17 @@ def test_elementwise_program_round_trips():
     loaded = Executable.from_bytes(exe.to_bytes())
     x = np.arange(8, dtype=np.float32).reshape(2, 4)
     np.testing.assert_array_equal(VirtualMachine(loaded).run(x, x), x - 2 * x)
+
+
+def test_every_byte_is_checksummed_or_checked():
+    """The padding between metadata and constants is outside the checksum, so it must be zero."""
+    data = rich_program().to_bytes()
+    meta_len = HEADER.unpack_from(data)[3]
+    end = HEADER.size + meta_len
+    pad = -end % 64
+    assert pad > 0, "the program must leave padding to test"
+    Executable.from_bytes(data)  # as saved: loads
+    for at in (end, end + pad - 1):
+        bad = data[:at] + b"\x01" + data[at + 1 :]
+        with pytest.raises(FormatError, match="padding between the metadata and the constants"):
+            Executable.from_bytes(bad)

@@ -162,6 +162,11 @@ def test_random_programs_agree_with_the_reference(case):
         with pytest.raises(RunTimeShapeError, match="division by zero"):
             run(inputs)
         return
+    flat = [v for w in want for v in (w if isinstance(w, tuple) else (w,))]
+    if any(abs(v) >= 1 << 63 for v in flat):  # beyond any size or dim: the run stops
+        with pytest.raises(RunTimeShapeError, match=r"integer of 2\*\*63 or more"):
+            run(inputs)
+        return
     got = run(inputs)
     assert got == want
     assert [type(g) for g in got] == [type(w) for w in want]
@@ -206,6 +211,9 @@ def test_the_generated_source_is_straight_line():
         "    v2 = 4 * v0\n"
         "    v4 = v0 if v0 <= (-2) else (-2)\n"
         "    v6 = 1 if v0 < 3 else 0\n"
+        # 4 * n could pass 2**63 (n is a dim below it): the one output checked at run time
+        "    if v2 >= 9223372036854775808 or v2 <= -9223372036854775808:\n"
+        "        raise huge(inputs)\n"
         "    return [v2, (v0,), v4, v6]\n"
     )
     assert prog.compile()([5]) == [20, (5,), -2, 0]
@@ -225,6 +233,8 @@ def test_the_instruction_form_reads_and_writes_registers():
         "        v5 = v1 // 2\n"
         "    except ZeroDivisionError:\n"
         "        raise fail((v0, v1, )) from None\n"
+        "    if v3 >= 9223372036854775808 or v3 <= -9223372036854775808:\n"
+        "        raise huge((v0, v1, ))\n"
         "    r[4] = v3\n"
         "    r[5] = (v0, v5)\n"
         "    return 9\n"
@@ -306,3 +316,24 @@ def test_the_safety_check_refuses_text_no_generator_makes():
         with pytest.raises(UnsafeSourceError):
             check_source(source, {"run", "inputs"})
     check_source("def run(inputs):\n    v0, = inputs\n    return [v0 // 2]\n", {"run", "inputs"})
+
+
+def test_an_integer_that_could_explode_is_refused_at_load():
+    """Python ints are unbounded: 20 squarings of a dim would need gigabytes of digits."""
+    p = ShapeProgramBuilder(["n"])
+    (x,) = p.inputs
+    for _ in range(20):
+        x = x * x
+    with pytest.raises(FormatError, match=r"may compute an integer of \d+ bits \(the limit is"):
+        p.build([x]).validate()
+
+
+def test_outputs_that_reach_2_63_stop_the_run():
+    """The loader's bound assumes inputs below 2**63, so outputs that could pass it are checked
+    (they could feed the next program: bounds would compound otherwise)."""
+    p = ShapeProgramBuilder(["n"])
+    (n,) = p.inputs
+    prog = p.build([n * n * n, (n,)])
+    assert prog.compile()([1000]) == [10**9, (1000,)]
+    with pytest.raises(RunTimeShapeError, match=r"computed an integer of 2\*\*63 or more"):
+        prog.compile()([2**30])
