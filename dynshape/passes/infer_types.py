@@ -208,7 +208,7 @@ class _FunctionInference(ir.ExprFunctor[Expr]):
         return Constant(const.value, span=const.span, ty=const.tensor_type)
 
     def visit_tuple(self, tup: Tuple) -> Expr:
-        fields = tuple(self.visit(f) for f in tup.fields)
+        fields = tuple([self.visit(f) for f in tup.fields])  # a list: see ir/functor.py
         return Tuple(fields, span=tup.span, ty=TupleType(tuple(self.type_of(f) for f in fields)))
 
     def visit_tuple_getitem(self, item: TupleGetItem) -> Expr:
@@ -281,7 +281,7 @@ class _FunctionInference(ir.ExprFunctor[Expr]):
         return typed
 
     def visit_call(self, call: Call) -> Expr:
-        args = tuple(self.visit(a) for a in call.args)
+        args = tuple([self.visit(a) for a in call.args])  # a list: see ir/functor.py
         arg_types = [self.type_of(a) for a in args]
         op = call.op
         if op is not None and op.name in memory_types.RULES:

@@ -11,6 +11,7 @@ after every stage of the pipeline can be interpreted.
 
 from __future__ import annotations
 
+import functools
 import sys
 import warnings
 from collections.abc import Callable
@@ -124,15 +125,29 @@ def eval_dim(dim: ir.Dim, binding: Binding) -> int | None:
     return int(value) if isinstance(value, sympy.Integer) else None
 
 
-def bind_and_check(value: Any, ty: Type | None, frame: Frame, what: str) -> None:
-    """Bind the new plain symbols of ``ty`` from ``value``; check everything else."""
+class _Lazy:
+    """Text for an error message, made only if the message is: printing a node is linear in its
+    size, so describing every node eagerly would make evaluation quadratic in the depth."""
+
+    __slots__ = ("make",)
+
+    def __init__(self, make: Callable[[], str]) -> None:
+        self.make = make
+
+    def __str__(self) -> str:
+        return self.make()
+
+
+def bind_and_check(value: Any, ty: Type | None, frame: Frame, what: str | _Lazy) -> None:
+    """Bind the new plain symbols of ``ty`` from ``value``; check everything else. ``what``
+    names the value in error messages."""
     if ty is None:
         return
     if isinstance(ty, TupleType):
         if not isinstance(value, tuple) or len(value) != len(ty.fields):
             raise InterpreterError(f"@{frame.function}: {what} is {_kind(value)}, type {ty}")
         for i, (v, t) in enumerate(zip(value, ty.fields, strict=True)):
-            bind_and_check(v, t, frame, f"{what}.{i}")
+            bind_and_check(v, t, frame, _Lazy(functools.partial("{}.{}".format, what, i)))
         return
     if isinstance(ty, StorageType):
         if not isinstance(value, Storage):
@@ -230,7 +245,7 @@ class Interpreter:
         value = self.eval_node(node, frame)
         if isinstance(value, np.ndarray) and isinstance(node.ty, TensorType):
             value = _as_dtype(value, node.ty.dtype)
-        bind_and_check(value, node.ty, frame, describe(node))
+        bind_and_check(value, node.ty, frame, _Lazy(lambda: describe(node)))
         frame.values[node] = value
         return value
 
@@ -351,6 +366,12 @@ def interpret(
     InterpreterError naming the function and the expression when a value contradicts its type,
     a run-time check fails, a killed value is read, or recursion exceeds ``max_depth`` calls.
     """
+    if isinstance(module, Module):  # program text is checked by the parser
+        too_deep = ir.find_too_deep(module)
+        if too_deep is not None:
+            name, node = too_deep
+            where = f"{node.span}: " if node.span else ""
+            raise InterpreterError(f"{where}{ir.too_deep_message(f'@{name}')}")
     typed = typed_module(module)
     if entry not in typed:
         raise InterpreterError(f"the module has no @{entry}")
