@@ -46,8 +46,13 @@ def default_passes(planner: PlanMemory | None = None) -> list[tuple[str, ModuleP
 
 
 def as_module(program: Module | str, source_name: str = "<string>") -> Module:
-    """A module from a module or program text."""
+    """A module from a module or program text, nested at most ``ir.MAX_NESTING`` levels (the
+    passes rely on that bound; the parser checks text)."""
     if isinstance(program, Module):
+        too_deep = ir.find_too_deep(program)
+        if too_deep is not None:
+            name, node = too_deep
+            raise CompileError(ir.too_deep_message(f"@{name}"), node.span)
         return program
     if isinstance(program, str):
         return ir.parse(program, source_name=source_name)

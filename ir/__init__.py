@@ -41,6 +41,7 @@ from .expr import (
 )
 from .functor import ExprFunctor, ExprMutator, ExprVisitor
 from .module import Module
+from .nesting import MAX_NESTING, check_nesting, find_too_deep, nesting_depth, too_deep_message
 from .op import OpDef, Operand, OpPattern, all_ops, get_op, has_op, register_op, tensor_ops
 from .ranges import Ranges
 from .span import Span
@@ -60,6 +61,7 @@ from .types import (
 __all__ = [
     "DTYPES",
     "ITEMSIZE",
+    "MAX_NESTING",
     "AttrDef",
     "Attrs",
     "Call",
@@ -93,10 +95,12 @@ __all__ = [
     "bounds",
     "call",
     "check_dim",
+    "check_nesting",
     "compare",
     "const",
     "dim_max",
     "dim_min",
+    "find_too_deep",
     "free_symbols",
     "fresh",
     "function",
@@ -105,6 +109,7 @@ __all__ = [
     "is_anonymous",
     "is_static",
     "known_equal",
+    "nesting_depth",
     "parse",
     "parse_type",
     "register_op",
@@ -114,6 +119,7 @@ __all__ = [
     "sym",
     "tensor_leaves",
     "tensor_ops",
+    "too_deep_message",
     "tuple_of",
     "type_symbols",
     "upper_bound",

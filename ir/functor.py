@@ -4,8 +4,9 @@ Subclasses override ``visit_call``, ``visit_let``, ... only for the node kinds t
 the defaults walk (visitor) or rebuild (mutator) every child. Results are memoised per node, so a
 shared node (the IR is a DAG) is visited once and a mutator preserves sharing.
 
-Deep programs (thousands of nested calls or lets) recurse deeply; ``visit`` raises Python's
-recursion limit for the duration of a top-level visit so that such programs work. The recursive
+Deep programs (thousands of nested calls) recurse deeply; ``visit`` raises Python's recursion
+limit so that programs nested up to ``ir.MAX_NESTING`` levels work (the entries check that
+bound: see ir/nesting.py), and let chains are iterated, so they may be of any length. The recursive
 paths avoid C-level iteration (``tuple(generator)``, ``all(generator)``): on Python 3.11 and
 later a Python-to-Python call uses no C stack, but a call made from C does, and a deep enough
 program would overflow it. List comprehensions and plain loops keep the recursion in Python.
@@ -19,6 +20,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from .errors import IRError
 from .expr import Call, Constant, Expr, Function, GlobalVar, If, Let, Tuple, TupleGetItem, Var
+from .nesting import too_deep_message
 
 R = TypeVar("R")
 
@@ -80,10 +82,7 @@ class ExprFunctor(Generic[R]):
 
 def too_deep() -> IRError:
     """The error for a program nested beyond what a recursive walk can handle."""
-    return IRError(
-        f"expression nested too deeply (more than about {RECURSION_LIMIT // 4} levels); "
-        "bind intermediate values with let (A-normal form)"
-    )
+    return IRError(too_deep_message())
 
 
 class ExprVisitor(ExprFunctor[None]):
@@ -110,9 +109,19 @@ class ExprVisitor(ExprFunctor[None]):
         self.visit(fn.body)
 
     def visit_let(self, let: Let) -> None:
-        self.visit(let.var)
-        self.visit(let.value)
-        self.visit(let.body)
+        # A let chain is iterated, not recursed (unless a subclass visits lets itself): ANF
+        # programs are chains thousands long, and ir.MAX_NESTING does not count let bodies.
+        iterate = self._table[Let] is ExprVisitor.visit_let
+        node = let
+        while True:
+            self.visit(node.var)
+            self.visit(node.value)
+            body = node.body
+            if not (iterate and isinstance(body, Let)) or body in self.memo:
+                break
+            self.memo[body] = None
+            node = body
+        self.visit(body)
 
     def visit_tuple(self, tup: Tuple) -> None:
         for f in tup.fields:
@@ -159,14 +168,26 @@ class ExprMutator(ExprFunctor[Expr]):
         return Function(params, body, fn.ret_type, fn.attrs, fn.ranges, span=fn.span)  # type: ignore[arg-type]
 
     def visit_let(self, let: Let) -> Expr:
-        var = self.visit(let.var)
-        value = self.visit(let.value)
-        body = self.visit(let.body)
-        if var is let.var and value is let.value and body is let.body:
-            return let
-        if not isinstance(var, Var):
-            raise TypeError("a mutator must map let-bound variables to variables")
-        return Let(var, value, body, span=let.span)
+        # Iterated along the chain (unless a subclass visits lets itself), as ExprVisitor.
+        iterate = self._table[Let] is ExprMutator.visit_let
+        chain: list[tuple[Let, Expr, Expr]] = []
+        node = let
+        while True:
+            chain.append((node, self.visit(node.var), self.visit(node.value)))
+            nxt = node.body
+            if not (iterate and isinstance(nxt, Let)) or nxt in self.memo:
+                break
+            node = nxt
+        body = self.visit(chain[-1][0].body)
+        for old, var, value in reversed(chain):
+            if not (var is old.var and value is old.value and body is old.body):
+                if not isinstance(var, Var):
+                    raise TypeError("a mutator must map let-bound variables to variables")
+                body = Let(var, value, body, span=old.span)
+            else:
+                body = old
+            self.memo[old] = body
+        return body
 
     def visit_tuple(self, tup: Tuple) -> Expr:
         fields = tuple([self.visit(f) for f in tup.fields])

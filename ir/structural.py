@@ -19,6 +19,7 @@ from .dims import Dim, is_anonymous
 from .expr import Call, Constant, Expr, Function, GlobalVar, If, Let, Tuple, TupleGetItem, Var
 from .functor import RECURSION_LIMIT, too_deep
 from .module import Module
+from .nesting import check_nesting
 from .op import OpDef
 from .types import FuncType, StorageType, TensorType, TupleType, Type
 
@@ -128,18 +129,37 @@ class _Matcher:
         )
 
     def expr(self, a: Expr, b: Expr) -> bool:
+        known = self._known(a, b)
+        return self._expr(a, b) if known is None else known
+
+    def _known(self, a: Expr, b: Expr) -> bool | None:
+        """The answer for ``a`` and ``b`` when it does not need their children, else None
+        (then the pair is recorded as matched, for sharing)."""
         if type(a) is not type(b):
             return False
         if self.compare_types and not isinstance(a, Var) and not self.type(a.ty, b.ty):
             return False
         if isinstance(a, _ATOMS):
-            return self._expr(a, b)  # values, not computations: sharing them means nothing
+            return None  # values, not computations: sharing them means nothing
         # A computation shared in one program must be shared the same way in the other.
         if a in self.nodes or b in self.nodes_back:
             return self.nodes.get(a) is b and self.nodes_back.get(b) is a
         self.nodes[a] = b
         self.nodes_back[b] = a
-        return self._expr(a, b)
+        return None
+
+    def _lets(self, a: Let, b: Let) -> bool:
+        """Two let chains, iterated (not recursed) along their bodies."""
+        while True:
+            if not (self.expr(a.value, b.value) and self.define(a.var, b.var)):
+                return False
+            na, nb = a.body, b.body
+            if not (isinstance(na, Let) and isinstance(nb, Let)):
+                return self.expr(na, nb)
+            known = self._known(na, nb)
+            if known is not None:
+                return known
+            a, b = na, nb
 
     def _expr(self, a: Expr, b: Expr) -> bool:
         if isinstance(a, Var):
@@ -177,11 +197,7 @@ class _Matcher:
             )
         if isinstance(a, Let):
             assert isinstance(b, Let)
-            return (
-                self.expr(a.value, b.value)
-                and self.define(a.var, b.var)
-                and self.expr(a.body, b.body)
-            )
+            return self._lets(a, b)
         if isinstance(a, Tuple):
             assert isinstance(b, Tuple)
             return self.exprs(a.fields, b.fields)
@@ -206,6 +222,9 @@ def structurally_equal(
     With ``compare_types=True`` the inferred types (``ty``) of the nodes must match too.
     Free variables match only themselves.
     """
+    for side in (a, b):
+        if isinstance(side, (Expr, Module)):
+            check_nesting(side)  # the walk recurses per level: an IRError beyond the limit
     if sys.getrecursionlimit() < RECURSION_LIMIT:
         sys.setrecursionlimit(RECURSION_LIMIT)
     try:

@@ -108,6 +108,9 @@ def build(
         body = ir.Tuple(tuple(v.expr for v in outputs), span=span)
     else:
         raise fail("ds.build's outputs must be a Value or a non-empty tuple of Values")
+    too_deep = ir.find_too_deep(body)  # before any walk: the walks rely on the bound
+    if too_deep is not None:
+        raise build_error(ir.too_deep_message("the program ds.build builds"), too_deep[1].span)
     _check_closed(body, params)
     with errors_at(span):
         main = Function(tuple(params), body, span=span, ranges=ir.Ranges(ranges or {}))

@@ -231,9 +231,11 @@ class DimParser:
         return left
 
     def _unary(self, start: Token) -> sympy.Expr:
-        if self.ts.accept("-"):
-            return -self._unary(start)
-        return self._atom(start)
+        negations = 0
+        while self.ts.accept("-"):  # a loop: '- - - n' does not recurse
+            negations += 1
+        atom = self._atom(start)
+        return -atom if negations % 2 else atom
 
     def _atom(self, start: Token) -> sympy.Expr:
         tok = self.ts.peek()

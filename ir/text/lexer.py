@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 
 from ..errors import ParseError
+from ..nesting import ADVICE, MAX_NESTING
 from ..span import Span
 
 
@@ -100,6 +101,18 @@ _PUNCT = (
 )
 
 
+_OPEN = frozenset({"(", "[", "{"})
+_CLOSE = frozenset({")", "]", "}"})
+
+
+def too_deep_text() -> str:
+    """The error for text with more than ``MAX_NESTING`` brackets open at once."""
+    return (
+        f"nested more than {MAX_NESTING} levels deep (the nesting limit, ir.MAX_NESTING: "
+        f"at most {MAX_NESTING} brackets '(', '[', '{{' open at once); {ADVICE}"
+    )
+
+
 def _error(message: str, line: int, column: int, source: str, lines: list[str]) -> ParseError:
     text = lines[line - 1] if 0 < line <= len(lines) else None
     return ParseError(message, Span(line, column, source), text)
@@ -115,6 +128,7 @@ def tokenize(text: str, source: str = "<string>") -> list[Token]:
     tokens: list[Token] = []
     # One entry per open '[': True when it opened a Tensor[...] (dim context).
     brackets: list[bool] = []
+    depth = 0  # brackets open at once: ( [ {
     pos = 0
     line = 1
     n = len(text)
@@ -204,6 +218,12 @@ def tokenize(text: str, source: str = "<string>") -> list[Token]:
                     brackets.append(in_dims or opens_dims)
                 elif p in ("]", ")") and brackets:
                     brackets.pop()
+                if p in _OPEN:
+                    depth += 1
+                    if depth > MAX_NESTING:  # the parser recurses once per open bracket
+                        raise _error(too_deep_text(), ln, col, source, lines)
+                elif p in _CLOSE and depth:
+                    depth -= 1
                 tokens.append(Token(Kind.PUNCT, p, ln, col))
                 pos += len(p)
                 break

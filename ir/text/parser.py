@@ -4,7 +4,8 @@ Recursive descent over the tokens of ``lexer``. Every node built gets the span o
 token. A graph binding ``%k = expr;`` only names a node: later uses of ``%k`` are that very
 node, so the parsed program is a DAG. ``let %v = e; rest`` builds an ``ir.Let`` whose body is
 the rest of the block; the lets of a block are folded iteratively, so thousands of nested lets
-do not recurse.
+do not recurse. Nesting beyond ``ir.MAX_NESTING`` is a ParseError: the lexer counts open
+brackets, and the parsed module is measured (graph bindings nest without brackets).
 
 IR errors raised while building nodes (arity, attributes, types) become ParseErrors at the
 line and column of the text they are about.
@@ -22,6 +23,7 @@ from ..dims import sym
 from ..errors import IRError, ParseError
 from ..expr import Call, Expr, Function, GlobalVar, If, Let, Tuple, TupleGetItem, Var
 from ..module import Module
+from ..nesting import find_too_deep, too_deep_message
 from ..op import OpDef, get_op, has_op
 from ..ranges import Ranges
 from ..types import Type, type_symbols
@@ -406,11 +408,20 @@ def parse(text: str, source_name: str = "<string>") -> Module:
     ``fn (...) {...}`` which becomes ``@main``. Raises ``ir.ParseError`` with line and column.
     """
     _with_recursion_limit()
-    return _Parser(text, source_name).module()
+    parser = _Parser(text, source_name)
+    module = parser.module()
+    # The brackets are counted by the lexer; graph bindings and call chains nest without them.
+    found = find_too_deep(module)
+    if found is not None:
+        name, node = found
+        message = too_deep_message(f"@{name}")
+        raise parser.ts.error(message, node.span) if node.span else IRError(message)
+    return module
 
 
 def parse_type(text: str, source_name: str = "<string>") -> Type:
     """Parse one type, e.g. ``Tensor[(n, ?), float32]`` or ``(float32, fn (int32) -> bool)``."""
+    _with_recursion_limit()
     parser = _Parser(text, source_name)
     ty = parser.types.type()
     parser.ts.expect_kind(Kind.EOF, "end of input after the type")

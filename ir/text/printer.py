@@ -23,6 +23,7 @@ from collections.abc import Mapping
 
 from ..expr import Call, Constant, Expr, Function, GlobalVar, If, Let, Tuple, TupleGetItem, Var
 from ..module import Module
+from ..nesting import check_nesting
 from ..op import OpDef
 from ..types import Type
 from .constants_text import attr_text, constant_text
@@ -215,6 +216,7 @@ def function_to_text(
     ``notes`` maps nodes to one-line remarks printed as ``// <-- remark`` at the end of the line
     where the node is printed in full: how errors point at the failing expression.
     """
+    check_nesting({name: fn})
     unit = _Unit(show_types, notes)
     return unit.resolve(unit.function(fn, f"def @{name}"))
 
@@ -237,6 +239,7 @@ def expr_to_text(expr: Expr, show_types: bool = True) -> str:
 
     A function prints as ``fn (...) { ... }``. Free variables print by name.
     """
+    check_nesting(expr)
     unit = _Unit(show_types)
     unit.layout = Layout(expr)
     return unit.resolve("\n".join(unit.statements(unit.layout.root, expr)))
