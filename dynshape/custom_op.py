@@ -43,6 +43,7 @@ from ir.ops import _declare as rules
 from shape_funcs import has_shape_func, register_shape_func
 from shape_funcs.ops._common import broadcast_many
 from shape_funcs.registry import input_names_of
+from vm.kernels.attr_schema import register_attr_schema, unregister_attr_schema
 
 from .errors import BuildError
 
@@ -147,6 +148,7 @@ def register_op(
     ir.register_op(declared)
     register_shape_func(name, data_dependent=flags)(sf)
     vm.register_kernel(name)(_kernel_factory(kernel))
+    register_attr_schema(name, {a.name: a.kind.name for a in attr_defs})
     from .builder.ops import op_function
 
     return op_function(name)
@@ -165,6 +167,7 @@ def unregister_op(name: str) -> None:
     sf_registry._REGISTRY.pop(name, None)
     sf_registry._FUNCTIONS.pop(name, None)
     vm.kernels.unregister_kernel(name)
+    unregister_attr_schema(name)
 
 
 def _attr_def(op: str, key: str, spec: Any) -> AttrDef:

@@ -7,7 +7,8 @@ design/vm.md):
 - table sizes and every count are within fixed bounds (no absurd allocation while loading);
 - constants are arrays of a supported dtype;
 - kernel entries name an op with a registered kernel (a clear error naming the op otherwise),
-  carry JSON-like attributes and sane arities; fused entries' steps and scratch specs refer only
+  carry exactly the attributes of the op's schema, each of its kind (``kernels/attr_schema.py``),
+  and sane arities; fused entries' steps and scratch specs refer only
   to existing, already-written values;
 - shape programs refer only to earlier values and use known ops;
 - shape-function entries name an op with a registered shape function;
@@ -17,7 +18,9 @@ design/vm.md):
   comparisons from their sets, shapes of non-negative ints; ``call`` passes as many arguments as
   the callee has parameters; ``invoke`` passes as many inputs and outputs as the kernel entry
   declares; ``shape_program`` reads and writes as many values as the program declares;
-- the last instruction of every function is ``ret`` or ``jump``, so the pc never runs off the end.
+- the last instruction of every function is ``ret`` or ``jump``, so the pc never runs off the end;
+- every register an instruction reads is set on every path and holds the kind its opcode needs
+  (``register_kinds.py``), and a static view fits its static storage.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from .errors import FormatError
 from .executable import DTYPES, Executable, Function, OpKernel, TensorSpec, TupleSpec
 from .fused import FusedKernel
 from .isa import COMPARISONS, SIGNATURES, Instruction, Kind, Op, Reg
+from .kernels.attr_schema import check_kernel_attrs
 from .kernels.registry import has_kernel
 from .memory.storage import MAX_ALIGNMENT
 from .register_kinds import check_register_kinds
@@ -218,14 +222,17 @@ def validate_executable(exe: Executable) -> None:
                     "process (register it with vm.register_kernel)"
                 )
             check_attrs(k.attrs, f"{what} ({k.op})")
+            check_kernel_attrs(k.op, k.attrs, f"{what} ({k.op})")
             if not _is_int(k.num_inputs, 0, MAX_LIST) or not _is_int(k.num_outputs, 0, MAX_LIST):
                 raise FormatError(f"{what} ({k.op}): bad arity")
         elif isinstance(k, FusedKernel):
             if not _is_int(k.num_inputs, 0, MAX_LIST) or not _is_int(k.num_outputs, 0, MAX_LIST):
                 raise FormatError(f"{what} ({k.name}): bad arity")
             _count(len(k.steps), f"{what} steps", MAX_LIST)
-            for step in k.steps:
-                check_attrs(step.attrs, f"{what} ({k.name}) step {step.op}")
+            for j, step in enumerate(k.steps):
+                check_attrs(step.attrs, f"{what} ({k.name}) step {j} ({step.op})")
+                if isinstance(step.op, str):
+                    check_kernel_attrs(step.op, step.attrs, f"{what} ({k.name}) step {j}")
             k.validate(len(exe.constants), f"{what} ({k.name})")
         else:
             raise FormatError(f"{what}: not a kernel entry: {k!r}")
