@@ -158,9 +158,9 @@ class ShapeProgram:
         bits = value_bits(self)
         worst = max(bits, default=0)
         if worst > MAX_BITS:
-            node = bits.index(worst) - self.num_inputs
+            first = bits.index(worst) - self.num_inputs
             raise FormatError(
-                f"{where}: node {node} may compute an integer of {worst} bits "
+                f"{where}: node {first} may compute an integer of {worst} bits "
                 f"(the limit is {MAX_BITS})"
             )
 
@@ -282,7 +282,8 @@ def _bounded(prog: ShapeProgram, inputs: str) -> list[str]:
     limit = int_literal(OUTPUT_LIMIT)
     checked: list[str] = []
     for o in prog.outputs:
-        for k in o if type(o) is tuple else (o,):
+        indices: tuple[int, ...] = o if isinstance(o, tuple) else (o,)
+        for k in indices:
             node = k - prog.num_inputs
             if bits[k] <= INPUT_BITS or (node >= 0 and prog.nodes[node][0] == "const"):
                 continue  # below the limit by construction (a constant is an int literal)

@@ -7,12 +7,12 @@ entry (and every step of a fused kernel) against its op's schema before a VM bin
 the declared names (the compiler writes every default), each value of its kind.
 
 Kinds are written as the IR catalogue names them (``ir/attrs.py``), so that a test can compare
-this table with the catalogue (``tests/vm/test_attr_schema.py``): ``int``, ``float``, ``bool``,
-``str``, ``dtype``, ``list[int]``, ``list[[int, int]]``, a choice ``'a' | 'b'``, and unions ``X or Y``
-(``None`` among them). The VM cannot import the catalogue (it depends on numpy alone), hence the
-copy. Custom ops registered with ``dynshape.register_op`` get their schema registered with
-their kernel (``register_attr_schema``); a kernel registered with ``vm.register_kernel`` alone
-has none, and its attributes are only checked to be plain JSON-like values.
+this table with the catalogue (``tests/vm/test_attr_schema.py``): ``int``, ``float``,
+``bool``, ``str``, ``dtype``, ``list[int]``, ``list[[int, int]]``, a choice ``'a' | 'b'``, and
+unions ``X or Y`` (``None`` among them). The VM cannot import the catalogue (it depends on
+numpy alone), hence the copy. Custom ops registered with ``dynshape.register_op`` get their
+schema registered with their kernel (``register_attr_schema``); a kernel registered with
+``vm.register_kernel`` alone has none, and its attributes are only checked to be JSON-like.
 """
 
 from __future__ import annotations
@@ -162,6 +162,10 @@ _BASIC: dict[str, Check] = {
 }
 
 
+def _choice(choices: frozenset[str]) -> Check:
+    return lambda v: isinstance(v, str) and v in choices
+
+
 def kind_check(kind: str) -> Check:
     """The predicate of a kind's text (see the module doc); raises KernelRegistryError for a
     kind this module does not know."""
@@ -175,7 +179,7 @@ def kind_check(kind: str) -> Check:
             checks.append(_BASIC[part])
         elif part.startswith("'"):
             choices = frozenset(c.strip().strip("'") for c in part.split("|"))
-            checks.append(lambda v, choices=choices: isinstance(v, str) and v in choices)
+            checks.append(_choice(choices))
         else:
             raise KernelRegistryError(f"unknown attribute kind {part!r} in {kind!r}")
     check = checks[0] if len(checks) == 1 else (lambda v: any(c(v) for c in checks))
