@@ -30,6 +30,22 @@ class ParseError(IRError):
         self.span = span
         text = f"{span}: {message}"
         if source_line is not None:
-            caret = " " * (span.column - 1) + "^"
-            text = f"{text}\n  {source_line}\n  {caret}"
+            shown, column = _window(source_line, span.column)
+            caret = " " * (column - 1) + "^"
+            text = f"{text}\n  {shown}\n  {caret}"
         DynShapeError.__init__(self, text)
+
+
+_WIDTH = 100
+
+
+def _window(line: str, column: int) -> tuple[str, int]:
+    """At most about ``_WIDTH`` characters of ``line`` around ``column`` (a deeply nested
+    program can be one line of megabytes), and the column within them."""
+    if len(line) <= _WIDTH:
+        return line, column
+    start = max(0, column - 1 - _WIDTH // 2)
+    end = min(len(line), start + _WIDTH)
+    prefix = "..." if start else ""
+    shown = prefix + line[start:end] + ("..." if end < len(line) else "")
+    return shown, column - start + len(prefix)

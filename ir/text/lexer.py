@@ -108,8 +108,8 @@ _CLOSE = frozenset({")", "]", "}"})
 def too_deep_text() -> str:
     """The error for text with more than ``MAX_NESTING`` brackets open at once."""
     return (
-        f"nested more than {MAX_NESTING} levels deep (the nesting limit, ir.MAX_NESTING: "
-        f"at most {MAX_NESTING} brackets '(', '[', '{{' open at once); {ADVICE}"
+        f"nested too deeply: more than {MAX_NESTING} levels (the nesting limit, "
+        f"ir.MAX_NESTING: at most {MAX_NESTING} brackets '(', '[', '{{' open at once); {ADVICE}"
     )
 
 

@@ -1,0 +1,172 @@
+"""The nesting limit (ir.MAX_NESTING): deep programs work below it and fail fast above it."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import ir
+from ir import MAX_NESTING, IRError, ParseError, call, function, nesting_depth
+from ir.text.printer import expr_to_text, module_to_text
+
+HEAD = "def @main(%x: Tensor[(n,), float32]) -> Tensor[(n,), float32] {"
+TOO_DEEP = f"nested too deeply.*more than {MAX_NESTING} levels.*MAX_NESTING.*let"
+
+
+def _x() -> ir.Var:
+    return ir.Var("x", ir.TensorType((ir.sym("n"),), "float32"))
+
+
+def nested_text(levels: int) -> str:
+    """``add(add(...add(%x, 1f)..., 1f), 1f)``: ``levels`` calls written inside each other."""
+    return f"{HEAD}\n  " + "add(" * levels + "%x" + ", 1f)" * levels + "\n}"
+
+
+def chain_text(levels: int) -> str:
+    """``levels`` graph bindings, each using the one before: no brackets nest, the IR does."""
+    lines = [HEAD, "  %0 = add(%x, 1f);"]
+    lines += [f"  %{i} = add(%{i - 1}, 1f);" for i in range(1, levels)]
+    return "\n".join([*lines, f"  %{levels - 1}", "}"])
+
+
+def api_chain(levels: int) -> tuple[ir.Var, ir.Expr]:
+    x = _x()
+    e: ir.Expr = x
+    for _ in range(levels):
+        e = call("negative", e)
+    return x, e
+
+
+def timed(f, *args):  # type: ignore[no-untyped-def]
+    start = time.perf_counter()
+    try:
+        return f(*args)
+    finally:
+        elapsed = time.perf_counter() - start
+        assert elapsed < 1.0, f"took {elapsed:.2f}s"
+
+
+def test_nesting_counts_levels_and_not_let_bodies() -> None:
+    x, e = api_chain(5)
+    assert nesting_depth(x) == 1
+    assert nesting_depth(e) == 6
+    c = ir.Var("c", ir.scalar("bool"))
+    assert nesting_depth(ir.If(c, e, x)) == 7
+    body: ir.Expr = x
+    for i in range(1000):  # a let chain is one level, however long
+        body = ir.Let(ir.Var(f"v{i}"), call("exp", x), body)
+    assert nesting_depth(body) == 3
+    assert nesting_depth(function([x], ir.Let(ir.Var("v"), e, x))) == 8
+
+
+def test_text_nested_just_below_the_limit_parses_and_prints() -> None:
+    m = ir.parse(nested_text(MAX_NESTING - 2))  # the function is nested 10,000 levels: the limit
+    assert nesting_depth(m.main) == MAX_NESTING
+    assert ir.structurally_equal(ir.parse(module_to_text(m)), m)
+
+
+def test_text_nested_above_the_limit_is_a_fast_parse_error_at_the_bracket() -> None:
+    text = nested_text(MAX_NESTING + 1)
+    with pytest.raises(ParseError, match=TOO_DEEP) as info:
+        timed(ir.parse, text)
+    # The body's '{' and 9,999 'add(' are open: the 10,000th 'add(' opens one too many.
+    assert (info.value.line, info.value.column) == (2, 3 + 4 * (MAX_NESTING - 1) + 3)
+    assert "brackets" in info.value.message
+
+
+def test_graph_bindings_nested_above_the_limit_are_a_parse_error_at_the_binding() -> None:
+    start = time.perf_counter()
+    assert nesting_depth(ir.parse(chain_text(MAX_NESTING - 2)).main) == MAX_NESTING
+    below = time.perf_counter() - start
+    text = chain_text(MAX_NESTING + 5)
+    start = time.perf_counter()
+    with pytest.raises(ParseError, match=TOO_DEEP) as info:
+        ir.parse(text)
+    # Reading 10,000 lines is most of it (about 0.1 ms a line); the check adds little.
+    assert time.perf_counter() - start < below + 1.0
+    assert "in @main" in info.value.message
+    # %k is nested k + 2 levels (%x and 1f are one level): %9999 is the first beyond.
+    assert info.value.line == 2 + MAX_NESTING - 1
+    assert info.value.source_line == f"  %{MAX_NESTING - 1} = add(%{MAX_NESTING - 2}, 1f);"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param("(" * (MAX_NESTING + 1) + "%x" + ",)" * (MAX_NESTING + 1), id="tuples"),
+        pytest.param("{ " * (MAX_NESTING + 1) + "%x" + " }" * (MAX_NESTING + 1), id="blocks"),
+        pytest.param(
+            "if (True) { " * (MAX_NESTING + 1) + "%x" + " } else { %x }" * (MAX_NESTING + 1),
+            id="ifs",
+        ),
+    ],
+)
+def test_other_nestings_above_the_limit_are_fast_parse_errors(text: str) -> None:
+    with pytest.raises(ParseError, match=TOO_DEEP):
+        timed(ir.parse, f"{HEAD}\n  {text}\n}}")
+
+
+def test_deep_dims_and_negations_do_not_recurse_out() -> None:
+    depth = MAX_NESTING + 1
+    with pytest.raises(ParseError, match=TOO_DEEP):
+        timed(ir.parse_type, "Tensor[(" + "(" * depth + "n" + ")" * depth + ",), float32]")
+    ty = ir.parse_type("Tensor[(" + "(" * 1000 + "n + 1" + ")" * 1000 + ",), float32]")
+    assert ty == ir.TensorType((ir.sym("n") + 1,), "float32")
+    ty = ir.parse_type("Tensor[(n + " + "- " * 50_000 + "1,), float32]")  # even: + 1
+    assert ty == ir.TensorType((ir.sym("n") + 1,), "float32")
+
+
+def test_api_built_programs_at_and_above_the_limit() -> None:
+    x, below = api_chain(MAX_NESTING - 1)
+    ir.check_nesting(below)
+    y, again = api_chain(MAX_NESTING - 2)  # the function adds a level
+    x2, fewer = api_chain(MAX_NESTING - 3)
+    assert ir.structurally_equal(function([x], below.args[0]), function([y], again))  # type: ignore[attr-defined]
+    assert not ir.structurally_equal(function([y], again), function([x2], fewer))
+    assert ir.ExprMutator().visit(function([x], below)).body is below  # type: ignore[attr-defined]
+    assert expr_to_text(below).count("\n") == MAX_NESTING - 2
+    _, above = api_chain(MAX_NESTING)
+    for check in (
+        lambda: ir.check_nesting(above, "the chain"),
+        lambda: ir.structurally_equal(above, above),
+        lambda: expr_to_text(above),
+        lambda: module_to_text(ir.Module({"main": function([x], above)})),
+    ):
+        with pytest.raises(IRError, match=TOO_DEEP):
+            timed(check)
+    with pytest.raises(IRError, match="nested too deeply in the chain"):
+        ir.check_nesting(above, "the chain")
+
+
+def test_a_100000_let_chain_is_one_level_and_is_walked_iteratively() -> None:
+    x = _x()
+    body: ir.Expr = x
+    for i in range(100_000):
+        body = ir.Let(ir.Var(f"v{i}"), call("exp", x), body)
+    start = time.perf_counter()
+    assert nesting_depth(body) == 3
+    assert time.perf_counter() - start < 2.0  # linear: about a microsecond per node
+    fn = function([x], body)
+    seen: list[ir.Let] = []
+
+    class Lets(ir.ExprVisitor):
+        pass
+
+    class Count(ir.ExprVisitor):
+        def visit_call(self, c: ir.Call) -> None:
+            seen.append(c)  # type: ignore[arg-type]
+            super().visit_call(c)
+
+    Lets().visit(fn)
+    Count().visit(fn)
+    assert len(seen) == 100_000
+
+    class Rename(ir.ExprMutator):
+        def visit_var(self, var: ir.Var) -> ir.Expr:
+            return ir.Var(var.name_hint + "_", var.type_annotation)
+
+    renamed = Rename().visit(fn)
+    assert ir.structurally_equal(renamed, fn)
+    assert not ir.structurally_equal(renamed.body, fn.body)  # type: ignore[attr-defined]
+    assert ir.ExprMutator().visit(fn) is fn
