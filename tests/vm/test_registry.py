@@ -50,10 +50,28 @@ def test_user_kernel_for_a_new_op_and_duplicate_registration():
         Executable.from_bytes(data)
 
 
-def test_bad_attributes_fail_when_the_vm_is_built():
+def test_bad_attributes_are_refused_before_a_vm_binds_them():
     asm = Assembler()
     asm.kernel("clip", {"a_min": 0.0}, num_inputs=1)  # a_max missing
     f = asm.function("main", [])
     f.ret(f.load_int(0))
-    with pytest.raises(vm.VMError, match="kernel 0 \\(clip\\): cannot bind its attributes"):
+    with pytest.raises(
+        vm.FormatError, match="kernel 0 \\(clip\\): attribute\\(s\\) 'a_max' missing"
+    ):
+        asm.build()
+
+
+def test_a_factory_that_refuses_its_attributes_fails_when_the_vm_is_built():
+    name = "test_registry.picky"
+    if not vm.has_kernel(name):
+
+        @vm.register_kernel(name)
+        def _picky(attrs):
+            raise AttributeError("no such mode")  # whatever a factory raises
+
+    asm = Assembler()
+    asm.kernel(name, {"mode": "x"}, num_inputs=1)
+    f = asm.function("main", [])
+    f.ret(f.load_int(0))
+    with pytest.raises(vm.VMError, match=r"kernel 0 \(test_registry.picky\): cannot bind its attr"):
         VirtualMachine(asm.build())
