@@ -80,7 +80,12 @@ def _accumulating_reducer(fn: Callable[..., Any]) -> Callable[[Mapping[str, Any]
     return factory
 
 
-for _name, _fn in [("sum", np.sum), ("mean", np.mean), ("prod", np.prod)]:
+_ACCUMULATING: list[tuple[str, Callable[..., Any]]] = [
+    ("sum", np.sum),
+    ("mean", np.mean),
+    ("prod", np.prod),
+]
+for _name, _fn in _ACCUMULATING:
     register_kernel(_name)(_accumulating_reducer(_fn))
 for _name, _fn in [("max", np.max), ("min", np.min)]:  # exact in any dtype
     register_kernel(_name)(_reducer(_fn))
