@@ -33,7 +33,11 @@ Outcomes: ``ok`` (loaded and ran), ``refused`` (a project error at load; its *st
 deep the mutant got: header, crc, json, decode, validate, kinds), ``run_error`` (a project error
 while building the VM or running), ``FOREIGN`` (any other exception), ``OOB`` (a view outside
 its storage was made or returned), ``CRASH``, ``HANG`` (no report within the timeout, or a load
-over 2 s, or a run over its 2 s timeout by more than a second).
+over 2 s, or a run over its 2 s timeout by more than a second), ``MEMORY`` (the worker's peak
+RSS grew past ``memory_limit`` + 512 MiB: memory the VM's limit does not bound; the worker is
+restarted after it). Two *crafted* kinds go beyond mutation: ``deep_tuple`` (``main`` nests a
+tuple thousands deep in straight-line code) and ``frame_blowup`` (``main`` recursing with a
+register file of up to 2^20 slots).
 
 Script: ``python tests/vm/loader_fuzz.py --count 100000 --seed 1`` prints a table by outcome and
 by kind and each FOREIGN/OOB/CRASH/HANG with a reproducer; ``--replay SEED:INDEX`` runs one
@@ -74,6 +78,8 @@ RUN_TIMEOUT = 2.0
 SLOW_LOAD = 2.0
 #: Address space of a worker: a runaway allocation fails with MemoryError instead of the OOM killer.
 WORKER_ADDRESS_SPACE = 4 << 30
+#: Memory a mutant may make the worker take beyond ``MEMORY_LIMIT`` (peak RSS) before MEMORY.
+MEMORY_SLACK = 512 << 20
 
 # ---- corpus ------------------------------------------------------------------------------------
 
@@ -1188,6 +1194,40 @@ def g_header(rng: random.Random, meta: Any, seed: Seed) -> list[list[Any]]:
     return [["header", rng.randrange(8), "<B", rng.randrange(256)]]
 
 
+def _main_index(meta: Any) -> int:
+    names = [f["name"] for f in meta["functions"]]
+    return names.index("main") if "main" in names else 0
+
+
+def g_deep_tuple(rng: random.Random, meta: Any, seed: Seed) -> list[list[Any]]:
+    """Crafted: ``main`` nests a tuple N deep in straight-line code and returns it."""
+    fi = _main_index(meta)
+    n = rng.choice([500, 3000, 20000, 60000])
+    code = [[10, {"r": 0}, [{"r": 0}]]] * n + [[14, {"r": 0}]]
+    return [["set", ["functions", fi, "code"], code]]
+
+
+def g_frame_blowup(rng: random.Random, meta: Any, seed: Seed) -> list[list[Any]]:
+    """Crafted: ``main`` calls itself (a branch that never runs returns), with a large register
+    file: every frame is ``num_registers`` slots, whatever the code uses."""
+    fi = _main_index(meta)
+    f = meta["functions"][fi]
+    k = len(f["params"])
+    args = [{"r": i} for i in range(k)]
+    code = [
+        [2, {"r": k}, 1],
+        [13, {"r": k}, 4],
+        [3, {"r": k + 1}, fi, args],
+        [14, {"r": k + 1}],
+        [14, {"r": 0}],
+    ]
+    nregs = rng.choice([2**12, 2**16, 2**18, 2**20])
+    return [
+        ["set", ["functions", fi, "code"], code],
+        ["set", ["functions", fi, "num_registers"], nregs],
+    ]
+
+
 def g_blob_values(rng: random.Random, meta: Any, seed: Seed) -> list[list[Any]]:
     """Constants' bytes overwritten with extreme values (CRC fixed): they load, then run."""
     consts = meta["constants"]
@@ -1250,6 +1290,8 @@ KINDS: dict[str, tuple[Gen, float]] = {
     "truncate_fixed": (g_truncate_fixed, 1),
     "header": (g_header, 1),
     "blob_values": (g_blob_values, 3),
+    "deep_tuple": (g_deep_tuple, 0.5),
+    "frame_blowup": (g_frame_blowup, 0.5),
 }
 
 
@@ -1358,6 +1400,12 @@ class _Checks:
             return out
 
         vm.kernels.nn.as_strided = checked_as_strided
+
+
+def _peak_rss() -> int:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def _selftest_oob() -> None:
@@ -1569,6 +1617,7 @@ def worker_main(
     selftest = dict(
         tuple(x.split(":")) for x in os.environ.get("LOADER_FUZZ_SELFTEST", "").split(",") if x
     )
+    peak_limit = _peak_rss() + MEMORY_LIMIT + MEMORY_SLACK
     for i in range(start, end):
         if selftest.get("crash") == str(i):
             os.abort()
@@ -1587,10 +1636,23 @@ def worker_main(
         except MemoryError as e:  # the worker's own address-space limit
             res = _foreign("worker", e)
         res.update(index=i, seed=mut["seed"], kind=mut["kind"], time=time.perf_counter() - t0)
-        if res["outcome"] in ("FOREIGN", "OOB", "HANG"):
+        peak = _peak_rss()
+        if peak > peak_limit and res["outcome"] not in ("FOREIGN", "OOB", "HANG"):
+            # The process's peak is what the OS measures: start a fresh worker after this one.
+            res = {
+                **res,
+                "outcome": "MEMORY",
+                "message": f"peak RSS {peak >> 20} MiB, beyond memory_limit "
+                f"({MEMORY_LIMIT >> 20} MiB) + {MEMORY_SLACK >> 20} MiB: "
+                f"{res['outcome']} {res.get('type', '')} {res.get('message', '')[:200]}",
+                "restart": True,
+            }
+        if res["outcome"] in ("FOREIGN", "OOB", "HANG", "MEMORY"):
             res["edits"] = describe(mut["edits"])
         out.write(json.dumps(res) + "\n")
         out.flush()
+        if res.get("restart"):
+            return
 
 
 # ---- the parent --------------------------------------------------------------------------------
@@ -1622,11 +1684,11 @@ class Report:
         self.by_kind.setdefault(res.get("kind", "?"), Counter())[o] += 1
         self.by_seed.setdefault(res.get("seed", "?"), Counter())[o] += 1
         self.slowest = max(self.slowest, res.get("time", 0.0))
-        if o in ("FOREIGN", "OOB", "CRASH", "HANG"):
+        if o in ("FOREIGN", "OOB", "CRASH", "HANG", "MEMORY"):
             self.findings.append(res)
 
     def table(self) -> str:
-        cols = ["ok", "refused", "run_error", "FOREIGN", "OOB", "CRASH", "HANG"]
+        cols = ["ok", "refused", "run_error", "FOREIGN", "OOB", "CRASH", "HANG", "MEMORY"]
         rate = self.count / self.elapsed if self.elapsed else 0.0
         lines = [
             f"{self.count} mutations (seed {self.seed}) in {self.elapsed:.1f} s "
@@ -1713,6 +1775,7 @@ def run_fuzz(
             sel.register(proc.stdout, selectors.EVENT_READ)
             buf = b""
             failure: str | None = None
+            restart = False
             # The first mutation also waits for the worker's start-up (imports, corpus).
             limit = timeout + 30.0
             last = time.monotonic()
@@ -1727,7 +1790,7 @@ def run_fuzz(
                     continue
                 chunk = os.read(proc.stdout.fileno(), 1 << 16)
                 if not chunk:
-                    failure = "CRASH"
+                    failure = "restart" if restart else "CRASH"
                     break
                 buf += chunk
                 while b"\n" in buf:
@@ -1735,7 +1798,8 @@ def run_fuzz(
                     res = json.loads(line)
                     assert res["index"] == nxt, (res["index"], nxt)
                     res["run_seed"] = seed
-                    if res["outcome"] in ("FOREIGN", "OOB", "HANG"):
+                    restart = bool(res.pop("restart", False))
+                    if res["outcome"] in ("FOREIGN", "OOB", "HANG", "MEMORY"):
                         _save(res, seeds, findings_dir)
                     report.add(res)
                     nxt += 1
@@ -1771,6 +1835,8 @@ def run_fuzz(
                 _save(res, seeds, findings_dir)
                 report.add(res)
                 nxt += 1
+                report.restarts += 1
+            elif failure == "restart":
                 report.restarts += 1
             elif failure == "deadline":
                 break
@@ -1868,7 +1934,7 @@ def main(argv: list[str] | None = None) -> int:
         args.run_timeout,
     )
     print(report.table())
-    bad = sum(report.outcomes[o] for o in ("FOREIGN", "OOB", "CRASH", "HANG"))
+    bad = sum(report.outcomes[o] for o in ("FOREIGN", "OOB", "CRASH", "HANG", "MEMORY"))
     return 1 if bad else 0
 
 
