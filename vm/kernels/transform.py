@@ -171,11 +171,18 @@ def tile(attrs: Mapping[str, Any]) -> Kernel:
     return kernel
 
 
+#: Below this many repeats of the innermost axis, ``repeat`` uses ``np.repeat`` (see there).
+_BROADCAST_MIN = 16
+
+
 @register_kernel("repeat")
 def repeat(attrs: Mapping[str, Any]) -> Kernel:
-    """``np.repeat`` with one count, without its temporary: the output seen with the count as
-    an extra axis after ``axis`` takes the input broadcast along it (``axis=None`` repeats the
-    flattened input; a non-contiguous input is then flattened into a copy of its size)."""
+    """``np.repeat`` with one count. The output seen with the count as an extra axis after
+    ``axis`` takes the input broadcast along it, with no temporary; except when that extra axis
+    would be the innermost and short (the last axis, or ``axis=None``, repeated under
+    ``_BROADCAST_MIN`` times), where ``np.repeat``'s own copy is twice as fast and the temporary
+    it builds is the output's size (checked first). ``axis=None`` flattens the input (a copy of
+    its size if it is not contiguous)."""
     repeats, axis = attrs["repeats"], attrs["axis"]
     if not isinstance(repeats, int):  # one count (a sequence would multiply the shape tuple)
         raise TypeError(f"repeat: repeats must be an int, got {repeats!r}")
@@ -195,7 +202,10 @@ def repeat(attrs: Mapping[str, Any]) -> Kernel:
                 f"repeat: {repeats} repeats along axis {axis} of input shape {x.shape} give "
                 f"shape {shape}, but the output is {out.shape}"
             )
-        np.copyto(out.reshape((*lead, repeats, *rest)), x.reshape((*lead, 1, *rest)))
+        if rest or repeats >= _BROADCAST_MIN:
+            np.copyto(out.reshape((*lead, repeats, *rest)), x.reshape((*lead, 1, *rest)))
+        else:
+            np.copyto(out, np.repeat(x, repeats, axis=axis).reshape(out.shape))
 
     return kernel
 
