@@ -365,6 +365,11 @@ def @main(%x: Tensor[(n, m), float16]) -> Tensor[(m,), float16] {
   sum(%x, axis=0)
 }
 """
+FUSED_SUM = """
+def @main(%x: Tensor[(n, m), float16]) -> Tensor[(m,), float16] {
+  nn.relu(sum(%x, axis=0))
+}
+"""
 SOFTMAX = """
 def @main(%x: Tensor[(n, m), float16]) -> Tensor[(n, m), float16] {
   nn.softmax(%x)
@@ -397,6 +402,10 @@ def test_end_to_end_mean_keeps_precision_along_the_batch_axis():
     ref = interpret(SUM, x)
     assert_rounded_once(np.asarray(got), x.astype(np.float64).sum(axis=0))
     np.testing.assert_array_equal(ref, got)
+    # the reduction as the anchor of a fused kernel (relu its epilogue): the same kernel runs
+    fused = ds.compile(FUSED_SUM)
+    assert [k.name for k in fused.kernels] == ["fused_sum_relu"]
+    np.testing.assert_array_equal(ds.VirtualMachine(fused).run(x), got)
 
 
 def test_end_to_end_layer_norm_and_softmax():
