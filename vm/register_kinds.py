@@ -329,6 +329,9 @@ class _Checker:
             regs[ops[0].index] = TENSOR
         elif op == Op.TUPLE:
             fields = [self.read(pc, regs, a, f"field {i}") for i, a in enumerate(ops[1])]
+            if any(f.name == "tuple" and _depth(f) >= MAX_TUPLE_DEPTH for f in fields):
+                # Deeper tuples would make hand-over and the sanitizer recurse per level.
+                raise self.fail(pc, f"tuples nest deeper than {MAX_TUPLE_DEPTH} levels")
             regs[ops[0].index] = _tuple_of(fields)
         elif op == Op.GET_ITEM:
             k = self.need(pc, regs, ops[1], "source", ("tuple", "shape", "shapes"))
