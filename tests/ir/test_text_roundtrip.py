@@ -14,7 +14,7 @@ from ir.text import module_to_text
 
 HERE = Path(__file__).parent
 CORPUS = sorted((HERE / "corpus").glob("*.txt"))
-SEED = HERE.parents[2] / "shared" / "seed" / "before.txt"
+SEED = HERE.parent / "fixtures" / "seed_before.txt"  # the seed program, kept in the repo
 
 
 def check_round_trip(m: ir.Module) -> str:
