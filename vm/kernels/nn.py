@@ -14,7 +14,7 @@ float64 take the direct path, without copies.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -75,15 +75,22 @@ def softmax(attrs: Mapping[str, Any]) -> Kernel:
     max and sum)."""
     axis = attrs["axis"]
 
+    return _along_axis(_softmax, axis)
+
+
+def _along_axis(fn: Callable[[np.ndarray, int, np.ndarray], None], axis: int) -> Kernel:
+    """The kernel running ``fn(x, axis, out)``; float16 is computed in float32 and rounded once
+    into ``out``."""
+
     def kernel(x: np.ndarray, out: np.ndarray) -> None:
         if x.size == 0:
             return
         if x.dtype == F16:
-            t = x.astype(np.float32)  # computed in float32, rounded once into out
-            _softmax(t, axis, t)
+            t = x.astype(np.float32)
+            fn(t, axis, t)
             np.copyto(out, t)
         else:
-            _softmax(x, axis, out)
+            fn(x, axis, out)
 
     return kernel
 
@@ -100,17 +107,7 @@ def log_softmax(attrs: Mapping[str, Any]) -> Kernel:
     exponentials needs one temporary of the input's size."""
     axis = attrs["axis"]
 
-    def kernel(x: np.ndarray, out: np.ndarray) -> None:
-        if x.size == 0:
-            return
-        if x.dtype == F16:
-            t = x.astype(np.float32)  # computed in float32, rounded once into out
-            _log_softmax(t, axis, t)
-            np.copyto(out, t)
-        else:
-            _log_softmax(x, axis, out)
-
-    return kernel
+    return _along_axis(_log_softmax, axis)
 
 
 def _log_softmax(x: np.ndarray, axis: int, out: np.ndarray) -> None:

@@ -81,10 +81,14 @@ class Allocator:
 
     def detach(self, storage: Storage) -> None:
         """Forget ``storage`` without reusing it: its memory now belongs to the caller."""
+        self._forget(storage, "detached")
+
+    def _forget(self, storage: Storage, counter: str) -> None:
+        """Stop counting ``storage`` as live or held, and count it under ``counter``."""
         self._acquire()
         try:
             s = self.stats
-            s.detached += 1
+            setattr(s, counter, getattr(s, counter) + 1)
             s.live_bytes -= storage.capacity
             s.bytes_held -= storage.capacity
         finally:
@@ -164,14 +168,7 @@ class NaiveAllocator(Allocator):
             self._release()
 
     def free(self, storage: Storage) -> None:
-        self._acquire()
-        try:
-            s = self.stats
-            s.frees += 1
-            s.live_bytes -= storage.capacity
-            s.bytes_held -= storage.capacity
-        finally:
-            self._release()
+        self._forget(storage, "frees")
 
 
 class PooledAllocator(Allocator):
