@@ -52,6 +52,10 @@ from .sanitizer import MemorySanitizer
 OUTPUT_POLICIES = ("auto", "copy", "transfer")
 #: The default bound on steps (backward jumps, calls and tail calls) of one run: minutes of work.
 DEFAULT_MAX_STEPS = 100_000_000
+#: The most registers all frames of one run may hold together (32 MB of references): a file may
+#: give a function up to ``MAX_REGISTERS`` registers, so the call depth alone does not bound the
+#: stack's memory.
+MAX_STACK_REGISTERS = 1 << 22
 
 
 class _Instance:
@@ -144,6 +148,7 @@ class VirtualMachine:
             Kind.FUNC: [f.name for f in exe.functions],
         }
         self._pads = [[None] * (f.num_registers - len(f.params)) for f in exe.functions]
+        self._frame_sizes = [f.num_registers for f in exe.functions]
         self._checkers = [arguments_checker(f) for f in exe.functions]
         self._index = {f.name: i for i, f in enumerate(exe.functions)}
         # What _storage_refs counts for a storage only ``live`` holds (measured, not assumed).
@@ -239,6 +244,8 @@ class VirtualMachine:
         # Steps left before the run is stopped; the clock is read only if a timeout is set.
         budget = self.max_steps if self.max_steps is not None else 1 << 62
         deadline = perf_counter() + self.timeout if self.timeout is not None else None
+        sizes = self._frame_sizes
+        held = sizes[fidx]  # registers of all frames on the stack (see MAX_STACK_REGISTERS)
         try:
             while True:
                 pc = code[pc](regs)
@@ -246,14 +253,21 @@ class VirtualMachine:
                     if pc == CALL:
                         callee, argv, dst, ret_pc = state[0]
                         state[0] = None
+                        pc = ret_pc - 1  # an error below names the call instruction
                         if len(stack) >= self.max_call_depth:
                             raise VMError(f"call depth exceeds {self.max_call_depth} frames")
+                        held += sizes[callee]
+                        if held > MAX_STACK_REGISTERS:
+                            raise VMError(self._stack_full(callee, len(stack)))
                         stack.append((code, regs, dst, ret_pc, fidx))
                         fidx, code, pc = callee, codes[callee], 0
                         regs = argv + self._pads[callee]
                     elif pc == TAIL:
                         callee, argv = state[0]
                         state[0] = None
+                        held += sizes[callee] - sizes[fidx]
+                        if held > MAX_STACK_REGISTERS:
+                            raise VMError(self._stack_full(callee, len(stack)))
                         fidx, code, pc = callee, codes[callee], 0
                         regs = argv + self._pads[callee]  # the replaced frame's registers go
                         if live:
@@ -262,6 +276,7 @@ class VirtualMachine:
                         pc, state[0] = state[0], None
                     elif stack:
                         value = state[0]
+                        held -= sizes[fidx]
                         code, regs, dst, pc, fidx = stack.pop()
                         regs[dst] = value
                     else:
@@ -301,6 +316,12 @@ class VirtualMachine:
                 "max_steps, or pass None"
             )
         return StepLimitError(f"the run exceeded its timeout of {self.timeout} s")
+
+    def _stack_full(self, callee: int, depth: int) -> str:
+        return (
+            f"calling {self.exe.functions[callee].name!r} at call depth {depth} would make the "
+            f"frames hold more than {MAX_STACK_REGISTERS} registers: a recursion that does not end?"
+        )
 
     def _sweep(self, live: dict[int, Storage]) -> None:
         """Free this call's storages that nothing can reach any more: no register of any frame

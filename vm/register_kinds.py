@@ -18,11 +18,19 @@ operand needs, is a ``FormatError`` naming the function, the instruction, the op
 kinds. Function results are derived the same way, to a fixed point over the call graph, so a
 ``call``'s destination has its callee's result kind.
 
+Tuple kinds carry bounds, kept through every merge (also into ``mixed``): the most levels a value
+of the kind can nest (``depth``) and the most values it holds, counting repeats (``nodes``). A
+``tuple`` instruction that could build a value beyond ``MAX_TUPLE_DEPTH`` levels or
+``MAX_TUPLE_NODES`` values is refused: otherwise a loop ``%r = tuple(%r)`` nests a value once per
+iteration, or ``%r = tuple(%r, %r)`` doubles it, and handing it back to the caller would walk
+2**steps values; it also keeps the analysis itself from walking such kinds.
+
 The analysis is linear in the code for the straight-line and forward-branching code the compiler
-emits (one visit per instruction, one copy of the register kinds per branch); loops iterate to
-a fixed point, which the small lattice reaches in a few rounds. Its work is bounded
-(``MAX_WORK`` register-kind entries copied or merged per function), so no file can make the
-loader slow: a function beyond the bound is refused.
+emits (one visit per instruction, one copy of the register kinds per branch) and analyses each
+function once when callees come first; loops iterate to a fixed point, which the small lattice
+reaches in a few rounds. Its work is bounded for the whole executable (``MAX_WORK`` units: an
+instruction visited, a register kind copied, merged or compared), so no file can make the loader
+slow: an executable beyond the bound is refused.
 """
 
 from __future__ import annotations
@@ -39,10 +47,17 @@ from .executable import Executable, TensorSpec, TupleSpec, TypeSpec
 from .fused import FusedKernel
 from .isa import Instruction, Op, Reg, format_instruction
 
-#: Most register-kind entries the analysis may copy or merge for one function.
-MAX_WORK = 1 << 26
-#: Deepest nesting of tuple kinds tracked; deeper tuples are still tuples, of unknown fields.
+#: Most work units (instructions visited, register kinds copied, merged or compared) the
+#: analysis may spend on one executable: about a second or two of loading at worst.
+MAX_WORK = 1 << 27
+#: Work units charged for visiting one instruction, and per register for a merge that differs
+#: (a unit is about one kind copied or compared in C; measured, see design/vm.md).
+STEP_WORK = 32
+SLOW_MERGE = 8
+#: Deepest nesting of tuples a ``tuple`` instruction may build.
 MAX_TUPLE_DEPTH = 8
+#: Most values (a tuple and everything in it, counting repeats) a ``tuple`` instruction may build.
+MAX_TUPLE_NODES = 1 << 14
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,9 +71,13 @@ class RegKind:
     """The kind of each field of a tuple (None: a tuple of unknown fields)."""
     size: int | None = None
     """The bytes of a storage allocated with an immediate size; the pc of a ``kill``."""
+    depth: int = 0
+    """The most tuple levels a value of this kind can nest (a bound, also for ``mixed``)."""
+    nodes: int = 1
+    """The most values a value of this kind holds, itself included, counting repeats."""
 
     def __str__(self) -> str:
-        if self.name == "tuple" and self.fields is not None:
+        if self.name == "tuple" and self.fields is not None and self.nodes <= 32:
             return "tuple(" + ", ".join(str(f) for f in self.fields) + ")"
         if self.name == "storage" and self.size is not None:
             return f"storage of {self.size} bytes"
@@ -71,7 +90,6 @@ SHAPES = RegKind("shapes")
 TENSOR = RegKind("tensor")
 STORAGE = RegKind("storage")
 MIXED = RegKind("mixed")
-ANY_TUPLE = RegKind("tuple")
 #: Kinds a ``val`` operand may read: an int, a shape function's item (an int or a shape,
 #: checked when used), or a tensor (a 0-d integer array computes like an int; anything else
 #: fails when used, with a located error).
@@ -91,36 +109,38 @@ def join(a: RegKind | None, b: RegKind | None) -> RegKind | None:
         if a.name == "storage":
             return STORAGE
         if a.name == "tuple":
-            if a.fields is None or b.fields is None or len(a.fields) != len(b.fields):
-                return ANY_TUPLE
-            fields = tuple(join(x, y) for x, y in zip(a.fields, b.fields, strict=True))
-            if any(f is None for f in fields):
-                return ANY_TUPLE
-            return RegKind("tuple", fields)  # type: ignore[arg-type]
+            if a.fields is not None and b.fields is not None and len(a.fields) == len(b.fields):
+                fields = [join(x, y) for x, y in zip(a.fields, b.fields, strict=True)]
+                if all(f is not None for f in fields):
+                    return _tuple_of(fields)  # type: ignore[arg-type]
+            return _bounded("tuple", a, b)
+        if a.name == "mixed":
+            return _bounded("mixed", a, b)
         return a
-    return MIXED
+    return _bounded("mixed", a, b)
 
 
-def spec_kind(spec: TypeSpec, depth: int = 0) -> RegKind:
-    """The kind of a value of a parameter or result type."""
+def _bounded(name: str, a: RegKind, b: RegKind) -> RegKind:
+    """A tuple of unknown fields, or a mixed kind, keeping the bounds of both ``a`` and ``b``."""
+    depth, nodes = max(a.depth, b.depth), max(a.nodes, b.nodes)
+    if depth == 0 and name == "mixed":
+        return MIXED
+    return RegKind(name, depth=depth, nodes=nodes)
+
+
+def spec_kind(spec: TypeSpec) -> RegKind:
+    """The kind of a value of a parameter or result type (a spec is a tree the file spells out,
+    so this is linear in the file)."""
     if isinstance(spec, TensorSpec):
         return TENSOR
     assert isinstance(spec, TupleSpec)
-    if depth >= MAX_TUPLE_DEPTH:
-        return ANY_TUPLE
-    return RegKind("tuple", tuple(spec_kind(f, depth + 1) for f in spec.fields))
+    return _tuple_of([spec_kind(f) for f in spec.fields])
 
 
 def _tuple_of(fields: Sequence[RegKind]) -> RegKind:
-    if any(f.name == "tuple" and _depth(f) >= MAX_TUPLE_DEPTH for f in fields):
-        return ANY_TUPLE
-    return RegKind("tuple", tuple(fields))
-
-
-def _depth(k: RegKind) -> int:
-    if k.name != "tuple" or k.fields is None:
-        return 0
-    return 1 + max((_depth(f) for f in k.fields), default=0)
+    """The kind of a tuple of values of kinds ``fields``, with its bounds."""
+    depth = 1 + max((f.depth for f in fields), default=0)
+    return RegKind("tuple", tuple(fields), depth=depth, nodes=1 + sum(f.nodes for f in fields))
 
 
 def _matches(value: RegKind, spec: RegKind) -> bool:
@@ -136,22 +156,47 @@ def _matches(value: RegKind, spec: RegKind) -> bool:
     )
 
 
+class _Budget:
+    """The work the analysis may still spend on one executable (see ``MAX_WORK``)."""
+
+    __slots__ = ("left",)
+
+    def __init__(self) -> None:
+        self.left = MAX_WORK
+
+    def charge(self, units: int) -> None:
+        self.left -= units
+        if self.left < 0:
+            raise FormatError(
+                f"the executable is too large to validate (more than {MAX_WORK} units of "
+                "register-kind analysis: instructions visited, register kinds merged)"
+            )
+
+
 class _Checker:
     """The analysis of one function, given the result kinds of every function."""
 
     def __init__(
-        self, exe: Executable, fidx: int, results: list[RegKind | None], strict: bool
+        self,
+        exe: Executable,
+        fidx: int,
+        results: list[RegKind | None],
+        budget: _Budget,
+        strict: bool,
     ) -> None:
         self.exe, self.f, self.results = exe, exe.functions[fidx], results
+        self.budget = budget
         self.strict = strict
-        """False while function results are still being derived: failures are not raised."""
+        """False while function results are still being derived: a failure stops the analysis
+        quietly and sets ``failed``."""
+        self.failed = False
         self.result: RegKind | None = None
         self.returns = False
-        self.work = 0
 
     def fail(self, pc: int, message: str) -> Exception:
         """The error for instruction ``pc``; while not strict, a marker the caller ignores."""
         if not self.strict:
+            self.failed = True
             return _Lenient()
         ins = self.f.code[pc]
         return FormatError(
@@ -164,7 +209,7 @@ class _Checker:
             self._run()
 
     def _run(self) -> None:
-        f = self.f
+        f, charge = self.f, self.budget.charge
         n = f.num_registers
         entry: list[RegKind | None] = [None] * n
         for i, p in enumerate(f.params):
@@ -172,6 +217,7 @@ class _Checker:
         # The state at the entry of each jump target (where paths merge), and a worklist of
         # blocks to (re)visit, lowest pc first: forward code is one pass.
         merges = {ins.operands[-1] for ins in f.code if ins.op in (Op.JUMP, Op.JUMP_IF_NOT)}
+        charge(len(f.code))
         states: dict[int, list[RegKind | None]] = {0: entry}
         pending = [0]
         queued = {0}
@@ -179,10 +225,11 @@ class _Checker:
             start = heapq.heappop(pending)
             queued.discard(start)
             regs = list(states[start])
-            self._charge(n)
+            charge(n)
             pc = start
             while True:
                 ins = f.code[pc]
+                charge(STEP_WORK)
                 for t in self.step(pc, ins, regs):
                     self._flow(t, regs, states, pending, queued)
                 if ins.op in (Op.JUMP, Op.RET, Op.TAIL_CALL):
@@ -192,14 +239,6 @@ class _Checker:
                     self._flow(pc, regs, states, pending, queued)
                     break
 
-    def _charge(self, n: int) -> None:
-        self.work += n
-        if self.work > MAX_WORK:
-            raise FormatError(
-                f"function {self.f.name!r} is too large to validate "
-                f"(more than {MAX_WORK} register states)"
-            )
-
     def _flow(
         self,
         target: int,
@@ -208,15 +247,20 @@ class _Checker:
         pending: list[int],
         queued: set[int],
     ) -> None:
-        self._charge(len(regs))
+        self.budget.charge(len(regs))
         old = states.get(target)
         if old is None:
             states[target] = list(regs)
             changed = True
+        elif old == regs:  # the common case, compared in C
+            changed = False
         else:
+            self.budget.charge(SLOW_MERGE * len(regs))
             changed = False
             for i, (a, b) in enumerate(zip(old, regs, strict=True)):
                 if a is not b:
+                    if a is not None and b is not None:  # merging tuples walks them
+                        self.budget.charge(a.nodes + b.nodes)
                     j = join(a, b)
                     if j != a:
                         old[i] = j
@@ -230,7 +274,8 @@ class _Checker:
     def read(self, pc: int, regs: list[RegKind | None], r: Reg, role: str) -> RegKind:
         k = regs[r.index]
         if k is None or k.name == "killed":
-            if not self.strict:
+            if not self.strict:  # go on deriving results; the strict pass names the failure
+                self.failed = True
                 return MIXED
             if k is None:
                 raise self.fail(
@@ -248,7 +293,10 @@ class _Checker:
         self, pc: int, regs: list[RegKind | None], r: Reg, role: str, names: Sequence[str]
     ) -> RegKind:
         k = self.read(pc, regs, r, role)
-        if k.name not in names and self.strict:
+        if k.name not in names:
+            if not self.strict:
+                self.failed = True
+                return k
             raise self.fail(pc, f"{role} {r!r} holds {k}, expected {' or '.join(names)}")
         return k
 
@@ -271,6 +319,7 @@ class _Checker:
             for i, (a, p) in enumerate(zip(args, callee.params, strict=True)):
                 k = self.read(pc, regs, a, f"argument {i}")
                 want = spec_kind(p.type)
+                self.budget.charge(k.nodes + want.nodes)
                 scalar = k is INT and isinstance(p.type, TensorSpec) and p.type.shape == ()
                 if not scalar and not _matches(k, want):
                     raise self.fail(
@@ -329,10 +378,16 @@ class _Checker:
             regs[ops[0].index] = TENSOR
         elif op == Op.TUPLE:
             fields = [self.read(pc, regs, a, f"field {i}") for i, a in enumerate(ops[1])]
-            if any(f.name == "tuple" and _depth(f) >= MAX_TUPLE_DEPTH for f in fields):
-                # Deeper tuples would make hand-over and the sanitizer recurse per level.
+            k = _tuple_of(fields)
+            # Bigger tuples would make hand-over and the sanitizer walk them per value (and a
+            # loop could grow them per iteration; see the module doc).
+            if k.depth > MAX_TUPLE_DEPTH:
                 raise self.fail(pc, f"tuples nest deeper than {MAX_TUPLE_DEPTH} levels")
-            regs[ops[0].index] = _tuple_of(fields)
+            if k.nodes > MAX_TUPLE_NODES:
+                raise self.fail(
+                    pc, f"a tuple could hold {k.nodes} values (the limit is {MAX_TUPLE_NODES})"
+                )
+            regs[ops[0].index] = k
         elif op == Op.GET_ITEM:
             k = self.need(pc, regs, ops[1], "source", ("tuple", "shape", "shapes"))
             regs[ops[0].index] = self._item(pc, k, ops[2])
@@ -372,8 +427,8 @@ class _Checker:
             return INT
         if k.name == "shapes":
             return SHAPES
-        if k.fields is None:
-            return MIXED
+        if k.fields is None:  # any field: within the tuple's bounds
+            return RegKind("mixed", depth=max(k.depth - 1, 0), nodes=max(k.nodes - 1, 1))
         if not -len(k.fields) <= i < len(k.fields):
             raise self.fail(pc, f"field {i} of a tuple of {len(k.fields)} fields")
         return k.fields[i]
@@ -415,25 +470,71 @@ def check_register_kinds(exe: Executable) -> list[RegKind | None]:
     """Raise FormatError unless every operand of every instruction of ``exe`` reads a register
     that is set on every path and holds the kind its opcode needs (see the module doc); return
     the result kind of each function (None: it never returns)."""
-    results: list[RegKind | None] = [None] * len(exe.functions)
+    n = len(exe.functions)
+    results: list[RegKind | None] = [None] * n
+    budget = _Budget()
+    callers: list[set[int]] = [set() for _ in range(n)]
+    for fidx, f in enumerate(exe.functions):
+        for ins in f.code:
+            if ins.op in (Op.CALL, Op.TAIL_CALL):
+                callers[ins.operands[1 if ins.op == Op.CALL else 0]].add(fidx)
+    budget.charge(n + sum(len(c) for c in callers))
     # Function results to a fixed point first, leniently (a caller analysed before its callee
-    # sees no result yet); each round only generalises a result and the lattice is shallow, so
-    # a few rounds suffice, and a bound keeps a crafted file from cycling. Then one strict pass.
-    for _ in range(4 * MAX_TUPLE_DEPTH + 4):
-        changed = False
-        for fidx in range(len(exe.functions)):
-            c = _Checker(exe, fidx, results, strict=False)
-            c.run()
-            old = results[fidx]
-            new = c.result if old is None or c.result is None else join(old, c.result)
-            new = old if new is None else new
-            if new != results[fidx]:
-                results[fidx] = new
-                changed = True
-        if not changed:
-            break
-    else:
-        raise FormatError("function results do not settle to one kind")
-    for fidx in range(len(exe.functions)):
-        _Checker(exe, fidx, results, strict=True).run()
+    # sees no result yet), callees first so that most functions are analysed once: a function is
+    # analysed again only when a callee's result changes. Results only generalise and their
+    # lattice is shallow (bounded depth), and the budget bounds the rest.
+    rank = _callees_first(exe, callers)
+    pending = [(rank[f], f) for f in range(n)]
+    heapq.heapify(pending)
+    queued = set(range(n))
+    failed = [False] * n
+    while pending:
+        _, fidx = heapq.heappop(pending)
+        queued.discard(fidx)
+        c = _Checker(exe, fidx, results, budget, strict=False)
+        c.run()
+        failed[fidx] = c.failed
+        old = results[fidx]
+        new = c.result if old is None or c.result is None else join(old, c.result)
+        new = old if new is None else new
+        if new != old:
+            results[fidx] = new
+            for caller in callers[fidx] - queued:
+                queued.add(caller)
+                heapq.heappush(pending, (rank[caller], caller))
+    # Each function's last analysis saw the final results of its callees; one that went through
+    # without a failure is what a strict pass would find. The others are analysed again, strictly
+    # and callees first, for the message (a lenient failure is a strict one: it is deterministic).
+    for fidx in sorted(range(n), key=rank.__getitem__):
+        if failed[fidx]:
+            _Checker(exe, fidx, results, budget, strict=True).run()
     return results
+
+
+def _callees_first(exe: Executable, callers: list[set[int]]) -> list[int]:
+    """A rank for each function: callees before callers, outside cycles (a depth-first
+    post-order over the call graph, without recursion)."""
+    n = len(exe.functions)
+    callees: list[list[int]] = [[] for _ in range(n)]
+    for callee, who in enumerate(callers):
+        for caller in who:
+            callees[caller].append(callee)
+    rank = [-1] * n
+    seen = [False] * n
+    order = 0
+    for root in range(n):
+        if seen[root]:
+            continue
+        seen[root] = True
+        stack = [(root, iter(callees[root]))]
+        while stack:
+            node, it = stack[-1]
+            nxt = next(it, None)
+            if nxt is None:
+                stack.pop()
+                rank[node] = order
+                order += 1
+            elif not seen[nxt]:
+                seen[nxt] = True
+                stack.append((nxt, iter(callees[nxt])))
+    return rank

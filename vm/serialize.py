@@ -54,7 +54,7 @@ VERSION = 1
 HEADER = struct.Struct("<8sIIQQI28s")
 ALIGN = 64
 #: The largest metadata accepted (a guard against absurd lengths in a corrupt header).
-MAX_META = 1 << 28
+MAX_META = 1 << 26
 #: The deepest JSON nesting accepted (a valid file nests about 7 levels).
 MAX_DEPTH = 32
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
@@ -180,14 +180,20 @@ def _get(d: Any, key: str, kind: type | tuple[type, ...], what: str) -> Any:
     return v
 
 
+#: Registers are immutable: the low ones are shared rather than made once per operand.
+_REGS = [Reg(i) for i in range(1 << 12)]
+
+
 def _dec(v: Any) -> Any:
     """JSON operand back to Python: {"r": n} to Reg, lists to tuples."""
-    if isinstance(v, dict):
-        if set(v) != {"r"} or not isinstance(v["r"], int) or isinstance(v["r"], bool):
+    t = type(v)
+    if t is dict:
+        r = v.get("r")
+        if len(v) != 1 or type(r) is not int:
             raise FormatError(f"bad register operand {v!r}")
-        return Reg(v["r"])
-    if isinstance(v, list):
-        return tuple(_dec(x) for x in v)
+        return _REGS[r] if 0 <= r < len(_REGS) else Reg(r)
+    if t is list:
+        return tuple([_dec(x) for x in v])
     return v
 
 
@@ -277,14 +283,21 @@ def _dec_program(d: Any, what: str) -> ShapeProgram:
     return ShapeProgram(_get(d, "num_inputs", int, what), nodes, outputs, tuple(names))
 
 
-def _dec_instruction(v: Any, what: str) -> Instruction:
-    if not isinstance(v, list) or not v or not isinstance(v[0], int) or isinstance(v[0], bool):
-        raise FormatError(f"{what}: an instruction is [opcode, operands...], got {v!r}")
+_OPCODES = {op.value: op for op in Op}
+
+
+def _dec_instruction(v: Any, function: str, pc: int) -> Instruction:
+    # The location is formatted only on failure: this runs once per instruction loaded.
+    op = _OPCODES.get(v[0]) if isinstance(v, list) and v and type(v[0]) is int else None
+    if op is None:
+        what = f"{function}, instruction {pc}"
+        if not isinstance(v, list) or not v or type(v[0]) is not int:
+            raise FormatError(f"{what}: an instruction is [opcode, operands...], got {v!r}")
+        raise FormatError(f"{what}: unknown opcode {v[0]}")
     try:
-        op = Op(v[0])
-    except ValueError:
-        raise FormatError(f"{what}: unknown opcode {v[0]}") from None
-    return Instruction(op, tuple(_dec(o) for o in v[1:]))
+        return Instruction(op, tuple(_dec(o) for o in v[1:]))
+    except FormatError as e:
+        raise FormatError(f"{function}, instruction {pc}: {e}") from None
 
 
 def _dec_function(d: Any, what: str) -> Function:
@@ -296,8 +309,7 @@ def _dec_function(d: Any, what: str) -> Function:
         params.append(Param(pname, _dec_type(p.get("type"), f"{what}, parameter {pname!r}")))
     ret = d.get("ret")
     code = tuple(
-        _dec_instruction(ins, f"{what}, instruction {pc}")
-        for pc, ins in enumerate(_get(d, "code", list, what))
+        _dec_instruction(ins, what, pc) for pc, ins in enumerate(_get(d, "code", list, what))
     )
     return Function(
         name,

@@ -4,7 +4,9 @@ Run on every file read by ``load`` and on every program the assembler builds, an
 VM before decoding (it is cheap: one pass over the code). The checks (also listed in
 design/vm.md):
 
-- table sizes and every count are within fixed bounds (no absurd allocation while loading);
+- table sizes and every count are within fixed bounds (no absurd allocation while loading), and
+  all functions together hold at most ``MAX_CODE`` instructions (loading is linear in them) and
+  ``MAX_REGISTERS`` registers;
 - constants are arrays of a supported dtype;
 - kernel entries name an op with a registered kernel (a clear error naming the op otherwise),
   carry exactly the attributes of the op's schema, each of its kind (``kernels/attr_schema.py``),
@@ -43,8 +45,10 @@ from .register_kinds import check_register_kinds
 from .shape_program import ShapeProgram
 
 MAX_TABLE = 1 << 20
+#: Most registers of all functions together (the VM makes each function's frame template).
 MAX_REGISTERS = 1 << 20
-MAX_CODE = 1 << 22
+#: Most instructions in all functions together: loading is linear in them (design/vm.md).
+MAX_CODE = 1 << 20
 MAX_LIST = 1 << 12
 MAX_RANK = 64
 MAX_INT = 1 << 62
@@ -97,26 +101,32 @@ def _is_int(v: Any, lo: int, hi: int) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi
 
 
-def _check_operand(kind: Kind, v: Any, f: Function, counts: dict[Kind, int], what: str) -> None:
+class _BadOperand(Exception):
+    """An operand that is not of its kind; ``_check_instruction`` adds where it is."""
+
+
+def _check_operand(kind: Kind, v: Any, f: Function, counts: dict[Kind, int]) -> None:
+    """Raise ``_BadOperand`` unless ``v`` is an operand of ``kind`` (the caller says where)."""
+
     def reg(r: Any) -> None:
         if not isinstance(r, Reg) or not _is_int(r.index, 0, f.num_registers - 1):
-            raise FormatError(f"{what}: expected a register below %{f.num_registers}, got {r!r}")
+            raise _BadOperand(f"expected a register below %{f.num_registers}, got {r!r}")
 
     if kind in (Kind.DST, Kind.SRC):
         reg(v)
     elif kind in (Kind.SRCS, Kind.DSTS):
         if not isinstance(v, tuple) or len(v) > MAX_LIST:
-            raise FormatError(f"{what}: expected a tuple of registers, got {v!r}")
+            raise _BadOperand(f"expected a tuple of registers, got {v!r}")
         for r in v:
             reg(r)
     elif kind == Kind.INT:
         if not _is_int(v, -MAX_INT, MAX_INT):
-            raise FormatError(f"{what}: expected an int, got {v!r}")
+            raise _BadOperand(f"expected an int, got {v!r}")
     elif kind == Kind.VAL:
         if isinstance(v, Reg):
             reg(v)
         elif not _is_int(v, -MAX_INT, MAX_INT):
-            raise FormatError(f"{what}: expected an int or a register, got {v!r}")
+            raise _BadOperand(f"expected an int or a register, got {v!r}")
     elif kind == Kind.SHAPE:
         if isinstance(v, Reg):
             reg(v)
@@ -125,52 +135,55 @@ def _check_operand(kind: Kind, v: Any, f: Function, counts: dict[Kind, int], wha
             or len(v) > MAX_RANK
             or not all(_is_int(d, 0, MAX_INT) for d in v)
         ):
-            raise FormatError(
-                f"{what}: expected a shape (non-negative ints) or a register, got {v!r}"
-            )
+            raise _BadOperand(f"expected a shape (non-negative ints) or a register, got {v!r}")
     elif kind in counts:
         if not _is_int(v, 0, counts[kind] - 1):
-            raise FormatError(
-                f"{what}: {kind.value} index {v!r} out of range "
-                f"(the table has {counts[kind]} entries)"
+            raise _BadOperand(
+                f"{kind.value} index {v!r} out of range (the table has {counts[kind]} entries)"
             )
     elif kind == Kind.TARGET:
         if not _is_int(v, 0, len(f.code) - 1):
-            raise FormatError(
-                f"{what}: jump target {v!r} outside the function (0..{len(f.code) - 1})"
-            )
+            raise _BadOperand(f"jump target {v!r} outside the function (0..{len(f.code) - 1})")
     elif kind == Kind.DTYPE:
         if v not in DTYPES:
-            raise FormatError(f"{what}: unknown dtype {v!r}")
+            raise _BadOperand(f"unknown dtype {v!r}")
     elif kind == Kind.STR:
         if not isinstance(v, str) or len(v) > MAX_STR:
-            raise FormatError(f"{what}: expected a string, got {v!r}")
+            raise _BadOperand(f"expected a string, got {v!r}")
     elif kind == Kind.CMP:
         if v not in COMPARISONS:
-            raise FormatError(f"{what}: unknown comparison {v!r}")
+            raise _BadOperand(f"unknown comparison {v!r}")
     else:  # pragma: no cover - every kind is handled above
-        raise FormatError(f"{what}: unknown operand kind {kind}")
+        raise _BadOperand(f"unknown operand kind {kind}")
+
+
+def _where(f: Function, pc: int, ins: Instruction) -> str:
+    # Formatted only on failure: the checks run once per instruction of every file loaded.
+    return f"function {f.name!r}, instruction {pc} ({ins.op.name.lower()})"
 
 
 def _check_instruction(
     ins: Any, pc: int, f: Function, exe: Executable, counts: dict[Kind, int]
 ) -> None:
-    where = f"function {f.name!r}, instruction {pc}"
     if not isinstance(ins, Instruction) or not isinstance(ins.op, Op):
-        raise FormatError(f"{where}: not an instruction: {ins!r}")
+        raise FormatError(f"function {f.name!r}, instruction {pc}: not an instruction: {ins!r}")
     kinds = SIGNATURES[ins.op]
-    where += f" ({ins.op.name.lower()})"
     if not isinstance(ins.operands, tuple) or len(ins.operands) != len(kinds):
-        raise FormatError(f"{where}: expected {len(kinds)} operands, got {ins.operands!r}")
+        raise FormatError(
+            f"{_where(f, pc, ins)}: expected {len(kinds)} operands, got {ins.operands!r}"
+        )
     for k, (kind, v) in enumerate(zip(kinds, ins.operands, strict=False)):
-        _check_operand(kind, v, f, counts, f"{where}, operand {k}")
+        try:
+            _check_operand(kind, v, f, counts)
+        except _BadOperand as e:
+            raise FormatError(f"{_where(f, pc, ins)}, operand {k}: {e}") from None
     ops = ins.operands
     if ins.op in (Op.CALL, Op.TAIL_CALL):
         func, args = (ops[1], ops[2]) if ins.op == Op.CALL else (ops[0], ops[1])
         callee = exe.functions[func]
         if len(args) != len(callee.params):
             raise FormatError(
-                f"{where}: passes {len(args)} arguments to {callee.name!r}, "
+                f"{_where(f, pc, ins)}: passes {len(args)} arguments to {callee.name!r}, "
                 f"which takes {len(callee.params)}"
             )
     elif ins.op == Op.INVOKE:
@@ -178,7 +191,7 @@ def _check_instruction(
         if (len(ops[1]), len(ops[2])) != (k.num_inputs, k.num_destinations):
             scratch = k.num_destinations - k.num_outputs
             raise FormatError(
-                f"{where}: passes {len(ops[1])} inputs and {len(ops[2])} outputs "
+                f"{_where(f, pc, ins)}: passes {len(ops[1])} inputs and {len(ops[2])} outputs "
                 f"to kernel {k.name!r}, which takes {k.num_inputs} and "
                 f"{k.num_outputs}" + (f" plus {scratch} scratch buffers" if scratch else "")
             )
@@ -186,7 +199,7 @@ def _check_instruction(
         p = exe.shape_programs[ops[0]]
         if (len(ops[1]), len(ops[2])) != (p.num_inputs, len(p.outputs)):
             raise FormatError(
-                f"{where}: passes {len(ops[1])} inputs and {len(ops[2])} outputs "
+                f"{_where(f, pc, ins)}: passes {len(ops[1])} inputs and {len(ops[2])} outputs "
                 f"to a program of {p.num_inputs} inputs and {len(p.outputs)} "
                 "outputs"
             )
@@ -194,13 +207,13 @@ def _check_instruction(
         a = ops[2]
         if a < 1 or a > MAX_ALIGNMENT or a & (a - 1):
             raise FormatError(
-                f"{where}: alignment {a} is not a power of two in [1, {MAX_ALIGNMENT}]"
+                f"{_where(f, pc, ins)}: alignment {a} is not a power of two in [1, {MAX_ALIGNMENT}]"
             )
     elif (
         ins.op in (Op.DIM, Op.CHECK_DIM)
         and not -MAX_RANK <= ops[2 if ins.op == Op.DIM else 1] < MAX_RANK
     ):
-        raise FormatError(f"{where}: axis out of range")
+        raise FormatError(f"{_where(f, pc, ins)}: axis out of range")
 
 
 def validate_executable(exe: Executable) -> None:
@@ -254,6 +267,7 @@ def validate_executable(exe: Executable) -> None:
         Kind.SHAPE_FUNC: len(exe.shape_funcs),
     }
     seen: set[str] = set()
+    total = registers = 0
     for f in exe.functions:
         if not isinstance(f, Function) or not isinstance(f.name, str) or f.name in seen:
             raise FormatError(f"function {getattr(f, 'name', f)!r}: missing or duplicate name")
@@ -269,8 +283,14 @@ def validate_executable(exe: Executable) -> None:
                 f"function {f.name!r}: {f.num_registers!r} registers cannot hold "
                 f"its {len(f.params)} parameters (or exceed {MAX_REGISTERS})"
             )
-        if not f.code or len(f.code) > MAX_CODE:
-            raise FormatError(f"function {f.name!r}: empty or oversized code")
+        registers += f.num_registers
+        if registers > MAX_REGISTERS:
+            raise FormatError(f"the functions have more than {MAX_REGISTERS} registers together")
+        if not f.code:
+            raise FormatError(f"function {f.name!r}: no code")
+        total += len(f.code)
+        if total > MAX_CODE:
+            raise FormatError(f"the functions hold more than {MAX_CODE} instructions")
         for pc, ins in enumerate(f.code):
             _check_instruction(ins, pc, f, exe, counts)
         if f.code[-1].op not in (Op.RET, Op.JUMP, Op.TAIL_CALL):

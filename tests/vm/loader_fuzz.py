@@ -35,9 +35,10 @@ while building the VM or running), ``FOREIGN`` (any other exception), ``OOB`` (a
 its storage was made or returned), ``CRASH``, ``HANG`` (no report within the timeout, or a load
 over 2 s, or a run over its 2 s timeout by more than a second), ``MEMORY`` (the worker's peak
 RSS grew past ``memory_limit`` + 512 MiB: memory the VM's limit does not bound; the worker is
-restarted after it). Two *crafted* kinds go beyond mutation: ``deep_tuple`` (``main`` nests a
-tuple thousands deep in straight-line code) and ``frame_blowup`` (``main`` recursing with a
-register file of up to 2^20 slots).
+restarted after it). Three *crafted* kinds go beyond mutation: ``deep_tuple`` (``main`` nests a
+tuple thousands deep in straight-line code), ``tuple_growth`` (``main`` grows a tuple by sharing
+it, in a loop or in a few steps: exponentially many values as a tree) and ``frame_blowup``
+(``main`` recursing with a register file of up to 2^20 slots).
 
 Script: ``python tests/vm/loader_fuzz.py --count 100000 --seed 1`` prints a table by outcome and
 by kind and each FOREIGN/OOB/CRASH/HANG with a reproducer; ``--replay SEED:INDEX`` runs one
@@ -1207,6 +1208,19 @@ def g_deep_tuple(rng: random.Random, meta: Any, seed: Seed) -> list[list[Any]]:
     return [["set", ["functions", fi, "code"], code]]
 
 
+def g_tuple_growth(rng: random.Random, meta: Any, seed: Seed) -> list[list[Any]]:
+    """Crafted: ``main`` grows a tuple by sharing: ``%0 = tuple(%0 x w)`` in a loop that jumps
+    back forever, or in ``levels`` straight-line steps (w**levels values as a tree)."""
+    fi = _main_index(meta)
+    w = rng.choice([1, 2, 10, 100])
+    grow = [10, {"r": 0}, [{"r": 0}] * w]
+    if rng.random() < 0.5:
+        code = [grow, [12, 0]]
+    else:
+        code = [grow] * rng.choice([2, 3, 8, 40]) + [[14, {"r": 0}]]
+    return [["set", ["functions", fi, "code"], code]]
+
+
 def g_frame_blowup(rng: random.Random, meta: Any, seed: Seed) -> list[list[Any]]:
     """Crafted: ``main`` calls itself (a branch that never runs returns), with a large register
     file: every frame is ``num_registers`` slots, whatever the code uses."""
@@ -1291,6 +1305,7 @@ KINDS: dict[str, tuple[Gen, float]] = {
     "header": (g_header, 1),
     "blob_values": (g_blob_values, 3),
     "deep_tuple": (g_deep_tuple, 0.5),
+    "tuple_growth": (g_tuple_growth, 0.5),
     "frame_blowup": (g_frame_blowup, 0.5),
 }
 
