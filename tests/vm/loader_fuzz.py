@@ -32,10 +32,10 @@ How it works:
 Outcomes: ``ok`` (loaded and ran), ``refused`` (a project error at load; its *stage* says how
 deep the mutant got: header, crc, json, decode, validate, kinds), ``run_error`` (a project error
 while building the VM or running), ``FOREIGN`` (any other exception), ``OOB`` (a view outside
-its storage was made or returned), ``CRASH``, ``HANG`` (no report within the timeout, or a load
-over 2 s, or a run over its 2 s timeout by more than a second), ``MEMORY`` (the worker's peak
-RSS grew past ``memory_limit`` + 512 MiB: memory the VM's limit does not bound; the worker is
-restarted after it). Three *crafted* kinds go beyond mutation: ``deep_tuple`` (``main`` nests a
+its storage was made or returned), ``CRASH``, ``HANG`` (no report within the timeout, a load
+slower than 2 s + 2 us per byte, or a run over its 2 s timeout by more than a second),
+``MEMORY`` (the worker's peak RSS grew past ``memory_limit`` + 512 MiB: memory the VM's limit
+does not bound; the worker is restarted after it). Three *crafted* kinds go beyond mutation: ``deep_tuple`` (``main`` nests a
 tuple thousands deep in straight-line code), ``tuple_growth`` (``main`` grows a tuple by sharing
 it, in a loop or in a few steps: exponentially many values as a tree) and ``frame_blowup``
 (``main`` recursing with a register file of up to 2^20 slots).
@@ -76,7 +76,11 @@ HEADER = struct.Struct("<8sIIQQI28s")
 MEMORY_LIMIT = 256 << 20
 MAX_STEPS = 100_000
 RUN_TIMEOUT = 2.0
+#: A load slower than SLOW_LOAD seconds plus SLOW_LOAD_PER_BYTE per byte of the file is a HANG:
+#: loading is linear in the file (about 0.2 us per metadata byte measured; design/vm.md), and
+#: the slack is for a loaded machine.
 SLOW_LOAD = 2.0
+SLOW_LOAD_PER_BYTE = 2e-6
 #: Address space of a worker: a runaway allocation fails with MemoryError instead of the OOM killer.
 WORKER_ADDRESS_SPACE = 4 << 30
 #: Memory a mutant may make the worker take beyond ``MEMORY_LIMIT`` (peak RSS) before MEMORY.
@@ -1544,6 +1548,7 @@ def run_mutant(
 
     if checks is not None:
         checks.violations.clear()
+    slow = SLOW_LOAD + SLOW_LOAD_PER_BYTE * len(data)
     t0 = time.perf_counter()
     try:
         exe = Executable.from_bytes(data)
@@ -1555,7 +1560,7 @@ def run_mutant(
             "message": str(e)[:300],
         }
         dt = time.perf_counter() - t0
-        if dt > SLOW_LOAD:
+        if dt > slow:
             res = {
                 "outcome": "HANG",
                 "phase": "load",
@@ -1565,7 +1570,7 @@ def run_mutant(
     except Exception as e:
         return _foreign("load", e)
     dt = time.perf_counter() - t0
-    if dt > SLOW_LOAD:
+    if dt > slow:
         return {"outcome": "HANG", "phase": "load", "message": f"load took {dt:.1f} s"}
     result: dict[str, Any] = {"outcome": "ok", "runs": []}
     for check_memory in (False, True):
