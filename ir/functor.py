@@ -14,13 +14,12 @@ program would overflow it. List comprehensions and plain loops keep the recursio
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from typing import Any, ClassVar, Generic, TypeVar
 
 from .errors import IRError
 from .expr import Call, Constant, Expr, Function, GlobalVar, If, Let, Tuple, TupleGetItem, Var
-from .nesting import too_deep_message
+from .nesting import allow_deep_recursion, too_deep_message
 
 R = TypeVar("R")
 
@@ -35,8 +34,6 @@ _METHOD_FOR: dict[type, str] = {
     TupleGetItem: "visit_tuple_getitem",
     If: "visit_if",
 }
-
-RECURSION_LIMIT = 100_000
 
 
 class ExprFunctor(Generic[R]):
@@ -60,8 +57,8 @@ class ExprFunctor(Generic[R]):
             return self.memo[expr]
         except KeyError:
             pass
-        if self._depth == 0 and sys.getrecursionlimit() < RECURSION_LIMIT:
-            sys.setrecursionlimit(RECURSION_LIMIT)
+        if self._depth == 0:
+            allow_deep_recursion()
         self._depth += 1
         try:
             method = self._table[type(expr)]

@@ -17,18 +17,37 @@ above ``%0``). Atoms (variables, globals, constants) are one level.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 
 from .errors import IRError
 from .expr import Call, Constant, Expr, Function, GlobalVar, If, Let, Tuple, TupleGetItem, Var
 
-__all__ = ["MAX_NESTING", "check_nesting", "find_too_deep", "nesting_depth", "too_deep_message"]
+__all__ = [
+    "MAX_NESTING",
+    "RECURSION_LIMIT",
+    "allow_deep_recursion",
+    "check_nesting",
+    "find_too_deep",
+    "nesting_depth",
+    "too_deep_message",
+]
 
 #: The deepest nesting every stage handles. The walks use at most about 4 Python frames per
 #: level (the parser: expr, primary, op_call, arguments) and the recursion limit is raised to
 #: 100,000 (ir/functor.py), so 25,000 levels is where recursion runs out; 10,000 leaves room
 #: for the caller's own frames and for walks that use more frames per level.
 MAX_NESTING = 10_000
+#: Python's recursion limit while a recursive walk runs (see ``MAX_NESTING``).
+RECURSION_LIMIT = 100_000
+
+
+def allow_deep_recursion() -> None:
+    """Raise Python's recursion limit to ``RECURSION_LIMIT`` if it is lower: each recursive walk
+    (visitors, parser, printer, structural equality) calls this where it starts."""
+    if sys.getrecursionlimit() < RECURSION_LIMIT:
+        sys.setrecursionlimit(RECURSION_LIMIT)
+
 
 ADVICE = "bind intermediate values with let ('let %v = ...;'), which does not nest"
 

@@ -8,7 +8,6 @@ types, and their variables (and anonymous symbols) correspond one to one.
 from __future__ import annotations
 
 import itertools
-import sys
 from collections.abc import Sequence
 
 import numpy as np
@@ -17,9 +16,9 @@ import sympy
 from .attrs import Attrs
 from .dims import Dim, is_anonymous
 from .expr import Call, Constant, Expr, Function, GlobalVar, If, Let, Tuple, TupleGetItem, Var
-from .functor import RECURSION_LIMIT, too_deep
+from .functor import too_deep
 from .module import Module
-from .nesting import check_nesting
+from .nesting import allow_deep_recursion, check_nesting
 from .op import OpDef
 from .types import FuncType, StorageType, TensorType, TupleType, Type
 
@@ -225,8 +224,7 @@ def structurally_equal(
     for side in (a, b):
         if isinstance(side, (Expr, Module)):
             check_nesting(side)  # the walk recurses per level: an IRError beyond the limit
-    if sys.getrecursionlimit() < RECURSION_LIMIT:
-        sys.setrecursionlimit(RECURSION_LIMIT)
+    allow_deep_recursion()
     try:
         return _top(_Matcher(compare_types), a, b)
     except RecursionError:

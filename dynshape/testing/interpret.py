@@ -40,12 +40,12 @@ from ir import (
     Type,
     Var,
 )
+from ir.nesting import RECURSION_LIMIT
 
 from .numpy_ops import OPS
 
 #: Calls of globals (and of function values) nested deeper than this raise InterpreterError.
 MAX_CALL_DEPTH = 4000
-_RECURSION_LIMIT = 100_000  # the interpreter's frames per call of a global: about 8
 
 
 class InterpreterError(DynShapeError):
@@ -382,7 +382,7 @@ def interpret(
     args = [_as_input(a, p.ty or p.type_annotation) for a, p in zip(arrays, params, strict=True)]
     interp = Interpreter(typed, max_depth)
     saved = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(saved, _RECURSION_LIMIT))
+    sys.setrecursionlimit(max(saved, RECURSION_LIMIT))
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # numpy's, e.g. a mean of nothing

@@ -13,7 +13,6 @@ line and column of the text they are about.
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import sympy
@@ -23,7 +22,7 @@ from ..dims import sym
 from ..errors import IRError, ParseError
 from ..expr import Call, Expr, Function, GlobalVar, If, Let, Tuple, TupleGetItem, Var
 from ..module import Module
-from ..nesting import find_too_deep, too_deep_message
+from ..nesting import allow_deep_recursion, find_too_deep, too_deep_message
 from ..op import OpDef, get_op, has_op
 from ..ranges import Ranges
 from ..types import Type, type_symbols
@@ -32,8 +31,6 @@ from .lexer import Kind, Token, TokenStream
 from .types_text import TypeParser
 
 __all__ = ["parse", "parse_type"]
-
-_RECURSION_LIMIT = 100_000
 
 
 class _Names:
@@ -397,17 +394,11 @@ def _attr_error_at(op: OpDef, nargs: int, attrs: list[tuple[Token, Token, Any]])
     return None
 
 
-def _with_recursion_limit() -> None:
-    # Deeply nested text (ifs within ifs) recurses; as ir/functor.py, allow deep recursion.
-    if sys.getrecursionlimit() < _RECURSION_LIMIT:
-        sys.setrecursionlimit(_RECURSION_LIMIT)
-
-
 def parse(text: str, source_name: str = "<string>") -> Module:
     """Parse a program: optional ``v0.0.3``, then ``def @name(...) {...}`` globals, or one bare
     ``fn (...) {...}`` which becomes ``@main``. Raises ``ir.ParseError`` with line and column.
     """
-    _with_recursion_limit()
+    allow_deep_recursion()  # nested text (ifs within ifs) recurses
     parser = _Parser(text, source_name)
     module = parser.module()
     # The brackets are counted by the lexer; graph bindings and call chains nest without them.
@@ -421,7 +412,7 @@ def parse(text: str, source_name: str = "<string>") -> Module:
 
 def parse_type(text: str, source_name: str = "<string>") -> Type:
     """Parse one type, e.g. ``Tensor[(n, ?), float32]`` or ``(float32, fn (int32) -> bool)``."""
-    _with_recursion_limit()
+    allow_deep_recursion()  # nested text (ifs within ifs) recurses
     parser = _Parser(text, source_name)
     ty = parser.types.type()
     parser.ts.expect_kind(Kind.EOF, "end of input after the type")

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 
 from ..expr import Call, Constant, Expr, Function, GlobalVar, If, Let, Tuple, TupleGetItem, Var
 from ..module import Module
-from ..nesting import check_nesting
+from ..nesting import allow_deep_recursion, check_nesting
 from ..op import OpDef
 from ..types import Type
 from .constants_text import attr_text, constant_text
@@ -35,10 +35,6 @@ __all__ = ["expr_to_text", "function_to_text", "module_to_text", "type_to_text"]
 
 _INDENT = "  "
 _NOT_NAME_CHAR = re.compile(r"[^A-Za-z0-9_]")
-
-
-def _indent(text: str) -> str:
-    return "\n".join(_INDENT + line if line else line for line in text.split("\n"))
 
 
 class _Unit:
@@ -53,6 +49,9 @@ class _Unit:
         self.used_names: set[str] = set()
         self.numbers: dict[Expr, int] = {}
         self.layout: Layout | None = None
+        self.depth = 0
+        """How many blocks enclose the statements being printed: lines are indented as they are
+        made, never re-indented (re-indenting each level's text made nested ifs cubic)."""
 
     # ---- names ---------------------------------------------------------------------------
     def var(self, var: Var) -> str:
@@ -194,14 +193,20 @@ class _Unit:
     def attach_notes(self, lines: list[str]) -> None:
         """End the last line with the notes of the nodes printed in full on it."""
         if self.pending_notes:
-            last = lines[-1].split("\n")
-            last[0] += "  // <-- " + "; ".join(self.pending_notes)
-            lines[-1] = "\n".join(last)
+            first, newline, rest = lines[-1].partition("\n")
+            lines[-1] = first + "  // <-- " + "; ".join(self.pending_notes) + newline + rest
             self.pending_notes.clear()
 
     def block(self, scope: Scope, result: Expr) -> str:
-        """``{ statements }`` over several lines."""
-        return "{\n" + _indent("\n".join(self.statements(scope, result))) + "\n}"
+        """``{ statements }`` over several lines. Each statement's first line is indented here;
+        its other lines are those of blocks nested in it, indented when they were made."""
+        self.depth += 1
+        try:
+            lines = self.statements(scope, result)
+        finally:
+            self.depth -= 1
+        inner = "\n" + _INDENT * (self.depth + 1)
+        return "{" + inner + inner.join(lines) + "\n" + _INDENT * self.depth + "}"
 
     def resolve(self, text: str) -> str:
         """Replace the ``?`` placeholders of this unit."""
@@ -217,6 +222,7 @@ def function_to_text(
     where the node is printed in full: how errors point at the failing expression.
     """
     check_nesting({name: fn})
+    allow_deep_recursion()  # the printer recurses per level of nesting (ifs within ifs)
     unit = _Unit(show_types, notes)
     return unit.resolve(unit.function(fn, f"def @{name}"))
 
@@ -224,6 +230,7 @@ def function_to_text(
 def printed_names(name: str, fn: Function) -> dict[Var, str]:
     """The name (without ``%``) the printer gives each variable of ``def @name``: how reports
     that list variables (the memory report) name them as the printed IR does."""
+    allow_deep_recursion()
     unit = _Unit(show_types=False)
     unit.function(fn, f"def @{name}")
     return dict(unit.var_names)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
 import pytest
@@ -170,3 +172,24 @@ def test_a_100000_let_chain_is_one_level_and_is_walked_iteratively() -> None:
     assert ir.structurally_equal(renamed, fn)
     assert not ir.structurally_equal(renamed.body, fn.body)  # type: ignore[attr-defined]
     assert ir.ExprMutator().visit(fn) is fn
+
+
+def test_nested_ifs_print_and_parse_back_past_the_default_recursion_limit() -> None:
+    # Each if level takes several printer frames: 600 levels need more than Python's default
+    # limit of 1,000 frames, which the printer raises as the other walks do (ir/nesting.py).
+    script = (
+        "import ir\n"
+        "x = ir.Var('x', ir.TensorType((ir.sym('n'),), 'float32'))\n"
+        "c = ir.Var('c', ir.TensorType((), 'bool'))\n"
+        "e = x\n"
+        "for _ in range(600):\n"
+        "    e = ir.If(c, ir.call('add', e, ir.const(1.0, 'float32')), x)\n"
+        "m = ir.Module({'main': ir.function([x, c], e)})\n"
+        "text = str(m)\n"
+        "assert ir.structurally_equal(ir.parse(text), m)\n"
+        "print(text.count('if ('))\n"
+    )
+    # A fresh interpreter: this process's limit may already be raised by earlier tests.
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["600"]
