@@ -16,7 +16,7 @@ For each global function (``memory_report(program)``):
 - **lower bound**: the most bytes of *tensors* live at any one program point (each tensor from its
   ``alloc_tensor`` to its last use; at a call, plus the callee's own bound): no plan that keeps
   every tensor's bytes apart can need less (one that writes an output over a dying input,
-  ``passes/in_place.py``, can);
+  ``analysis/in_place.py``, can);
 - **allocations per call**, planned and unplanned (the longer branch of an ``if``; callees
   included);
 - **layout**: every storage of the planned program with its tensors (offset, bytes, interval).
@@ -34,10 +34,10 @@ import sympy
 import ir
 from ir import Call, Expr, Function, GlobalVar, If, Module, Var
 
-from .passes.dim_bounds import dims_le, evaluate
-from .passes.liveness import END, StorageLife, chain, memory_op, timeline
-from .passes.memory_check import symbol_values
-from .passes.type_relations import bind_plain_symbols
+from .analysis.dim_bounds import dims_le, evaluate
+from .analysis.liveness import END, StorageLife, chain, memory_op, timeline
+from .analysis.memory_check import symbol_values
+from .inference.type_relations import bind_plain_symbols
 from .pipeline import stages
 
 

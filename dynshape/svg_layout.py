@@ -12,9 +12,9 @@ from html import escape
 
 import sympy
 
+from .analysis.dim_bounds import evaluate
+from .analysis.liveness import END
 from .memory_report import FunctionMemory
-from .passes.dim_bounds import evaluate
-from .passes.liveness import END
 
 _W, _H, _LEFT, _TOP, _GAP = 720.0, 420.0, 140.0, 30.0, 12.0
 _COLORS = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1")

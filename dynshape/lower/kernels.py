@@ -2,7 +2,7 @@
 
 A primitive whose body is one op applied to its parameters in order becomes an ``OpKernel``.
 Anything else becomes a ``FusedKernel``: one step per op call, in dependency order, each writing
-where the step plan (``passes/step_plan.py``, shared with ``manifest_alloc``) says: an output, or
+where the step plan (``analysis/step_plan.py``, shared with ``manifest_alloc``) says: an output, or
 a scratch slot. A scratch slot is the caller's when the invoke passes it (``manifest_alloc``
 allocated it in the IR, after the outputs); otherwise the VM allocates it for the call, shaped
 like an input when its type proves it, statically when its shape is static, and else by the
@@ -19,8 +19,8 @@ import ir
 from ir import Call, Constant, Expr, Function, Tuple, TupleGetItem, Var
 from vm import Assembler, FusedKernel, FusedStep, Ref, Scratch
 
+from ..analysis.step_plan import Dest, StepPlan, plan_steps, same_shape
 from ..errors import CompileError
-from ..passes.step_plan import Dest, StepPlan, plan_steps, same_shape
 
 
 def kernel_for(asm: Assembler, fn: Function, name: str, num_scratch: int = 0) -> int:

@@ -71,9 +71,9 @@ from ir import (
     Var,
 )
 
+from ..analysis.dataflow import Use, UseGraph, use_graph
 from ..errors import CompileError
 from .base import ModulePass
-from .dataflow import Use, UseGraph, use_graph
 
 #: Ops that only reinterpret their input's shape: a group of them alone is a view.
 RESHAPE_LIKE = frozenset({"reshape", "expand_dims", "squeeze", "nn.batch_flatten"})

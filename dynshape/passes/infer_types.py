@@ -38,11 +38,11 @@ from ir import (
 from ir.text import function_to_text
 from shape_funcs import ShapeError, UnknownValue, get_shape_func
 
+from ..dialect import memory_types
 from ..errors import CompileError
+from ..inference.type_relations import instantiate_call, join, refine
 from ..symbolic_context import DeferredCheck, SymbolicContext
-from . import memory_types
 from .base import ModulePass
-from .type_relations import instantiate_call, join, refine
 
 
 class InferTypes(ModulePass):

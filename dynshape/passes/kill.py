@@ -27,8 +27,8 @@ import dataclasses
 import ir
 from ir import Expr, If, Let, Module, Var
 
+from ..analysis.liveness import Aliases, chain, memory_op, touched
 from .base import ModulePass
-from .liveness import Aliases, chain, memory_op, touched
 
 
 class KillAfterLastUse(ModulePass):

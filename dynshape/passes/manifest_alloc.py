@@ -53,12 +53,12 @@ from ir import (
 )
 from shape_funcs import get_shape_func
 
+from ..analysis.step_plan import plan_steps
 from ..errors import CompileError
+from ..inference.type_relations import bind_plain_symbols, substitute_type
 from ..symbolic_context import DeferredCheck
 from .base import ModulePass
 from .infer_types import InferTypes
-from .step_plan import plan_steps
-from .type_relations import bind_plain_symbols, substitute_type
 
 ALIGNMENT = 64
 

@@ -62,10 +62,10 @@ import sympy
 import ir
 from ir import Call, Expr, If, Let, Module, Var
 
+from ..analysis.dim_bounds import RangeMap, dims_le, evaluate, samples, upper
+from ..analysis.in_place import in_place_pairs
+from ..analysis.liveness import Aliases, all_vars, chain, direct_vars, memory_op
 from .base import ModulePass
-from .dim_bounds import RangeMap, dims_le, evaluate, samples, upper
-from .in_place import in_place_pairs
-from .liveness import Aliases, all_vars, chain, direct_vars, memory_op
 from .manifest_alloc import plain_symbols
 
 #: The kill index of a tenant that is never killed (returned): its block is never free again.

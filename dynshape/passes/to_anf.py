@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from ir import Call, Expr, Function, If, Let, Module, Span, Tuple, TupleGetItem, Var
 
+from ..analysis.dataflow import Placement, Scope, Use, is_value_atom
 from .base import ModulePass
-from .dataflow import Placement, Scope, Use, is_value_atom
 
 #: The name hint of the variables this pass introduces.
 VAR_HINT = "x"

@@ -13,8 +13,8 @@ from __future__ import annotations
 import textwrap
 
 import ir
+from dynshape.analysis.dataflow import use_graph
 from dynshape.passes.base import ModulePass
-from dynshape.passes.dataflow import use_graph
 from dynshape.passes.fuse_ops import RESHAPE_LIKE, FuseOps
 from dynshape.passes.infer_types import InferTypes
 from dynshape.passes.to_anf import ToANF

@@ -8,10 +8,10 @@ from pass_helpers import check_pass, parse_typed
 
 import dynshape
 import ir
+from dynshape.analysis.memory_check import check_no_overlap
 from dynshape.passes.base import ModulePass
 from dynshape.passes.infer_types import InferTypes
 from dynshape.passes.kill import KillAfterLastUse
-from dynshape.passes.memory_check import check_no_overlap
 
 #: A storage viewed by a reshape, a reduction into a second one, a result in a third.
 VIEW_CHAIN = """

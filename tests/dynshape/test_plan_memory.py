@@ -15,10 +15,10 @@ from test_kill import Typed
 
 import dynshape
 import ir
-from dynshape.passes.dim_bounds import dims_le
+from dynshape.analysis.dim_bounds import dims_le
+from dynshape.analysis.memory_check import MemoryPlanError, check_no_overlap
 from dynshape.passes.infer_types import InferTypes
 from dynshape.passes.kill import KillAfterLastUse
-from dynshape.passes.memory_check import MemoryPlanError, check_no_overlap
 from dynshape.passes.plan_memory import PlanMemory, align
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))

@@ -6,8 +6,8 @@ import textwrap
 
 import dynshape
 import ir
+from dynshape.analysis.step_plan import Dest, StepPlan, plan_steps
 from dynshape.passes.infer_types import InferTypes
-from dynshape.passes.step_plan import Dest, StepPlan, plan_steps
 
 
 def _plan(source: str) -> tuple[StepPlan, ir.Function]:
