@@ -35,8 +35,9 @@ import ir
 from ir import Call, Expr, Function, GlobalVar, If, Module, Var
 
 from .analysis.dim_bounds import dims_le, evaluate
-from .analysis.liveness import END, StorageLife, chain, memory_op, timeline
+from .analysis.liveness import END, StorageLife, chain, timeline
 from .analysis.memory_check import symbol_values
+from .dialect.memory import AllocStorage, Kill, memory_op
 from .inference.type_relations import bind_plain_symbols
 from .pipeline import stages
 
@@ -250,15 +251,13 @@ def _walk(
     missing: set[str] = set()
     for let in lets:
         value, op = let.value, memory_op(let.value)
-        if op == "memory.alloc_storage":
-            assert isinstance(value, Call)
-            sizes[let.var] = value.attrs["size"]
-            live = ir.simplify(ir.dims.as_expr(live) + value.attrs["size"])
+        if isinstance(op, AllocStorage):
+            sizes[let.var] = op.size
+            live = ir.simplify(ir.dims.as_expr(live) + op.size)
             peaks.append(live)
             allocs += 1
-        elif op == "memory.kill":
-            assert isinstance(value, Call)
-            target = value.args[0]
+        elif isinstance(op, Kill):
+            target = op.target
             if target in sizes:
                 live = ir.simplify(ir.dims.as_expr(live) - sizes.pop(target))
         elif isinstance(value, If):

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from ir import Call, Function, If, OpDef, OpPattern, TensorType, Tuple, Var
 
-from .liveness import chain, memory_op, timeline
+from ..dialect.memory import Invoke
+from .liveness import chain, timeline
 from .step_plan import same_type
 
 _ANY_INPUT = (OpPattern.ELEMWISE, OpPattern.BROADCAST)
@@ -28,11 +29,10 @@ def in_place_pairs(fn: Function) -> dict[Var, Var]:
     functions = _let_bound_functions(fn)
     pairs: dict[Var, Var] = {}
     for time, let in enumerate(tl.steps):
-        value = let.value
-        if memory_op(value) != "memory.invoke":
+        invoke = Invoke.of(let.value)
+        if invoke is None:
             continue
-        assert isinstance(value, Call)
-        callee, ins, outs = value.args
+        callee, ins, outs = invoke.fn, invoke.inputs, invoke.outputs
         prim = functions.get(callee) if isinstance(callee, Var) else callee
         op = _single_op(prim)
         if op is None or not isinstance(ins, Tuple) or not isinstance(outs, Tuple):

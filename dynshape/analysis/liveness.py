@@ -26,15 +26,10 @@ from dataclasses import dataclass, field
 import ir
 from ir import Call, Expr, Function, GlobalVar, If, Let, Tuple, TupleGetItem, Var
 
+from ..dialect.memory import AllocStorage, AllocTensor, Kill, ReshapeTensor, memory_op
+
 #: The time of "after the function returns" (values reachable from the result live until then).
 END = 1 << 60
-
-
-def memory_op(value: Expr) -> str | None:
-    """The name of the memory op ``value`` calls (``"memory.kill"``), or None."""
-    if isinstance(value, Call) and value.op is not None and value.op.name.startswith("memory."):
-        return value.op.name
-    return None
 
 
 def chain(expr: Expr) -> tuple[list[Let], Expr]:
@@ -102,16 +97,16 @@ class Aliases:
 
     def _value(self, var: Var, value: Expr) -> frozenset[Var]:
         op = memory_op(value)
-        if op == "memory.alloc_storage":
+        if isinstance(op, AllocStorage):
             self.storages.add(var)
             return frozenset({var})
-        if op == "memory.alloc_tensor":
-            storage = value.args[0]  # type: ignore[attr-defined]
+        if isinstance(op, AllocTensor):
+            storage = op.storage
             assert isinstance(storage, Var)
             self.storage_of[var] = storage
             return frozenset({var}) | self.of(storage)
-        if op == "memory.reshape_tensor":
-            return self.of(value.args[0])  # type: ignore[attr-defined]
+        if isinstance(op, ReshapeTensor):
+            return self.of(op.tensor)
         if op is not None:
             return frozenset()  # invoke, kill, check, shape_of, shape_func: no alias
         if isinstance(value, If):
@@ -197,21 +192,17 @@ def timeline(fn: Function) -> Timeline:
             for v in direct_vars(value):
                 use(aliases.roots.get(v, frozenset()), t)
             op = memory_op(value)
-            if op == "memory.alloc_storage":
-                assert isinstance(value, Call)
-                storages[let.var] = StorageLife(let.var, value.attrs["size"], t)
-            elif op == "memory.alloc_tensor":
-                assert isinstance(value, Call)
-                a = value.attrs
+            if isinstance(op, AllocStorage):
+                storages[let.var] = StorageLife(let.var, op.size, t)
+            elif isinstance(op, AllocTensor):
                 tl = TensorLife(
-                    let.var, aliases.storage_of[let.var], a["offset"], a["shape"], a["dtype"], t
+                    let.var, aliases.storage_of[let.var], op.offset, op.shape, op.dtype, t
                 )
                 tensors[let.var] = tl
                 if tl.storage in storages:
                     storages[tl.storage].tensors.append(tl)
-            elif op == "memory.kill":
-                assert isinstance(value, Call)
-                target = value.args[0]
+            elif isinstance(op, Kill):
+                target = op.target
                 if isinstance(target, Var) and target in storages:
                     storages[target].kill = t
             elif isinstance(value, If):

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import ClassVar, TypeVar
 
 import ir
-from ir import Call, Dim, Expr, OpDef
+from ir import Call, Dim, Expr, OpDef, Span
 
 __all__ = [
     "AllocStorage",
@@ -81,9 +81,11 @@ class AllocStorage(MemoryOp):
         return str(self.call.attrs["dtype_hint"])
 
     @staticmethod
-    def make(size: Dim, alignment: int, dtype_hint: str) -> Call:
+    def make(size: Dim, alignment: int, dtype_hint: str, span: Span | None = None) -> Call:
         """A call that allocates ``size`` bytes."""
-        return ir.call(AllocStorage.NAME, size=size, alignment=alignment, dtype_hint=dtype_hint)
+        return ir.call(
+            AllocStorage.NAME, size=size, alignment=alignment, dtype_hint=dtype_hint, span=span
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,9 +115,13 @@ class AllocTensor(MemoryOp):
         return str(self.call.attrs["dtype"])
 
     @staticmethod
-    def make(storage: Expr, offset: Dim, shape: Sequence[Dim], dtype: str) -> Call:
+    def make(
+        storage: Expr, offset: Dim, shape: Sequence[Dim], dtype: str, span: Span | None = None
+    ) -> Call:
         """A call making a ``shape`` ``dtype`` view of ``storage`` at byte ``offset``."""
-        return ir.call(AllocTensor.NAME, storage, offset=offset, shape=list(shape), dtype=dtype)
+        return ir.call(
+            AllocTensor.NAME, storage, offset=offset, shape=list(shape), dtype=dtype, span=span
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,7 +170,7 @@ class ShapeOf(MemoryOp):
 
 @dataclass(frozen=True, slots=True)
 class ShapeFunc(MemoryOp):
-    """``memory.shape_func(fn, inputs..., data_dependent=, out_shapes=)``: run a primitive's
+    """``memory.shape_func(fn, (inputs...), data_dependent=, out_shapes=)``: run a primitive's
     shape function and bind the new symbols of ``out_shapes``."""
 
     NAME: ClassVar[str] = "memory.shape_func"
@@ -175,9 +181,9 @@ class ShapeFunc(MemoryOp):
         return self.call.args[0]
 
     @property
-    def inputs(self) -> tuple[Expr, ...]:
-        """Shapes, or values where ``data_dependent``."""
-        return self.call.args[1:]
+    def inputs(self) -> Expr:
+        """A tuple expression: per parameter, its shape, or its value where ``data_dependent``."""
+        return self.call.args[1]
 
     @property
     def data_dependent(self) -> tuple[int, ...]:
@@ -200,7 +206,7 @@ class ShapeFunc(MemoryOp):
         return ir.call(
             ShapeFunc.NAME,
             fn,
-            *inputs,
+            ir.tuple_of(inputs),
             data_dependent=list(data_dependent),
             out_shapes=[list(s) for s in out_shapes],
         )

@@ -1,21 +1,34 @@
-"""Type rules of the memory dialect (``ir/ops/memory.py``), used by type inference.
+"""Type rules of the memory dialect (``memory.py``), used by type inference.
 
 The dialect's sizes, offsets and shapes are dims in attributes, so its types follow from the
-attributes and the operands' types directly; no shape function is involved.
+attributes and the operands' types directly; no shape function is involved. One rule per op
+class, given the operands' types and the op's typed view.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
-from ir import Attrs, FuncType, StorageType, TensorType, TupleType, Type, tensor_leaves
+from ir import FuncType, StorageType, TensorType, TupleType, Type, tensor_leaves
 
 from ..errors import CompileError
+from .memory import (
+    AllocStorage,
+    AllocTensor,
+    Check,
+    Invoke,
+    Kill,
+    MemoryOp,
+    ReshapeTensor,
+    ShapeFunc,
+    ShapeOf,
+)
 
 #: The type of a memory op used only for its effect (invoke, kill, check, shape_func).
 UNIT = TupleType(())
 
-Rule = Callable[[Sequence[Type], Attrs], Type]
+Rule = Callable[[Sequence[Type], Any], Type]
 
 
 def _tensor(ty: Type, what: str) -> TensorType:
@@ -24,17 +37,17 @@ def _tensor(ty: Type, what: str) -> TensorType:
     return ty
 
 
-def _alloc_storage(args: Sequence[Type], attrs: Attrs) -> Type:
+def _alloc_storage(args: Sequence[Type], op: AllocStorage) -> Type:
     return StorageType()
 
 
-def _alloc_tensor(args: Sequence[Type], attrs: Attrs) -> Type:
+def _alloc_tensor(args: Sequence[Type], op: AllocTensor) -> Type:
     if not isinstance(args[0], StorageType):
         raise CompileError(f"memory.alloc_tensor needs a storage, got {args[0]}")
-    return TensorType(attrs["shape"], attrs["dtype"])
+    return TensorType(op.shape, op.dtype)
 
 
-def _invoke(args: Sequence[Type], attrs: Attrs) -> Type:
+def _invoke(args: Sequence[Type], op: Invoke) -> Type:
     fn, inputs, outputs = args
     if not isinstance(fn, FuncType):
         raise CompileError(f"memory.invoke needs a function, got {fn}")
@@ -56,32 +69,33 @@ def _invoke(args: Sequence[Type], attrs: Attrs) -> Type:
     return UNIT
 
 
-def _shape_of(args: Sequence[Type], attrs: Attrs) -> Type:
+def _shape_of(args: Sequence[Type], op: ShapeOf) -> Type:
     return TensorType((_tensor(args[0], "memory.shape_of's operand").rank,), "int64")
 
 
-def _shape_func(args: Sequence[Type], attrs: Attrs) -> Type:
+def _shape_func(args: Sequence[Type], op: ShapeFunc) -> Type:
     if not isinstance(args[0], FuncType):
         raise CompileError(f"memory.shape_func needs a function, got {args[0]}")
     return UNIT
 
 
-def _reshape_tensor(args: Sequence[Type], attrs: Attrs) -> Type:
+def _reshape_tensor(args: Sequence[Type], op: ReshapeTensor) -> Type:
     x = _tensor(args[0], "memory.reshape_tensor's operand")
-    return TensorType(attrs["shape"], x.dtype)
+    return TensorType(op.shape, x.dtype)
 
 
-def _effect(args: Sequence[Type], attrs: Attrs) -> Type:
+def _effect(args: Sequence[Type], op: MemoryOp) -> Type:
     return UNIT
 
 
-RULES: dict[str, Rule] = {
-    "memory.alloc_storage": _alloc_storage,
-    "memory.alloc_tensor": _alloc_tensor,
-    "memory.invoke": _invoke,
-    "memory.shape_of": _shape_of,
-    "memory.shape_func": _shape_func,
-    "memory.reshape_tensor": _reshape_tensor,
-    "memory.kill": _effect,
-    "memory.check": _effect,
+#: The rule of each op class (a test checks that every class of the dialect has one).
+RULES: dict[type[MemoryOp], Rule] = {
+    AllocStorage: _alloc_storage,
+    AllocTensor: _alloc_tensor,
+    Invoke: _invoke,
+    ShapeOf: _shape_of,
+    ShapeFunc: _shape_func,
+    ReshapeTensor: _reshape_tensor,
+    Kill: _effect,
+    Check: _effect,
 }

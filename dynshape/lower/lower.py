@@ -21,7 +21,7 @@ Guarantees: one VM function per global function, with
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import sympy
@@ -50,6 +50,18 @@ from vm.assembler import FunctionBuilder, tensor, tuple_type
 from vm.executable import TypeSpec
 from vm.isa import Reg
 
+from ..dialect.memory import (
+    AllocStorage,
+    AllocTensor,
+    Check,
+    Invoke,
+    Kill,
+    MemoryOp,
+    ReshapeTensor,
+    ShapeFunc,
+    ShapeOf,
+    memory_op,
+)
 from ..errors import CompileError
 from .kernels import kernel_for
 from .shape_exprs import ShapeExprCompiler, needed_symbols, symbol_registers
@@ -235,15 +247,18 @@ class _FunctionLowering:
         shapes: dict[tuple[Any, ...], None] = {}
         node = expr
         while isinstance(node, Let):
-            v = node.value
-            name = v.op.name if isinstance(v, Call) and v.op is not None else ""
-            attrs = v.attrs if isinstance(v, Call) else {}
-            for attr in ("size", "offset"):
-                d = attrs.get(attr) if name.startswith(ir.op.MEMORY_DIALECT) else None
-                if d is not None and _hoistable(d, bound) and d not in memo:
-                    dims[d] = None
-            if name in ("memory.alloc_tensor", "memory.reshape_tensor"):
-                key = ("shape", *attrs["shape"])
+            op = memory_op(node.value)
+            d = (
+                op.size
+                if isinstance(op, AllocStorage)
+                else op.offset
+                if isinstance(op, AllocTensor)
+                else None
+            )
+            if d is not None and _hoistable(d, bound) and d not in memo:
+                dims[d] = None
+            if isinstance(op, (AllocTensor, ReshapeTensor)):
+                key = ("shape", *op.shape)
                 symbolic = [d for d in key[1:] if not isinstance(d, int)]
                 if symbolic and key not in memo and all(_hoistable(d, bound) for d in symbolic):
                     shapes[key] = None
@@ -294,8 +309,9 @@ class _FunctionLowering:
             if isinstance(e.callee, GlobalVar):
                 args = [self.atom(a) for a in e.args]
                 return self.b.call(e.callee.name, args)
-            if e.op is not None and e.op.name.startswith(ir.op.MEMORY_DIALECT):
-                return self.memory_op(e, symbols)
+            op = memory_op(e)
+            if op is not None:
+                return _LOWER_MEMORY_OP[type(op)](self, op, symbols)
         raise CompileError(
             f"@{self.name}: cannot lower {type(e).__name__} {str(e).splitlines()[0]} "
             "(run manifest_alloc first; calls of function values are not supported)",
@@ -352,43 +368,38 @@ class _FunctionLowering:
             (memo[key],) = self.b.shape_program(program, inputs)  # type: ignore[arg-type]
         return memo[key]
 
-    # ---- memory ops ----------------------------------------------------------------------------
-    def memory_op(self, e: Call, symbols: dict[sympy.Basic, Reg]) -> Reg:
-        assert e.op is not None
-        name, attrs = e.op.name, e.attrs
-        if name == "memory.alloc_storage":
-            (size,) = self.dims([attrs["size"]], symbols)
-            return self.b.alloc_storage(size, attrs["alignment"], attrs["dtype_hint"])
-        if name == "memory.alloc_tensor":
-            (offset,) = self.dims([attrs["offset"]], symbols)
-            shape = self.shape(attrs["shape"], symbols)
-            return self.b.alloc_tensor(self.atom(e.args[0]), offset, shape, attrs["dtype"])
-        if name == "memory.invoke":
-            fn = self.function_value(e.args[0])
-            ins, outs = (self.tuple_items(a) for a in e.args[1:])
-            # Destinations beyond the results are the step plan's scratch (manifest_alloc).
-            num_scratch = len(outs) - len(ir.tensor_leaves(_result_type(fn)))
-            k = self.kernels.get((fn, num_scratch))
-            if k is None:
-                k = self.kernels[(fn, num_scratch)] = kernel_for(
-                    self.asm, fn, f"{self.name}_k{len(self.kernels)}", num_scratch
-                )
-            self.b.invoke(k, ins, outs)
-            return self.unit
-        if name == "memory.reshape_tensor":
-            return self.b.reshape(self.atom(e.args[0]), self.shape(attrs["shape"], symbols))
-        if name == "memory.shape_of":
-            return self.b.shape_of(self.atom(e.args[0]))
-        if name == "memory.kill":
-            self.b.kill(self.atom(e.args[0]))
-            return self.unit
-        if name == "memory.check":
-            self.check(attrs, symbols)
-            return self.unit
-        if name == "memory.shape_func":
-            self.shape_func(e, symbols)
-            return self.unit
-        raise CompileError(f"@{self.name}: no lowering for {name}")
+    # ---- memory ops (dispatched by _LOWER_MEMORY_OP) -------------------------------------------
+    def alloc_storage(self, op: AllocStorage, symbols: dict[sympy.Basic, Reg]) -> Reg:
+        (size,) = self.dims([op.size], symbols)
+        return self.b.alloc_storage(size, op.alignment, op.dtype_hint)
+
+    def alloc_tensor(self, op: AllocTensor, symbols: dict[sympy.Basic, Reg]) -> Reg:
+        (offset,) = self.dims([op.offset], symbols)
+        shape = self.shape(op.shape, symbols)
+        return self.b.alloc_tensor(self.atom(op.storage), offset, shape, op.dtype)
+
+    def invoke(self, op: Invoke, symbols: dict[sympy.Basic, Reg]) -> Reg:
+        fn = self.function_value(op.fn)
+        ins, outs = self.tuple_items(op.inputs), self.tuple_items(op.outputs)
+        # Destinations beyond the results are the step plan's scratch (manifest_alloc).
+        num_scratch = len(outs) - len(ir.tensor_leaves(_result_type(fn)))
+        k = self.kernels.get((fn, num_scratch))
+        if k is None:
+            k = self.kernels[(fn, num_scratch)] = kernel_for(
+                self.asm, fn, f"{self.name}_k{len(self.kernels)}", num_scratch
+            )
+        self.b.invoke(k, ins, outs)
+        return self.unit
+
+    def reshape_tensor(self, op: ReshapeTensor, symbols: dict[sympy.Basic, Reg]) -> Reg:
+        return self.b.reshape(self.atom(op.tensor), self.shape(op.shape, symbols))
+
+    def shape_of(self, op: ShapeOf, symbols: dict[sympy.Basic, Reg]) -> Reg:
+        return self.b.shape_of(self.atom(op.tensor))
+
+    def kill(self, op: Kill, symbols: dict[sympy.Basic, Reg]) -> Reg:
+        self.b.kill(self.atom(op.target))
+        return self.unit
 
     def function_value(self, e: Expr) -> Function:
         if isinstance(e, Function):
@@ -404,19 +415,19 @@ class _FunctionLowering:
             raise CompileError(f"@{self.name}: expected a tuple of operands, got {e}")
         return [self.atom(f) for f in e.fields]
 
-    def check(self, attrs: ir.Attrs, symbols: dict[sympy.Basic, Reg]) -> None:
+    def check(self, op: Check, symbols: dict[sympy.Basic, Reg]) -> Reg:
         """A deferred fact. Its message has ``{a}``/``{b}`` where the VM puts the dims' values.
 
         A broadcast or divisibility fact is not one comparison, so it is compiled to
         ``A == rhs`` with ``A = rhs`` when the fact holds and ``A = lhs`` when it does not (the
         two differ then): the check fails exactly when the fact does, and reports both dims.
         """
-        kind, message = attrs["kind"], attrs["message"]
-        lhs, rhs = ir.dims.as_expr(attrs["lhs"]), ir.dims.as_expr(attrs["rhs"])
+        kind, message = op.kind, op.message
+        lhs, rhs = ir.dims.as_expr(op.lhs), ir.dims.as_expr(op.rhs)
         if kind in _CMP:
             a, b = self.dims([lhs, rhs], symbols)
             self.b.check(a, kind, b, message)
-            return
+            return self.unit
         if kind == "broadcast":
             bad = sympy.Min(_abs(lhs - rhs), _abs(lhs - 1) * _abs(rhs - 1))  # 0 when it holds
         else:  # lhs divides rhs; 0 divides only 0
@@ -424,14 +435,14 @@ class _FunctionLowering:
         holds = 1 - sympy.Min(bad, 1)
         a, b = self.dims([lhs + holds * (rhs - lhs), rhs], symbols)
         self.b.check(a, "==", b, message)
+        return self.unit
 
-    def shape_func(self, e: Call, symbols: dict[sympy.Basic, Reg]) -> None:
-        fn = self.function_value(e.args[0])
+    def shape_func(self, op: ShapeFunc, symbols: dict[sympy.Basic, Reg]) -> Reg:
+        fn = self.function_value(op.fn)
         body = fn.body
         if not isinstance(body, Call) or body.op is None:
             raise CompileError(f"@{self.name}: memory.shape_func needs a single-op primitive")
-        inputs = dict(zip(fn.params, self.tuple_items(e.args[1]), strict=True))
-        reads_value = dict(zip(fn.params, e.attrs["data_dependent"], strict=True))
+        inputs = dict(zip(fn.params, self.tuple_items(op.inputs), strict=True))
         op_inputs = []
         for a in body.args:
             if isinstance(a, Var) and a in inputs:
@@ -445,10 +456,10 @@ class _FunctionLowering:
             dd = get_shape_func(body.op.name).data_dependent
             i = len(op_inputs)
             op_inputs.append(reg if i < len(dd) and dd[i] else self.b.shape_of(reg))
-        del reads_value  # the manifest already chose shapes or values for the parameters
+        # (the manifest already chose shapes or values for the parameters: data_dependent)
         entry = self.asm.shape_func(body.op.name, dict(body.attrs))
         shapes = self.b.shape_func(entry, op_inputs)
-        out_shapes = e.attrs["out_shapes"]
+        out_shapes = op.out_shapes
         single = not isinstance(_ty_of(body), TupleType)
         for j, out in enumerate(out_shapes):
             shape_reg = shapes if single else self.b.get_item(shapes, j)
@@ -464,6 +475,20 @@ class _FunctionLowering:
                     expected,
                     f"{body.op.name}: output {j} has shape[{axis}] = {{a}}, expected {d} = {{b}}",
                 )
+        return self.unit
+
+
+#: How each memory op lowers: one method of ``_FunctionLowering`` per op class.
+_LOWER_MEMORY_OP: dict[type[MemoryOp], Callable[[Any, Any, dict[sympy.Basic, Reg]], Reg]] = {
+    AllocStorage: _FunctionLowering.alloc_storage,
+    AllocTensor: _FunctionLowering.alloc_tensor,
+    Invoke: _FunctionLowering.invoke,
+    ReshapeTensor: _FunctionLowering.reshape_tensor,
+    ShapeOf: _FunctionLowering.shape_of,
+    Kill: _FunctionLowering.kill,
+    Check: _FunctionLowering.check,
+    ShapeFunc: _FunctionLowering.shape_func,
+}
 
 
 class _Symbols(dict):
@@ -490,7 +515,7 @@ class _Symbols(dict):
 
 
 def _is_kill(value: Expr) -> bool:
-    return isinstance(value, Call) and value.op is not None and value.op.name == "memory.kill"
+    return Kill.of(value) is not None
 
 
 def _hoistable(d: ir.Dim, bound: Any) -> bool:

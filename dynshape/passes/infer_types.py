@@ -39,6 +39,7 @@ from ir.text import function_to_text
 from shape_funcs import ShapeError, UnknownValue, get_shape_func
 
 from ..dialect import memory_types
+from ..dialect.memory import memory_op
 from ..errors import CompileError
 from ..inference.type_relations import instantiate_call, join, refine
 from ..symbolic_context import DeferredCheck, SymbolicContext
@@ -284,9 +285,10 @@ class _FunctionInference(ir.ExprFunctor[Expr]):
         args = tuple([self.visit(a) for a in call.args])  # a list: see ir/functor.py
         arg_types = [self.type_of(a) for a in args]
         op = call.op
-        if op is not None and op.name in memory_types.RULES:
-            rule = memory_types.RULES[op.name]
-            ty = self.checked(call, lambda ctx: rule(arg_types, call.attrs))
+        mem = memory_op(call)
+        if mem is not None and op is not None:
+            rule = memory_types.RULES[type(mem)]
+            ty = self.checked(call, lambda ctx: rule(arg_types, mem))
             return self.site(Call(op, args, call.attrs, span=call.span, ty=ty))
         if op is not None:
             ty = self.checked(

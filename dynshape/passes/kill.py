@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import dataclasses
 
-import ir
 from ir import Expr, If, Let, Module, Var
 
-from ..analysis.liveness import Aliases, chain, memory_op, touched
+from ..analysis.liveness import Aliases, chain, touched
+from ..dialect.memory import Kill
 from .base import ModulePass
 
 
@@ -55,11 +55,7 @@ def kill_after_last_use(module: Module) -> Module:
 def _chain(body: Expr, aliases: Aliases) -> Expr:
     lets, result = chain(body)
     escaping = aliases.of(result)
-    already = {
-        let.value.args[0]  # type: ignore[attr-defined]
-        for let in lets
-        if memory_op(let.value) == "memory.kill"
-    }
+    already = {k.target for k in map(Kill.of, (let.value for let in lets)) if k is not None}
     # The index of the last let that uses each storage allocated here.
     last: dict[Var, int] = {}
     for i, let in enumerate(lets):
@@ -83,7 +79,7 @@ def _chain(body: Expr, aliases: Aliases) -> Expr:
             )
         out.append((let.var, value))
         for storage in kills.get(i, []):
-            out.append((Var("_"), ir.call("memory.kill", storage)))
+            out.append((Var("_"), Kill.make(storage)))
     for var, value in reversed(out):
         result = Let(var, value, result)
     return result

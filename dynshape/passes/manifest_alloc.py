@@ -54,6 +54,15 @@ from ir import (
 from shape_funcs import get_shape_func
 
 from ..analysis.step_plan import plan_steps
+from ..dialect.memory import (
+    AllocStorage,
+    AllocTensor,
+    Check,
+    Invoke,
+    ReshapeTensor,
+    ShapeFunc,
+    ShapeOf,
+)
 from ..errors import CompileError
 from ..inference.type_relations import bind_plain_symbols, substitute_type
 from ..symbolic_context import DeferredCheck
@@ -211,16 +220,7 @@ class _FunctionManifest:
     def emit_checks(self, b: _Block, checks: Iterable[DeferredCheck]) -> None:
         for check in checks:
             lhs, rhs = check.dims
-            b.let(
-                "check",
-                ir.call(
-                    "memory.check",
-                    kind=check.kind,
-                    lhs=lhs,
-                    rhs=rhs,
-                    message=check.message_template(),
-                ),
-            )
+            b.let("check", Check.make(check.kind, lhs, rhs, check.message_template()))
 
     def checks_inside(self, fn: Function) -> list[DeferredCheck]:
         """The deferred checks of every node of a primitive's body, in evaluation order."""
@@ -249,10 +249,7 @@ class _FunctionManifest:
         leaves = ir.tensor_leaves(out_ty)
         if fn.attrs.get("Reshape") and isinstance(out_ty, TensorType) and len(args) == 1:
             self.require_bound(leaves, bound, call)
-            return b.let(
-                var.name_hint,
-                ir.call("memory.reshape_tensor", args[0], shape=list(out_ty.shape)),
-            )
+            return b.let(var.name_hint, ReshapeTensor.make(args[0], out_ty.shape))
         if not _symbols(d for leaf in leaves for d in leaf.shape) <= bound:
             self.shape_func(b, fn, fn_ref, args, leaves, bound, call)
         outputs = [
@@ -261,10 +258,7 @@ class _FunctionManifest:
             for suffix in ["" if len(leaves) == 1 else str(i)]
         ]
         scratch = [_alloc(b, ty, "scratch", "storage") for ty in self.scratch(fn, call, bound)]
-        b.let(
-            "invoke",
-            ir.call("memory.invoke", fn_ref, ir.tuple_of(args), ir.tuple_of(outputs + scratch)),
-        )
+        b.let("invoke", Invoke.make(fn_ref, args, outputs + scratch))
         if len(outputs) == 1 and isinstance(out_ty, TensorType):
             return outputs[0]
         return b.let(var.name_hint, _rebuild(out_ty, outputs))
@@ -318,20 +312,11 @@ class _FunctionManifest:
             if isinstance(a, Var) and a in fn.params and i < len(sf.data_dependent):
                 reads_value[fn.params.index(a)] |= sf.data_dependent[i]
         inputs = [
-            a if value else b.let("shape", ir.call("memory.shape_of", a))
+            a if value else b.let("shape", ShapeOf.make(a))
             for a, value in zip(args, reads_value, strict=True)
         ]
         out_shapes = [list(leaf.shape) for leaf in leaves]
-        b.let(
-            "shapes",
-            ir.call(
-                "memory.shape_func",
-                fn_ref,
-                ir.tuple_of(inputs),
-                data_dependent=[int(v) for v in reads_value],
-                out_shapes=out_shapes,
-            ),
-        )
+        b.let("shapes", ShapeFunc.make(fn_ref, inputs, [int(v) for v in reads_value], out_shapes))
         bound |= {d for leaf in leaves for d in leaf.shape if isinstance(d, sympy.Symbol)}
         self.require_bound(leaves, bound, call)
 
@@ -351,16 +336,8 @@ class _FunctionManifest:
 
 def _alloc(b: _Block, ty: TensorType, hint: str, storage_hint: str) -> Var:
     """A storage of ``ty``'s size and a tensor of ``ty`` at offset 0 in it; returns the tensor."""
-    storage = b.let(
-        storage_hint,
-        ir.call(
-            "memory.alloc_storage", size=ty.size_bytes(), alignment=ALIGNMENT, dtype_hint=ty.dtype
-        ),
-    )
-    return b.let(
-        hint,
-        ir.call("memory.alloc_tensor", storage, offset=0, shape=list(ty.shape), dtype=ty.dtype),
-    )
+    storage = b.let(storage_hint, AllocStorage.make(ty.size_bytes(), ALIGNMENT, ty.dtype))
+    return b.let(hint, AllocTensor.make(storage, 0, ty.shape, ty.dtype))
 
 
 def _rebuild(ty: Type, leaves: Iterable[Var]) -> Expr:

@@ -64,7 +64,8 @@ from ir import Call, Expr, If, Let, Module, Var
 
 from ..analysis.dim_bounds import RangeMap, dims_le, evaluate, samples, upper
 from ..analysis.in_place import in_place_pairs
-from ..analysis.liveness import Aliases, all_vars, chain, direct_vars, memory_op
+from ..analysis.liveness import Aliases, all_vars, chain, direct_vars
+from ..dialect.memory import AllocStorage, AllocTensor, Kill, ShapeFunc, memory_op
 from .base import ModulePass
 from .manifest_alloc import plain_symbols
 
@@ -214,30 +215,19 @@ class _Planner:
         out: list[tuple[Var, Expr]] = []
         for i, let in enumerate(lets):
             for g in arenas_at.get(i, []):
-                size = ir.call(
-                    "memory.alloc_storage", size=g.size, alignment=ALIGNMENT, dtype_hint="uint8"
-                )
-                out.append((g.arena, size))
+                out.append((g.arena, AllocStorage.make(g.size, ALIGNMENT, "uint8")))
             value, op = let.value, memory_op(let.value)
-            target = value.args[0] if op and isinstance(value, Call) and value.args else None
-            if op in ("memory.alloc_storage",) and let.var in where:
+            if isinstance(op, AllocStorage) and let.var in where:
                 continue
-            if op == "memory.kill" and target in where:
+            if isinstance(op, Kill) and op.target in where:
                 pass  # the arena's kill replaces it
-            elif op == "memory.alloc_tensor" and target in where:
-                assert isinstance(value, Call) and isinstance(target, Var)
-                g, b = where[target]
-                a = value.attrs
-                offset = ir.check_dim(ir.simplify(ir.dims.as_expr(b.offset) + a["offset"]))
-                new = ir.call(
-                    "memory.alloc_tensor",
-                    g.arena,
-                    offset=offset,
-                    shape=list(a["shape"]),
-                    dtype=a["dtype"],
-                    span=value.span,
+            elif isinstance(op, AllocTensor) and op.storage in where:
+                assert isinstance(op.storage, Var)
+                g, b = where[op.storage]
+                offset = ir.check_dim(ir.simplify(ir.dims.as_expr(b.offset) + op.offset))
+                out.append(
+                    (let.var, AllocTensor.make(g.arena, offset, op.shape, op.dtype, value.span))
                 )
-                out.append((let.var, new))
             elif isinstance(value, If):
                 inner = bound_before[i]
                 branches = (
@@ -255,7 +245,7 @@ class _Planner:
             else:
                 out.append((let.var, value))
             for g in kills_at.get(i, []):
-                out.append((Var("_"), ir.call("memory.kill", g.arena)))
+                out.append((Var("_"), Kill.make(g.arena)))
         for var, v in reversed(out):
             result = Let(var, v, result)
         return result
@@ -270,14 +260,13 @@ class _Planner:
         kills: dict[Var, list[int]] = {}
         tensors: Counter[Var] = Counter()
         for i, let in enumerate(lets):
-            op, value = memory_op(let.value), let.value
-            if op == "memory.alloc_storage":
+            op = memory_op(let.value)
+            if isinstance(op, AllocStorage):
                 allocs[let.var] = i
-            elif op in ("memory.kill", "memory.alloc_tensor"):
-                assert isinstance(value, Call)
-                target = value.args[0]
+            elif isinstance(op, (Kill, AllocTensor)):
+                target = op.target if isinstance(op, Kill) else op.storage
                 if isinstance(target, Var) and target in allocs:
-                    if op == "memory.kill":
+                    if isinstance(op, Kill):
                         kills.setdefault(target, []).append(i)
                     else:
                         tensors[target] += 1
@@ -286,9 +275,9 @@ class _Planner:
             k = kills.get(s, [])
             if refs[s] != tensors[s] + len(k) or len(k) > 1 or (not k and not self.returned):
                 continue
-            value = lets[i].value
-            assert isinstance(value, Call)
-            out.append(_Tenant(s, value.attrs["size"], i, k[0] if k else NEVER))
+            alloc = AllocStorage.of(lets[i].value)
+            assert alloc is not None
+            out.append(_Tenant(s, alloc.size, i, k[0] if k else NEVER))
         return out
 
     def groups(self, tenants: list[_Tenant], bound_before: list[frozenset[Any]]) -> list[_Group]:
@@ -417,10 +406,8 @@ def _binds(let: Let) -> frozenset[sympy.Basic]:
     """The symbols a let binds (``memory.shape_func``'s out_shapes, a value's new plain dims)."""
     value = let.value
     out: set[sympy.Basic] = set()
-    if memory_op(value) == "memory.shape_func":
-        assert isinstance(value, Call)
-        out |= {
-            d for shape in value.attrs["out_shapes"] for d in shape if isinstance(d, sympy.Symbol)
-        }
+    shape_func = ShapeFunc.of(value)
+    if shape_func is not None:
+        out |= {d for shape in shape_func.out_shapes for d in shape if isinstance(d, sympy.Symbol)}
     out |= plain_symbols(let.var.ty or value.ty)
     return frozenset(out)

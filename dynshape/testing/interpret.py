@@ -42,6 +42,7 @@ from ir import (
 )
 from ir.nesting import RECURSION_LIMIT
 
+from ..dialect.memory import memory_op
 from .numpy_ops import OPS
 
 #: Calls of globals (and of function values) nested deeper than this raise InterpreterError.
@@ -297,10 +298,11 @@ class Interpreter:
             args = [self.eval(a, frame) for a in node.args]
             name = node.callee.name if isinstance(node.callee, GlobalVar) else "<fn>"
             return self.call_closure(callee, args, name)
-        if op.name.startswith(ir.op.MEMORY_DIALECT):
-            from .memory_ops import MEMORY_OPS
+        mem = memory_op(node)
+        if mem is not None:
+            from .memory_ops import MEMORY_OPS  # it imports this module
 
-            return MEMORY_OPS[op.name](self, node, frame)
+            return MEMORY_OPS[type(mem)](self, mem, frame)
         args = [self.eval(a, frame) for a in node.args]
         impl = OPS.get(op.name)
         if impl is None:

@@ -18,6 +18,17 @@ import sympy
 from ir import Call, Constant, Tuple, TupleType, Var
 from shape_funcs import ShapeError, concrete_shapes, get_shape_func
 
+from ..dialect.memory import (
+    AllocStorage,
+    AllocTensor,
+    Check,
+    Invoke,
+    Kill,
+    MemoryOp,
+    ReshapeTensor,
+    ShapeFunc,
+    ShapeOf,
+)
 from .interpret import Closure, Frame, Interpreter, InterpreterError, Storage, describe, eval_dim
 
 
@@ -30,18 +41,19 @@ def _dim(interp: Interpreter, frame: Frame, d: Any, node: Call, what: str) -> in
     return value
 
 
-def alloc_storage(interp: Interpreter, node: Call, frame: Frame) -> Storage:
-    size = _dim(interp, frame, node.attrs["size"], node, "size")
-    return Storage(np.zeros(size, np.uint8), node.attrs["alignment"])
+def alloc_storage(interp: Interpreter, op: AllocStorage, frame: Frame) -> Storage:
+    size = _dim(interp, frame, op.size, op.call, "size")
+    return Storage(np.zeros(size, np.uint8), op.alignment)
 
 
-def alloc_tensor(interp: Interpreter, node: Call, frame: Frame) -> np.ndarray:
-    storage = interp.eval(node.args[0], frame)
+def alloc_tensor(interp: Interpreter, op: AllocTensor, frame: Frame) -> np.ndarray:
+    node = op.call
+    storage = interp.eval(op.storage, frame)
     if not isinstance(storage, Storage):
         raise InterpreterError(f"@{frame.function}: {describe(node)}: not a storage")
-    offset = _dim(interp, frame, node.attrs["offset"], node, "offset")
-    shape = [_dim(interp, frame, d, node, "dim") for d in node.attrs["shape"]]
-    dtype = np.dtype(node.attrs["dtype"])
+    offset = _dim(interp, frame, op.offset, node, "offset")
+    shape = [_dim(interp, frame, d, node, "dim") for d in op.shape]
+    dtype = np.dtype(op.dtype)
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     if offset + nbytes > storage.data.size:
         raise InterpreterError(
@@ -52,9 +64,10 @@ def alloc_tensor(interp: Interpreter, node: Call, frame: Frame) -> np.ndarray:
     return view.reshape(shape)
 
 
-def invoke(interp: Interpreter, node: Call, frame: Frame) -> tuple[()]:
-    fn = interp.eval(node.args[0], frame)
-    inputs, outputs = (interp.eval(a, frame) for a in node.args[1:])
+def invoke(interp: Interpreter, op: Invoke, frame: Frame) -> tuple[()]:
+    node = op.call
+    fn = interp.eval(op.fn, frame)
+    inputs, outputs = interp.eval(op.inputs, frame), interp.eval(op.outputs, frame)
     if not isinstance(fn, Closure):
         raise InterpreterError(f"@{frame.function}: {describe(node)}: not a function")
     result = interp.call_closure(fn, list(inputs), "<primitive>")
@@ -84,32 +97,32 @@ def _leaves(value: Any) -> list[np.ndarray]:
     return [value]
 
 
-def shape_of(interp: Interpreter, node: Call, frame: Frame) -> np.ndarray:
-    x = interp.eval(node.args[0], frame)
+def shape_of(interp: Interpreter, op: ShapeOf, frame: Frame) -> np.ndarray:
+    x = interp.eval(op.tensor, frame)
     return np.array(x.shape, np.int64)
 
 
-def reshape_tensor(interp: Interpreter, node: Call, frame: Frame) -> np.ndarray:
-    x = interp.eval(node.args[0], frame)
-    shape = [_dim(interp, frame, d, node, "dim") for d in node.attrs["shape"]]
+def reshape_tensor(interp: Interpreter, op: ReshapeTensor, frame: Frame) -> np.ndarray:
+    node = op.call
+    x = interp.eval(op.tensor, frame)
+    shape = [_dim(interp, frame, d, node, "dim") for d in op.shape]
     if int(np.prod(shape, dtype=np.int64)) != x.size:
         raise InterpreterError(f"@{frame.function}: {describe(node)}: {x.shape} to {shape}")
     return x.reshape(shape)
 
 
-def kill(interp: Interpreter, node: Call, frame: Frame) -> tuple[()]:
-    target = node.args[0]
+def kill(interp: Interpreter, op: Kill, frame: Frame) -> tuple[()]:
+    target = op.target
     interp.eval(target, frame)  # killing a dead value is reading it
     if isinstance(target, Var):
         frame.dead.add(target)
     return ()
 
 
-def check(interp: Interpreter, node: Call, frame: Frame) -> tuple[()]:
-    attrs = node.attrs
-    a = _dim(interp, frame, attrs["lhs"], node, "lhs")
-    b = _dim(interp, frame, attrs["rhs"], node, "rhs")
-    kind = attrs["kind"]
+def check(interp: Interpreter, op: Check, frame: Frame) -> tuple[()]:
+    a = _dim(interp, frame, op.lhs, op.call, "lhs")
+    b = _dim(interp, frame, op.rhs, op.call, "rhs")
+    kind = op.kind
     if kind == "broadcast":
         holds = a == b or a == 1 or b == 1
     elif kind == "divides":
@@ -119,20 +132,21 @@ def check(interp: Interpreter, node: Call, frame: Frame) -> tuple[()]:
             kind
         ]
     if not holds:
-        message = attrs["message"].replace("{a}", str(a)).replace("{b}", str(b))
+        message = op.message.replace("{a}", str(a)).replace("{b}", str(b))
         raise InterpreterError(f"@{frame.function}: run-time check failed: {message}")
     return ()
 
 
-def shape_func(interp: Interpreter, node: Call, frame: Frame) -> tuple[()]:
-    closure = interp.eval(node.args[0], frame)
-    given = interp.eval(node.args[1], frame)
+def shape_func(interp: Interpreter, op: ShapeFunc, frame: Frame) -> tuple[()]:
+    node = op.call
+    closure = interp.eval(op.fn, frame)
+    given = interp.eval(op.inputs, frame)
     if not isinstance(closure, Closure):
         raise InterpreterError(f"@{frame.function}: {describe(node)}: not a function")
     body = closure.fn.body
     if not isinstance(body, Call) or body.op is None:
         raise InterpreterError(f"@{frame.function}: {describe(node)}: not a single-op primitive")
-    flags = list(node.attrs["data_dependent"])
+    flags = list(op.data_dependent)
     by_param = {
         p: (v if i < len(flags) and flags[i] else _as_shape(v))
         for i, (p, v) in enumerate(zip(closure.fn.params, given, strict=True))
@@ -154,7 +168,7 @@ def shape_func(interp: Interpreter, node: Call, frame: Frame) -> tuple[()]:
         raise InterpreterError(f"@{frame.function}: {describe(node)}: {e}") from e
     single = not isinstance(body.ty, TupleType)
     results = [shapes] if single else list(shapes)
-    for j, (actual, expected) in enumerate(zip(results, node.attrs["out_shapes"], strict=True)):
+    for j, (actual, expected) in enumerate(zip(results, op.out_shapes, strict=True)):
         for axis, d in enumerate(expected):
             if isinstance(d, sympy.Symbol) and d not in frame.binding:
                 frame.binding[d] = int(actual[axis])
@@ -172,13 +186,14 @@ def _as_shape(value: Any) -> tuple[int, ...]:
     return tuple(int(v) for v in np.asarray(value).tolist())
 
 
-MEMORY_OPS: dict[str, Callable[[Interpreter, Call, Frame], Any]] = {
-    "memory.alloc_storage": alloc_storage,
-    "memory.alloc_tensor": alloc_tensor,
-    "memory.invoke": invoke,
-    "memory.shape_of": shape_of,
-    "memory.shape_func": shape_func,
-    "memory.reshape_tensor": reshape_tensor,
-    "memory.kill": kill,
-    "memory.check": check,
+#: The evaluation of each op class of the dialect.
+MEMORY_OPS: dict[type[MemoryOp], Callable[[Interpreter, Any, Frame], Any]] = {
+    AllocStorage: alloc_storage,
+    AllocTensor: alloc_tensor,
+    Invoke: invoke,
+    ShapeOf: shape_of,
+    ShapeFunc: shape_func,
+    ReshapeTensor: reshape_tensor,
+    Kill: kill,
+    Check: check,
 }
