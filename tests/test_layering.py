@@ -75,3 +75,57 @@ def test_every_error_derives_from_the_project_base() -> None:
     assert issubclass(ir.IRError, dynshape_errors.DynShapeError)
     assert issubclass(ir.ParseError, ir.IRError)
     assert issubclass(shape_funcs.ShapeError, dynshape_errors.DynShapeError)
+
+
+#: Inside ``dynshape``: what each folder or top-level module may import of the others
+#: (design/layering.md, "Inside dynshape"). The compiler never imports ``testing``.
+INSIDE_DYNSHAPE = {
+    "errors": set(),
+    "symbolic_context": {"errors"},
+    "dialect": {"errors"},
+    "inference": {"errors", "symbolic_context"},
+    "analysis": {"dialect", "errors", "inference"},
+    "passes": {"analysis", "dialect", "errors", "inference", "symbolic_context"},
+    "lower": {"analysis", "dialect", "errors"},
+    "pipeline": {"errors", "lower", "passes"},
+    "builder": {"errors", "inference", "passes", "pipeline", "symbolic_context"},
+    "custom_op": {"builder", "errors"},
+    "memory_report": {"analysis", "dialect", "inference", "pipeline"},
+    "svg_layout": {"analysis", "memory_report"},
+    "demo": {"pipeline"},
+    "cli": {"demo", "errors", "memory_report", "pipeline", "svg_layout"},
+    "__main__": {"cli"},
+    "__init__": {"builder", "custom_op", "errors", "passes", "pipeline"},
+    "testing": {
+        "analysis", "dialect", "errors", "inference", "lower", "passes", "pipeline",
+        "symbolic_context",
+    },
+}  # fmt: skip
+
+
+def _dynshape_units_imported(path: Path) -> set[str]:
+    """The folders / top-level modules of ``dynshape`` that ``path`` imports (relative or not)."""
+    pkg = path.relative_to(ROOT / "dynshape").parts[:-1]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = list(pkg[: len(pkg) - (node.level - 1)])
+            parts = base + (node.module.split(".") if node.module else [])
+            found |= {parts[0]} if parts else {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("dynshape."):
+            found.add(node.module.split(".")[1])  # type: ignore[union-attr]
+        elif isinstance(node, ast.Import):
+            found |= {a.name.split(".")[1] for a in node.names if a.name.startswith("dynshape.")}
+    return found
+
+
+def test_the_folders_inside_dynshape_respect_their_layering() -> None:
+    bad = []
+    for path in sorted((ROOT / "dynshape").rglob("*.py")):
+        parts = path.relative_to(ROOT / "dynshape").parts
+        unit = parts[0] if len(parts) > 1 else parts[0].removesuffix(".py")
+        assert unit in INSIDE_DYNSHAPE, f"dynshape/{'/'.join(parts)}: add {unit!r} to the table"
+        for used in _dynshape_units_imported(path) - {unit}:
+            if used not in INSIDE_DYNSHAPE[unit]:
+                bad.append(f"dynshape/{'/'.join(parts)} imports dynshape.{used}")
+    assert not bad, "\n".join(bad)

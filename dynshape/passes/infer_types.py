@@ -70,11 +70,31 @@ def infer_types(module: Module) -> Module:
     return InferTypes().run(module)
 
 
+class CompleteTypes(ModulePass):
+    """Type the nodes a pass built without a type, keeping every node that has one.
+
+    Assumes: a module that was typed by ``InferTypes`` and then rewritten by a pass whose new
+    nodes may lack types (a node a pass copies keeps its type, trusted as still right).
+    Guarantees: every node typed, as ``InferTypes`` would type it, at the cost of the new
+    nodes only: a typed node is neither re-inferred nor rebuilt unless one of its children was
+    (the symbolic shape functions, most of inference's time, run only for the new nodes).
+    The pipeline runs this after each pass; ``debug=True`` also runs a full ``InferTypes`` and
+    requires the same types, so a pass that leaves a stale type is named.
+    """
+
+    name = "complete_types"
+
+    def run(self, module: Module) -> Module:
+        return _ModuleInference(module, complete=True).infer_all()
+
+
 class _ModuleInference:
     """Infers globals in dependency order; callees first unless their signature is declared."""
 
-    def __init__(self, module: Module) -> None:
+    def __init__(self, module: Module, complete: bool = False) -> None:
         self.module = module
+        self.complete = complete
+        """Keep typed nodes (``CompleteTypes``) instead of inferring everything."""
         self.typed: dict[str, Function] = {}
         self.signatures: dict[str, FuncType] = {}
         self.in_progress: list[str] = []
@@ -116,7 +136,7 @@ class _ModuleInference:
                 raise CompileError(
                     f"parameter %{p.name_hint} of @{name} needs a type annotation", p.span
                 )
-        inference = _FunctionInference(self, name)
+        inference = (_TypeCompletion if self.complete else _FunctionInference)(self, name)
         typed = inference.visit(fn)
         assert isinstance(typed, Function) and isinstance(typed.ty, FuncType)
         self.typed[name] = typed
@@ -228,17 +248,9 @@ class _FunctionInference(ir.ExprFunctor[Expr]):
         chain: list[tuple[Let, Var, Expr, list[DeferredCheck]]] = []
         node: Expr = let
         while isinstance(node, Let) and node not in self.memo:
-            mark = ir.dims.anonymous_watermark()
-            value = self.visit(node.value)
-            ty = self.type_of(value)
-            ann = node.var.type_annotation
-            if ann is not None:
-                what = f"%{node.var.name_hint}"
-                ty = self.checked(
-                    node, lambda ctx, a=ann, t=ty, w=what, m=mark: refine(a, t, ctx, w, m)
-                )
+            var, value = self.let_binding(node)
             facts, self._facts = self._facts, []  # the annotation's checks belong to this let
-            chain.append((node, self.bind(node.var, ty), value, facts))
+            chain.append((node, var, value, facts))
             node = node.body
         body = self.visit(node)
         for old, var, value, facts in reversed(chain):
@@ -246,6 +258,19 @@ class _FunctionInference(ir.ExprFunctor[Expr]):
             body = self.site(Let(var, value, body, span=old.span, ty=self.type_of(body)))
             self.memo[old] = body
         return body
+
+    def let_binding(self, node: Let) -> tuple[Var, Expr]:
+        """The typed value of ``node`` and its variable, refined by its annotation."""
+        mark = ir.dims.anonymous_watermark()
+        value = self.visit(node.value)
+        ty = self.type_of(value)
+        ann = node.var.type_annotation
+        if ann is not None:
+            what = f"%{node.var.name_hint}"
+            ty = self.checked(
+                node, lambda ctx, a=ann, t=ty, w=what, m=mark: refine(a, t, ctx, w, m)
+            )
+        return self.bind(node.var, ty), value
 
     def visit_if(self, node: If) -> Expr:
         cond = self.visit(node.cond)
@@ -333,6 +358,158 @@ class _FunctionInference(ir.ExprFunctor[Expr]):
             param_types.append(t)
         facts, self._facts = self._facts, []
         return self.function_body(fn, param_types), facts
+
+
+class _TypeCompletion(_FunctionInference):
+    """``CompleteTypes`` for one global: typed nodes are kept (and shared), untyped ones are
+    inferred by the base class, whose visits of children come back here."""
+
+    def bind(self, var: Var, ty: Type) -> Var:
+        if var.ty is not None:
+            self.vars[var] = var
+            return var
+        return super().bind(var, ty)
+
+    def let_binding(self, node: Let) -> tuple[Var, Expr]:
+        if node.var.ty is None:
+            return super().let_binding(node)
+        value = self.visit(node.value)
+        return self.bind(node.var, node.var.ty), value
+
+    def visit_constant(self, const: Constant) -> Expr:
+        return const if const.ty is not None else super().visit_constant(const)
+
+    def visit_global_var(self, gv: GlobalVar) -> Expr:
+        return gv if gv.ty is not None else super().visit_global_var(gv)
+
+    def visit_tuple(self, tup: Tuple) -> Expr:
+        if tup.ty is None:
+            return super().visit_tuple(tup)
+        fields = [self.visit(f) for f in tup.fields]
+        if _same(fields, tup.fields):
+            return tup
+        return Tuple(tuple(fields), span=tup.span, ty=tup.ty)
+
+    def visit_tuple_getitem(self, item: TupleGetItem) -> Expr:
+        if item.ty is None:
+            return super().visit_tuple_getitem(item)
+        value = self.visit(item.tuple_value)
+        if value is item.tuple_value:
+            return item
+        return TupleGetItem(value, item.index, span=item.span, ty=item.ty)
+
+    def visit_call(self, call: Call) -> Expr:
+        if call.ty is None:
+            return super().visit_call(call)
+        callee = call.callee
+        new_callee = self.visit(callee) if isinstance(callee, Expr) else callee
+        args = [self.visit(a) for a in call.args]
+        if new_callee is callee and _same(args, call.args):
+            return call
+        return Call(new_callee, tuple(args), call.attrs, span=call.span, ty=call.ty)
+
+    def visit_if(self, node: If) -> Expr:
+        if node.ty is None:
+            return super().visit_if(node)
+        parts = [self.visit(e) for e in (node.cond, node.then_branch, node.else_branch)]
+        if _same(parts, (node.cond, node.then_branch, node.else_branch)):
+            return node
+        return If(*parts, span=node.span, ty=node.ty)
+
+    def visit_function(self, fn: Function) -> Expr:
+        if fn.ty is None:
+            return super().visit_function(fn)
+        for p in fn.params:
+            self.bind(p, p.ty)  # type: ignore[arg-type]
+        body = self.visit(fn.body)
+        if body is fn.body:
+            return fn
+        return Function(
+            fn.params, body, fn.ret_type, fn.attrs, ranges=fn.ranges, span=fn.span, ty=fn.ty
+        )
+
+    def visit_let(self, let: Let) -> Expr:
+        # Iterated, as in the base class: let chains can be thousands long.
+        chain: list[tuple[Let, Var, Expr, list[DeferredCheck]]] = []
+        node: Expr = let
+        while isinstance(node, Let) and node not in self.memo:
+            var, value = self.let_binding(node)  # a typed variable is kept (``bind``)
+            chain.append((node, var, value, self._facts))
+            self._facts = []
+            node = node.body
+        body = self.visit(node)
+        for old, var, value, facts in reversed(chain):
+            if old.ty is None or not _same((var, value, body), (old.var, old.value, old.body)):
+                self._facts = facts
+                body = self.site(Let(var, value, body, span=old.span, ty=self.type_of(body)))
+            else:
+                body = old
+            self.memo[old] = body
+        return body
+
+
+def stale_type(kept: Module, full: Module) -> tuple[Expr, Type | None] | None:
+    """The deepest node of ``kept`` whose type differs from the same node's in ``full`` (the
+    same module fully re-inferred), with the type inference gives it; or None.
+
+    Dims with anonymous symbols compare as unknown (a full inference renumbers them, and types
+    a primitive's ``?`` parameters with fresh dims where the kept types share the caller's),
+    and the bodies of primitive functions are not compared (their kept types are more precise
+    than their annotations give)."""
+    for name in kept:
+        found: tuple[Expr, Type | None] | None = None
+        stack: list[tuple[Expr, Expr]] = [(kept[name], full[name])]
+        seen: set[tuple[int, int]] = set()
+        while stack:
+            a, b = stack.pop()
+            if (id(a), id(b)) in seen:
+                continue
+            seen.add((id(a), id(b)))
+            if _erased(a.ty) != _erased(b.ty):
+                found, stack = (a, b.ty), []  # the culprit is below it, or it: go deeper
+            if isinstance(a, Function) and a.is_primitive:
+                continue
+            stack.extend(zip(_children(a), _children(b), strict=True))
+        if found is not None:
+            return found
+    return None
+
+
+def _children(e: Expr) -> list[Expr]:
+    if isinstance(e, Call):
+        return ([e.callee] if isinstance(e.callee, Expr) else []) + list(e.args)
+    if isinstance(e, Let):
+        return [e.var, e.value, e.body]
+    if isinstance(e, If):
+        return [e.cond, e.then_branch, e.else_branch]
+    if isinstance(e, Tuple):
+        return list(e.fields)
+    if isinstance(e, TupleGetItem):
+        return [e.tuple_value]
+    if isinstance(e, Function):
+        return [*e.params, e.body]
+    return []
+
+
+def _erased(ty: Type | None) -> Any:
+    """``ty`` with each dim that has an anonymous symbol replaced by ``"?"``."""
+    if isinstance(ty, TensorType):
+        return (
+            tuple(
+                "?" if any(ir.dims.is_anonymous(x) for x in ir.free_symbols(d)) else d
+                for d in ty.shape
+            ),
+            ty.dtype,
+        )
+    if isinstance(ty, TupleType):
+        return tuple(_erased(f) for f in ty.fields)
+    if isinstance(ty, FuncType):
+        return ("fn", tuple(_erased(p) for p in ty.params), _erased(ty.ret))
+    return ty
+
+
+def _same(new: Sequence[Expr], old: Sequence[Expr]) -> bool:
+    return all(a is b for a, b in zip(new, old, strict=True))
 
 
 def op_result_type(

@@ -135,8 +135,7 @@ def _compare(stage: str, out: Any, reference: Any, rtol: Any, atol: Any, text: s
 
 def compile_checked(program: Module | str, inputs: Sequence[Any] | None = None) -> Any:
     """``dynshape.compile(program)``, and with ``inputs`` (the arguments of one call of
-    ``@main``) every stage checked on them first (see ``check_stages``): the debug option
-    ``dynshape.compile(..., check_with=inputs)``."""
+    ``@main``) every stage checked on them first (see ``check_stages``)."""
     import dynshape
 
     if inputs is None:

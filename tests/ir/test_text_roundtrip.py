@@ -256,3 +256,19 @@ def test_deep_nested_ifs() -> None:
     for _ in range(300):
         body = ir.If(c, body, ir.call("logical_not", c))
     check_round_trip(ir.Module({"main": ir.function([c], body)}))
+
+
+def test_a_dim_the_printer_factors_round_trips_as_the_same_dim() -> None:
+    # The planner makes ceiling(m*n/16 + 3*n/16); the printer shows ceil(n*(m + 3) / 16),
+    # which parses back as a product: a different sympy tree for the same dim.
+    n, m = ir.sym("n"), ir.sym("m")
+    size = 64 * sympy.ceiling(m * n / 16 + 3 * n / 16)
+    x = ir.Var("x", ir.TensorType((n, m), "float32"))
+    module = ir.Module.from_main(ir.function([x], ir.call("memory.alloc_storage", size=size)))
+    text = module_to_text(module)
+    assert "ceil(n*(m + 3) / 16)" in text
+    again = ir.parse(text)
+    assert again["main"].body.attrs["size"] != size  # spelt differently ...
+    assert ir.structurally_equal(again, module)  # ... and equal
+    other = ir.Module.from_main(ir.function([x], ir.call("memory.alloc_storage", size=size + 1)))
+    assert not ir.structurally_equal(other, module)

@@ -1,0 +1,63 @@
+"""Types stay in the IR: after each pass the pipeline types only what the pass built
+(``CompleteTypes``), and ``debug=True`` checks that against a full inference."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from harness import all_cases
+
+import dynshape
+import ir
+from dynshape import pipeline
+from dynshape.passes import infer_types
+from dynshape.passes.infer_types import CompleteTypes, InferTypes
+
+CASES = all_cases()
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_completed_types_are_what_a_full_inference_gives(case):
+    # debug=True runs InferTypes after every pass and compares it with the kept types.
+    dynshape.compile(case.source, debug=True)
+
+
+def test_compile_infers_in_full_only_where_facts_are_needed(monkeypatch):
+    runs = []
+    original = InferTypes.run
+
+    def counted(self, module):
+        runs.append(1)
+        return original(self, module)
+
+    monkeypatch.setattr(infer_types.InferTypes, "run", counted)
+    dynshape.compile(CASES[0].source)
+    # Once for the types stage and once inside manifest_alloc (its deferred checks); it was
+    # seven times, once after every pass.
+    assert len(runs) == 2
+
+
+def test_completing_a_typed_module_keeps_every_node():
+    typed = InferTypes().run(ir.parse(CASES[0].source))
+    again = CompleteTypes().run(typed)
+    for name in typed:
+        assert again[name] is typed[name]
+
+
+def test_a_pass_that_keeps_a_stale_type_is_named_under_debug():
+    module = dynshape.stages("def @main(%x: Tensor[(n,), float32]) { add(%x, %x) }")["types"]
+    main = module["main"]
+    body = main.body
+    assert isinstance(body, ir.Call) and str(body.ty) == "Tensor[(n,), float32]"
+    # Swap the call's operands for float64 constants, keeping the float32 type it had.
+    one = ir.const(1.0, "float64")
+    one = dataclasses.replace(one, ty=one.tensor_type)
+    stale = dataclasses.replace(body, args=(one, one))
+    broken = ir.Module({"main": dataclasses.replace(main, body=stale)})
+    with pytest.raises(
+        dynshape.CompileError,
+        match=r"after fused: a type the pass kept differs .*: add\(1f64, 1f64\) .* kept "
+        r"Tensor\[\(n,\), float32\], inference gives float64",
+    ):
+        pipeline._verify("fused", broken)
