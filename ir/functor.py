@@ -66,7 +66,7 @@ class ExprFunctor(Generic[R]):
             self._depth -= 1
             raise TypeError(f"{type(self).__name__} cannot visit {type(expr).__name__}") from None
         try:
-            result = method(self, expr)
+            result: R = method(self, expr)
         except RecursionError:
             if self._depth > 1:
                 raise

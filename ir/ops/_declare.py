@@ -62,7 +62,7 @@ def numeric_like(dtypes: Sequence[Any], attrs: Attrs) -> str:
 
 def all_same(dtypes: Sequence[Any], attrs: Attrs) -> str:
     """Every input has the same dtype, which is the result's. (No implicit promotion.)"""
-    flat = [d for dt in dtypes for d in (dt if isinstance(dt, tuple) else (dt,))]
+    flat: list[str] = [d for dt in dtypes for d in (dt if isinstance(dt, tuple) else (dt,))]
     if not flat:
         raise IRError("expects at least one input")
     if any(d != flat[0] for d in flat):
