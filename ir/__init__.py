@@ -42,7 +42,17 @@ from .expr import (
 from .functor import ExprFunctor, ExprMutator, ExprVisitor
 from .module import Module
 from .nesting import MAX_NESTING, check_nesting, find_too_deep, nesting_depth, too_deep_message
-from .op import OpDef, Operand, OpPattern, all_ops, get_op, has_op, register_op, tensor_ops
+from .op import (
+    OpDef,
+    Operand,
+    OpPattern,
+    all_ops,
+    get_op,
+    has_op,
+    is_builtin_op,
+    register_op,
+    tensor_ops,
+)
 from .ranges import Ranges
 from .span import Span
 from .structural import structurally_equal
@@ -107,6 +117,7 @@ __all__ = [
     "get_op",
     "has_op",
     "is_anonymous",
+    "is_builtin_op",
     "is_static",
     "known_equal",
     "nesting_depth",
