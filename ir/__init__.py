@@ -52,6 +52,7 @@ from .op import (
     is_builtin_op,
     register_op,
     tensor_ops,
+    unregister_op,
 )
 from .ranges import Ranges
 from .span import Span
@@ -133,6 +134,7 @@ __all__ = [
     "too_deep_message",
     "tuple_of",
     "type_symbols",
+    "unregister_op",
     "upper_bound",
 ]
 

@@ -134,6 +134,22 @@ def _register(op: OpDef, *, builtin: bool) -> OpDef:
     return op
 
 
+def unregister_op(name: str) -> OpDef:
+    """Remove the op called ``name`` from the registry and return its declaration.
+
+    For ops registered with ``register_op`` (tests, a notebook cell run again): afterwards the
+    name is free to register anew. IR already built keeps the declaration it holds; whatever
+    looks ops up by name (the parser, ``get_op``) no longer finds it. Raises IRError for an op
+    of the built-in catalogue and for a name that is not registered.
+    """
+    if name in _BUILTIN:
+        raise IRError(f"op {name!r} is built in: only ops added with register_op can be removed")
+    try:
+        return _REGISTRY.pop(name)
+    except KeyError:
+        raise IRError(f"cannot unregister op {name!r}: no op of that name is registered") from None
+
+
 def get_op(name: str, span: Span | None = None) -> OpDef:
     """The op called ``name``; raises IRError naming it when there is none."""
     try:
