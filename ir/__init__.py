@@ -37,6 +37,7 @@ from .expr import (
     call,
     const,
     function,
+    let_chain,
     tuple_of,
 )
 from .functor import ExprFunctor, ExprMutator, ExprVisitor
@@ -121,6 +122,7 @@ __all__ = [
     "is_builtin_op",
     "is_static",
     "known_equal",
+    "let_chain",
     "nesting_depth",
     "parse",
     "parse_type",
