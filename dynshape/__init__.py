@@ -15,7 +15,7 @@ from vm import Executable, VirtualMachine, VMError
 
 from . import builder as _builder
 from .builder import *  # noqa: F403  (the model-building API: ds.tensor, ds.relu, ...)
-from .custom_op import register_op
+from .custom_op import register_op, unregister_op
 from .errors import BuildError, CompileError
 from .passes.plan_memory import PlanMemory
 from .pipeline import STAGES, compile, stages
@@ -37,6 +37,7 @@ __all__ = [
     "parse",
     "register_op",
     "stages",
+    "unregister_op",
     *_builder.__all__,
 ]
 __version__ = "0.1.0"

@@ -22,7 +22,9 @@ The three registries it fills, each keyed by the op's name:
 - ``vm.register_kernel``: the numpy kernel. ``kernel(*inputs, *outputs, **attrs)`` writes the
   outputs in place, or returns the result, which is then copied into the single output.
 
-Everything is checked before anything is registered, so a failed call leaves no half-op. An
+Everything is checked before anything is registered, so a failed call leaves no half-op;
+``dynshape.unregister_op(name)`` removes all of it again (to run a registering notebook cell a
+second time, or to clean up after a test). An
 executable that uses the op can be saved; loading it needs the op's kernel (and shape
 function, if data-dependent) registered in the loading process, and names the op otherwise.
 """
@@ -40,10 +42,10 @@ import vm
 from ir import OpPattern
 from ir.attrs import BOOL, DTYPE, FLOAT, INT, INT_LIST, STR, AttrDef, AttrKind
 from ir.ops import _declare as rules
-from shape_funcs import has_shape_func, register_shape_func
+from shape_funcs import has_shape_func, register_shape_func, unregister_shape_func
 from shape_funcs.ops._common import broadcast_many
 from shape_funcs.registry import input_names_of
-from vm.kernels.attr_schema import register_attr_schema, unregister_attr_schema
+from vm.kernels.attr_schema import has_schema, register_attr_schema, unregister_attr_schema
 
 from .errors import BuildError
 
@@ -119,7 +121,10 @@ def register_op(
         if has(name)
     ]
     if taken:
-        raise BuildError(f"register_op: {name!r} is already registered ({', '.join(taken)})")
+        raise BuildError(
+            f"register_op: {name!r} is already registered ({', '.join(taken)}); "
+            f"dynshape.unregister_op({name!r}) removes it"
+        )
     operands = [i.lstrip("*") for i in inputs]
     attr_defs = [_attr_def(name, k, v) for k, v in (attrs or {}).items()]
     op_pattern = _pattern(name, pattern)
@@ -155,19 +160,36 @@ def register_op(
 
 
 def unregister_op(name: str) -> None:
-    """Remove op ``name`` from the three registries (for tests that register temporary ops).
+    """Undo ``register_op(name, ...)``: remove the op from the IR, shape-function and kernel
+    registries, and its kernel's attribute schema, so that the name is free again (a notebook
+    cell that registers an op can then be run a second time; a test can clean up).
 
-    The IR and shape-function registries have no public removal yet, so this reaches into
-    them; a process that serves programs never needs it.
+    Whatever of the op is registered goes, so an op added piece by piece is removed too. IR and
+    builder functions made before keep the declaration they hold, but a new builder call, the
+    parser and the compiler look the op up by name: they fail naming it until it is registered
+    again, and then use the new registration; so does a VM made afterwards from an executable
+    that calls the op. Raises BuildError for a built-in op and for a name nothing registered.
     """
-    from ir import op as ir_op
-    from shape_funcs import registry as sf_registry
-
-    ir_op._REGISTRY.pop(name, None)
-    sf_registry._REGISTRY.pop(name, None)
-    sf_registry._FUNCTIONS.pop(name, None)
-    vm.kernels.unregister_kernel(name)
-    unregister_attr_schema(name)
+    if ir.is_builtin_op(name):
+        raise BuildError(
+            f"unregister_op: {name!r} is a built-in op; only ops added with register_op can be "
+            "removed"
+        )
+    parts = [
+        ("an IR op", ir.has_op, ir.unregister_op),
+        ("a shape function", has_shape_func, unregister_shape_func),
+        # vm has no public unregister of its own yet (vm.unregister_kernel is being added); the
+        # kernel registry's removal is the one to call until it is. Switch to it then.
+        ("a kernel", vm.has_kernel, vm.kernels.unregister_kernel),
+        ("a kernel attribute schema", has_schema, unregister_attr_schema),
+    ]
+    present = [(has, remove) for _, has, remove in parts if has(name)]
+    if not present:
+        kinds = ", ".join(what for what, _, _ in parts)
+        raise BuildError(f"unregister_op: no op {name!r} is registered (as {kinds})")
+    # Checked above, so none of these raises: a failed call removes nothing.
+    for _, remove in present:
+        remove(name)
 
 
 def _attr_def(op: str, key: str, spec: Any) -> AttrDef:

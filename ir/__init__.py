@@ -37,12 +37,24 @@ from .expr import (
     call,
     const,
     function,
+    let_chain,
     tuple_of,
 )
 from .functor import ExprFunctor, ExprMutator, ExprVisitor
 from .module import Module
 from .nesting import MAX_NESTING, check_nesting, find_too_deep, nesting_depth, too_deep_message
-from .op import OpDef, Operand, OpPattern, all_ops, get_op, has_op, register_op, tensor_ops
+from .op import (
+    OpDef,
+    Operand,
+    OpPattern,
+    all_ops,
+    get_op,
+    has_op,
+    is_builtin_op,
+    register_op,
+    tensor_ops,
+    unregister_op,
+)
 from .ranges import Ranges
 from .span import Span
 from .structural import structurally_equal
@@ -107,8 +119,10 @@ __all__ = [
     "get_op",
     "has_op",
     "is_anonymous",
+    "is_builtin_op",
     "is_static",
     "known_equal",
+    "let_chain",
     "nesting_depth",
     "parse",
     "parse_type",
@@ -122,6 +136,7 @@ __all__ = [
     "too_deep_message",
     "tuple_of",
     "type_symbols",
+    "unregister_op",
     "upper_bound",
 ]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeAlias
 
 import sympy
@@ -183,7 +183,7 @@ def compare(a: Dim, op: str, b: Dim, ranges: Mapping[Any, Any] | None = None) ->
     return _decide_ranged(ea, op, eb, relevant)
 
 
-_INT_OPS = {
+_INT_OPS: dict[str, Callable[[int, int], bool]] = {
     "==": lambda a, b: a == b,
     "!=": lambda a, b: a != b,
     "<": lambda a, b: a < b,

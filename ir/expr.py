@@ -11,7 +11,7 @@ inference, which builds new nodes rather than mutating old ones).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Union
 
@@ -235,6 +235,30 @@ class If(Expr):
     """Evaluated when the condition is true."""
     else_branch: Expr
     """Evaluated when the condition is false."""
+
+
+def let_chain(expr: Expr, stop: Callable[[Let], bool] | None = None) -> tuple[list[Let], Expr]:
+    """The lets of the let chain that starts at ``expr``, outermost first, and its result.
+
+    ``let %a = f(%x); let %b = g(%a); h(%b)`` is a chain of two lets, each the body of the one
+    before, whose result is ``h(%b)``: the first body that is not a ``Let``. So a walk reads
+
+        lets, result = ir.let_chain(fn.body)
+        for let in lets: ...     # let.var, let.value
+        ... result ...
+
+    and ``let_chain(e)`` is ``([], e)`` when ``e`` is not a let. Walks that must not enter a
+    let they have already handled (a memoising visitor: a let can be shared) pass ``stop``:
+    the chain then ends before the first let ``l`` after ``expr`` with ``stop(l)`` true, which
+    is the result. Iterative, as every walk of a chain must be: an ANF body is one chain as
+    long as the program, and ``ir.MAX_NESTING`` does not count let bodies.
+    """
+    lets: list[Let] = []
+    node = expr
+    while isinstance(node, Let) and not (lets and stop is not None and stop(node)):
+        lets.append(node)
+        node = node.body
+    return lets, node
 
 
 def call(op_name: str, *args: Expr, span: Span | None = None, **attrs: Any) -> Call:

@@ -18,7 +18,19 @@ from collections.abc import Callable
 from typing import Any, ClassVar, Generic, TypeVar
 
 from .errors import IRError
-from .expr import Call, Constant, Expr, Function, GlobalVar, If, Let, Tuple, TupleGetItem, Var
+from .expr import (
+    Call,
+    Constant,
+    Expr,
+    Function,
+    GlobalVar,
+    If,
+    Let,
+    Tuple,
+    TupleGetItem,
+    Var,
+    let_chain,
+)
 from .nesting import allow_deep_recursion, too_deep_message
 
 R = TypeVar("R")
@@ -66,7 +78,7 @@ class ExprFunctor(Generic[R]):
             self._depth -= 1
             raise TypeError(f"{type(self).__name__} cannot visit {type(expr).__name__}") from None
         try:
-            result = method(self, expr)
+            result: R = method(self, expr)
         except RecursionError:
             if self._depth > 1:
                 raise
@@ -109,15 +121,14 @@ class ExprVisitor(ExprFunctor[None]):
         # A let chain is iterated, not recursed (unless a subclass visits lets itself): ANF
         # programs are chains thousands long, and ir.MAX_NESTING does not count let bodies.
         iterate = self._table[Let] is ExprVisitor.visit_let
-        node = let
-        while True:
+        lets, body = let_chain(let, self.memo.__contains__) if iterate else ([let], let.body)
+        for node in lets:
+            if node in self.memo:  # reached meanwhile through an earlier value: a shared let
+                body = node
+                break
+            self.memo[node] = None  # a later visit of a let inside the chain is a memo hit
             self.visit(node.var)
             self.visit(node.value)
-            body = node.body
-            if not (iterate and isinstance(body, Let)) or body in self.memo:
-                break
-            self.memo[body] = None
-            node = body
         self.visit(body)
 
     def visit_tuple(self, tup: Tuple) -> None:
@@ -167,14 +178,12 @@ class ExprMutator(ExprFunctor[Expr]):
     def visit_let(self, let: Let) -> Expr:
         # Iterated along the chain (unless a subclass visits lets itself), as ExprVisitor.
         iterate = self._table[Let] is ExprMutator.visit_let
+        lets, _ = let_chain(let, self.memo.__contains__) if iterate else ([let], let.body)
         chain: list[tuple[Let, Expr, Expr]] = []
-        node = let
-        while True:
-            chain.append((node, self.visit(node.var), self.visit(node.value)))
-            nxt = node.body
-            if not (iterate and isinstance(nxt, Let)) or nxt in self.memo:
+        for node in lets:
+            if node in self.memo:  # rebuilt meanwhile through an earlier value: keep that one
                 break
-            node = nxt
+            chain.append((node, self.visit(node.var), self.visit(node.value)))
         body = self.visit(chain[-1][0].body)
         for old, var, value in reversed(chain):
             if not (var is old.var and value is old.value and body is old.body):

@@ -111,15 +111,43 @@ class OpDef:
         return f"OpDef({self.name})"
 
 
+# The registry. This module defines it and knows nothing of the catalogue (``ir/ops``), which
+# imports this module and registers into it: the dependency goes one way only.
 _REGISTRY: dict[str, OpDef] = {}
+# The names the catalogue declared, recorded as they are registered (``_declare.declare``), so
+# that "is this op built in?" is answered here without importing the catalogue.
+_BUILTIN: set[str] = set()
 
 
 def register_op(op: OpDef) -> OpDef:
     """Add ``op`` to the registry. Registering a name twice raises IRError."""
+    return _register(op, builtin=False)
+
+
+def _register(op: OpDef, *, builtin: bool) -> OpDef:
+    """Add ``op``; ``builtin`` marks an op of the catalogue (only ``ir/ops`` passes True)."""
     if op.name in _REGISTRY:
         raise IRError(f"op {op.name!r} is already registered")
     _REGISTRY[op.name] = op
+    if builtin:
+        _BUILTIN.add(op.name)
     return op
+
+
+def unregister_op(name: str) -> OpDef:
+    """Remove the op called ``name`` from the registry and return its declaration.
+
+    For ops registered with ``register_op`` (tests, a notebook cell run again): afterwards the
+    name is free to register anew. IR already built keeps the declaration it holds; whatever
+    looks ops up by name (the parser, ``get_op``) no longer finds it. Raises IRError for an op
+    of the built-in catalogue and for a name that is not registered.
+    """
+    if name in _BUILTIN:
+        raise IRError(f"op {name!r} is built in: only ops added with register_op can be removed")
+    try:
+        return _REGISTRY.pop(name)
+    except KeyError:
+        raise IRError(f"cannot unregister op {name!r}: no op of that name is registered") from None
 
 
 def get_op(name: str, span: Span | None = None) -> OpDef:
@@ -135,6 +163,11 @@ def has_op(name: str) -> bool:
     return name in _REGISTRY
 
 
+def is_builtin_op(name: str) -> bool:
+    """True if ``name`` is an op of the built-in catalogue (``ir/ops``), not a registered one."""
+    return name in _BUILTIN
+
+
 def all_ops() -> list[OpDef]:
     """Every registered op, sorted by name."""
     return [_REGISTRY[k] for k in sorted(_REGISTRY)]
@@ -147,11 +180,8 @@ MEMORY_DIALECT = "memory."
 def tensor_ops(builtin_only: bool = False) -> list[OpDef]:
     """Every registered op except the memory dialect: the ops that compute tensors, each with
     a shape function and a kernel. ``builtin_only`` leaves out ops users registered."""
-    from .ops import BUILTIN_OP_NAMES  # the catalogue imports this module
-
     return [
         op
         for op in all_ops()
-        if not op.name.startswith(MEMORY_DIALECT)
-        and (not builtin_only or op.name in BUILTIN_OP_NAMES)
+        if not op.name.startswith(MEMORY_DIALECT) and (not builtin_only or op.name in _BUILTIN)
     ]

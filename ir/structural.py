@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import sympy
@@ -40,7 +41,7 @@ class _Matcher:
         self.nodes_back: dict[Expr, Expr] = {}
 
     # ---- dims and types -------------------------------------------------------------------
-    def bind(self, table: dict, back: dict, a: object, b: object) -> bool:
+    def bind(self, table: dict[Any, Any], back: dict[Any, Any], a: object, b: object) -> bool:
         if a in table or b in back:
             return table.get(a) is b and back.get(b) is a
         table[a] = b

@@ -1,9 +1,9 @@
 """Shape functions: one per op, written once over dims, run symbolically and concretely.
 
-``register_shape_func`` is the extension point (see ``registry.py`` for the calling convention);
-``concrete_shapes`` is the run-time entry; the compile-time mode lives in the compiler
-(``dynshape/symbolic_context.py``). This package imports neither sympy nor the rest of the
-project, so a deployed runtime needs numpy only.
+``register_shape_func`` is the extension point (see ``registry.py`` for the calling convention)
+and ``unregister_shape_func`` removes what it added; ``concrete_shapes`` is the run-time entry;
+the compile-time mode lives in the compiler (``dynshape/symbolic_context.py``). This package
+imports neither sympy nor the rest of the project, so a deployed runtime needs numpy only.
 """
 
 from . import ops as _ops  # registers the shape functions of the built-in ops
@@ -11,13 +11,17 @@ from .context import CONCRETE, ConcreteContext, Dim, ShapeContext, UnknownValue
 from .errors import ShapeError, ShapeFuncRegistryError
 from .registry import (
     ShapeFunc,
+    _record_builtins,
     concrete_shapes,
     describe_inputs,
     get_shape_func,
     has_shape_func,
     register_shape_func,
     registered_ops,
+    unregister_shape_func,
 )
+
+_record_builtins()  # every shape function registered so far is one of shape_funcs/ops
 
 __all__ = [
     "CONCRETE",
@@ -34,6 +38,7 @@ __all__ = [
     "has_shape_func",
     "register_shape_func",
     "registered_ops",
+    "unregister_shape_func",
 ]
 
-del _ops
+del _ops, _record_builtins

@@ -19,7 +19,8 @@ Dims are ints at run time and ints or sympy expressions at compile time; the fun
 needs to know which, because every fact it needs goes through ``ctx`` (see context.py).
 
 This is a public extension point: code outside the package registers the shape function of a
-new op with ``@register_shape_func("my.op")`` and both modes work for it at once.
+new op with ``@register_shape_func("my.op")`` and both modes work for it at once;
+``unregister_shape_func("my.op")`` takes it back (the built-in ops' shape functions stay).
 """
 
 from __future__ import annotations
@@ -58,6 +59,9 @@ class ShapeFunc:
 _REGISTRY: dict[str, ShapeFunc] = {}
 # The bare functions, for the one dict lookup on the run-time path of ``concrete_shapes``.
 _FUNCTIONS: dict[str, Callable[..., Any]] = {}
+# The ops whose shape functions the package itself registers (``shape_funcs/ops``), recorded by
+# the package's ``__init__`` once they all are: those cannot be unregistered.
+_BUILTIN: set[str] = set()
 
 
 @functools.lru_cache(maxsize=1024)
@@ -93,6 +97,30 @@ def register_shape_func(op_name: str, *, data_dependent: Sequence[bool] = ()) ->
         return fn
 
     return decorate
+
+
+def unregister_shape_func(op_name: str) -> ShapeFunc:
+    """Remove the shape function of ``op_name`` and return it; the name may then be registered
+    again (tests, a notebook cell run again). Raises ShapeFuncRegistryError for a built-in op's
+    shape function and for an op that has none."""
+    if op_name in _BUILTIN:
+        raise ShapeFuncRegistryError(
+            f"the shape function of {op_name!r} is built in: only those added with "
+            "register_shape_func can be removed"
+        )
+    try:
+        removed = _REGISTRY.pop(op_name)
+    except KeyError:
+        raise ShapeFuncRegistryError(
+            f"cannot unregister: op {op_name!r} has no registered shape function"
+        ) from None
+    del _FUNCTIONS[op_name]
+    return removed
+
+
+def _record_builtins() -> None:
+    """Mark every shape function registered so far as built in (called once, by __init__)."""
+    _BUILTIN.update(_REGISTRY)
 
 
 def get_shape_func(op_name: str) -> ShapeFunc:

@@ -11,15 +11,20 @@ of Values) and joins their types as ``infer_types`` does: equal dims stay, other
 
 called with ``init`` and the captured values ``%c*``: a global function cannot see its caller's
 values, so every value the two functions use but did not make (weights, an outer input) is
-passed along unchanged. Loop-carried dims the body changes (a growing concatenation) are ``?``:
-the body is traced with the init types, every dim the body does not provably keep is made a
-fresh ``?`` in the parameter types, and the trace is repeated until no more dims change. A
-result dim that changed is a different ``?`` from the parameter's (it is the final value's).
+passed along unchanged. Loop-carried dims the body changes (a growing concatenation) are
+``?``: the body is traced with the init types, every dim the body does not provably keep is
+made a fresh ``?`` in the parameter types, and the trace is repeated until no more dims change.
+A result dim that changed is a different ``?`` from the parameter's (it is the final value's).
+
+Until ``ds.build`` the loop lives in the graph it is part of, not in a table: the returned
+Value is a call of the loop's ``Function`` itself, whose body calls itself through a
+``GlobalVar`` (``loop_self``). ``build`` lifts every such function it reaches into a global and
+renames the calls. So a loop belongs to the values that use it: two programs built at once (in
+two threads too) see only their own loops, and a loop nobody uses any more is freed with them.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -33,10 +38,6 @@ from ..symbolic_context import SymbolicContext
 from .location import errors_at, fail, user_span
 from .trace import as_operand, made, pop_scope, push_scope, type_of, wrap
 from .value import Value
-
-#: Definitions of the loop functions, by their provisional GlobalVar (``build`` renames them).
-LOOP_DEFINITIONS: dict[GlobalVar, Function] = {}
-_loop_ids = itertools.count()
 
 
 def cond(pred: Any, then_fn: Callable[[], Any], else_fn: Callable[[], Any]) -> Any:
@@ -92,13 +93,14 @@ def while_loop(cond_fn: Callable[..., Any], body_fn: Callable[..., Any], init: A
         )
         for i, t in enumerate(types)
     ]
-    gv = GlobalVar(f"loop_{next(_loop_ids)}", span=span)
+    # The name is provisional: ``build`` names the loops of a program ``loop``, ``loop1``, ...
+    self_ref = GlobalVar("loop", span=span)
     captured_vars = [v for _, v in traced.captured]
-    recurse = ir.Call(gv, (*traced.body, *captured_vars), span=span)
+    recurse = ir.Call(self_ref, (*traced.body, *captured_vars), span=span)
     params = traced.params
     done: Expr = params[0] if single else ir.Tuple(tuple(params), span=span)
     ret: Type = ret_types[0] if single else TupleType(tuple(ret_types))
-    LOOP_DEFINITIONS[gv] = Function(
+    definition = Function(
         (*params, *captured_vars),
         ir.If(traced.cond, recurse, done, span=span),
         ret,
@@ -110,7 +112,18 @@ def while_loop(cond_fn: Callable[..., Any], body_fn: Callable[..., Any], init: A
     names = [p.name_hint for p in (*params, *captured_vars)]
     with errors_at(span):
         ty = instantiate_call(sig, arg_types, SymbolicContext(), "ds.while_loop", names)
-    return wrap(ir.Call(gv, tuple(outer), span=span), ty)
+    return wrap(ir.Call(made(definition), tuple(outer), span=span), ty)
+
+
+def loop_self(fn: Function) -> GlobalVar | None:
+    """The global through which ``fn`` calls itself, if ``fn`` is a loop ``while_loop`` made
+    (its body is ``if (cond) { @self(...) } else { ... }``); None for any other function."""
+    body = fn.body
+    if isinstance(body, ir.If) and isinstance(body.then_branch, ir.Call):
+        callee = body.then_branch.callee
+        if isinstance(callee, GlobalVar):
+            return callee
+    return None
 
 
 def _entry_type(ty: TensorType) -> TensorType:
@@ -182,7 +195,10 @@ def _trace(
 
 
 class _Lift(ir.ExprMutator):
-    """Replaces each node made outside the loop (not in ``made``) by a new parameter."""
+    """Replaces each node made outside the loop (not in ``made``) by a new parameter.
+
+    An inner loop's function is left as it is: it is closed (what it captured is passed in as
+    arguments, which are lifted like any other operand)."""
 
     def __init__(self, made: set[Expr]) -> None:
         super().__init__()
@@ -198,3 +214,6 @@ class _Lift(ir.ExprMutator):
                 ty = _entry_type(ty)
             self.captured[expr] = Var(f"c{len(self.captured)}", ty, span=expr.span)
         return self.captured[expr]
+
+    def visit_function(self, fn: Function) -> Expr:
+        return fn

@@ -17,6 +17,7 @@ the compiler uses them; ``program.ranges`` shows them by name.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -27,7 +28,7 @@ from ir import Expr, Function, GlobalVar, Module, TensorType, Var
 
 from ..errors import CompileError
 from ..passes.infer_types import InferTypes
-from .control import LOOP_DEFINITIONS
+from .control import loop_self
 from .location import build_error, errors_at, fail, user_span
 from .trace import made, wrap
 from .value import Value
@@ -145,6 +146,9 @@ class _FreeVars(ir.ExprVisitor):
     def visit_var(self, var: Var) -> None:
         self.vars.append(var)
 
+    def visit_function(self, fn: Function) -> None:
+        pass  # a loop: closed, its captured values are the call's arguments (visited)
+
 
 def _check_closed(body: Expr, params: list[Var]) -> None:
     """Every input the outputs use must be a parameter."""
@@ -158,38 +162,49 @@ def _check_closed(body: Expr, params: list[Var]) -> None:
             )
 
 
-class _Globals(ir.ExprVisitor):
+class _Loops(ir.ExprVisitor):
+    """The loop functions reached from a function, in the order they are first reached (a
+    loop's own body, with the loops nested in it, right after the loop)."""
+
     def __init__(self) -> None:
         super().__init__()
-        self.found: list[GlobalVar] = []
+        self.found: list[Function] = []
 
-    def visit_global_var(self, gv: GlobalVar) -> None:
-        if gv in LOOP_DEFINITIONS and gv not in self.found:
-            self.found.append(gv)
-            self.visit(LOOP_DEFINITIONS[gv])
+    def visit_function(self, fn: Function) -> None:
+        if loop_self(fn) is None:
+            raise fail("internal: the builder made a function that is not a loop")
+        self.found.append(fn)  # once: the visitor memoises nodes
+        super().visit_function(fn)
 
 
 class _Rename(ir.ExprMutator):
-    def __init__(self, names: Mapping[GlobalVar, str]) -> None:
+    """Calls of loop functions become calls of their globals, as do the loops' calls of
+    themselves."""
+
+    def __init__(self, names: Mapping[Function, str]) -> None:
         super().__init__()
         self.names = names
+        self.self_names = {loop_self(fn): name for fn, name in names.items()}
+
+    def visit_function(self, fn: Function) -> Expr:
+        return GlobalVar(self.names[fn], span=fn.span)
 
     def visit_global_var(self, gv: GlobalVar) -> Expr:
-        return GlobalVar(self.names[gv], span=gv.span) if gv in self.names else gv
+        name = self.self_names.get(gv)
+        return gv if name is None else GlobalVar(name, span=gv.span)
 
 
 def _with_loops(main: Function) -> dict[str, Function]:
-    """``main`` and the loop functions it reaches, named ``loop``, ``loop1``, ... in order."""
-    found = _Globals()
-    found.visit(main)
-    names = {gv: "loop" if i == 0 else f"loop{i}" for i, gv in enumerate(found.found)}
+    """``main`` and the loop functions it reaches, named ``loop``, ``loop1``, ... in order.
+
+    The loops are found in this program's own graph (see ``control.py``), so a build sees its
+    loops and no other's."""
+    found = _Loops()
+    found.visit(main.body)
+    names = {fn: "loop" if i == 0 else f"loop{i}" for i, fn in enumerate(found.found)}
     rename = _Rename(names)
     functions: dict[str, Function] = {}
-    for gv in found.found:
-        fn = rename.visit(LOOP_DEFINITIONS[gv])
-        assert isinstance(fn, Function)
-        functions[names[gv]] = fn
-    new_main = rename.visit(main)
-    assert isinstance(new_main, Function)
-    functions["main"] = new_main
+    for fn, name in names.items():
+        functions[name] = dataclasses.replace(fn, body=rename.visit(fn.body))
+    functions["main"] = dataclasses.replace(main, body=rename.visit(main.body))
     return functions

@@ -13,11 +13,18 @@ built module prints as the user would have written it and compiles like parsed t
 Scopes. ``while_loop`` turns a Python function into a global IR function, which cannot capture
 values of its caller. While such a function is traced, a ``Scope`` records every node made in
 it; a node used there but made outside is a captured value, which ``control.py`` turns into an
-extra parameter.
+extra parameter. The stack of open scopes follows the tracing Python code, so it is a context
+variable: each thread (and asyncio task) traces with its own stack, and two loops traced at
+once in two threads never record each other's nodes.
+
+Types. ``_TYPES`` maps each node the builder made to its type. It is the one table shared by
+every build, on purpose: a node's type is a fact about the node (a weight used by two
+programs has one type), it is keyed by the node's identity and forgets it with the node.
 """
 
 from __future__ import annotations
 
+import contextvars
 import weakref
 from collections.abc import Sequence
 from typing import Any
@@ -42,26 +49,32 @@ class Scope:
         """Every node built in this scope (nodes hash by identity)."""
 
 
-_SCOPES: list[Scope] = []
+#: The open scopes of this thread (or task), innermost last. A tuple, replaced on every push
+#: and pop, so that a context copied for a new task never shares a list with its parent.
+_SCOPES: contextvars.ContextVar[tuple[Scope, ...]] = contextvars.ContextVar(
+    "dynshape_builder_scopes", default=()
+)
 
 
 def push_scope() -> Scope:
-    """Start recording the nodes made from now on (until ``pop_scope``)."""
+    """Start recording the nodes made from now on in this thread (until ``pop_scope``)."""
     scope = Scope()
-    _SCOPES.append(scope)
+    _SCOPES.set((*_SCOPES.get(), scope))
     return scope
 
 
 def pop_scope(scope: Scope) -> None:
-    """Stop recording into ``scope`` (which must be the innermost)."""
-    assert _SCOPES and _SCOPES[-1] is scope
-    _SCOPES.pop()
+    """Stop recording into ``scope`` (which must be this thread's innermost)."""
+    scopes = _SCOPES.get()
+    assert scopes and scopes[-1] is scope
+    _SCOPES.set(scopes[:-1])
 
 
 def made(expr: Expr) -> Expr:
-    """Record ``expr`` as made in the innermost scope, if any; return it."""
-    if _SCOPES:
-        _SCOPES[-1].made.add(expr)
+    """Record ``expr`` as made in this thread's innermost scope, if any; return it."""
+    scopes = _SCOPES.get()
+    if scopes:
+        scopes[-1].made.add(expr)
     return expr
 
 

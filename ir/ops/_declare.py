@@ -8,7 +8,7 @@ from typing import Any
 from ..attrs import AttrDef, Attrs
 from ..dtypes import is_float, is_int
 from ..errors import IRError
-from ..op import DTypeRule, OpDef, Operand, OpPattern, register_op
+from ..op import DTypeRule, OpDef, Operand, OpPattern, _register
 
 
 def declare(
@@ -20,11 +20,12 @@ def declare(
     doc: str = "",
     in_place: bool = False,
 ) -> OpDef:
-    """Register an op. An operand written ``"*fields"`` is a tuple of tensors."""
+    """Register a built-in op. An operand written ``"*fields"`` is a tuple of tensors."""
     ops = tuple(
         Operand(o[1:], is_tuple=True) if o.startswith("*") else Operand(o) for o in operands
     )
-    return register_op(OpDef(name, ops, tuple(attrs), pattern, dtype_rule, doc, in_place))
+    op = OpDef(name, ops, tuple(attrs), pattern, dtype_rule, doc, in_place)
+    return _register(op, builtin=True)
 
 
 def input_dtype(dtypes: Sequence[Any], i: int, what: str) -> str:
@@ -62,7 +63,7 @@ def numeric_like(dtypes: Sequence[Any], attrs: Attrs) -> str:
 
 def all_same(dtypes: Sequence[Any], attrs: Attrs) -> str:
     """Every input has the same dtype, which is the result's. (No implicit promotion.)"""
-    flat = [d for dt in dtypes for d in (dt if isinstance(dt, tuple) else (dt,))]
+    flat: list[str] = [d for dt in dtypes for d in (dt if isinstance(dt, tuple) else (dt,))]
     if not flat:
         raise IRError("expects at least one input")
     if any(d != flat[0] for d in flat):

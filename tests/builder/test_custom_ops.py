@@ -33,7 +33,8 @@ def _registered() -> Iterator[None]:
     custom_ops_example.register()
     yield
     for name in ("example.softplus", "example.above", "test_custom.twice", "test_custom.attrs"):
-        unregister_op(name)
+        if ir.has_op(name):  # a deselected test registered nothing (unregister_op would raise)
+            unregister_op(name)
 
 
 def softplus(x: np.ndarray, beta: float = 1.0) -> np.ndarray:

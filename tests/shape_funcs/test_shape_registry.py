@@ -24,6 +24,7 @@ from shape_funcs import (
     has_shape_func,
     register_shape_func,
     registered_ops,
+    unregister_shape_func,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -92,6 +93,37 @@ def test_registering_twice_raises() -> None:
         register_shape_func(name)(rows_concat)
     with pytest.raises(ShapeFuncRegistryError, match="already has a shape function"):
         register_shape_func("add")(rows_concat)
+
+
+def test_unregistering_frees_the_name_for_a_new_function() -> None:
+    name = f"user.again_{uuid.uuid4().hex}"
+    register_shape_func(name)(rows_concat)
+    removed = unregister_shape_func(name)
+    assert removed.fn is rows_concat and removed.op_name == name
+    assert not has_shape_func(name) and name not in registered_ops()
+    with pytest.raises(ShapeFuncRegistryError, match="has no registered shape function"):
+        concrete_shapes(name, [(2, 3), (4, 3)])  # the run-time table forgot it too
+
+    @register_shape_func(name)
+    def rows_only(ctx: ShapeContext, top: tuple[Any, ...]) -> tuple[Any, ...]:
+        return (top[0],)
+
+    assert get_shape_func(name).input_names == ("top",)
+    assert concrete_shapes(name, [(2, 3)]) == (2,)
+    unregister_shape_func(name)
+
+
+def test_unregistering_a_builtin_or_unknown_shape_function_raises() -> None:
+    with pytest.raises(ShapeFuncRegistryError) as info:
+        unregister_shape_func("add")
+    assert str(info.value) == (
+        "the shape function of 'add' is built in: only those added with register_shape_func "
+        "can be removed"
+    )
+    assert has_shape_func("add")
+    with pytest.raises(ShapeFuncRegistryError) as info:
+        unregister_shape_func("no.such_op")
+    assert str(info.value) == "cannot unregister: op 'no.such_op' has no registered shape function"
 
 
 def test_data_dependent_flags_must_match_the_inputs() -> None:
