@@ -32,13 +32,8 @@ from ..dialect.memory import AllocStorage, AllocTensor, Kill, ReshapeTensor, mem
 END = 1 << 60
 
 
-def chain(expr: Expr) -> tuple[list[Let], Expr]:
-    """The lets of a let chain, in order, and the chain's result."""
-    lets = []
-    while isinstance(expr, Let):
-        lets.append(expr)
-        expr = expr.body
-    return lets, expr
+#: The lets of a let chain, in order, and the chain's result (``ir.let_chain``).
+chain = ir.let_chain
 
 
 def direct_vars(value: Expr) -> Iterator[Var]:

@@ -131,11 +131,7 @@ class _FunctionLowering:
         have followed the call are left to that). An ``if``: each branch in tail position.
         Anything else: the value, the kills (``after``: those of enclosing chains), ``ret``.
         """
-        lets: list[Let] = []
-        node = expr
-        while isinstance(node, Let):
-            lets.append(node)
-            node = node.body
+        lets, node = ir.let_chain(expr)
         k = len(lets)
         while k and _is_kill(lets[k - 1].value):
             k -= 1
@@ -226,11 +222,10 @@ class _FunctionLowering:
     # ---- blocks --------------------------------------------------------------------------------
     def block(self, expr: Expr, symbols: dict[sympy.Basic, Reg]) -> Reg:
         self.prefetch(expr, symbols)
-        node = expr
-        while isinstance(node, Let):
-            self.let(node, symbols)
-            node = node.body
-        return self.value(node, symbols)
+        lets, result = ir.let_chain(expr)
+        for let in lets:
+            self.let(let, symbols)
+        return self.value(result, symbols)
 
     def let(self, let: Let, symbols: dict[sympy.Basic, Reg]) -> None:
         self.regs[let.var] = self.value(let.value, symbols)
@@ -245,8 +240,7 @@ class _FunctionLowering:
         memo, bound = _Symbols.memo_of(symbols), symbols.keys()
         dims: dict[ir.Dim, None] = {}
         shapes: dict[tuple[Any, ...], None] = {}
-        node = expr
-        while isinstance(node, Let):
+        for node in ir.let_chain(expr)[0]:
             op = memory_op(node.value)
             d = (
                 op.size
@@ -262,7 +256,6 @@ class _FunctionLowering:
                 symbolic = [d for d in key[1:] if not isinstance(d, int)]
                 if symbolic and key not in memo and all(_hoistable(d, bound) for d in symbolic):
                     shapes[key] = None
-            node = node.body
         todo = [d for d in dims if d not in symbols]
         if len(todo) + len(shapes) < 2:
             return  # nothing to share: computed where used, as before
@@ -569,13 +562,11 @@ def _let_bound_function(body: Expr, var: Var) -> Function | None:
     node = body
     stack = [node]
     while stack:
-        node = stack.pop()
-        while isinstance(node, Let):
-            if node.var is var and isinstance(node.value, Function):
-                return node.value
-            if isinstance(node.value, If):
-                stack += [node.value.then_branch, node.value.else_branch]
-            node = node.body
+        for let in ir.let_chain(stack.pop())[0]:
+            if let.var is var and isinstance(let.value, Function):
+                return let.value
+            if isinstance(let.value, If):
+                stack += [let.value.then_branch, let.value.else_branch]
     return None
 
 

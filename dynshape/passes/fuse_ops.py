@@ -247,11 +247,7 @@ class _Rewriter(ir.ExprFunctor[Expr]):
 
     def visit_let(self, let: Let) -> Expr:
         # Let chains are iterated, not recursed: ANF programs can be thousands of lets long.
-        chain: list[Let] = []
-        node: Expr = let
-        while isinstance(node, Let) and node not in self.memo:
-            chain.append(node)
-            node = node.body
+        chain, node = ir.let_chain(let, stop=self.memo.__contains__)
         body = self.visit(node)
         for old in reversed(chain):
             value = self.visit(old.value)

@@ -246,12 +246,11 @@ class _FunctionInference(ir.ExprFunctor[Expr]):
     def visit_let(self, let: Let) -> Expr:
         # Long let chains are iterated, not recursed, so ANF programs of any length work.
         chain: list[tuple[Let, Var, Expr, list[DeferredCheck]]] = []
-        node: Expr = let
-        while isinstance(node, Let) and node not in self.memo:
-            var, value = self.let_binding(node)
+        lets, node = ir.let_chain(let, stop=self.memo.__contains__)
+        for old in lets:
+            var, value = self.let_binding(old)
             facts, self._facts = self._facts, []  # the annotation's checks belong to this let
-            chain.append((node, var, value, facts))
-            node = node.body
+            chain.append((old, var, value, facts))
         body = self.visit(node)
         for old, var, value, facts in reversed(chain):
             self._facts = facts
@@ -431,12 +430,11 @@ class _TypeCompletion(_FunctionInference):
     def visit_let(self, let: Let) -> Expr:
         # Iterated, as in the base class: let chains can be thousands long.
         chain: list[tuple[Let, Var, Expr, list[DeferredCheck]]] = []
-        node: Expr = let
-        while isinstance(node, Let) and node not in self.memo:
-            var, value = self.let_binding(node)  # a typed variable is kept (``bind``)
-            chain.append((node, var, value, self._facts))
+        lets, node = ir.let_chain(let, stop=self.memo.__contains__)
+        for old in lets:
+            var, value = self.let_binding(old)  # a typed variable is kept (``bind``)
+            chain.append((old, var, value, self._facts))
             self._facts = []
-            node = node.body
         body = self.visit(node)
         for old, var, value, facts in reversed(chain):
             if old.ty is None or not _same((var, value, body), (old.var, old.value, old.body)):

@@ -141,11 +141,10 @@ class _FunctionManifest:
     ) -> Expr:
         """Rewrite a let chain (a function body or an ``if`` branch)."""
         b = _Block()
-        node = expr
-        while isinstance(node, Let):
-            self.binding(b, node.var, node.value, bound)
-            self.emit_checks(b, self.checks_at.get(node, []))
-            node = node.body
+        lets, node = ir.let_chain(expr)
+        for let in lets:
+            self.binding(b, let.var, let.value, bound)
+            self.emit_checks(b, self.checks_at.get(let, []))
         if not isinstance(node, (Var, Constant, GlobalVar)):
             # A non-atomic result (not produced by to_anf, but legal): bind it like a let.
             result = Var("result")

@@ -9,6 +9,7 @@ stage of the pipeline and runs the VM, naming the first stage whose results diff
 Hypothesis strategies are in ``dynshape.testing.strategies`` (Hypothesis is needed only there).
 """
 
+from . import memory_ops  # noqa: F401  (registers the memory dialect with the interpreter)
 from .assertions import assert_program
 from .differential import StageMismatch, check_stages, compile_checked
 from .interpret import InterpreterError, interpret

@@ -30,7 +30,6 @@ from ir import (
     Function,
     GlobalVar,
     If,
-    Let,
     Module,
     StorageType,
     TensorType,
@@ -42,8 +41,12 @@ from ir import (
 )
 from ir.nesting import RECURSION_LIMIT
 
-from ..dialect.memory import memory_op
+from ..dialect.memory import MemoryOp, memory_op
 from .numpy_ops import OPS
+
+#: The evaluation of each memory-dialect op, by class: filled by ``memory_ops.py`` (which the
+#: package imports), so that it may use this module without this module importing it back.
+MEMORY_OPS: dict[type[MemoryOp], Callable[[Interpreter, Any, Frame], Any]] = {}
 
 #: Calls of globals (and of function values) nested deeper than this raise InterpreterError.
 MAX_CALL_DEPTH = 4000
@@ -231,14 +234,13 @@ class Interpreter:
 
     def eval(self, expr: Expr, frame: Frame) -> Any:
         """The value of ``expr`` in ``frame`` (each node once per frame; lets iterated)."""
-        node = expr
-        while isinstance(node, Let):
-            value = self.eval(node.value, frame)
+        lets, node = ir.let_chain(expr)
+        for let in lets:
+            value = self.eval(let.value, frame)
             bind_and_check(
-                value, node.var.ty or node.var.type_annotation, frame, f"let %{node.var.name_hint}"
+                value, let.var.ty or let.var.type_annotation, frame, f"let %{let.var.name_hint}"
             )
-            frame.values[node.var] = value
-            node = node.body
+            frame.values[let.var] = value
         if isinstance(node, Var):
             return frame.lookup(node)
         if node in frame.values:
@@ -300,8 +302,6 @@ class Interpreter:
             return self.call_closure(callee, args, name)
         mem = memory_op(node)
         if mem is not None:
-            from .memory_ops import MEMORY_OPS  # it imports this module
-
             return MEMORY_OPS[type(mem)](self, mem, frame)
         args = [self.eval(a, frame) for a in node.args]
         impl = OPS.get(op.name)

@@ -9,7 +9,6 @@ op's shape function (``shape_funcs.concrete_shapes``) and binds the new symbols 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -24,12 +23,20 @@ from ..dialect.memory import (
     Check,
     Invoke,
     Kill,
-    MemoryOp,
     ReshapeTensor,
     ShapeFunc,
     ShapeOf,
 )
-from .interpret import Closure, Frame, Interpreter, InterpreterError, Storage, describe, eval_dim
+from .interpret import (
+    MEMORY_OPS,
+    Closure,
+    Frame,
+    Interpreter,
+    InterpreterError,
+    Storage,
+    describe,
+    eval_dim,
+)
 
 
 def _dim(interp: Interpreter, frame: Frame, d: Any, node: Call, what: str) -> int:
@@ -186,14 +193,15 @@ def _as_shape(value: Any) -> tuple[int, ...]:
     return tuple(int(v) for v in np.asarray(value).tolist())
 
 
-#: The evaluation of each op class of the dialect.
-MEMORY_OPS: dict[type[MemoryOp], Callable[[Interpreter, Any, Frame], Any]] = {
-    AllocStorage: alloc_storage,
-    AllocTensor: alloc_tensor,
-    Invoke: invoke,
-    ShapeOf: shape_of,
-    ShapeFunc: shape_func,
-    ReshapeTensor: reshape_tensor,
-    Kill: kill,
-    Check: check,
-}
+MEMORY_OPS.update(
+    {
+        AllocStorage: alloc_storage,
+        AllocTensor: alloc_tensor,
+        Invoke: invoke,
+        ShapeOf: shape_of,
+        ShapeFunc: shape_func,
+        ReshapeTensor: reshape_tensor,
+        Kill: kill,
+        Check: check,
+    }
+)

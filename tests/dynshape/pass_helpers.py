@@ -164,13 +164,13 @@ def _is_atom(node: Expr) -> bool:
 
 
 def _assert_chain(body: Expr, bound: set[Expr]) -> None:
-    while isinstance(body, Let):
-        value = body.value
+    lets, body = ir.let_chain(body)
+    for let in lets:
+        value = let.value
         if not _is_atom(value):
             assert value not in bound, f"bound twice: {value}"
             bound.add(value)
             _assert_flat(value, bound)
-        body = body.body
     assert _is_atom(body), f"a scope ends in a {type(body).__name__}, not an atom: {body}"
 
 

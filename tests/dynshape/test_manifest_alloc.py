@@ -12,7 +12,7 @@ import dynshape
 import ir
 from dynshape.demo import SEED_PROGRAM
 from dynshape.passes.manifest_alloc import manifest_alloc
-from ir import Call, Let
+from ir import Call
 from ir.text import module_to_text
 
 # The project's seed program (a copy of the example it grew from), kept in the repository so a
@@ -26,11 +26,7 @@ def _manifest(source: str) -> ir.Module:
 
 
 def _lets(fn: ir.Function) -> list[tuple[ir.Var, ir.Expr]]:
-    out, node = [], fn.body
-    while isinstance(node, Let):
-        out.append((node.var, node.value))
-        node = node.body
-    return out
+    return [(let.var, let.value) for let in ir.let_chain(fn.body)[0]]
 
 
 def _memory_calls(fn: ir.Function, name: str) -> list[Call]:
