@@ -326,7 +326,8 @@ def _shape_program(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
     # One generated function per instruction: reads its input registers, computes, writes its
     # output registers (vm/shape_program.py ``compile_step``).
     ins, outs = tuple(a.index for a in ops[1]), tuple(a.index for a in ops[2])
-    return ctx.shape_programs[ops[0]].compile_step(ins, outs, nxt)
+    program: ShapeProgram = ctx.shape_programs[ops[0]]  # typed: ``ops`` are untyped operands
+    return program.compile_step(ins, outs, nxt)
 
 
 def _as_shapes(res: Any) -> Any:
