@@ -32,7 +32,13 @@ from .executable import (
 from .fused import FusedKernel, FusedStep, Ref, Scratch
 from .interpreter import VirtualMachine
 from .isa import Instruction, Op, Reg
-from .kernels.registry import has_kernel, register_kernel, register_table, registered_kernels
+from .kernels.registry import (
+    has_kernel,
+    register_kernel,
+    register_table,
+    registered_kernels,
+    unregister_kernel,
+)
 from .memory import Allocator, MemoryStats, NaiveAllocator, PooledAllocator, Storage
 from .profiler import Profiler, ProfilingBackend
 from .sanitizer import SanitizingBackend
@@ -89,4 +95,5 @@ __all__ = [
     "registered_kernels",
     "tensor",
     "tuple_type",
+    "unregister_kernel",
 ]
