@@ -128,14 +128,17 @@ def decode_function(backend: Backend, function: Function, ctx: DecodeContext) ->
     VM decodes through this, and so do the wrappers for their inner backend."""
     steps = backend.decode(function, ctx)
     what = f"backend {type(backend).__name__} decoded function {function.name!r}"
-    if not isinstance(steps, list) or len(steps) != len(function.code):
-        got = f"{len(steps)} steps" if isinstance(steps, list) else f"a {type(steps).__name__}"
+    n = len(function.code)
+    if not isinstance(steps, list):
         raise VMError(
-            f"{what} into {got}, expected a list of {len(function.code)} (one per instruction)"
+            f"{what} into a {type(steps).__name__}, expected a list of {n} steps "
+            "(one per instruction)"
         )
+    if len(steps) != n:
+        raise VMError(f"{what} into {len(steps)} step(s), expected {n} (one per instruction)")
     for pc, step in enumerate(steps):
         if not callable(step):
-            raise VMError(f"{what}: step {pc} is a {type(step).__name__}, not a callable")
+            raise VMError(f"{what}: step {pc} is not callable (got {type(step).__name__})")
     return steps
 
 
