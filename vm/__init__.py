@@ -6,6 +6,7 @@ Imports numpy, the standard library, ``shape_funcs`` and ``dynshape_errors`` onl
 
 from . import kernels
 from .assembler import Assembler, FunctionBuilder, Label, tensor, tuple_type
+from .backend import BACKENDS, Backend, BackendWrapper, ClosureBackend
 from .errors import (
     AssemblerError,
     DeadTensorError,
@@ -31,15 +32,26 @@ from .executable import (
 from .fused import FusedKernel, FusedStep, Ref, Scratch
 from .interpreter import VirtualMachine
 from .isa import Instruction, Op, Reg
-from .kernels.registry import has_kernel, register_kernel, register_table, registered_kernels
+from .kernels.registry import (
+    has_kernel,
+    register_kernel,
+    register_table,
+    registered_kernels,
+    unregister_kernel,
+)
 from .memory import Allocator, MemoryStats, NaiveAllocator, PooledAllocator, Storage
-from .profiler import Profiler
+from .profiler import Profiler, ProfilingBackend
+from .sanitizer import SanitizingBackend
 from .shape_program import ShapeProgram, ShapeProgramBuilder
 
 __all__ = [
+    "BACKENDS",
     "Allocator",
     "Assembler",
     "AssemblerError",
+    "Backend",
+    "BackendWrapper",
+    "ClosureBackend",
     "DeadTensorError",
     "Executable",
     "FormatError",
@@ -60,9 +72,11 @@ __all__ = [
     "Param",
     "PooledAllocator",
     "Profiler",
+    "ProfilingBackend",
     "Ref",
     "Reg",
     "RunTimeShapeError",
+    "SanitizingBackend",
     "Scratch",
     "ShapeFuncEntry",
     "ShapeProgram",
@@ -81,4 +95,5 @@ __all__ = [
     "registered_kernels",
     "tensor",
     "tuple_type",
+    "unregister_kernel",
 ]

@@ -60,7 +60,7 @@ def make_function(
     # ``__name__`` makes the functions' ``__module__`` say where they come from.
     scope: dict[str, Any] = {**namespace, "__builtins__": {}, "__name__": __name__}
     exec(code, scope)
-    fn = scope[entry]
+    fn: Callable[..., Any] = scope[entry]
     assert callable(fn)
     return fn
 

@@ -22,7 +22,7 @@ from shape_funcs import concrete_shapes
 from shape_funcs.errors import ShapeError
 
 from .errors import RunTimeShapeError
-from .isa import Instruction, Op, Reg
+from .isa import Instruction, Kind, Op, Reg
 from .memory.allocator import Allocator
 from .memory.storage import Storage, view_error
 from .shape_program import ShapeProgram
@@ -46,7 +46,8 @@ CMP = {
 
 @dataclass
 class DecodeContext:
-    """What the decoders bind into closures (one per VM)."""
+    """What the decoders bind into closures: one per decoded instance of a VM (a call owns its
+    instance, so ``live`` and ``state`` are that call's)."""
 
     allocator: Allocator
     """Where storages come from."""
@@ -62,6 +63,9 @@ class DecodeContext:
     """Storages allocated by the current run and not freed yet, by ``id(storage.raw)``."""
     state: list[Any] = field(default_factory=lambda: [None])
     """Payload of the last ``call``/``ret`` for the loop."""
+    names: dict[Kind, Any] = field(default_factory=dict)
+    """Display names of the kernel-table entries and functions (``Kind.KERNEL``/``Kind.FUNC``
+    -> list), for listings in messages and reports (``isa.format_instruction``)."""
 
 
 def _getter(v: Any) -> Callable[[list[Any]], Any]:
@@ -326,7 +330,8 @@ def _shape_program(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
     # One generated function per instruction: reads its input registers, computes, writes its
     # output registers (vm/shape_program.py ``compile_step``).
     ins, outs = tuple(a.index for a in ops[1]), tuple(a.index for a in ops[2])
-    return ctx.shape_programs[ops[0]].compile_step(ins, outs, nxt)
+    program: ShapeProgram = ctx.shape_programs[ops[0]]  # typed: ``ops`` are untyped operands
+    return program.compile_step(ins, outs, nxt)
 
 
 def _as_shapes(res: Any) -> Any:

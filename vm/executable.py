@@ -130,7 +130,7 @@ class ShapeFuncEntry:
 def _frozen(c: np.ndarray) -> np.ndarray:
     if not isinstance(c, np.ndarray) or not c.flags.writeable:
         return c
-    view = c.view()
+    view: np.ndarray = c.view()
     view.flags.writeable = False
     return view
 

@@ -13,6 +13,11 @@ and a pooled allocator takes the storage back once no view of it is left (see
 ``memory/allocator.py``), so results cost neither a copy nor, in steady state, a fresh buffer.
 ``output_policy`` can force a copy instead, or a transfer that the pool never takes back.
 
+Backends: what the loop runs comes from a backend (``backend.py``): it binds the kernels and
+decodes each function into its steps (the default, ``"closures"``, into ``decode.py``'s
+closures); the memory sanitizer and the profiler are wrappers of a backend, chosen by
+``check_memory`` and ``profile``.
+
 Threads: a VM may be called from many threads at once. What one call changes (the storages it
 has allocated, the payload of a ``call``, the bound kernels' scratch) lives in a *decoded
 instance* (``_Instance``: the closures and the context they are bound to), and each call takes
@@ -35,17 +40,16 @@ from typing import Any
 import numpy as np
 
 from . import kernels as _kernels  # noqa: F401  (registers the built-in kernels)
+from .backend import BACKENDS, Backend, backend_named, decode_function, find_layer
 from .calling import arguments_checker
-from .decode import BACK, CALL, TAIL, DecodeContext, Step, decode
+from .decode import BACK, CALL, TAIL, DecodeContext, Step
 from .errors import KernelError, StepLimitError, VMError
-from .executable import Executable, OpKernel
-from .fused import FusedKernel, build_fused
+from .executable import Executable, KernelEntry
 from .isa import Kind, Op, format_instruction
-from .kernels.registry import get_kernel_factory
 from .memory.allocator import Allocator, NaiveAllocator, PooledAllocator
 from .memory.storage import Storage
-from .profiler import Profiler
-from .sanitizer import MemorySanitizer
+from .profiler import Profiler, ProfilingBackend
+from .sanitizer import MemorySanitizer, SanitizingBackend
 
 #: How results leave the VM: lent (the pool takes the storage back when the caller lets go of
 #: it), copied out, or transferred (the caller's for good).
@@ -80,7 +84,9 @@ class VirtualMachine:
     ``"copy"`` or ``"transfer"`` (see the module doc); ``max_call_depth`` bounds bytecode recursion;
     ``check_memory`` turns on the memory sanitizer (``vm/sanitizer.py``): freed storage is
     poisoned, and using a view of freed memory raises ``DeadTensorError``; ``max_steps`` and
-    ``timeout`` (seconds) bound one run (``StepLimitError``; see the module doc).
+    ``timeout`` (seconds) bound one run (``StepLimitError``; see the module doc); ``backend``
+    (``vm/backend.py``) makes the steps the loop runs: a name (``"closures"``, the default) or a
+    ``Backend`` instance (one per VM), which ``check_memory`` and ``profile`` wrap.
 
     Thread-safe: one VM may be called from many threads at once, with the answers each call
     would get alone (see the module doc and design/vm.md, "Threads").
@@ -97,6 +103,7 @@ class VirtualMachine:
         check_memory: bool = False,
         max_steps: int | None = DEFAULT_MAX_STEPS,
         timeout: float | None = None,
+        backend: str | Backend = "closures",
     ) -> None:
         if not isinstance(exe, Executable):
             raise VMError(_not_an_executable(exe))
@@ -113,8 +120,6 @@ class VirtualMachine:
             raise VMError(
                 f"unknown allocator {allocator!r} (use 'pooled', 'naive' or an Allocator)"
             )
-        self.profiler: Profiler | None = Profiler() if profile else None
-        """Timings when built with ``profile=True``."""
         if output_policy not in OUTPUT_POLICIES:
             raise VMError(
                 f"unknown output_policy {output_policy!r} (use one of {', '.join(OUTPUT_POLICIES)})"
@@ -132,17 +137,19 @@ class VirtualMachine:
         """Most steps (backward jumps, calls, tail calls) of one run; None: no bound."""
         self.timeout = timeout
         """Most seconds one run may take, checked at each step; None: no bound."""
-        self.sanitizer: MemorySanitizer | None = (
-            MemorySanitizer(self.allocator) if check_memory else None
-        )
-        """The memory sanitizer when built with ``check_memory=True``."""
-        # Where bytecode and fused kernels get storages: the sanitizer's wrapper when checking.
-        self._alloc = self.sanitizer.allocator if self.sanitizer is not None else self.allocator
-        self._free_leftover = (
-            self.sanitizer.allocator.free_leftover
-            if self.sanitizer is not None
-            else self._alloc.free
-        )
+        self.backend: Backend = _choose_backend(backend, check_memory, profile)
+        """What decodes the executable: the chosen backend, wrapped by the sanitizer and the
+        profiler when asked for."""
+        # Where bytecode and fused kernels get storages: the VM's allocator, or a backend's
+        # wrapper of it (the sanitizer's).
+        self._alloc = self.backend.attach(self.allocator)
+        self._free_leftover = self._alloc.free_leftover
+        sanitizing = find_layer(self.backend, SanitizingBackend)
+        self.sanitizer: MemorySanitizer | None = sanitizing.sanitizer if sanitizing else None
+        """The memory sanitizer when built with ``check_memory=True`` (or its backend)."""
+        profiling = find_layer(self.backend, ProfilingBackend)
+        self.profiler: Profiler | None = profiling.profiler if profiling else None
+        """Timings when built with ``profile=True`` (or a ``ProfilingBackend``)."""
         self._names: dict[Kind, Any] = {
             Kind.KERNEL: [k.name for k in exe.kernels],
             Kind.FUNC: [f.name for f in exe.functions],
@@ -160,38 +167,24 @@ class VirtualMachine:
         self._code = first.code
 
     def _decode(self) -> _Instance:
-        """A fresh decoded instance: kernels bound, closures made (see the module doc)."""
-        exe, alloc = self.exe, self._alloc
+        """A fresh decoded instance: kernels bound and steps made by the backend, bound to a
+        context of their own (see the module doc)."""
+        exe, backend = self.exe, self.backend
         ctx = DecodeContext(
-            allocator=alloc,
+            allocator=self._alloc,
             constants=exe.constants,
-            kernels=[self._bind_kernel(i, k, alloc) for i, k in enumerate(exe.kernels)],
+            kernels=[],
             shape_programs=exe.shape_programs,
             shape_funcs=[(s.op, dict(s.attrs)) for s in exe.shape_funcs],
+            names=self._names,
         )
-        code: list[list[Step]] = []
-        for f in exe.functions:
-            if self.sanitizer is not None:  # checked closures only when asked for
-                steps = self.sanitizer.decode(f, ctx, self._names)
-            else:
-                steps = decode(f.code, ctx)
-            if self.profiler is not None:
-                steps = [
-                    self.profiler.wrap(s, ins.op.name.lower(), self._kernel_name(ins))
-                    for s, ins in zip(steps, f.code, strict=False)
-                ]
-            code.append(steps)
+        ctx.kernels = [self._bind_kernel(i, k, ctx) for i, k in enumerate(exe.kernels)]
+        code = [decode_function(backend, f, ctx) for f in exe.functions]
         return _Instance(ctx, code)
 
-    def _kernel_name(self, ins: Any) -> str | None:
-        return self.exe.kernels[ins.operands[0]].name if ins.op == Op.INVOKE else None
-
-    def _bind_kernel(self, i: int, entry: Any, alloc: Allocator) -> Callable[..., Any]:
+    def _bind_kernel(self, i: int, entry: KernelEntry, ctx: DecodeContext) -> Callable[..., Any]:
         try:
-            if isinstance(entry, OpKernel):
-                return get_kernel_factory(entry.op)(dict(entry.attrs))
-            assert isinstance(entry, FusedKernel)
-            return build_fused(entry, self.exe.constants, alloc)
+            return self.backend.bind_kernel(i, entry, ctx)
         except Exception as e:  # a factory refusing its attributes, whatever it raises
             raise VMError(
                 f"kernel {i} ({entry.name}): cannot bind its attributes: {type(e).__name__}: {e}"
@@ -372,8 +365,37 @@ class VirtualMachine:
     def profile_report(self) -> str:
         """The profiler's table with the allocation statistics (needs ``profile=True``)."""
         if self.profiler is None:
-            raise VMError("this VM was built without profile=True")
+            raise VMError("this VM was built without profile=True (nor a ProfilingBackend)")
         return self.profiler.report(self.allocator.stats)
+
+
+def _choose_backend(backend: object, check_memory: bool, profile: bool) -> Backend:
+    """The backend named or given, wrapped by the sanitizer and then the profiler (so the
+    sanitizer's checks are timed with their instructions) when asked for."""
+    if isinstance(backend, str):
+        chosen = backend_named(backend)
+    elif isinstance(backend, Backend):
+        chosen = backend
+    else:
+        raise VMError(
+            f"backend must be a name ({', '.join(map(repr, BACKENDS))}) or a vm.Backend "
+            f"instance, got {type(backend).__name__}"
+        )
+    # A second sanitizer or profiler around the first would check or time everything twice.
+    for flag, wanted, kind in (
+        ("check_memory", check_memory, SanitizingBackend),
+        ("profile", profile, ProfilingBackend),
+    ):
+        if wanted and find_layer(chosen, kind) is not None:
+            raise VMError(
+                f"{flag}=True, but the backend already has a {kind.__name__}: "
+                "ask for it one way, not both"
+            )
+    if check_memory:
+        chosen = SanitizingBackend(chosen)
+    if profile:
+        chosen = ProfilingBackend(chosen)
+    return chosen
 
 
 def _not_an_executable(value: Any) -> str:

@@ -1,7 +1,8 @@
 """The profiler: time and count per instruction kind and per kernel, and shape-computation time.
 
-A VM built with ``profile=True`` decodes every instruction into a timing wrapper around the
-ordinary closure; a VM without it pays nothing (the wrappers do not exist). Times are wall-clock
+A VM built with ``profile=True`` wraps its backend in a ``ProfilingBackend``, which turns every
+step the inner backend decodes into a timing wrapper around it; a VM without it pays nothing
+(the wrappers do not exist). Times are wall-clock
 ``perf_counter_ns``. A ``call`` is timed for its own work only (the callee's instructions are
 counted on their own), so the rows add up to the time spent in instructions.
 """
@@ -14,6 +15,10 @@ from dataclasses import dataclass, field
 from time import perf_counter_ns
 from typing import Any
 
+from .backend import Backend, BackendWrapper, decode_function
+from .decode import DecodeContext, Step
+from .executable import Function
+from .isa import Kind, Op
 from .memory.stats import MemoryStats
 
 #: Instruction kinds whose time counts as "computing shapes".
@@ -107,3 +112,27 @@ class Profiler:
             lines.append("memory")
             lines.append(memory.format())
         return "\n".join(lines)
+
+
+class ProfilingBackend(BackendWrapper):
+    """The profiler as a backend wrapper: ``VirtualMachine(exe, profile=True)`` wraps the chosen
+    backend (the sanitizer's too, so its checks are timed with their instructions) in one.
+
+    Each step of the inner backend is timed under its opcode's name, an ``invoke`` also under
+    its kernel-table entry's name; the rows live in ``profiler``, shared by every instance the
+    VM decodes (a lock guards them).
+    """
+
+    def __init__(self, inner: Backend | None = None, profiler: Profiler | None = None) -> None:
+        super().__init__(inner)
+        self.profiler = profiler if profiler is not None else Profiler()
+        """Where the timings accumulate."""
+
+    def decode(self, function: Function, ctx: DecodeContext) -> list[Step]:
+        steps = decode_function(self.inner, function, ctx)
+        kernels = ctx.names.get(Kind.KERNEL, ())
+        wrap = self.profiler.wrap
+        return [
+            wrap(s, ins.op.name.lower(), kernels[ins.operands[0]] if ins.op == Op.INVOKE else None)
+            for s, ins in zip(steps, function.code, strict=True)
+        ]

@@ -24,21 +24,22 @@ field of a tuple in it, is alive; the instructions that read only a shape or an 
 was not killed - a dead tensor's *shape* is still right, and reading it touches no memory. A
 failure is a ``DeadTensorError``.
 
-Nothing here runs unless the option is on: the VM decodes with ``MemorySanitizer.decode``
-instead of ``decode.decode`` and hands out storages through ``SanitizingAllocator``.
+It is a backend wrapper (``SanitizingBackend``, ``backend.py``): the steps of the backend it
+wraps do the work, the sanitizer's checks run around them, and the VM's storages come through
+``SanitizingAllocator``. Nothing here runs unless the option is on (or the wrapper is chosen).
 """
 
 from __future__ import annotations
 
-import operator
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from .decode import DECODERS, DecodeContext, Step
-from .errors import DeadTensorError
+from .backend import Backend, BackendWrapper, decode_function
+from .decode import DecodeContext, Step
+from .errors import DeadTensorError, VMError
 from .executable import Function
 from .isa import SIGNATURES, Instruction, Kind, Op, Reg, format_instruction
 from .memory.allocator import Allocator
@@ -241,28 +242,25 @@ class MemorySanitizer:
                     state.freed_by,
                 )
 
-    # Decoding -----------------------------------------------------------------------------
+    # Wrapping an inner backend's steps ----------------------------------------------------
 
-    def decode(
-        self, f: Function, ctx: DecodeContext, names: dict[Kind, Any] | None = None
-    ) -> list[Step]:
-        """The checked closures of ``f``'s instructions, by pc (``ctx.allocator`` must be
-        ``self.allocator``)."""
-        steps = []
-        for pc, ins in enumerate(f.code):
-            site = f"{f.name}@{pc}: {format_instruction(ins, names)}"
-            steps.append(self._decode_one(ins, pc + 1, ctx, site))
-        return steps
+    def wrap(self, f: Function, steps: Sequence[Step], ctx: DecodeContext) -> list[Step]:
+        """The checked steps of ``f``: each of ``steps`` (the inner backend's, by pc) with the
+        checks of its instruction around it. ``ctx.allocator`` must hand out storages through
+        ``self.allocator`` (``SanitizingBackend.attach`` sees to it)."""
+        out = []
+        for pc, (ins, inner) in enumerate(zip(f.code, steps, strict=True)):
+            site = f"{f.name}@{pc}: {format_instruction(ins, ctx.names)}"
+            out.append(self._wrap_one(ins, inner, site))
+        return out
 
-    def _decode_one(self, ins: Instruction, nxt: int, ctx: DecodeContext, site: str) -> Step:
+    def _wrap_one(self, ins: Instruction, inner: Step, site: str) -> Step:
         ops = ins.operands
-        if ins.op == Op.KILL:
-            return self._kill(ops, nxt, ctx, site)
-        if ins.op == Op.ALLOC_STORAGE:
-            inner = self._alloc_storage(ops, nxt, ctx, site)
-        else:
-            inner = DECODERS[ins.op](ops, nxt, ctx)
         reads = tuple(_read_registers(ins))
+        if ins.op == Op.KILL:
+            return self._kill(inner, ops, site)
+        if ins.op == Op.ALLOC_STORAGE:
+            return self._alloc_storage(inner, reads, ops, site)
         check = self.check
         if ins.op not in _USES_VALUE:
             check = _check_not_killed
@@ -282,37 +280,48 @@ class MemorySanitizer:
 
         return step
 
-    def _kill(self, ops: tuple[Any, ...], nxt: int, ctx: DecodeContext, site: str) -> Step:
-        regs, live, free = tuple(a.index for a in ops[0]), ctx.live, self.allocator.free
-        marker = Killed(site)
+    def _kill(self, inner: Step, ops: tuple[Any, ...], site: str) -> Step:
+        regs, marker = tuple(a.index for a in ops[0]), Killed(site)
 
         def step(r: list[Any]) -> int:
+            # The inner step frees a killed storage (only a storage returns memory; a tensor
+            # view's register is just dropped, other views of its storage stay valid); which
+            # ones it freed is seen from their records, and the free is named after this kill.
+            alive = [
+                state
+                for i in regs
+                if type(v := r[i]) is Storage and (state := v.sanitizer) is not None and state.alive
+            ]
+            pc = inner(r)
             for i in regs:
-                v = r[i]
                 r[i] = marker
-                # As unchecked: only a storage returns memory; a tensor view's register is
-                # dropped, and other views of its storage stay valid.
-                if type(v) is Storage and live.pop(id(v.raw), None) is not None:
-                    free(v, site)
-            return nxt
+            for state in alive:
+                if not state.alive:
+                    state.freed_by = site
+            return pc
 
         return step
 
-    def _alloc_storage(self, ops: tuple[Any, ...], nxt: int, ctx: DecodeContext, site: str) -> Step:
-        d, size, align, poison = ops[0].index, ops[1], ops[2], poison_byte(ops[3])
-        alloc, live, index = self.allocator.alloc, ctx.live, operator.index
-        get_size: Callable[[list[Any]], Any]
-        if isinstance(size, Reg):
-            s = size.index
-            get_size = lambda r: r[s]  # noqa: E731
-        else:
-            get_size = lambda r: size  # noqa: E731
+    def _alloc_storage(
+        self, inner: Step, reads: Sequence[tuple[int, str]], ops: tuple[Any, ...], site: str
+    ) -> Step:
+        d, poison, check = ops[0].index, poison_byte(ops[3]), self.check
+        # The inner step allocates through SanitizingAllocator, which poisons with the default
+        # byte; a float storage is filled again with its own (a NaN).
+        refill = poison != POISON_OTHER
 
         def step(r: list[Any]) -> int:
-            st = alloc(index(get_size(r)), align, poison, site)
-            live[id(st.raw)] = st
-            r[d] = st
-            return nxt
+            for i, what in reads:
+                check(r[i], i, what)
+            pc = inner(r)
+            st = r[d]
+            state = st.sanitizer
+            if state is not None:
+                state.allocated_by = site
+                if refill:
+                    state.poison = poison
+                    st.buf.fill(poison)
+            return pc
 
         return step
 
@@ -382,3 +391,33 @@ def _dead_view(reg: int, what: str, state: StorageState, generation: int) -> Dea
             f"{state.allocated_by}, latest free by {state.freed_by})"
         )
     return DeadTensorError(text, reg, state.freed_by)
+
+
+class SanitizingBackend(BackendWrapper):
+    """The memory sanitizer as a backend wrapper: ``VirtualMachine(exe, check_memory=True)``
+    wraps the chosen backend in one; ``backend=SanitizingBackend(inner)`` does it by hand.
+
+    It serves one VM (its view table and allocator wrapper are that VM's): attaching it to a
+    second VM with another allocator is refused.
+    """
+
+    def __init__(self, inner: Backend | None = None) -> None:
+        super().__init__(inner)
+        self.sanitizer: MemorySanitizer | None = None
+        """The sanitizer, made when a VM attaches the backend."""
+
+    def attach(self, allocator: Allocator) -> Allocator:
+        inner = self.inner.attach(allocator)
+        if self.sanitizer is None:
+            self.sanitizer = MemorySanitizer(inner)
+        elif self.sanitizer.allocator.inner is not inner:
+            raise VMError(
+                "this SanitizingBackend already serves a VirtualMachine with another "
+                "allocator: give each VM its own backend"
+            )
+        return self.sanitizer.allocator
+
+    def decode(self, function: Function, ctx: DecodeContext) -> list[Step]:
+        if self.sanitizer is None:
+            raise VMError("a SanitizingBackend decodes only for a VM it is attached to")
+        return self.sanitizer.wrap(function, decode_function(self.inner, function, ctx), ctx)

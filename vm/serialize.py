@@ -341,7 +341,8 @@ def _dec_constant(d: Any, blob: bytes, i: int) -> np.ndarray:
     arr = np.frombuffer(blob, dtype=dt, count=count, offset=offset).reshape(shape)
     if dtype == "bool" and arr.size and arr.view(np.uint8).max() > 1:
         raise FormatError(f"{what}: a bool constant holds bytes other than 0 and 1")
-    return arr.astype(np.dtype(dtype), copy=False)
+    typed: np.ndarray = arr.astype(np.dtype(dtype), copy=False)
+    return typed
 
 
 _SECTIONS: dict[str, Callable[[Any, str], Any]] = {

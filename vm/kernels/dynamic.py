@@ -79,7 +79,8 @@ def topk_order(x: np.ndarray, axis: int, ascending: bool) -> np.ndarray:
     n = x.shape[axis]
     rev = np.flip(x, axis=axis)
     order = np.flip(np.argsort(rev, axis=axis, kind="stable"), axis=axis)
-    return (n - 1) - order
+    reversed_order: np.ndarray = (n - 1) - order
+    return reversed_order
 
 
 def _topk_kernel(attrs: Mapping[str, Any]) -> Kernel:

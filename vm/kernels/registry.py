@@ -18,10 +18,12 @@ Python frame at all: ``register_table({"add": np.add, ...})``.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from ..errors import KernelRegistryError
+from .attr_schema import unregister_attr_schema
 
 #: A kernel: ``kernel(*inputs, *outputs) -> None``, writing the outputs in place.
 Kernel = Callable[..., Any]
@@ -30,6 +32,8 @@ KernelFactory = Callable[[Mapping[str, Any]], Kernel]
 F = TypeVar("F", bound=KernelFactory)
 
 _REGISTRY: dict[str, KernelFactory] = {}
+#: The ops registered by ``vm.kernels`` itself (``mark_builtins``).
+_BUILTINS: frozenset[str] = frozenset()
 
 
 def register_kernel(op_name: str) -> Callable[[F], F]:
@@ -82,6 +86,35 @@ def registered_kernels() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def unregister_kernel(op_name: str) -> None:
-    """Remove the kernel of ``op_name`` (for tests that register temporary ops)."""
-    _REGISTRY.pop(op_name, None)
+def unregister_kernel(op_name: str, *, missing_ok: bool = False) -> KernelFactory | None:
+    """Undo ``register_kernel(op_name)``: remove the op's kernel factory, and the attribute
+    schema registered for it (``attr_schema.register_attr_schema``) if any, so that the name can
+    be registered again from scratch. Returns the factory (``register_kernel(op_name)(factory)``
+    puts it back).
+
+    Raises KernelRegistryError for an op without a kernel (unless ``missing_ok``: then returns
+    None), and for a built-in op, whose kernel every executable using the op needs.
+    """
+    if op_name in _BUILTINS:
+        raise KernelRegistryError(
+            f"op {op_name!r} has a built-in kernel, which cannot be unregistered "
+            "(executables that use it would no longer load)"
+        )
+    factory = _REGISTRY.pop(op_name, None)
+    if factory is None and not missing_ok:
+        close = difflib.get_close_matches(op_name, [n for n in _REGISTRY if n not in _BUILTINS])
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise KernelRegistryError(
+            f"op {op_name!r} has no registered kernel: nothing to unregister{hint}"
+        )
+    # Custom ops register their schema beside their kernel; a schema left behind would check
+    # the attributes of whatever kernel is registered under the name next.
+    unregister_attr_schema(op_name)
+    return factory
+
+
+def mark_builtins() -> None:
+    """Record every op registered so far as built in (``vm/kernels/__init__.py`` calls it once
+    its families are imported): their kernels cannot be unregistered."""
+    global _BUILTINS
+    _BUILTINS = frozenset(_REGISTRY)

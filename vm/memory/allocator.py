@@ -79,6 +79,11 @@ class Allocator:
         """Give ``storage`` back; no tensor of it may be used afterwards."""
         raise NotImplementedError
 
+    def free_leftover(self, storage: Storage) -> None:
+        """Give back a storage the call left alive, when the top-level call ends: ``free``
+        (a wrapping allocator may record why, as the sanitizer's does)."""
+        self.free(storage)
+
     def detach(self, storage: Storage) -> None:
         """Forget ``storage`` without reusing it: its memory now belongs to the caller."""
         self._forget(storage, "detached")

@@ -74,4 +74,5 @@ def tensor_view(storage: Storage, offset: int, shape: Sequence[int], dtype: np.d
     nbytes = math.prod(shape) * dtype.itemsize
     if offset < 0 or offset + nbytes > storage.nbytes or any(d < 0 for d in shape):
         raise view_error(storage, offset, shape, dtype)
-    return np.ndarray(tuple(shape), dtype, buffer=storage.buf, offset=offset)
+    view: np.ndarray = np.ndarray(tuple(shape), dtype, buffer=storage.buf, offset=offset)
+    return view
