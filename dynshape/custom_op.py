@@ -178,9 +178,7 @@ def unregister_op(name: str) -> None:
     parts = [
         ("an IR op", ir.has_op, ir.unregister_op),
         ("a shape function", has_shape_func, unregister_shape_func),
-        # vm has no public unregister of its own yet (vm.unregister_kernel is being added); the
-        # kernel registry's removal is the one to call until it is. Switch to it then.
-        ("a kernel", vm.has_kernel, vm.kernels.unregister_kernel),
+        ("a kernel", vm.has_kernel, vm.unregister_kernel),
         ("a kernel attribute schema", has_schema, unregister_attr_schema),
     ]
     present = [(has, remove) for _, has, remove in parts if has(name)]

@@ -13,20 +13,10 @@ from .registry import (
     register_kernel,
     register_table,
     registered_kernels,
+    unregister_kernel,
 )
 
 _registry.mark_builtins()
-
-
-def unregister_kernel(op_name: str) -> None:
-    """The lenient form of ``vm.unregister_kernel``: remove ``op_name``'s kernel (and schema) if
-    it has one, else do nothing.
-
-    Kept under this name because ``dynshape.unregister_op`` calls it to clean up ops that may
-    never have been registered (a failed ``register_op``, a deselected test); new code should call
-    ``vm.unregister_kernel``, which says when there is nothing to unregister.
-    """
-    _registry.unregister_kernel(op_name, missing_ok=True)
 
 
 __all__ = [
