@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .location import fail
-from .trace import apply, constant, user_span
+from .location import fail, user_span
+from .trace import apply, constant
+from .value import apply_one
 
 if TYPE_CHECKING:
     from .value import Value
@@ -129,28 +130,28 @@ def _strided_slice(x: Value, per_axis: list[slice], axes: list[int]) -> Value:
         begin.pop()
     while strides and strides[-1] == 1:
         strides.pop()
-    return apply("strided_slice", x, begin=begin, end=end, strides=strides or None)
+    return apply_one("strided_slice", x, begin=begin, end=end, strides=strides or None)
 
 
 def _int_index(x: Value, index: int, axis: int) -> Value:
     dim = x.shape[axis]
     if isinstance(dim, int) and not -dim <= index < dim:
         raise fail(f"index {index} is out of bounds for axis {axis} with size {dim}")
-    return apply("take", x, constant(np.int64(index), "int64", user_span()), axis=axis)
+    return apply_one("take", x, constant(np.int64(index), "int64", user_span()), axis=axis)
 
 
 def _tensor_index(x: Value, key: Value) -> Value:
     if key.dtype == "bool":
         if key.ndim == x.ndim:
             flat_index = apply("argwhere", key.flatten()).flatten()
-            return apply("take", x.flatten(), flat_index, axis=0)
+            return apply_one("take", x.flatten(), flat_index, axis=0)
         if key.ndim == 1:
-            return apply("take", x, apply("argwhere", key).flatten(), axis=0)
+            return apply_one("take", x, apply("argwhere", key).flatten(), axis=0)
         raise fail(
             f"a bool mask must have the tensor's rank ({x.ndim}) or be 1-d over its first axis, "
             f"got rank {key.ndim}"
         )
-    return apply("take", x, key, axis=0)
+    return apply_one("take", x, key, axis=0)
 
 
 def _tensor_index_in_tuple(x: Value, key: tuple[Any, ...], values: list[int]) -> Value:
@@ -160,4 +161,4 @@ def _tensor_index_in_tuple(x: Value, key: tuple[Any, ...], values: list[int]) ->
     index = key[values[0]]
     if index.dtype == "bool":
         raise fail("a bool mask must be the whole index (x[mask])")
-    return apply("take", x, index, axis=values[0])
+    return apply_one("take", x, index, axis=values[0])

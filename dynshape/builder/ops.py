@@ -15,8 +15,8 @@ from typing import Any
 
 import ir
 
-from .location import fail
-from .trace import apply, constant, user_span
+from .location import fail, user_span
+from .trace import apply, constant
 
 
 def op_function(op_name: str) -> Callable[..., Any]:

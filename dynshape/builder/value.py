@@ -18,6 +18,13 @@ from .location import fail
 from .trace import apply
 
 
+def apply_one(op_name: str, *args: Any, **attrs: Any) -> Value:
+    """``trace.apply`` for an op with one result: the Value (operators, methods, indexing)."""
+    out = apply(op_name, *args, **attrs)
+    assert isinstance(out, Value), f"{op_name} has more than one result"
+    return out
+
+
 class Value:
     """A tensor-valued expression under construction. Build with operators and ``ds.*``."""
 
@@ -65,95 +72,95 @@ class Value:
 
     # ---- arithmetic -------------------------------------------------------------------------
     def __add__(self, other: Any) -> Value:
-        return apply("add", self, other)
+        return apply_one("add", self, other)
 
     def __radd__(self, other: Any) -> Value:
-        return apply("add", other, self)
+        return apply_one("add", other, self)
 
     def __sub__(self, other: Any) -> Value:
-        return apply("subtract", self, other)
+        return apply_one("subtract", self, other)
 
     def __rsub__(self, other: Any) -> Value:
-        return apply("subtract", other, self)
+        return apply_one("subtract", other, self)
 
     def __mul__(self, other: Any) -> Value:
-        return apply("multiply", self, other)
+        return apply_one("multiply", self, other)
 
     def __rmul__(self, other: Any) -> Value:
-        return apply("multiply", other, self)
+        return apply_one("multiply", other, self)
 
     def __truediv__(self, other: Any) -> Value:
-        return apply("divide", self, other)
+        return apply_one("divide", self, other)
 
     def __rtruediv__(self, other: Any) -> Value:
-        return apply("divide", other, self)
+        return apply_one("divide", other, self)
 
     def __floordiv__(self, other: Any) -> Value:
-        return apply("floor_divide", self, other)
+        return apply_one("floor_divide", self, other)
 
     def __rfloordiv__(self, other: Any) -> Value:
-        return apply("floor_divide", other, self)
+        return apply_one("floor_divide", other, self)
 
     def __mod__(self, other: Any) -> Value:
-        return apply("mod", self, other)
+        return apply_one("mod", self, other)
 
     def __rmod__(self, other: Any) -> Value:
-        return apply("mod", other, self)
+        return apply_one("mod", other, self)
 
     def __pow__(self, other: Any) -> Value:
-        return apply("power", self, other)
+        return apply_one("power", self, other)
 
     def __rpow__(self, other: Any) -> Value:
-        return apply("power", other, self)
+        return apply_one("power", other, self)
 
     def __matmul__(self, other: Any) -> Value:
-        return apply("nn.matmul", self, other)
+        return apply_one("nn.matmul", self, other)
 
     def __rmatmul__(self, other: Any) -> Value:
-        return apply("nn.matmul", other, self)
+        return apply_one("nn.matmul", other, self)
 
     def __neg__(self) -> Value:
-        return apply("negative", self)
+        return apply_one("negative", self)
 
     def __pos__(self) -> Value:
         return self
 
     def __abs__(self) -> Value:
-        return apply("abs", self)
+        return apply_one("abs", self)
 
     # ---- comparisons and logic (bool results) -----------------------------------------------
     def __eq__(self, other: Any) -> Value:  # type: ignore[override]
-        return apply("equal", self, other)
+        return apply_one("equal", self, other)
 
     def __ne__(self, other: Any) -> Value:  # type: ignore[override]
-        return apply("not_equal", self, other)
+        return apply_one("not_equal", self, other)
 
     def __lt__(self, other: Any) -> Value:
-        return apply("less", self, other)
+        return apply_one("less", self, other)
 
     def __le__(self, other: Any) -> Value:
-        return apply("less_equal", self, other)
+        return apply_one("less_equal", self, other)
 
     def __gt__(self, other: Any) -> Value:
-        return apply("greater", self, other)
+        return apply_one("greater", self, other)
 
     def __ge__(self, other: Any) -> Value:
-        return apply("greater_equal", self, other)
+        return apply_one("greater_equal", self, other)
 
     def __and__(self, other: Any) -> Value:
-        return apply("logical_and", self, other)
+        return apply_one("logical_and", self, other)
 
     def __rand__(self, other: Any) -> Value:
-        return apply("logical_and", other, self)
+        return apply_one("logical_and", other, self)
 
     def __or__(self, other: Any) -> Value:
-        return apply("logical_or", self, other)
+        return apply_one("logical_or", self, other)
 
     def __ror__(self, other: Any) -> Value:
-        return apply("logical_or", other, self)
+        return apply_one("logical_or", other, self)
 
     def __invert__(self) -> Value:
-        return apply("logical_not", self)
+        return apply_one("logical_not", self)
 
     # ---- layout -----------------------------------------------------------------------------
     def __getitem__(self, key: Any) -> Value:
@@ -170,59 +177,59 @@ class Value:
             raise fail(
                 f"reshape takes ints (0 copies the input's dim, -1 is inferred), got {shape}"
             )
-        return apply("reshape", self, newshape=list(shape))
+        return apply_one("reshape", self, newshape=list(shape))
 
     def transpose(self, *axes: Any) -> Value:
         """Permute the axes (reverse them when none are given), as numpy."""
         if len(axes) == 1 and isinstance(axes[0], (list, tuple)):
             axes = tuple(axes[0])
-        return apply("transpose", self, axes=list(axes) if axes else None)
+        return apply_one("transpose", self, axes=list(axes) if axes else None)
 
     @property
     def T(self) -> Value:
         """The axes reversed."""
-        return apply("transpose", self)
+        return apply_one("transpose", self)
 
     def astype(self, dtype: str) -> Value:
         """A ``cast`` to ``dtype``."""
-        return apply("cast", self, dtype=dtype)
+        return apply_one("cast", self, dtype=dtype)
 
     def flatten(self) -> Value:
         """The elements as a 1-d tensor."""
-        return apply("reshape", self, newshape=[-1])
+        return apply_one("reshape", self, newshape=[-1])
 
     def squeeze(self, axis: int | Sequence[int] | None = None) -> Value:
         """Remove 1-dims (all of them when ``axis`` is None)."""
-        return apply("squeeze", self, axis=[axis] if isinstance(axis, int) else axis)
+        return apply_one("squeeze", self, axis=[axis] if isinstance(axis, int) else axis)
 
     # ---- reductions -------------------------------------------------------------------------
     def sum(self, axis: Any = None, keepdims: bool = False) -> Value:
         """Sum over ``axis`` (an int, a list, or None for all)."""
-        return apply("sum", self, axis=_axes(axis), keepdims=keepdims)
+        return apply_one("sum", self, axis=_axes(axis), keepdims=keepdims)
 
     def mean(self, axis: Any = None, keepdims: bool = False) -> Value:
         """Mean over ``axis``."""
-        return apply("mean", self, axis=_axes(axis), keepdims=keepdims)
+        return apply_one("mean", self, axis=_axes(axis), keepdims=keepdims)
 
     def max(self, axis: Any = None, keepdims: bool = False) -> Value:
         """Maximum over ``axis``."""
-        return apply("max", self, axis=_axes(axis), keepdims=keepdims)
+        return apply_one("max", self, axis=_axes(axis), keepdims=keepdims)
 
     def min(self, axis: Any = None, keepdims: bool = False) -> Value:
         """Minimum over ``axis``."""
-        return apply("min", self, axis=_axes(axis), keepdims=keepdims)
+        return apply_one("min", self, axis=_axes(axis), keepdims=keepdims)
 
     def prod(self, axis: Any = None, keepdims: bool = False) -> Value:
         """Product over ``axis``."""
-        return apply("prod", self, axis=_axes(axis), keepdims=keepdims)
+        return apply_one("prod", self, axis=_axes(axis), keepdims=keepdims)
 
     def argmax(self, axis: Any = None, keepdims: bool = False) -> Value:
         """Index of the maximum over ``axis`` (int64)."""
-        return apply("argmax", self, axis=_axes(axis), keepdims=keepdims)
+        return apply_one("argmax", self, axis=_axes(axis), keepdims=keepdims)
 
     def argmin(self, axis: Any = None, keepdims: bool = False) -> Value:
         """Index of the minimum over ``axis`` (int64)."""
-        return apply("argmin", self, axis=_axes(axis), keepdims=keepdims)
+        return apply_one("argmin", self, axis=_axes(axis), keepdims=keepdims)
 
 
 def _axes(axis: Any) -> Any:

@@ -484,7 +484,7 @@ _LOWER_MEMORY_OP: dict[type[MemoryOp], Callable[[Any, Any, dict[sympy.Basic, Reg
 }
 
 
-class _Symbols(dict):
+class _Symbols(dict[sympy.Basic, Reg]):
     """The registers of the bound symbols of one scope, and the dims already computed there.
 
     A branch of an ``if`` starts from copies of both: what was computed before the ``if`` is

@@ -115,7 +115,7 @@ def reshape_tensor(interp: Interpreter, op: ReshapeTensor, frame: Frame) -> np.n
     shape = [_dim(interp, frame, d, node, "dim") for d in op.shape]
     if int(np.prod(shape, dtype=np.int64)) != x.size:
         raise InterpreterError(f"@{frame.function}: {describe(node)}: {x.shape} to {shape}")
-    return x.reshape(shape)
+    return np.asarray(x).reshape(shape)
 
 
 def kill(interp: Interpreter, op: Kill, frame: Frame) -> tuple[()]:

@@ -30,12 +30,12 @@ def _along(v: np.ndarray, axis: int, ndim: int) -> np.ndarray:
 def _softmax(x: np.ndarray, axis: int) -> np.ndarray:
     shifted = x.astype(np.float64) - np.max(x, axis=axis, keepdims=True, initial=-np.inf)
     e = np.exp(shifted)
-    return e / np.sum(e, axis=axis, keepdims=True)
+    return np.asarray(e / np.sum(e, axis=axis, keepdims=True))
 
 
 def _log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
     shifted = x.astype(np.float64) - np.max(x, axis=axis, keepdims=True, initial=-np.inf)
-    return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+    return np.asarray(shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True)))
 
 
 def _layer_norm(ins: Sequence[Any], attrs: Mapping[str, Any]) -> np.ndarray:
@@ -44,7 +44,7 @@ def _layer_norm(ins: Sequence[Any], attrs: Mapping[str, Any]) -> np.ndarray:
     mean = np.mean(x, axis=axis, keepdims=True)
     var = np.mean((x - mean) ** 2, axis=axis, keepdims=True)
     norm = (x - mean) / np.sqrt(var + attrs["epsilon"])
-    return norm * _along(gamma, axis, x.ndim) + _along(beta, axis, x.ndim)
+    return np.asarray(norm * _along(gamma, axis, x.ndim) + _along(beta, axis, x.ndim))
 
 
 def _batch_matmul(ins: Sequence[Any], attrs: Mapping[str, Any]) -> np.ndarray:
@@ -53,7 +53,7 @@ def _batch_matmul(ins: Sequence[Any], attrs: Mapping[str, Any]) -> np.ndarray:
         x = np.swapaxes(x, 1, 2)
     if attrs["transpose_b"]:
         y = np.swapaxes(y, 1, 2)
-    return np.matmul(x, y)
+    return np.asarray(np.matmul(x, y))
 
 
 def _windows(
