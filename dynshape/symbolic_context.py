@@ -60,7 +60,7 @@ class DeferredCheck:
             return a == b or a == 1 or b == 1
         if self.kind == "divides":
             return b == 0 if a == 0 else b % a == 0
-        return bool(_COMPARE[self.kind](a, b))
+        return bool(ir.dims.COMPARE[self.kind](a, b))
 
     def failure(self, binding: Mapping[sympy.Basic, int]) -> str | None:
         """None if the fact holds under ``binding``, else the error text the run time reports.
@@ -91,16 +91,6 @@ class DeferredCheck:
 
     def __str__(self) -> str:
         return self.description
-
-
-_COMPARE: dict[str, Callable[[int, int], bool]] = {
-    "==": lambda a, b: a == b,
-    "!=": lambda a, b: a != b,
-    "<": lambda a, b: a < b,
-    "<=": lambda a, b: a <= b,
-    ">": lambda a, b: a > b,
-    ">=": lambda a, b: a >= b,
-}
 
 
 def _evaluate(dim: Dim, binding: Mapping[sympy.Basic, int]) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import operator
 from collections.abc import Callable, Mapping
 from typing import Any, TypeAlias
 
@@ -170,7 +171,7 @@ def compare(a: Dim, op: str, b: Dim, ranges: Mapping[Any, Any] | None = None) ->
     ``n == 4`` is proven; with ``n`` in ``[1, 10]``, ``n <= 16`` is.
     """
     if isinstance(a, int) and isinstance(b, int):
-        return _INT_OPS[op](a, b)
+        return COMPARE[op](a, b)
     ea, eb = as_expr(a), as_expr(b)
     verdict = _compare_symbolic(ea, op, eb)
     if verdict is not None or not ranges:
@@ -183,19 +184,21 @@ def compare(a: Dim, op: str, b: Dim, ranges: Mapping[Any, Any] | None = None) ->
     return _decide_ranged(ea, op, eb, relevant)
 
 
-_INT_OPS: dict[str, Callable[[int, int], bool]] = {
-    "==": lambda a, b: a == b,
-    "!=": lambda a, b: a != b,
-    "<": lambda a, b: a < b,
-    "<=": lambda a, b: a <= b,
-    ">": lambda a, b: a > b,
-    ">=": lambda a, b: a >= b,
+#: The comparisons of dims, by name, on ints (the compiler's one table; below ``ir``,
+#: ``shape_funcs.context.COMPARE`` is the same for the VM).
+COMPARE: dict[str, Callable[[int, int], bool]] = {
+    "==": operator.eq,
+    "!=": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
 }
 
 
 @functools.lru_cache(maxsize=65536)
 def _compare_symbolic(a: sympy.Expr, op: str, b: sympy.Expr) -> bool | None:
-    if op not in _INT_OPS:
+    if op not in COMPARE:
         raise ValueError(f"unknown comparison {op!r}")
     if op in (">", ">="):
         a, b, op = b, a, "<" if op == ">" else "<="

@@ -123,6 +123,16 @@ def type_symbols(ty: Type) -> frozenset[sympy.Symbol]:
     return frozenset().union(*(type_symbols(p) for p in ty.params), type_symbols(ty.ret))
 
 
+def plain_symbols(ty: Type | None) -> frozenset[sympy.Symbol]:
+    """The symbols that are a whole dim of a tensor in ``ty``: what a value of the type binds
+    (its shape gives their values), unlike a symbol inside a compound dim such as ``2*n``."""
+    if isinstance(ty, TensorType):
+        return frozenset(d for d in ty.shape if isinstance(d, sympy.Symbol))
+    if isinstance(ty, TupleType):
+        return frozenset().union(*(plain_symbols(f) for f in ty.fields))
+    return frozenset()
+
+
 def tensor_leaves(ty: Type) -> list[TensorType]:
     """The tensor types of a (possibly nested) tuple type, flattened left to right."""
     if isinstance(ty, TensorType):

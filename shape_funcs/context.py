@@ -93,7 +93,9 @@ class UnknownValue:
     """The value's dtype."""
 
 
-_COMPARE: dict[str, Callable[[Any, Any], bool]] = {
+#: The comparisons of shape facts, by name: the one table below ``ir`` (the VM's ``check``
+#: uses it too; ``ir.dims.COMPARE`` is the same table for the layers that may import ``ir``).
+COMPARE: dict[str, Callable[[Any, Any], bool]] = {
     "==": operator.eq,
     "!=": operator.ne,
     "<": operator.lt,
@@ -121,7 +123,7 @@ class ConcreteContext:
 
     def check(self, a: int, op: str, b: int, what: str, *args: object) -> None:
         """Raise ShapeError unless ``a op b``."""
-        if not _COMPARE[op](a, b):
+        if not COMPARE[op](a, b):
             raise ShapeError(fact_failure(op, a, b, what, args))
 
     def check_divides(self, divisor: int, value: int, what: str, *args: object) -> None:
@@ -131,7 +133,7 @@ class ConcreteContext:
 
     def decide(self, a: int, op: str, b: int) -> bool:
         """The truth of ``a op b`` (always known for ints)."""
-        return _COMPARE[op](a, b)
+        return COMPARE[op](a, b)
 
     def broadcast(self, a: int, b: int, what: str, *args: object) -> int:
         """numpy broadcasting of two dims; raises ShapeError if they are different and not 1."""

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from shape_funcs import concrete_shapes
+from shape_funcs.context import COMPARE
 from shape_funcs.errors import ShapeError
 
 from .errors import RunTimeShapeError
@@ -34,14 +35,8 @@ TAIL = -3
 #: A backward jump (the target is in ``ctx.state``): the loop counts it as a step.
 BACK = -4
 
-CMP = {
-    "==": operator.eq,
-    "!=": operator.ne,
-    "<": operator.lt,
-    "<=": operator.le,
-    ">": operator.gt,
-    ">=": operator.ge,
-}
+#: ``check``'s comparisons, by name (shape_funcs' table).
+CMP = COMPARE
 
 
 @dataclass

@@ -22,6 +22,7 @@ import ir
 from ir import Call, Dim, Expr, OpDef, Span
 
 __all__ = [
+    "ALIGNMENT",
     "AllocStorage",
     "AllocTensor",
     "Check",
@@ -34,6 +35,11 @@ __all__ = [
     "memory_op",
 ]
 
+
+#: The alignment of every storage the compiler allocates, in bytes (a cache line, and the
+#: widest SIMD load): ``manifest_alloc`` gives it to each storage, ``plan_memory`` to arenas and
+#: to every offset in them.
+ALIGNMENT = 64
 
 V = TypeVar("V", bound="MemoryOp")
 

@@ -214,7 +214,7 @@ class _FunctionLowering:
         if isinstance(ty, TupleType):
             out = []
             for i, f in enumerate(ty.fields):
-                if ir.type_symbols(f) & _plain(f):
+                if ir.type_symbols(f) & ir.plain_symbols(f):
                     out += self.leaves(self.b.get_item(reg, i), f, f"{path}.{i}")
             return out
         return []
@@ -269,7 +269,7 @@ class _FunctionLowering:
         memo.update(zip([*todo, *shapes], regs, strict=True))
 
     def bind_new_symbols(self, reg: Reg, ty: Type | None, symbols: dict[sympy.Basic, Reg]) -> None:
-        if ty is None or not (_plain(ty) - symbols.keys()):
+        if ty is None or not (ir.plain_symbols(ty) - symbols.keys()):
             return
         for leaf_reg, leaf, _ in self.leaves(reg, ty, "value"):
             for axis, d in enumerate(leaf.shape):
@@ -534,14 +534,6 @@ def _param_type(p: Var, fn_name: str) -> Type:
     if ty is None:
         raise CompileError(f"parameter %{p.name_hint} of @{fn_name} has no type")
     return ty
-
-
-def _plain(ty: Type) -> set[sympy.Basic]:
-    if isinstance(ty, TensorType):
-        return {d for d in ty.shape if isinstance(d, sympy.Symbol)}
-    if isinstance(ty, TupleType):
-        return set().union(*(_plain(f) for f in ty.fields))
-    return set()
 
 
 def _show(s: sympy.Basic) -> str:

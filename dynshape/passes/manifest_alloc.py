@@ -55,6 +55,7 @@ from shape_funcs import get_shape_func
 
 from ..analysis.step_plan import plan_steps
 from ..dialect.memory import (
+    ALIGNMENT,
     AllocStorage,
     AllocTensor,
     Check,
@@ -68,8 +69,6 @@ from ..inference.type_relations import bind_plain_symbols, substitute_type
 from ..symbolic_context import DeferredCheck
 from .base import ModulePass
 from .infer_types import InferTypes
-
-ALIGNMENT = 64
 
 
 class ManifestAlloc(ModulePass):
@@ -89,15 +88,6 @@ class ManifestAlloc(ModulePass):
 def manifest_alloc(module: Module) -> Module:
     """Make allocations explicit (see ``ManifestAlloc``)."""
     return ManifestAlloc().run(module)
-
-
-def plain_symbols(ty: Type | None) -> set[sympy.Symbol]:
-    """The symbols that appear as a whole dim of a tensor in ``ty`` (these can be bound)."""
-    if isinstance(ty, TensorType):
-        return {d for d in ty.shape if isinstance(d, sympy.Symbol)}
-    if isinstance(ty, TupleType):
-        return set().union(*(plain_symbols(f) for f in ty.fields))
-    return set()
 
 
 def _symbols(dims: Iterable[ir.Dim]) -> set[sympy.Basic]:
@@ -131,7 +121,7 @@ class _FunctionManifest:
         self.functions: dict[Var, Function] = {}  # let-bound primitive functions
 
     def function(self, fn: Function) -> Function:
-        bound = set().union(*(plain_symbols(p.ty) for p in fn.params))
+        bound = set().union(*(ir.plain_symbols(p.ty) for p in fn.params))
         body = self.block(fn.body, bound, tail_checks=self.checks_at.get(fn, []))
         return Function(fn.params, body, fn.ret_type, fn.attrs, ranges=fn.ranges, span=fn.span)
 
@@ -167,13 +157,13 @@ class _FunctionManifest:
             self.emit_checks(b, self.checks_at.get(value, []))
         new_value = self.rewrite(value, bound)
         annotation = var.type_annotation
-        if plain_symbols(value.ty) - bound:
+        if ir.plain_symbols(value.ty) - bound:
             # The value introduces unknowns (a callee's or an if's '?' dims) that later
             # sizes and checks refer to: the annotation names them, so they survive printing
             # and re-inference; the lowering binds them from the value's shape.
             annotation = value.ty
         self.subst[var] = b.let(var.name_hint, new_value, annotation)
-        bound |= plain_symbols(value.ty)
+        bound |= ir.plain_symbols(value.ty)
 
     def rewrite(self, value: Expr, bound: set[sympy.Basic]) -> Expr:
         """A let value other than a primitive call, with its operands substituted."""

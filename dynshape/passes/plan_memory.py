@@ -65,15 +65,13 @@ from ir import Call, Expr, If, Let, Module, Var
 from ..analysis.dim_bounds import RangeMap, dims_le, evaluate, samples, upper
 from ..analysis.in_place import in_place_pairs
 from ..analysis.liveness import Aliases, all_vars, chain, direct_vars
-from ..dialect.memory import AllocStorage, AllocTensor, Kill, ShapeFunc, memory_op
+from ..dialect.memory import ALIGNMENT, AllocStorage, AllocTensor, Kill, ShapeFunc, memory_op
 from .base import ModulePass
-from .manifest_alloc import plain_symbols
 
 #: The kill index of a tenant that is never killed (returned): its block is never free again.
 NEVER = 1 << 60
 
 #: Byte alignment of every offset in an arena (the VM's storages are 64-byte aligned).
-ALIGNMENT = 64
 
 
 class PlanMemory(ModulePass):
@@ -116,7 +114,7 @@ class PlanMemory(ModulePass):
                 if t in storage_of and u in storage_of
             }
             planner = _Planner(ranges, self.static_arena, returned, over)
-            bound = set().union(*(plain_symbols(p.ty or p.type_annotation) for p in fn.params))
+            bound = set().union(*(ir.plain_symbols(p.ty or p.type_annotation) for p in fn.params))
             out[name] = dataclasses.replace(fn, body=planner.chain(fn.body, frozenset(bound)))
         return Module(out)
 
@@ -409,5 +407,5 @@ def _binds(let: Let) -> frozenset[sympy.Basic]:
     shape_func = ShapeFunc.of(value)
     if shape_func is not None:
         out |= {d for shape in shape_func.out_shapes for d in shape if isinstance(d, sympy.Symbol)}
-    out |= plain_symbols(let.var.ty or value.ty)
+    out |= ir.plain_symbols(let.var.ty or value.ty)
     return frozenset(out)

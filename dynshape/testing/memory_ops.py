@@ -15,6 +15,7 @@ import numpy as np
 import sympy
 
 from ir import Call, Constant, Tuple, TupleType, Var
+from ir.dims import COMPARE
 from shape_funcs import ShapeError, concrete_shapes, get_shape_func
 
 from ..dialect.memory import (
@@ -135,9 +136,7 @@ def check(interp: Interpreter, op: Check, frame: Frame) -> tuple[()]:
     elif kind == "divides":
         holds = b == 0 if a == 0 else b % a == 0
     else:
-        holds = {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[
-            kind
-        ]
+        holds = COMPARE[kind](a, b)
     if not holds:
         message = op.message.replace("{a}", str(a)).replace("{b}", str(b))
         raise InterpreterError(f"@{frame.function}: run-time check failed: {message}")
