@@ -398,9 +398,16 @@ class _TypeCompletion(_FunctionInference):
         return TupleGetItem(value, item.index, span=item.span, ty=item.ty)
 
     def visit_call(self, call: Call) -> Expr:
+        callee = call.callee
+        if call.ty is None and isinstance(callee, Function) and callee.ty is not None:
+            # A typed primitive called in place (fuse_ops builds these): its result type is
+            # the call's, as fuse_ops instantiated it for these arguments.
+            fn = self.visit(callee)
+            args = tuple([self.visit(a) for a in call.args])
+            assert isinstance(fn.ty, FuncType)
+            return Call(fn, args, span=call.span, ty=fn.ty.ret)
         if call.ty is None:
             return super().visit_call(call)
-        callee = call.callee
         new_callee = self.visit(callee) if isinstance(callee, Expr) else callee
         args = [self.visit(a) for a in call.args]
         if new_callee is callee and _same(args, call.args):
