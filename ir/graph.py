@@ -41,3 +41,34 @@ def post_order_uses(
             stack.pop()
             order.append(node)
     return order, uses
+
+
+class Scope:
+    """A block of code being laid out: a function body, an ``if`` branch, a let body or a let
+    block, inside its ``parent`` (None for the outermost). The printer places the nodes it
+    binds in scopes (``ir/text/layout.py``), and so does the ANF conversion
+    (``dynshape/analysis/dataflow.py``): each node in the lowest scope enclosing its uses."""
+
+    __slots__ = ("depth", "items", "parent")
+
+    def __init__(self, parent: Scope | None) -> None:
+        self.parent = parent
+        self.depth: int = 0 if parent is None else parent.depth + 1
+        self.items: list[Expr] = []
+        """The nodes placed here, in dependency (post-)order."""
+
+
+def common_scope(scopes: Iterable[Scope]) -> Scope:
+    """The lowest scope enclosing all of ``scopes`` (at least one)."""
+    it = iter(scopes)
+    home = next(it)
+    for other in it:
+        a, b = home, other
+        while a.depth > b.depth:
+            a = a.parent  # type: ignore[assignment]
+        while b.depth > a.depth:
+            b = b.parent  # type: ignore[assignment]
+        while a is not b:
+            a, b = a.parent, b.parent  # type: ignore[assignment]
+        home = a
+    return home

@@ -22,11 +22,10 @@ Everything is iterative: let chains and operand chains thousands long do not rec
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ir import Call, Constant, Expr, Function, GlobalVar, If, Let, Tuple, TupleGetItem, Var
-from ir.graph import post_order_uses
+from ir.graph import Scope, common_scope, post_order_uses
 
 
 class Use(enum.Enum):
@@ -98,34 +97,6 @@ class UseGraph:
 def use_graph(root: Expr) -> UseGraph:
     """The post-order and the uses of every node reachable from ``root`` (iterative DFS)."""
     return UseGraph(*post_order_uses(root, children, Use.ROOT))
-
-
-class Scope:
-    """A let chain being formed: a function body, a branch, a let body or a let block."""
-
-    __slots__ = ("depth", "items", "parent")
-
-    def __init__(self, parent: Scope | None) -> None:
-        self.parent = parent
-        self.depth: int = 0 if parent is None else parent.depth + 1
-        self.items: list[Expr] = []
-        """The nodes evaluated here, in post-order (each after the items it uses)."""
-
-
-def common_scope(scopes: Iterable[Scope]) -> Scope:
-    """The lowest scope enclosing all of ``scopes`` (at least one)."""
-    it = iter(scopes)
-    home = next(it)
-    for other in it:
-        a, b = home, other
-        while a.depth > b.depth:
-            a = a.parent  # type: ignore[assignment]
-        while b.depth > a.depth:
-            b = b.parent  # type: ignore[assignment]
-        while a is not b:
-            a, b = a.parent, b.parent  # type: ignore[assignment]
-        home = a
-    return home
 
 
 class Placement:

@@ -403,9 +403,9 @@ class _TypeCompletion(_FunctionInference):
             # A typed primitive called in place (fuse_ops builds these): its result type is
             # the call's, as fuse_ops instantiated it for these arguments.
             fn = self.visit(callee)
-            args = tuple([self.visit(a) for a in call.args])
             assert isinstance(fn.ty, FuncType)
-            return Call(fn, args, span=call.span, ty=fn.ty.ret)
+            typed_args = tuple([self.visit(a) for a in call.args])
+            return Call(fn, typed_args, span=call.span, ty=fn.ty.ret)
         if call.ty is None:
             return super().visit_call(call)
         new_callee = self.visit(callee) if isinstance(callee, Expr) else callee

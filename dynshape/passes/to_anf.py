@@ -27,8 +27,9 @@ Running it twice changes nothing more.
 from __future__ import annotations
 
 from ir import Call, Expr, Function, If, Let, Module, Span, Tuple, TupleGetItem, Var
+from ir.graph import Scope
 
-from ..analysis.dataflow import Placement, Scope, Use, is_value_atom
+from ..analysis.dataflow import Placement, Use, is_value_atom
 from .base import ModulePass
 
 #: The name hint of the variables this pass introduces.

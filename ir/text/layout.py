@@ -15,7 +15,7 @@ from __future__ import annotations
 import enum
 
 from ..expr import Call, Constant, Expr, Function, GlobalVar, If, Let, Tuple, TupleGetItem, Var
-from ..graph import post_order_uses
+from ..graph import Scope, common_scope, post_order_uses
 
 #: Nodes that always print inline, wherever they occur.
 ATOMIC = (Var, GlobalVar, Constant)
@@ -62,28 +62,6 @@ def children(node: Expr) -> list[tuple[Expr, Use]]:
     return []
 
 
-class Scope:
-    """A printed block (or the part of a block after a ``let``)."""
-
-    __slots__ = ("depth", "items", "parent")
-
-    def __init__(self, parent: Scope | None) -> None:
-        self.parent = parent
-        self.depth: int = 0 if parent is None else parent.depth + 1
-        self.items: list[Expr] = []
-        """The bound nodes printed here as ``%k = ...;``, in dependency (post-)order."""
-
-
-def _common_ancestor(a: Scope, b: Scope) -> Scope:
-    while a.depth > b.depth:
-        a = a.parent  # type: ignore[assignment]
-    while b.depth > a.depth:
-        b = b.parent  # type: ignore[assignment]
-    while a is not b:
-        a, b = a.parent, b.parent  # type: ignore[assignment]
-    return a
-
-
 class Layout:
     """The placement of every node reachable from ``root`` (a function body or an expression).
 
@@ -110,9 +88,7 @@ class Layout:
                 self.inline.add(node)
                 home = sites[0]
             else:
-                home = sites[0]
-                for s in sites[1:]:
-                    home = _common_ancestor(home, s)
+                home = common_scope(sites)
                 home.items.append(node)
             self.placement[node] = home
             if isinstance(node, Let):

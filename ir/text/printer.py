@@ -22,13 +22,14 @@ import re
 from collections.abc import Mapping
 
 from ..expr import Call, Constant, Expr, Function, GlobalVar, If, Let, Tuple, TupleGetItem, Var
+from ..graph import Scope
 from ..module import Module
 from ..nesting import allow_deep_recursion, check_nesting
 from ..op import OpDef
 from ..types import Type
 from .constants_text import attr_text, constant_text
 from .dims_text import AnonNamer
-from .layout import Layout, Scope, Use
+from .layout import Layout, Use
 from .types_text import format_type, type_to_text
 
 __all__ = ["expr_to_text", "function_to_text", "module_to_text", "type_to_text"]
