@@ -34,6 +34,10 @@ class Expr:
     """Where the node came from in the source text, if known."""
     ty: Type | None = field(default=None, kw_only=True, repr=False)
     """The node's type once inferred (``None`` before type inference)."""
+    facts: tuple[Any, ...] = field(default=(), kw_only=True, repr=False)
+    """The facts about dims that type inference could not decide and that must hold before
+    this node's value is used (run-time checks, ``dynshape``'s ``DeferredCheck``s). Set with
+    ``ty`` and, like it, kept by the passes and re-derived by inference after parsing."""
 
     def __str__(self) -> str:
         from .text.printer import expr_to_text  # the printer owns the text form

@@ -46,6 +46,7 @@ on an A-normal-form input each op ends up alone; run fuse_ops on graph form, bef
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -107,9 +108,7 @@ class FuseOps(ModulePass):
                 )
             groups = _Grouping(use_graph(fn.body), self.max_group_size, self.epilogues).groups
             body = _Rewriter(groups).visit(fn.body)
-            out[name] = Function(
-                fn.params, body, fn.ret_type, fn.attrs, ranges=fn.ranges, span=fn.span, ty=fn.ty
-            )
+            out[name] = dataclasses.replace(fn, body=body)  # types and facts kept
         return Module(out)
 
 
@@ -235,15 +234,12 @@ class _Rewriter(ir.ExprFunctor[Expr]):
         assert isinstance(call.callee, Expr)
         callee = self.visit(call.callee)
         args = tuple([self.visit(a) for a in call.args])
-        return Call(callee, args, span=call.span, ty=call.ty)
+        return Call(callee, args, span=call.span, ty=call.ty, facts=call.facts)
 
     def visit_function(self, fn: Function) -> Expr:
         if fn.is_primitive:
             return fn
-        body = self.visit(fn.body)
-        return Function(
-            fn.params, body, fn.ret_type, fn.attrs, ranges=fn.ranges, span=fn.span, ty=fn.ty
-        )
+        return dataclasses.replace(fn, body=self.visit(fn.body))  # types and facts kept
 
     def visit_let(self, let: Let) -> Expr:
         # Let chains are iterated, not recursed: ANF programs can be thousands of lets long.
@@ -251,23 +247,23 @@ class _Rewriter(ir.ExprFunctor[Expr]):
         body = self.visit(node)
         for old in reversed(chain):
             value = self.visit(old.value)
-            body = Let(old.var, value, body, span=old.span, ty=old.ty)
+            body = Let(old.var, value, body, span=old.span, ty=old.ty, facts=old.facts)
             self.memo[old] = body
         return body
 
     def visit_tuple(self, tup: Tuple) -> Expr:
         fields = tuple([self.visit(f) for f in tup.fields])
-        return Tuple(fields, span=tup.span, ty=tup.ty)
+        return Tuple(fields, span=tup.span, ty=tup.ty, facts=tup.facts)
 
     def visit_tuple_getitem(self, item: TupleGetItem) -> Expr:
         value = self.visit(item.tuple_value)
-        return TupleGetItem(value, item.index, span=item.span, ty=item.ty)
+        return TupleGetItem(value, item.index, span=item.span, ty=item.ty, facts=item.facts)
 
     def visit_if(self, node: If) -> Expr:
         cond = self.visit(node.cond)
         then_branch = self.visit(node.then_branch)
         else_branch = self.visit(node.else_branch)
-        return If(cond, then_branch, else_branch, span=node.span, ty=node.ty)
+        return If(cond, then_branch, else_branch, span=node.span, ty=node.ty, facts=node.facts)
 
 
 class _Primitive:
@@ -293,11 +289,16 @@ class _Primitive:
                     args.append(self.operand(arg, body))
                 elif isinstance(arg, Tuple):
                     fields = tuple([self.operand(f, body) for f in arg.fields])
-                    args.append(Tuple(fields, span=arg.span, ty=arg.ty))
+                    args.append(Tuple(fields, span=arg.span, ty=arg.ty, facts=arg.facts))
                 else:
                     args.append(self.tuple_input(arg))
             body[member] = Call(
-                member.op, tuple(args), member.attrs, span=member.span, ty=member.ty
+                member.op,
+                tuple(args),
+                member.attrs,
+                span=member.span,
+                ty=member.ty,
+                facts=member.facts,
             )
         root = group.root
         assert root.ty is not None

@@ -14,6 +14,7 @@ Calls of global functions bind the callee's symbols to the caller's dims.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -196,8 +197,10 @@ class _FunctionInference(ir.ExprFunctor[Expr]):
             raise self.fail(e.message, node) from None
 
     def site(self, typed: Expr) -> Expr:
-        """Attach the facts deferred while building ``typed`` to it."""
+        """Attach the facts deferred while building ``typed`` to it (``typed.facts``, and
+        ``checks_at``); ``typed`` is the node just built, not yet seen by anyone else."""
         if self._facts:
+            object.__setattr__(typed, "facts", tuple(self._facts))
             self.checks_at[typed] = self._facts
             seen = {(c.kind, c.dims) for c in self.deferred}
             self.deferred.extend(c for c in self._facts if (c.kind, c.dims) not in seen)
@@ -387,7 +390,7 @@ class _TypeCompletion(_FunctionInference):
         fields = [self.visit(f) for f in tup.fields]
         if _same(fields, tup.fields):
             return tup
-        return Tuple(tuple(fields), span=tup.span, ty=tup.ty)
+        return Tuple(tuple(fields), span=tup.span, ty=tup.ty, facts=tup.facts)
 
     def visit_tuple_getitem(self, item: TupleGetItem) -> Expr:
         if item.ty is None:
@@ -395,7 +398,7 @@ class _TypeCompletion(_FunctionInference):
         value = self.visit(item.tuple_value)
         if value is item.tuple_value:
             return item
-        return TupleGetItem(value, item.index, span=item.span, ty=item.ty)
+        return TupleGetItem(value, item.index, span=item.span, ty=item.ty, facts=item.facts)
 
     def visit_call(self, call: Call) -> Expr:
         callee = call.callee
@@ -405,14 +408,16 @@ class _TypeCompletion(_FunctionInference):
             fn = self.visit(callee)
             assert isinstance(fn.ty, FuncType)
             typed_args = tuple([self.visit(a) for a in call.args])
-            return Call(fn, typed_args, span=call.span, ty=fn.ty.ret)
+            return Call(fn, typed_args, span=call.span, ty=fn.ty.ret, facts=call.facts)
         if call.ty is None:
             return super().visit_call(call)
         new_callee = self.visit(callee) if isinstance(callee, Expr) else callee
         args = [self.visit(a) for a in call.args]
         if new_callee is callee and _same(args, call.args):
             return call
-        return Call(new_callee, tuple(args), call.attrs, span=call.span, ty=call.ty)
+        return Call(
+            new_callee, tuple(args), call.attrs, span=call.span, ty=call.ty, facts=call.facts
+        )
 
     def visit_if(self, node: If) -> Expr:
         if node.ty is None:
@@ -420,7 +425,7 @@ class _TypeCompletion(_FunctionInference):
         parts = [self.visit(e) for e in (node.cond, node.then_branch, node.else_branch)]
         if _same(parts, (node.cond, node.then_branch, node.else_branch)):
             return node
-        return If(*parts, span=node.span, ty=node.ty)
+        return If(*parts, span=node.span, ty=node.ty, facts=node.facts)
 
     def visit_function(self, fn: Function) -> Expr:
         if fn.ty is None:
@@ -430,9 +435,7 @@ class _TypeCompletion(_FunctionInference):
         body = self.visit(fn.body)
         if body is fn.body:
             return fn
-        return Function(
-            fn.params, body, fn.ret_type, fn.attrs, ranges=fn.ranges, span=fn.span, ty=fn.ty
-        )
+        return dataclasses.replace(fn, body=body)  # type and facts kept
 
     def visit_let(self, let: Let) -> Expr:
         # Iterated, as in the base class: let chains can be thousands long.
@@ -444,9 +447,11 @@ class _TypeCompletion(_FunctionInference):
             self._facts = []
         body = self.visit(node)
         for old, var, value, facts in reversed(chain):
-            if old.ty is None or not _same((var, value, body), (old.var, old.value, old.body)):
+            if old.ty is None:
                 self._facts = facts
                 body = self.site(Let(var, value, body, span=old.span, ty=self.type_of(body)))
+            elif not _same((var, value, body), (old.var, old.value, old.body)):
+                body = Let(var, value, body, span=old.span, ty=self.type_of(body), facts=old.facts)
             else:
                 body = old
             self.memo[old] = body
@@ -454,8 +459,9 @@ class _TypeCompletion(_FunctionInference):
 
 
 def stale_type(kept: Module, full: Module) -> tuple[Expr, Type | None] | None:
-    """The deepest node of ``kept`` whose type differs from the same node's in ``full`` (the
-    same module fully re-inferred), with the type inference gives it; or None.
+    """The deepest node of ``kept`` whose type (or deferred facts) differs from the same
+    node's in ``full`` (the same module fully re-inferred), with the type inference gives it;
+    or None.
 
     Dims with anonymous symbols compare as unknown (a full inference renumbers them, and types
     a primitive's ``?`` parameters with fresh dims where the kept types share the caller's),
@@ -470,7 +476,7 @@ def stale_type(kept: Module, full: Module) -> tuple[Expr, Type | None] | None:
             if (id(a), id(b)) in seen:
                 continue
             seen.add((id(a), id(b)))
-            if _erased(a.ty) != _erased(b.ty):
+            if _erased(a.ty) != _erased(b.ty) or _erased_facts(a) != _erased_facts(b):
                 found, stack = (a, b.ty), []  # the culprit is below it, or it: go deeper
             if isinstance(a, Function) and a.is_primitive:
                 continue
@@ -496,16 +502,22 @@ def _children(e: Expr) -> list[Expr]:
     return []
 
 
+def _erased_facts(node: Expr) -> list[tuple[str, str, Any]]:
+    """The deferred facts of ``node``, comparable across inferences (as ``_erased``)."""
+    return sorted(
+        (f.kind, f.op_name, tuple("?" if _anonymous(d) else str(d) for d in f.dims))
+        for f in node.facts
+    )
+
+
+def _anonymous(d: ir.Dim) -> bool:
+    return any(ir.dims.is_anonymous(x) for x in ir.free_symbols(d))
+
+
 def _erased(ty: Type | None) -> Any:
     """``ty`` with each dim that has an anonymous symbol replaced by ``"?"``."""
     if isinstance(ty, TensorType):
-        return (
-            tuple(
-                "?" if any(ir.dims.is_anonymous(x) for x in ir.free_symbols(d)) else d
-                for d in ty.shape
-            ),
-            ty.dtype,
-        )
+        return (tuple("?" if _anonymous(d) else d for d in ty.shape), ty.dtype)
     if isinstance(ty, TupleType):
         return tuple(_erased(f) for f in ty.fields)
     if isinstance(ty, FuncType):

@@ -68,7 +68,7 @@ from ..errors import CompileError
 from ..inference.type_relations import bind_plain_symbols, substitute_type
 from ..symbolic_context import DeferredCheck
 from .base import ModulePass
-from .infer_types import InferTypes
+from .infer_types import CompleteTypes
 
 
 class ManifestAlloc(ModulePass):
@@ -77,12 +77,10 @@ class ManifestAlloc(ModulePass):
     name = "manifest_alloc"
 
     def run(self, module: Module) -> Module:
-        infer = InferTypes()
-        typed = infer.run(module)
-        out = {}
-        for name, fn in typed.items():
-            out[name] = _FunctionManifest(name, infer.checks_at).function(fn)
-        return Module(out)
+        # The input's types and facts stay from inference (types stage); complete whatever a
+        # caller built without them (a module typed from scratch when it has none).
+        typed = CompleteTypes().run(module)
+        return Module({name: _FunctionManifest(name).function(fn) for name, fn in typed.items()})
 
 
 def manifest_alloc(module: Module) -> Module:
@@ -114,15 +112,14 @@ class _Block:
 class _FunctionManifest:
     """Rewrites one global function."""
 
-    def __init__(self, name: str, checks_at: dict[Expr, list[DeferredCheck]]) -> None:
+    def __init__(self, name: str) -> None:
         self.name = name
-        self.checks_at = checks_at
         self.subst: dict[Var, Expr] = {}
         self.functions: dict[Var, Function] = {}  # let-bound primitive functions
 
     def function(self, fn: Function) -> Function:
         bound = set().union(*(ir.plain_symbols(p.ty) for p in fn.params))
-        body = self.block(fn.body, bound, tail_checks=self.checks_at.get(fn, []))
+        body = self.block(fn.body, bound, tail_checks=fn.facts)
         return Function(fn.params, body, fn.ret_type, fn.attrs, ranges=fn.ranges, span=fn.span)
 
     # ---- scopes --------------------------------------------------------------------------------
@@ -134,7 +131,7 @@ class _FunctionManifest:
         lets, node = ir.let_chain(expr)
         for let in lets:
             self.binding(b, let.var, let.value, bound)
-            self.emit_checks(b, self.checks_at.get(let, []))
+            self.emit_checks(b, let.facts)
         if not isinstance(node, (Var, Constant, GlobalVar)):
             # A non-atomic result (not produced by to_anf, but legal): bind it like a let.
             result = Var("result")
@@ -154,7 +151,7 @@ class _FunctionManifest:
             if fn is not None:
                 self.subst[var] = self.primitive_call(b, var, value, fn, bound)
                 return
-            self.emit_checks(b, self.checks_at.get(value, []))
+            self.emit_checks(b, value.facts)
         new_value = self.rewrite(value, bound)
         annotation = var.type_annotation
         if ir.plain_symbols(value.ty) - bound:
@@ -214,15 +211,14 @@ class _FunctionManifest:
     def checks_inside(self, fn: Function) -> list[DeferredCheck]:
         """The deferred checks of every node of a primitive's body, in evaluation order."""
         found: list[DeferredCheck] = []
-        checks_at = self.checks_at
 
         class Collect(ir.ExprVisitor):
             def visit_call(self, call: Call) -> None:
                 super().visit_call(call)
-                found.extend(checks_at.get(call, []))
+                found.extend(call.facts)
 
         Collect().visit(fn.body)
-        found.extend(checks_at.get(fn, []))
+        found.extend(fn.facts)
         return found
 
     # ---- primitive calls --------------------------------------------------------------------
@@ -230,7 +226,7 @@ class _FunctionManifest:
         self, b: _Block, var: Var, call: Call, fn: Function, bound: set[sympy.Basic]
     ) -> Expr:
         """Allocate the outputs of ``call`` and invoke ``fn``; return the call's new value."""
-        self.emit_checks(b, self.checks_inside(fn) + self.checks_at.get(call, []))
+        self.emit_checks(b, [*self.checks_inside(fn), *call.facts])
         fn_ref = self.atom(call.callee) if isinstance(call.callee, Var) else fn
         args = tuple(self.atom(a) for a in call.args)
         out_ty = call.ty

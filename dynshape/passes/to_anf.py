@@ -26,6 +26,9 @@ Running it twice changes nothing more.
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
 from ir import Call, Expr, Function, If, Let, Module, Span, Tuple, TupleGetItem, Var
 from ir.graph import Scope
 
@@ -55,9 +58,7 @@ class ToANF(ModulePass):
         """``fn`` with its body in A-normal form."""
         converter = _Converter(Placement(fn.body), self.var_hint)
         body = converter.chain(converter.placement.root, fn.body)
-        return Function(
-            fn.params, body, fn.ret_type, fn.attrs, ranges=fn.ranges, span=fn.span, ty=fn.ty
-        )
+        return dataclasses.replace(fn, body=body)  # types and facts kept
 
 
 def to_anf(module: Module) -> Module:
@@ -65,7 +66,8 @@ def to_anf(module: Module) -> Module:
     return ToANF().run(module)
 
 
-Binding = tuple[Var, Expr, Span | None]
+Binding = tuple[Var, Expr, Span | None, tuple[Any, ...]]
+"""A let to emit: its variable, value, location and facts (those of the let it comes from)."""
 
 
 class _Converter:
@@ -87,8 +89,8 @@ class _Converter:
         """The let chain of ``scope`` whose value is ``result``."""
         bindings: list[Binding] = []
         body = self.emit(bindings, scope, result)
-        for var, value, span in reversed(bindings):  # a loop: chains can be thousands long
-            body = Let(var, value, body, span=span, ty=body.ty)
+        for var, value, span, facts in reversed(bindings):  # a loop: chains can be long
+            body = Let(var, value, body, span=span, ty=body.ty, facts=facts)
         return body
 
     def emit(self, bindings: list[Binding], scope: Scope, result: Expr) -> Expr:
@@ -101,12 +103,12 @@ class _Converter:
                     self.atoms[item] = self.emit(bindings, placement.line_scope[item], item)
                     continue
                 var = Var(self.var_hint, span=item.span, ty=item.ty)
-                bindings.append((var, self.rebuild(item), item.span))
+                bindings.append((var, self.rebuild(item), item.span, ()))
                 self.atoms[item] = var
             if isinstance(result, Let) and placement.line_scope[result] is scope:
                 value = result.value
                 bound = self.rebuild(value) if value in placement.let_values else self.atom(value)
-                bindings.append((result.var, bound, result.span))
+                bindings.append((result.var, bound, result.span, result.facts))
                 scope = placement.child(result, Use.LET_BODY)
                 result = result.body
                 continue
@@ -114,23 +116,24 @@ class _Converter:
 
     def rebuild(self, node: Expr) -> Expr:
         """``node`` with atoms for operands and let chains for the scopes it opens."""
-        ty, span = node.ty, node.span
+        ty, span, facts = node.ty, node.span, node.facts
         if isinstance(node, Call):
             callee = node.callee if not isinstance(node.callee, Expr) else self.atom(node.callee)
             args = [self.atom(a) for a in node.args]
-            return Call(callee, tuple(args), node.attrs, span=span, ty=ty)
+            return Call(callee, tuple(args), node.attrs, span=span, ty=ty, facts=facts)
         if isinstance(node, Tuple):
-            return Tuple(tuple([self.atom(f) for f in node.fields]), span=span, ty=ty)
+            fields = tuple([self.atom(f) for f in node.fields])
+            return Tuple(fields, span=span, ty=ty, facts=facts)
         if isinstance(node, TupleGetItem):
-            return TupleGetItem(self.atom(node.tuple_value), node.index, span=span, ty=ty)
+            value = self.atom(node.tuple_value)
+            return TupleGetItem(value, node.index, span=span, ty=ty, facts=facts)
         child = self.placement.child
         if isinstance(node, If):
             then_branch = self.chain(child(node, Use.THEN), node.then_branch)
             else_branch = self.chain(child(node, Use.ELSE), node.else_branch)
-            return If(self.atom(node.cond), then_branch, else_branch, span=span, ty=ty)
+            cond = self.atom(node.cond)
+            return If(cond, then_branch, else_branch, span=span, ty=ty, facts=facts)
         if isinstance(node, Function):  # not primitive: those are atoms
             body = self.chain(child(node, Use.BODY), node.body)
-            return Function(
-                node.params, body, node.ret_type, node.attrs, ranges=node.ranges, span=span, ty=ty
-            )
+            return dataclasses.replace(node, body=body)
         raise TypeError(f"to_anf cannot bind a {type(node).__name__}")
