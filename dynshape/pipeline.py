@@ -136,11 +136,15 @@ def _verify(stage: str, module: Module) -> None:
         stale = stale_type(module, InferTypes().run(module))
         if stale is not None:
             node, inferred = stale
+            what = (
+                f"kept {node.ty}, inference gives {inferred}"
+                if str(node.ty) != str(inferred)
+                else f"its deferred checks differ ({len(node.facts)} kept)"
+            )
             raise CompileError(
                 f"after {stage}: a type the pass kept differs from what inference gives "
                 "(the pass copied a node whose children it changed, keeping a stale type): "
-                f"{ir.text.expr_to_text(node).splitlines()[-1][:200]} kept {node.ty}, "
-                f"inference gives {inferred}",
+                f"{ir.text.expr_to_text(node).splitlines()[-1][:200]} {what}",
                 node.span,
             )
     text = str(module)

@@ -61,3 +61,17 @@ def test_a_pass_that_keeps_a_stale_type_is_named_under_debug():
         r"Tensor\[\(n,\), float32\], inference gives float64",
     ):
         pipeline._verify("fused", broken)
+
+
+def test_a_pass_that_drops_a_deferred_check_is_named_under_debug():
+    text = "def @main(%x: Tensor[(n,), float32], %y: Tensor[(m,), float32]) { add(%x, %y) }"
+    main = dynshape.stages(text)["types"]["main"]
+    body = main.body
+    assert isinstance(body, ir.Call) and [f.kind for f in body.facts] == ["broadcast"]
+    dropped = dataclasses.replace(body, facts=())  # the n-vs-m check would be lost
+    broken = ir.Module({"main": dataclasses.replace(main, body=dropped)})
+    with pytest.raises(
+        dynshape.CompileError,
+        match=r"after fused: .*add\(%x, %y\) .*its deferred checks differ \(0 kept\)",
+    ):
+        pipeline._verify("fused", broken)
