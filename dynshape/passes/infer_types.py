@@ -54,15 +54,13 @@ class InferTypes(ModulePass):
 
     def __init__(self) -> None:
         self.deferred: dict[str, list[DeferredCheck]] = {}
-        """Run-time checks recorded per global function, filled by ``run``."""
-        self.checks_at: dict[Expr, list[DeferredCheck]] = {}
-        """Where each check arises: the typed node (of the output) that needs it."""
+        """Run-time checks recorded per global function, filled by ``run`` (each check is
+        also on the typed node that needs it: ``node.facts``)."""
 
     def run(self, module: Module) -> Module:
         state = _ModuleInference(module)
         typed = state.infer_all()
         self.deferred = state.deferred
-        self.checks_at = state.checks_at
         return typed
 
 
@@ -100,7 +98,6 @@ class _ModuleInference:
         self.signatures: dict[str, FuncType] = {}
         self.in_progress: list[str] = []
         self.deferred: dict[str, list[DeferredCheck]] = {}
-        self.checks_at: dict[Expr, list[DeferredCheck]] = {}
 
     def infer_all(self) -> Module:
         for name in self.module:
@@ -143,7 +140,6 @@ class _ModuleInference:
         self.typed[name] = typed
         self.signatures[name] = typed.ty
         self.deferred[name] = inference.deferred
-        self.checks_at.update(inference.checks_at)
         self.in_progress.pop()
 
 
@@ -163,8 +159,6 @@ class _FunctionInference(ir.ExprFunctor[Expr]):
         self.name = name
         self.deferred: list[DeferredCheck] = []
         """Every run-time check of the function, each once, in the order found."""
-        self.checks_at: dict[Expr, list[DeferredCheck]] = {}
-        """The run-time checks each typed node needs before its value may be used."""
         self._facts: list[DeferredCheck] = []
         self.vars: dict[Var, Var] = {}
         self.ranges = module.module[name].ranges
@@ -197,11 +191,10 @@ class _FunctionInference(ir.ExprFunctor[Expr]):
             raise self.fail(e.message, node) from None
 
     def site(self, typed: Expr) -> Expr:
-        """Attach the facts deferred while building ``typed`` to it (``typed.facts``, and
-        ``checks_at``); ``typed`` is the node just built, not yet seen by anyone else."""
+        """Attach the facts deferred while building ``typed`` to it (``typed.facts``);
+        ``typed`` is the node just built, not yet seen by anyone else."""
         if self._facts:
             object.__setattr__(typed, "facts", tuple(self._facts))
-            self.checks_at[typed] = self._facts
             seen = {(c.kind, c.dims) for c in self.deferred}
             self.deferred.extend(c for c in self._facts if (c.kind, c.dims) not in seen)
             self._facts = []
