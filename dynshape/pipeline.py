@@ -21,7 +21,7 @@ from .errors import CompileError
 from .lower import lower
 from .passes.base import ModulePass
 from .passes.fuse_ops import FuseOps
-from .passes.infer_types import CompleteTypes, InferTypes, stale_type
+from .passes.infer_types import InferTypes, stale_type
 from .passes.kill import KillAfterLastUse
 from .passes.manifest_alloc import ManifestAlloc
 from .passes.plan_memory import PlanMemory
@@ -90,11 +90,9 @@ def stages(
     for stage, p in default_passes(planner):
         if STAGES.index(stage) <= done or (stage == "planned" and not plan_memory):
             continue
+        # Every pass keeps the types of what it copies and types what it builds (no
+        # re-inference: that was ~70% of compile time); debug=True checks both.
         module = p.run(module)
-        if stage != "types":
-            # The pass kept the types of what it copied; type what it built. Not a full
-            # re-inference (that was ~70% of compile time); debug=True checks it is the same.
-            module = CompleteTypes().run(module)
         if debug:
             _verify(stage, module)
         out[stage] = module
@@ -136,14 +134,19 @@ def _verify(stage: str, module: Module) -> None:
         stale = stale_type(module, InferTypes().run(module))
         if stale is not None:
             node, inferred = stale
-            what = (
-                f"kept {node.ty}, inference gives {inferred}"
-                if str(node.ty) != str(inferred)
-                else f"its deferred checks differ ({len(node.facts)} kept)"
+            problem = (
+                "a type the pass kept differs from what inference gives (the pass copied a "
+                "node whose children it changed, keeping a stale type)"
             )
+            if node.ty is None:
+                problem = "the pass built a node without its type (passes build typed nodes)"
+                what = f"inference gives {inferred}"
+            elif str(node.ty) != str(inferred):
+                what = f"kept {node.ty}, inference gives {inferred}"
+            else:
+                what = f"its deferred checks differ ({len(node.facts)} kept)"
             raise CompileError(
-                f"after {stage}: a type the pass kept differs from what inference gives "
-                "(the pass copied a node whose children it changed, keeping a stale type): "
+                f"after {stage}: {problem}: "
                 f"{ir.text.expr_to_text(node).splitlines()[-1][:200]} {what}",
                 node.span,
             )

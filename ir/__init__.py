@@ -38,6 +38,7 @@ from .expr import (
     const,
     function,
     let_chain,
+    nest_lets,
     tuple_of,
 )
 from .functor import ExprFunctor, ExprMutator, ExprVisitor
@@ -124,6 +125,7 @@ __all__ = [
     "is_static",
     "known_equal",
     "let_chain",
+    "nest_lets",
     "nesting_depth",
     "parse",
     "parse_type",

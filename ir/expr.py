@@ -265,6 +265,20 @@ def let_chain(expr: Expr, stop: Callable[[Let], bool] | None = None) -> tuple[li
     return lets, node
 
 
+Binding = tuple[Var, Expr, Span | None, tuple[Any, ...]]
+"""A let to build with ``nest_lets``: its variable, value, location and facts."""
+
+
+def nest_lets(bindings: Sequence[Binding], result: Expr) -> Expr:
+    """The let chain binding ``bindings`` in order, outermost first, around ``result``; each let
+    is typed as its body (the passes build typed nodes). The inverse of ``let_chain``, and
+    iterative for the same reason."""
+    body = result
+    for var, value, span, facts in reversed(bindings):
+        body = Let(var, value, body, span=span, ty=body.ty, facts=facts)
+    return body
+
+
 def call(op_name: str, *args: Expr, span: Span | None = None, **attrs: Any) -> Call:
     """Build a call of the registered op ``op_name`` (attributes checked, defaults filled)."""
     return Call(get_op(op_name, span), tuple(args), Attrs(attrs), span=span)

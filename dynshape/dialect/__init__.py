@@ -1,3 +1,3 @@
-"""The memory dialect as the compiler uses it: typed views and constructors of its ops
-(``memory.py``) and their type rules (``memory_types.py``). The ops themselves are declared in
-the IR's catalogue (``ir/ops/memory.py``)."""
+"""The memory dialect as the compiler uses it (``memory.py``): one class per op with a typed
+constructor, typed fields and its type rule. The ops themselves are declared in the IR's
+catalogue (``ir/ops/memory.py``)."""

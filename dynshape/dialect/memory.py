@@ -2,14 +2,16 @@
 
 The ops are declared once in the IR's catalogue (``ir/ops/memory.py``: operands, attribute
 kinds, documentation; what the parser and printer need). This module is how the compiler
-*uses* them: ``AllocStorage.make(size, alignment, dtype_hint)`` builds a call, and
+*uses* them: ``AllocStorage.make(size, alignment, dtype_hint)`` builds a call (typed, when its
+operands are: a pass builds typed nodes, so the pipeline need not re-infer), and
 ``memory_op(value)`` returns the typed view of a call of the dialect (``AllocStorage``,
 ``AllocTensor``, ..., or None for anything else), found by the op's identity, so passes read
 ``op.size`` rather than ``value.attrs["size"]`` and dispatch with ``isinstance`` or a table keyed
 by class; a misspelt op is an ``AttributeError`` at import, not a silent miss.
 
 A view is a frozen wrapper around the ``Call``; it holds no state of its own, so views are made
-on demand and compared through their calls.
+on demand and compared through their calls. Each class's ``result_type`` is the op's type rule,
+which type inference uses too.
 """
 
 from __future__ import annotations
@@ -19,10 +21,26 @@ from dataclasses import dataclass
 from typing import ClassVar, TypeVar
 
 import ir
-from ir import Call, Dim, Expr, OpDef, Span
+from ir import (
+    Call,
+    Dim,
+    Expr,
+    FuncType,
+    OpDef,
+    Span,
+    StorageType,
+    TensorType,
+    Tuple,
+    TupleType,
+    Type,
+    tensor_leaves,
+)
+
+from ..errors import CompileError
 
 __all__ = [
     "ALIGNMENT",
+    "UNIT",
     "AllocStorage",
     "AllocTensor",
     "Check",
@@ -33,6 +51,7 @@ __all__ = [
     "ShapeFunc",
     "ShapeOf",
     "memory_op",
+    "typed_tuple",
 ]
 
 
@@ -40,6 +59,9 @@ __all__ = [
 #: widest SIMD load): ``manifest_alloc`` gives it to each storage, ``plan_memory`` to arenas and
 #: to every offset in them.
 ALIGNMENT = 64
+
+#: The type of a memory op used only for its effect (invoke, kill, check, shape_func).
+UNIT = TupleType(())
 
 V = TypeVar("V", bound="MemoryOp")
 
@@ -64,6 +86,21 @@ class MemoryOp:
         view = memory_op(value)
         return view if isinstance(view, cls) else None
 
+    def result_type(self, operands: Sequence[Type]) -> Type:
+        """The call's type, given its operands' (the dialect's type rule: sizes, offsets and
+        shapes are attributes, so no shape function is involved). Raises CompileError."""
+        return UNIT  # the ops used for their effect; the others override this
+
+    @classmethod
+    def _build(cls, *args: Expr, span: Span | None = None, **attrs: object) -> Call:
+        """A call of this op, typed when its operands are (so passes build typed nodes)."""
+        call = ir.call(cls.NAME, *args, span=span, **attrs)
+        operands = [a.ty for a in call.args]
+        if any(t is None for t in operands):
+            return call
+        ty = cls(call).result_type(operands)  # type: ignore[arg-type]
+        return Call(call.callee, call.args, call.attrs, span=span, ty=ty)
+
 
 @dataclass(frozen=True, slots=True)
 class AllocStorage(MemoryOp):
@@ -86,11 +123,14 @@ class AllocStorage(MemoryOp):
         """The dtype of the tensors it is meant for (a hint for the allocator)."""
         return str(self.call.attrs["dtype_hint"])
 
+    def result_type(self, operands: Sequence[Type]) -> Type:
+        return StorageType()
+
     @staticmethod
     def make(size: Dim, alignment: int, dtype_hint: str, span: Span | None = None) -> Call:
         """A call that allocates ``size`` bytes."""
-        return ir.call(
-            AllocStorage.NAME, size=size, alignment=alignment, dtype_hint=dtype_hint, span=span
+        return AllocStorage._build(
+            size=size, alignment=alignment, dtype_hint=dtype_hint, span=span
         )
 
 
@@ -120,13 +160,18 @@ class AllocTensor(MemoryOp):
         """The view's dtype."""
         return str(self.call.attrs["dtype"])
 
+    def result_type(self, operands: Sequence[Type]) -> Type:
+        if not isinstance(operands[0], StorageType):
+            raise CompileError(f"memory.alloc_tensor needs a storage, got {operands[0]}")
+        return TensorType(self.shape, self.dtype)
+
     @staticmethod
     def make(
         storage: Expr, offset: Dim, shape: Sequence[Dim], dtype: str, span: Span | None = None
     ) -> Call:
         """A call making a ``shape`` ``dtype`` view of ``storage`` at byte ``offset``."""
-        return ir.call(
-            AllocTensor.NAME, storage, offset=offset, shape=list(shape), dtype=dtype, span=span
+        return AllocTensor._build(
+            storage, offset=offset, shape=list(shape), dtype=dtype, span=span
         )
 
 
@@ -151,10 +196,32 @@ class Invoke(MemoryOp):
         """The destinations (results, then scratch), a tuple expression."""
         return self.call.args[2]
 
+    def result_type(self, operands: Sequence[Type]) -> Type:
+        fn, inputs, outputs = operands
+        if not isinstance(fn, FuncType):
+            raise CompileError(f"memory.invoke needs a function, got {fn}")
+        if not isinstance(inputs, TupleType) or not isinstance(outputs, TupleType):
+            raise CompileError("memory.invoke takes its inputs and its outputs as two tuples")
+        if len(inputs.fields) != len(fn.params):
+            raise CompileError(
+                f"memory.invoke passes {len(inputs.fields)} inputs to a function of "
+                f"{len(fn.params)} parameters"
+            )
+        # Outputs beyond the function's results are its scratch buffers (manifest_alloc).
+        results = len(tensor_leaves(fn.ret))
+        if len(outputs.fields) < results:
+            raise CompileError(
+                f"memory.invoke passes {len(outputs.fields)} outputs to a function of "
+                f"{results} results"
+            )
+        for i, out in enumerate(outputs.fields):
+            _tensor(out, f"memory.invoke's output {i}")
+        return UNIT
+
     @staticmethod
     def make(fn: Expr, inputs: Sequence[Expr], outputs: Sequence[Expr]) -> Call:
         """A call running ``fn`` on ``inputs`` into ``outputs``."""
-        return ir.call(Invoke.NAME, fn, ir.tuple_of(inputs), ir.tuple_of(outputs))
+        return Invoke._build(fn, typed_tuple(inputs), typed_tuple(outputs))
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,10 +235,13 @@ class ShapeOf(MemoryOp):
         """The tensor whose shape is read."""
         return self.call.args[0]
 
+    def result_type(self, operands: Sequence[Type]) -> Type:
+        return TensorType((_tensor(operands[0], "memory.shape_of's operand").rank,), "int64")
+
     @staticmethod
     def make(x: Expr) -> Call:
         """A call reading ``x``'s shape."""
-        return ir.call(ShapeOf.NAME, x)
+        return ShapeOf._build(x)
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +271,11 @@ class ShapeFunc(MemoryOp):
         """The result shapes; their new symbols are bound here."""
         return tuple(tuple(s) for s in self.call.attrs["out_shapes"])
 
+    def result_type(self, operands: Sequence[Type]) -> Type:
+        if not isinstance(operands[0], FuncType):
+            raise CompileError(f"memory.shape_func needs a function, got {operands[0]}")
+        return UNIT
+
     @staticmethod
     def make(
         fn: Expr,
@@ -209,10 +284,9 @@ class ShapeFunc(MemoryOp):
         out_shapes: Sequence[Sequence[Dim]],
     ) -> Call:
         """A call running ``fn``'s shape function on ``inputs``."""
-        return ir.call(
-            ShapeFunc.NAME,
+        return ShapeFunc._build(
             fn,
-            ir.tuple_of(inputs),
+            typed_tuple(inputs),
             data_dependent=list(data_dependent),
             out_shapes=[list(s) for s in out_shapes],
         )
@@ -234,10 +308,14 @@ class ReshapeTensor(MemoryOp):
         """The new shape."""
         return tuple(self.call.attrs["shape"])
 
+    def result_type(self, operands: Sequence[Type]) -> Type:
+        x = _tensor(operands[0], "memory.reshape_tensor's operand")
+        return TensorType(self.shape, x.dtype)
+
     @staticmethod
     def make(x: Expr, shape: Sequence[Dim]) -> Call:
         """A call viewing ``x`` as ``shape``."""
-        return ir.call(ReshapeTensor.NAME, x, shape=list(shape))
+        return ReshapeTensor._build(x, shape=list(shape))
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,7 +332,7 @@ class Kill(MemoryOp):
     @staticmethod
     def make(x: Expr) -> Call:
         """A call killing ``x``."""
-        return ir.call(Kill.NAME, x)
+        return Kill._build(x)
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,7 +364,7 @@ class Check(MemoryOp):
     @staticmethod
     def make(kind: str, lhs: Dim, rhs: Dim, message: str) -> Call:
         """A call checking ``lhs kind rhs``."""
-        return ir.call(Check.NAME, kind=kind, lhs=lhs, rhs=rhs, message=message)
+        return Check._build(kind=kind, lhs=lhs, rhs=rhs, message=message)
 
 
 #: Every op of the dialect, by class.
@@ -312,3 +390,17 @@ def memory_op(value: Expr) -> MemoryOp | None:
         _BY_OP.update({cls.op(): cls for cls in OPS})
     cls = _BY_OP.get(value.callee)
     return cls(value) if cls is not None else None
+
+
+def typed_tuple(fields: Sequence[Expr]) -> Tuple:
+    """A tuple expression, typed when its fields are."""
+    types = [f.ty for f in fields]
+    if any(t is None for t in types):
+        return ir.tuple_of(fields)
+    return Tuple(tuple(fields), ty=TupleType(tuple(types)))  # type: ignore[arg-type]
+
+
+def _tensor(ty: Type, what: str) -> TensorType:
+    if not isinstance(ty, TensorType):
+        raise CompileError(f"{what} must be a tensor, got {ty}")
+    return ty

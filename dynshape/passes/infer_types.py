@@ -39,7 +39,6 @@ from ir import (
 from ir.text import function_to_text
 from shape_funcs import ShapeError, UnknownValue, get_shape_func
 
-from ..dialect import memory_types
 from ..dialect.memory import memory_op
 from ..errors import CompileError
 from ..inference.type_relations import instantiate_call, join, refine
@@ -307,8 +306,7 @@ class _FunctionInference(ir.ExprFunctor[Expr]):
         op = call.op
         mem = memory_op(call)
         if mem is not None and op is not None:
-            rule = memory_types.RULES[type(mem)]
-            ty = self.checked(call, lambda ctx: rule(arg_types, mem))
+            ty = self.checked(call, lambda ctx: mem.result_type(arg_types))
             return self.site(Call(op, args, call.attrs, span=call.span, ty=ty))
         if op is not None:
             ty = self.checked(

@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from ir import Expr, If, Let, Module, Var
+import ir
+from ir import Expr, If, Module, Var
 
 from ..analysis.liveness import Aliases, chain, touched
-from ..dialect.memory import Kill
+from ..dialect.memory import UNIT, Kill
 from .base import ModulePass
 
 
@@ -68,7 +69,7 @@ def _chain(body: Expr, aliases: Aliases) -> Expr:
     for storage, i in last.items():
         if storage not in escaping and storage not in already:
             kills.setdefault(i, []).append(storage)
-    out: list[tuple[Var, Expr]] = []
+    out: list[ir.Binding] = []
     for i, let in enumerate(lets):
         value = let.value
         if isinstance(value, If):
@@ -77,9 +78,7 @@ def _chain(body: Expr, aliases: Aliases) -> Expr:
                 then_branch=_chain(value.then_branch, aliases),
                 else_branch=_chain(value.else_branch, aliases),
             )
-        out.append((let.var, value))
+        out.append((let.var, value, let.span, let.facts))
         for storage in kills.get(i, []):
-            out.append((Var("_"), Kill.make(storage)))
-    for var, value in reversed(out):
-        result = Let(var, value, result)
-    return result
+            out.append((Var("_", ty=UNIT), Kill.make(storage), None, ()))
+    return ir.nest_lets(out, result)

@@ -30,6 +30,7 @@ the parameters), by a value whose type has a new plain-symbol dim (the result of
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 
 import sympy
@@ -42,7 +43,6 @@ from ir import (
     Function,
     GlobalVar,
     If,
-    Let,
     Module,
     TensorType,
     Tuple,
@@ -77,9 +77,11 @@ class ManifestAlloc(ModulePass):
     name = "manifest_alloc"
 
     def run(self, module: Module) -> Module:
-        # The input's types and facts stay from inference (types stage); complete whatever a
-        # caller built without them (a module typed from scratch when it has none).
-        typed = CompleteTypes().run(module)
+        # The input's types and facts stay from inference (types stage); a module that a
+        # caller built without them is typed first.
+        typed = module
+        if any(fn.ty is None for fn in module.values()):
+            typed = CompleteTypes().run(module)
         return Module({name: _FunctionManifest(name).function(fn) for name, fn in typed.items()})
 
 
@@ -96,17 +98,25 @@ class _Block:
     """Collects the let bindings of one scope, then nests them around a result."""
 
     def __init__(self) -> None:
-        self.bindings: list[tuple[Var, Expr]] = []
+        self.bindings: list[ir.Binding] = []
 
-    def let(self, hint: str, value: Expr, ty: Type | None = None) -> Var:
-        var = Var(hint, ty)
-        self.bindings.append((var, value))
+    def let(
+        self,
+        hint: str,
+        value: Expr,
+        annotation: Type | None = None,
+        *,
+        ty: Type | None = None,
+        facts: tuple[DeferredCheck, ...] = (),
+    ) -> Var:
+        """Bind ``value`` to a new variable, typed ``ty`` (default: the value's type); ``facts``
+        are those of the let it replaces (its annotation's checks, emitted as ops too)."""
+        var = Var(hint, annotation, ty=ty or value.ty)
+        self.bindings.append((var, value, None, facts))
         return var
 
     def finish(self, result: Expr) -> Expr:
-        for var, value in reversed(self.bindings):
-            result = Let(var, value, result)
-        return result
+        return ir.nest_lets(self.bindings, result)
 
 
 class _FunctionManifest:
@@ -120,7 +130,7 @@ class _FunctionManifest:
     def function(self, fn: Function) -> Function:
         bound = set().union(*(ir.plain_symbols(p.ty) for p in fn.params))
         body = self.block(fn.body, bound, tail_checks=fn.facts)
-        return Function(fn.params, body, fn.ret_type, fn.attrs, ranges=fn.ranges, span=fn.span)
+        return dataclasses.replace(fn, body=body)  # type and facts kept
 
     # ---- scopes --------------------------------------------------------------------------------
     def block(
@@ -130,21 +140,28 @@ class _FunctionManifest:
         b = _Block()
         lets, node = ir.let_chain(expr)
         for let in lets:
-            self.binding(b, let.var, let.value, bound)
+            self.binding(b, let.var, let.value, bound, let.facts)
             self.emit_checks(b, let.facts)
         if not isinstance(node, (Var, Constant, GlobalVar)):
             # A non-atomic result (not produced by to_anf, but legal): bind it like a let.
-            result = Var("result")
+            result = Var("result", ty=node.ty)
             self.binding(b, result, node, bound)
             node = result
         self.emit_checks(b, tail_checks)
         return b.finish(self.atom(node))
 
-    def binding(self, b: _Block, var: Var, value: Expr, bound: set[sympy.Basic]) -> None:
-        """Rewrite ``let var = value`` into ``b``."""
+    def binding(
+        self,
+        b: _Block,
+        var: Var,
+        value: Expr,
+        bound: set[sympy.Basic],
+        facts: tuple[DeferredCheck, ...] = (),
+    ) -> None:
+        """Rewrite ``let var = value`` (whose let has ``facts``) into ``b``."""
         if isinstance(value, Function):
             self.functions[var] = value
-            self.subst[var] = b.let(var.name_hint, value, var.type_annotation)
+            self.subst[var] = b.let(var.name_hint, value, var.type_annotation, ty=var.ty)
             return
         if isinstance(value, Call):
             fn = self.primitive(value.callee)
@@ -159,17 +176,19 @@ class _FunctionManifest:
             # sizes and checks refer to: the annotation names them, so they survive printing
             # and re-inference; the lowering binds them from the value's shape.
             annotation = value.ty
-        self.subst[var] = b.let(var.name_hint, new_value, annotation)
+        self.subst[var] = b.let(var.name_hint, new_value, annotation, ty=var.ty, facts=facts)
         bound |= ir.plain_symbols(value.ty)
 
     def rewrite(self, value: Expr, bound: set[sympy.Basic]) -> Expr:
-        """A let value other than a primitive call, with its operands substituted."""
+        """A let value other than a primitive call, with its operands substituted (its type and
+        facts kept: the facts are emitted as checks before it, and stay as inference has them)."""
+        kept = {"span": value.span, "ty": value.ty, "facts": value.facts}
         if isinstance(value, If):
             return If(
                 self.atom(value.cond),
                 self.block(value.then_branch, set(bound)),
                 self.block(value.else_branch, set(bound)),
-                span=value.span,
+                **kept,
             )
         if isinstance(value, Call):
             if value.op is not None:
@@ -180,18 +199,19 @@ class _FunctionManifest:
                 )
             callee = value.callee
             assert isinstance(callee, Expr)
-            return Call(self.atom(callee), tuple(self.atom(a) for a in value.args), span=value.span)
+            return Call(self.atom(callee), tuple(self.atom(a) for a in value.args), **kept)
         if isinstance(value, Tuple):
-            return Tuple(tuple(self.atom(f) for f in value.fields), span=value.span)
+            return Tuple(tuple(self.atom(f) for f in value.fields), **kept)
         if isinstance(value, TupleGetItem):
-            return TupleGetItem(self.atom(value.tuple_value), value.index, span=value.span)
+            return TupleGetItem(self.atom(value.tuple_value), value.index, **kept)
         return self.atom(value)
 
     def atom(self, node: Expr) -> Expr:
         if isinstance(node, Var):
             return self.subst.get(node, node)
         if isinstance(node, Tuple):  # to_anf keeps tuples of atoms as arguments
-            return Tuple(tuple(self.atom(f) for f in node.fields), span=node.span)
+            fields = tuple(self.atom(f) for f in node.fields)
+            return Tuple(fields, span=node.span, ty=node.ty, facts=node.facts)
         return node
 
     def primitive(self, callee: object) -> Function | None:
@@ -331,7 +351,7 @@ def _rebuild(ty: Type, leaves: Iterable[Var]) -> Expr:
 
     def build(t: Type) -> Expr:
         if isinstance(t, TupleType):
-            return Tuple(tuple(build(f) for f in t.fields))
+            return Tuple(tuple(build(f) for f in t.fields), ty=t)
         return next(it)
 
     return build(ty)

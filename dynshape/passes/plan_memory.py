@@ -60,12 +60,20 @@ from typing import Any
 import sympy
 
 import ir
-from ir import Call, Expr, If, Let, Module, Var
+from ir import Call, Expr, If, Let, Module, StorageType, Var
 
 from ..analysis.dim_bounds import RangeMap, dims_le, evaluate, samples, upper
 from ..analysis.in_place import in_place_pairs
 from ..analysis.liveness import Aliases, all_vars, chain, direct_vars
-from ..dialect.memory import ALIGNMENT, AllocStorage, AllocTensor, Kill, ShapeFunc, memory_op
+from ..dialect.memory import (
+    ALIGNMENT,
+    UNIT,
+    AllocStorage,
+    AllocTensor,
+    Kill,
+    ShapeFunc,
+    memory_op,
+)
 from .base import ModulePass
 
 #: The kill index of a tenant that is never killed (returned): its block is never free again.
@@ -164,7 +172,7 @@ class _Group:
     bound: frozenset[sympy.Basic]
     """Symbols bound there."""
     blocks: list[_Block] = field(default_factory=list)
-    arena: Var = field(default_factory=lambda: Var("arena"))
+    arena: Var = field(default_factory=lambda: Var("arena", ty=StorageType()))
     size: ir.Dim = 0
 
     @property
@@ -210,10 +218,10 @@ class _Planner:
             for b in g.blocks:
                 for t in b.tenants:
                     where[t.storage] = (g, b)
-        out: list[tuple[Var, Expr]] = []
+        out: list[ir.Binding] = []
         for i, let in enumerate(lets):
             for g in arenas_at.get(i, []):
-                out.append((g.arena, AllocStorage.make(g.size, ALIGNMENT, "uint8")))
+                out.append((g.arena, AllocStorage.make(g.size, ALIGNMENT, "uint8"), None, ()))
             value, op = let.value, memory_op(let.value)
             if isinstance(op, AllocStorage) and let.var in where:
                 continue
@@ -223,30 +231,23 @@ class _Planner:
                 assert isinstance(op.storage, Var)
                 g, b = where[op.storage]
                 offset = ir.check_dim(ir.simplify(ir.dims.as_expr(b.offset) + op.offset))
-                out.append(
-                    (let.var, AllocTensor.make(g.arena, offset, op.shape, op.dtype, value.span))
-                )
+                alloc = AllocTensor.make(g.arena, offset, op.shape, op.dtype, value.span)
+                out.append((let.var, alloc, let.span, let.facts))
             elif isinstance(value, If):
                 inner = bound_before[i]
                 branches = (
                     self.chain(value.then_branch, inner),
                     self.chain(value.else_branch, inner),
                 )
-                out.append(
-                    (
-                        let.var,
-                        dataclasses.replace(
-                            value, then_branch=branches[0], else_branch=branches[1]
-                        ),
-                    )
+                value = dataclasses.replace(
+                    value, then_branch=branches[0], else_branch=branches[1]
                 )
+                out.append((let.var, value, let.span, let.facts))
             else:
-                out.append((let.var, value))
+                out.append((let.var, value, let.span, let.facts))
             for g in kills_at.get(i, []):
-                out.append((Var("_"), Kill.make(g.arena)))
-        for var, v in reversed(out):
-            result = Let(var, v, result)
-        return result
+                out.append((Var("_", ty=UNIT), Kill.make(g.arena), None, ()))
+        return ir.nest_lets(out, result)
 
     # ---- analysis ----------------------------------------------------------------------------
     def tenants(self, lets: list[Let], result: Expr) -> list[_Tenant]:

@@ -27,9 +27,9 @@ Running it twice changes nothing more.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
-from ir import Call, Expr, Function, If, Let, Module, Span, Tuple, TupleGetItem, Var
+import ir
+from ir import Call, Expr, Function, If, Let, Module, Tuple, TupleGetItem, Var
 from ir.graph import Scope
 
 from ..analysis.dataflow import Placement, Use, is_value_atom
@@ -66,10 +66,6 @@ def to_anf(module: Module) -> Module:
     return ToANF().run(module)
 
 
-Binding = tuple[Var, Expr, Span | None, tuple[Any, ...]]
-"""A let to emit: its variable, value, location and facts (those of the let it comes from)."""
-
-
 class _Converter:
     """Emits the let chains of one function body, scope by scope, following a Placement."""
 
@@ -87,13 +83,10 @@ class _Converter:
 
     def chain(self, scope: Scope, result: Expr) -> Expr:
         """The let chain of ``scope`` whose value is ``result``."""
-        bindings: list[Binding] = []
-        body = self.emit(bindings, scope, result)
-        for var, value, span, facts in reversed(bindings):  # a loop: chains can be long
-            body = Let(var, value, body, span=span, ty=body.ty, facts=facts)
-        return body
+        bindings: list[ir.Binding] = []  # each with the facts of the let it comes from
+        return ir.nest_lets(bindings, self.emit(bindings, scope, result))
 
-    def emit(self, bindings: list[Binding], scope: Scope, result: Expr) -> Expr:
+    def emit(self, bindings: list[ir.Binding], scope: Scope, result: Expr) -> Expr:
         """Append the bindings of ``scope`` (and of the let bodies continuing it) to
         ``bindings``; return the atom of ``result``."""
         placement = self.placement

@@ -3,7 +3,8 @@
 These ops appear only after the allocation pass (``manifest_alloc``). Their sizes, offsets and
 shapes are *dims*: expressions over the symbols the function has bound (at entry, or by a
 ``memory.shape_func``), which the lowering turns into compiled shape programs. Their types follow
-dialect rules (``dynshape/dialect/memory_types.py``), not a dtype rule and a shape function.
+dialect rules (``result_type`` in ``dynshape/dialect/memory.py``), not a dtype rule and a shape
+function.
 """
 
 from __future__ import annotations

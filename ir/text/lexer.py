@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..errors import ParseError
 from ..nesting import ADVICE, MAX_NESTING
@@ -40,9 +40,9 @@ class Kind(enum.Enum):
     EOF = "end of input"
 
 
-@dataclass(frozen=True)
-class Token:
-    """One token with its 1-based position."""
+class Token(NamedTuple):
+    """One token with its 1-based position (a named tuple: the lexer makes one per token, and
+    building a frozen dataclass cost a third of the lexer's time)."""
 
     kind: Kind
     text: str
@@ -68,9 +68,17 @@ class Token:
         return f"'{self.text}'"
 
 
-_SPACE = re.compile(r"[ \t\r\n]+")
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
-_NAME = re.compile(r"[A-Za-z0-9_]+")
+# The first match decides a token's class; the branches below refine it where the text around
+# matters (a version header, numbers after '.', '//' and '%' inside dims, comments).
+_TOKEN = re.compile(
+    r"(?P<space>[ \t\r\n]+)"
+    r"|(?P<ident>[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)"
+    r"|[%@?](?P<sigil>[A-Za-z0-9_]*)"  # the group is the name after the sigil
+    r"|(?P<punct>->|[()\[\]{},;:=.+\-*])"
+    r"|(?P<other>.)",
+    re.DOTALL,
+)
+_SIGILS = {"%": Kind.LOCAL, "@": Kind.GLOBAL, "?": Kind.ANON}
 _VERSION = re.compile(r"v\d+\.\d+\.\d+(?![A-Za-z0-9_.])")
 # A number: digits, an optional fraction and exponent, then an optional dtype suffix.
 _NUMBER = re.compile(
@@ -78,27 +86,9 @@ _NUMBER = re.compile(
 )
 _DIGITS = re.compile(r"\d+(?![A-Za-z0-9_])")
 _STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
-# Longest symbols first so that "->" is not read as "-" then ">".
-_PUNCT = (
-    "->",
-    "//",
-    "(",
-    ")",
-    "[",
-    "]",
-    "{",
-    "}",
-    ",",
-    ";",
-    ":",
-    "=",
-    ".",
-    "+",
-    "-",
-    "*",
-    "/",
-    "%",
-)
+# Punctuation the master pattern leaves to the branches: "//" and "%" are symbols only inside
+# dims (elsewhere a line comment and a local name); "/" is one unless it starts a comment.
+_DIM_PUNCT = re.compile(r"//|[/%]")
 
 
 _OPEN = frozenset({"(", "[", "{"})
@@ -140,33 +130,32 @@ def tokenize(text: str, source: str = "<string>") -> list[Token]:
         return line, offset - starts[line - 1] + 1
 
     while pos < n:
-        m = _SPACE.match(text, pos)
-        if m:
+        m = _TOKEN.match(text, pos)
+        assert m is not None  # the last branch matches any character
+        group = m.lastgroup
+        if group == "space":
             pos = m.end()
             continue
         ln, col = where(pos)
+        if group == "ident":
+            word = m.group()
+            if word[0] == "v" and not tokens:
+                version = _VERSION.match(text, pos)
+                if version:
+                    tokens.append(Token(Kind.VERSION, version.group(), ln, col))
+                    pos = version.end()
+                    continue
+            tokens.append(Token(Kind.IDENT, word, ln, col))
+            pos = m.end()
+            continue
         in_dims = bool(brackets) and brackets[-1]
-        if text.startswith("/*", pos):
-            end = text.find("*/", pos + 2)
-            if end < 0:
-                raise _error(
-                    "unterminated comment: '/*' has no matching '*/'", ln, col, source, lines
-                )
-            pos = end + 2
-            continue
-        if text.startswith("//", pos) and not in_dims:
-            end = text.find("\n", pos)
-            pos = n if end < 0 else end
-            continue
         ch = text[pos]
-        if ch in "%@?" and not (ch == "%" and in_dims):
-            m = _NAME.match(text, pos + 1)
-            name = m.group() if m else ""
+        if group == "sigil" and not (ch == "%" and in_dims):
+            name = m.group("sigil")
             if ch != "?" and not name:
                 raise _error(f"expected a name after '{ch}'", ln, col, source, lines)
-            kind = {"%": Kind.LOCAL, "@": Kind.GLOBAL, "?": Kind.ANON}[ch]
-            tokens.append(Token(kind, name, ln, col))
-            pos += 1 + len(name)
+            tokens.append(Token(_SIGILS[ch], name, ln, col))
+            pos = m.end()
             continue
         if ch.isdigit():
             # After '.', a number is a tuple index: "%t.1.0" is two projections, not "1.0".
@@ -181,54 +170,49 @@ def tokenize(text: str, source: str = "<string>") -> list[Token]:
             tokens.append(Token(Kind.NUMBER, digits, ln, col, suffix=suffix))
             pos = m.end()
             continue
-        if ch == "v" and not tokens:
-            m = _VERSION.match(text, pos)
-            if m:
-                tokens.append(Token(Kind.VERSION, m.group(), ln, col))
-                pos = m.end()
-                continue
-        m = _IDENT.match(text, pos)
-        if m:
-            tokens.append(Token(Kind.IDENT, m.group(), ln, col))
-            pos = m.end()
-            continue
         if ch == '"':
             m = _STRING.match(text, pos)
             if not m:
                 raise _error("unterminated string", ln, col, source, lines)
-            tokens.append(
-                Token(
-                    Kind.STRING,
-                    m.group(),
-                    ln,
-                    col,
-                    value=_decode(m.group(), ln, col, source, lines),
-                )
-            )
+            literal = m.group()
+            value = _decode(literal, ln, col, source, lines)
+            tokens.append(Token(Kind.STRING, literal, ln, col, value=value))
             pos = m.end()
             continue
-        for p in _PUNCT:
-            if text.startswith(p, pos):
-                if p in ("[", "("):
-                    prev = tokens[-1] if tokens else None
-                    opens_dims = prev is not None and (
-                        (p == "[" and prev.kind is Kind.IDENT and prev.text == "Tensor")
-                        or _after_attribute_name(tokens)
-                    )
-                    brackets.append(in_dims or opens_dims)
-                elif p in ("]", ")") and brackets:
-                    brackets.pop()
-                if p in _OPEN:
-                    depth += 1
-                    if depth > MAX_NESTING:  # the parser recurses once per open bracket
-                        raise _error(too_deep_text(), ln, col, source, lines)
-                elif p in _CLOSE and depth:
-                    depth -= 1
-                tokens.append(Token(Kind.PUNCT, p, ln, col))
-                pos += len(p)
-                break
-        else:
-            raise _error(f"unexpected character {ch!r}", ln, col, source, lines)
+        if text.startswith("/*", pos):
+            end = text.find("*/", pos + 2)
+            if end < 0:
+                raise _error(
+                    "unterminated comment: '/*' has no matching '*/'", ln, col, source, lines
+                )
+            pos = end + 2
+            continue
+        if text.startswith("//", pos) and not in_dims:
+            end = text.find("\n", pos)
+            pos = n if end < 0 else end
+            continue
+        if group != "punct":
+            m = _DIM_PUNCT.match(text, pos)
+            if not m:
+                raise _error(f"unexpected character {ch!r}", ln, col, source, lines)
+        p = m.group()
+        if p == "[" or p == "(":
+            prev = tokens[-1] if tokens else None
+            opens_dims = prev is not None and (
+                (p == "[" and prev.kind is Kind.IDENT and prev.text == "Tensor")
+                or _after_attribute_name(tokens)
+            )
+            brackets.append(in_dims or opens_dims)
+        elif (p == "]" or p == ")") and brackets:
+            brackets.pop()
+        if p in _OPEN:
+            depth += 1
+            if depth > MAX_NESTING:  # the parser recurses once per open bracket
+                raise _error(too_deep_text(), ln, col, source, lines)
+        elif p in _CLOSE and depth:
+            depth -= 1
+        tokens.append(Token(Kind.PUNCT, p, ln, col))
+        pos = m.end()
     ln, col = where(n)
     tokens.append(Token(Kind.EOF, "", ln, col))
     return tokens
@@ -267,12 +251,13 @@ class TokenStream:
         self.source = source
         self.lines = text.split("\n")
         self.tokens = tokenize(text, source)
+        self._count = len(self.tokens)
         self.pos = 0
 
     def peek(self, ahead: int = 0) -> Token:
         """The token ``ahead`` places after the current one (EOF past the end)."""
-        i = min(self.pos + ahead, len(self.tokens) - 1)
-        return self.tokens[i]
+        i = self.pos + ahead
+        return self.tokens[i] if i < self._count else self.tokens[-1]
 
     def next(self) -> Token:
         """Consume and return the current token."""
@@ -284,7 +269,7 @@ class TokenStream:
     def at(self, text: str, ahead: int = 0) -> bool:
         """True if the token ``ahead`` is the punctuation or identifier ``text``."""
         tok = self.peek(ahead)
-        return tok.kind in (Kind.PUNCT, Kind.IDENT) and tok.text == text
+        return tok.text == text and (tok.kind is Kind.PUNCT or tok.kind is Kind.IDENT)
 
     def accept(self, text: str) -> Token | None:
         """Consume the current token if it is ``text``."""
