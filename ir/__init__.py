@@ -24,6 +24,7 @@ from .dims import (
 from .dtypes import DTYPES, ITEMSIZE
 from .errors import IRError, ParseError
 from .expr import (
+    Binding,
     Call,
     Constant,
     Expr,
@@ -78,6 +79,7 @@ __all__ = [
     "MAX_NESTING",
     "AttrDef",
     "Attrs",
+    "Binding",
     "Call",
     "Constant",
     "Dim",

@@ -182,13 +182,12 @@ class _FunctionManifest:
     def rewrite(self, value: Expr, bound: set[sympy.Basic]) -> Expr:
         """A let value other than a primitive call, with its operands substituted (its type and
         facts kept: the facts are emitted as checks before it, and stay as inference has them)."""
-        kept = {"span": value.span, "ty": value.ty, "facts": value.facts}
         if isinstance(value, If):
-            return If(
-                self.atom(value.cond),
-                self.block(value.then_branch, set(bound)),
-                self.block(value.else_branch, set(bound)),
-                **kept,
+            return dataclasses.replace(
+                value,
+                cond=self.atom(value.cond),
+                then_branch=self.block(value.then_branch, set(bound)),
+                else_branch=self.block(value.else_branch, set(bound)),
             )
         if isinstance(value, Call):
             if value.op is not None:
@@ -199,11 +198,12 @@ class _FunctionManifest:
                 )
             callee = value.callee
             assert isinstance(callee, Expr)
-            return Call(self.atom(callee), tuple(self.atom(a) for a in value.args), **kept)
+            args = tuple(self.atom(a) for a in value.args)
+            return dataclasses.replace(value, callee=self.atom(callee), args=args)
         if isinstance(value, Tuple):
-            return Tuple(tuple(self.atom(f) for f in value.fields), **kept)
+            return dataclasses.replace(value, fields=tuple(self.atom(f) for f in value.fields))
         if isinstance(value, TupleGetItem):
-            return TupleGetItem(self.atom(value.tuple_value), value.index, **kept)
+            return dataclasses.replace(value, tuple_value=self.atom(value.tuple_value))
         return self.atom(value)
 
     def atom(self, node: Expr) -> Expr:
