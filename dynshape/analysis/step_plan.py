@@ -63,7 +63,7 @@ def plan_steps(fn: Function) -> StepPlan:
     weight = _weights(body)
 
     def heavy_first(node: Expr) -> list[tuple[Expr, None]]:
-        return sorted(_children(node), key=lambda c: -weight[c[0]])
+        return sorted(operands(node), key=lambda c: -weight[c[0]])
 
     order, uses = post_order_uses(body, heavy_first, None)
     calls = [n for n in order if isinstance(n, Call) and n.op is not None]
@@ -77,7 +77,7 @@ def plan_steps(fn: Function) -> StepPlan:
     plan = StepPlan(calls, {}, [], [])
     slot_value: dict[int, Call] = {}  # slot -> the call whose value it holds now
     for i, c in enumerate(calls):
-        leaves = ir.tensor_leaves(_ty(c))
+        leaves = ir.tensor_leaves(type_of(c))
         if c is body:
             plan.dests[c] = tuple(Dest("out", j) for j in range(len(leaves)))
         elif c in in_out:
@@ -141,9 +141,9 @@ def _read_twice_elsewhere(call: Call, producer: Call) -> bool:
 def _weights(root: Expr) -> dict[Expr, int]:
     """Op calls under each node (shared ones counted once per path: a heuristic only)."""
     weight: dict[Expr, int] = {}
-    for node in post_order_uses(root, _children, None)[0]:
+    for node in post_order_uses(root, operands, None)[0]:
         own = 1 if isinstance(node, Call) and node.op is not None else 0
-        weight[node] = own + sum(weight[c] for c, _ in _children(node))
+        weight[node] = own + sum(weight[c] for c, _ in operands(node))
     return weight
 
 
@@ -151,7 +151,7 @@ def _output_chain(root: Expr, uses: dict[Expr, int], weight: dict[Expr, int]) ->
     """The intermediates that can live in the (single) output buffer: a chain down from the
     root, through the heaviest qualifying argument at each step (the longest chain in place)."""
     out: set[Expr] = set()
-    out_ty = _ty(root)
+    out_ty = type_of(root)
     if not isinstance(out_ty, TensorType):
         return out
     node: Expr = root
@@ -164,7 +164,7 @@ def _output_chain(root: Expr, uses: dict[Expr, int], weight: dict[Expr, int]) ->
             if isinstance(a, Call)
             and a.op is not None
             and uses.get(a, 0) == 1
-            and same_type(_ty(a), out_ty)
+            and same_type(type_of(a), out_ty)
         ]
         if not candidates:
             return out
@@ -185,7 +185,8 @@ def _producers(e: Expr) -> list[Call]:
     return []
 
 
-def _ty(e: Expr) -> ir.Type:
+def type_of(e: Expr) -> ir.Type:
+    """``e``'s type; the plan needs typed primitive functions."""
     if e.ty is None:
         raise CompileError("the step plan needs typed primitive functions (run infer_types)")
     return e.ty
@@ -205,7 +206,8 @@ def same_type(a: ir.Type | None, b: TensorType) -> bool:
     return same_shape(a, b) and isinstance(a, TensorType) and a.dtype == b.dtype
 
 
-def _children(node: Expr) -> list[tuple[Expr, None]]:
+def operands(node: Expr) -> list[tuple[Expr, None]]:
+    """The nodes a step plan's walks descend into from ``node`` (in ``post_order_uses`` form)."""
     if isinstance(node, Call):
         return [(a, None) for a in node.args]
     if isinstance(node, Tuple):

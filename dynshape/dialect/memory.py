@@ -129,9 +129,7 @@ class AllocStorage(MemoryOp):
     @staticmethod
     def make(size: Dim, alignment: int, dtype_hint: str, span: Span | None = None) -> Call:
         """A call that allocates ``size`` bytes."""
-        return AllocStorage._build(
-            size=size, alignment=alignment, dtype_hint=dtype_hint, span=span
-        )
+        return AllocStorage._build(size=size, alignment=alignment, dtype_hint=dtype_hint, span=span)
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,9 +168,7 @@ class AllocTensor(MemoryOp):
         storage: Expr, offset: Dim, shape: Sequence[Dim], dtype: str, span: Span | None = None
     ) -> Call:
         """A call making a ``shape`` ``dtype`` view of ``storage`` at byte ``offset``."""
-        return AllocTensor._build(
-            storage, offset=offset, shape=list(shape), dtype=dtype, span=span
-        )
+        return AllocTensor._build(storage, offset=offset, shape=list(shape), dtype=dtype, span=span)
 
 
 @dataclass(frozen=True, slots=True)

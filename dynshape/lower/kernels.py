@@ -20,6 +20,8 @@ from ir import Call, Constant, Expr, Function, Tuple, TupleGetItem, Var
 from vm import Assembler, FusedKernel, FusedStep, Ref, Scratch
 
 from ..analysis.step_plan import Dest, StepPlan, plan_steps, same_shape
+from ..analysis.step_plan_attr import ATTR as STEPS
+from ..analysis.step_plan_attr import plan_from_attr, single_op
 from ..errors import CompileError
 
 
@@ -28,12 +30,8 @@ def kernel_for(asm: Assembler, fn: Function, name: str, num_scratch: int = 0) ->
     many scratch buffers the invoke passes after the outputs (all of the step plan's, or 0)."""
     body = fn.body
     leaves = ir.tensor_leaves(_ty(body))
-    if (
-        isinstance(body, Call)
-        and body.op is not None
-        and len(body.args) == len(fn.params)
-        and all(a is p for a, p in zip(body.args, fn.params, strict=True))
-    ):
+    if single_op(fn):
+        assert isinstance(body, Call) and body.op is not None
         if num_scratch:
             raise CompileError(f"primitive function {name}: one op takes no scratch buffers")
         return asm.kernel(body.op.name, dict(body.attrs), len(fn.params), len(leaves))
@@ -56,7 +54,10 @@ class _FusedBuilder:
         self.refs: dict[Expr, Any] = {p: Ref("in", i) for i, p in enumerate(fn.params)}
 
     def build(self) -> FusedKernel:
-        plan = plan_steps(self.fn)
+        # The plan manifest_alloc recorded (verified as it is read); planned here only for a
+        # module that reached the memory stage without one (written by hand, say).
+        fn = self.fn
+        plan = plan_from_attr(fn, self.name) if STEPS in fn.attrs else plan_steps(fn)
         if self.num_scratch and self.num_scratch != len(plan.slots):
             raise CompileError(
                 f"primitive function {self.name}: the invoke passes {self.num_scratch} "

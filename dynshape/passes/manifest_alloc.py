@@ -53,7 +53,9 @@ from ir import (
 )
 from shape_funcs import get_shape_func
 
-from ..analysis.step_plan import plan_steps
+from ..analysis.step_plan import StepPlan, plan_steps
+from ..analysis.step_plan_attr import ATTR as STEPS
+from ..analysis.step_plan_attr import plan_from_attr, plan_to_attr, single_op
 from ..dialect.memory import (
     ALIGNMENT,
     AllocStorage,
@@ -126,6 +128,7 @@ class _FunctionManifest:
         self.name = name
         self.subst: dict[Var, Expr] = {}
         self.functions: dict[Var, Function] = {}  # let-bound primitive functions
+        self.plans: dict[Function, StepPlan] = {}  # the step plan of each fused primitive
 
     def function(self, fn: Function) -> Function:
         bound = set().union(*(ir.plain_symbols(p.ty) for p in fn.params))
@@ -160,6 +163,7 @@ class _FunctionManifest:
     ) -> None:
         """Rewrite ``let var = value`` (whose let has ``facts``) into ``b``."""
         if isinstance(value, Function):
+            value = self.with_steps(value)
             self.functions[var] = value
             self.subst[var] = b.let(var.name_hint, value, var.type_annotation, ty=var.ty)
             return
@@ -216,11 +220,25 @@ class _FunctionManifest:
 
     def primitive(self, callee: object) -> Function | None:
         if isinstance(callee, Function) and callee.is_primitive:
-            return callee
+            return self.with_steps(callee)
         if isinstance(callee, Var) and callee in self.functions:
             fn = self.functions[callee]
             return fn if fn.is_primitive else None
         return None
+
+    def with_steps(self, fn: Function) -> Function:
+        """``fn`` with its step plan recorded in the IR (the ``Steps`` attribute, which the
+        lowering reads) if it is a fused primitive; a plan already there is verified, kept."""
+        if not fn.is_primitive or single_op(fn) or fn.attrs.get("Reshape"):
+            return fn
+        if STEPS in fn.attrs:
+            self.plans[fn] = plan_from_attr(fn, f"in @{self.name}")
+            return fn
+        plan = plan_steps(fn)
+        attrs = ir.Attrs({**fn.attrs, STEPS: plan_to_attr(fn, plan)})
+        planned = dataclasses.replace(fn, attrs=attrs)
+        self.plans[planned] = plan
+        return planned
 
     # ---- checks -----------------------------------------------------------------------------
     def emit_checks(self, b: _Block, checks: Iterable[DeferredCheck]) -> None:
@@ -247,7 +265,7 @@ class _FunctionManifest:
     ) -> Expr:
         """Allocate the outputs of ``call`` and invoke ``fn``; return the call's new value."""
         self.emit_checks(b, [*self.checks_inside(fn), *call.facts])
-        fn_ref = self.atom(call.callee) if isinstance(call.callee, Var) else fn
+        fn_ref = self.atom(call.callee) if isinstance(call.callee, Var) else fn  # with Steps
         args = tuple(self.atom(a) for a in call.args)
         out_ty = call.ty
         assert out_ty is not None
@@ -271,7 +289,8 @@ class _FunctionManifest:
     def scratch(self, fn: Function, call: Call, bound: set[sympy.Basic]) -> list[TensorType]:
         """The scratch slots of ``fn``'s step plan in the caller's terms, or [] if one of them
         has a dim the caller cannot compute (then the VM allocates them at run time)."""
-        slots = plan_steps(fn).slots
+        plan = self.plans.get(fn)
+        slots = plan.slots if plan is not None else []
         if not slots:
             return []
         binding: dict[sympy.Basic, sympy.Expr] = {}

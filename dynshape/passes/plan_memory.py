@@ -239,9 +239,7 @@ class _Planner:
                     self.chain(value.then_branch, inner),
                     self.chain(value.else_branch, inner),
                 )
-                value = dataclasses.replace(
-                    value, then_branch=branches[0], else_branch=branches[1]
-                )
+                value = dataclasses.replace(value, then_branch=branches[0], else_branch=branches[1])
                 out.append((let.var, value, let.span, let.facts))
             else:
                 out.append((let.var, value, let.span, let.facts))

@@ -74,7 +74,7 @@ def test_symbolic_seed_allocates_4n_bytes() -> None:
         def @main(%x: Tensor[(n,), float32], %y: Tensor[(n,), float32]) -> Tensor[(n,), float32] {
           let %storage = memory.alloc_storage(size=4*n);
           let %x1 = memory.alloc_tensor(%storage, shape=[n]);
-          %1 = fn (%p0: Tensor[(n,), float32], %p1: Tensor[(n,), float32], Primitive=1) -> Tensor[(n,), float32] {
+          %1 = fn (%p0: Tensor[(n,), float32], %p1: Tensor[(n,), float32], Primitive=1, Steps="0 add -> o0; 1 subtract -> o0") -> Tensor[(n,), float32] {
             %0 = add(%p0, %p0);
             subtract(%0, %p1)
           };
@@ -249,7 +249,7 @@ def test_calls_of_globals_and_ifs_are_left_alone_and_unknowns_named() -> None:
           } else {
             let %storage = memory.alloc_storage(size=16*?0, dtype_hint="int64");
             let %x3 = memory.alloc_tensor(%storage, shape=[2*?0, 1], dtype="int64");
-            %0 = fn (%p0: Tensor[(?, 1), int64], Primitive=1) -> Tensor[(?, 1), int64] {
+            %0 = fn (%p0: Tensor[(?, 1), int64], Primitive=1, Steps="0 concatenate -> o0") -> Tensor[(?, 1), int64] {
               concatenate((%p0, %p0))
             };
             let %invoke = memory.invoke(%0, (%x1,), (%x3,));
@@ -306,7 +306,7 @@ def test_scratch_of_a_fused_kernel_is_allocated_in_the_ir_after_the_outputs() ->
           let %x1 = memory.alloc_tensor(%storage, shape=[n, 4]);
           let %storage1 = memory.alloc_storage(size=16*n);
           let %scratch = memory.alloc_tensor(%storage1, shape=[n, 4]);
-          %5 = fn (%p0: Tensor[(n, 4), float32], Primitive=1) -> Tensor[(n, 4), float32] {
+          %5 = fn (%p0: Tensor[(n, 4), float32], Primitive=1, Steps="0 exp -> t0; 2 multiply -> o0; 3 add -> o0; 4 tanh -> o0; 1 multiply -> t0; 5 multiply -> o0") -> Tensor[(n, 4), float32] {
             %0 = exp(%p0);
             %1 = multiply(0.5f, %0);
             %2 = multiply(%0, %0);
