@@ -1,8 +1,8 @@
 """Where each op call of a primitive function writes its result: an output, or a scratch buffer.
 
-Shared by ``manifest_alloc`` (which allocates the scratch buffers in the IR, so that memory
-planning sees them) and the lowering (which turns the plan into a fused kernel's steps). One
-plan, computed the same way in both places, is what keeps the two in agreement.
+Computed once, by ``manifest_alloc``, which allocates the scratch buffers in the IR (so that
+memory planning sees them) and records the plan on the primitive as its ``Steps`` attribute
+(``step_plan_attr.py``), which the lowering reads to build the fused kernel's steps.
 
 The rules, with the symbolic types in hand:
 

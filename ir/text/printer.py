@@ -12,14 +12,17 @@ Printing rules (design/ir.md, "Text format", has the full list):
   a hint that is not a plain name is cleaned, and an all-digit one gets a ``v`` prefix so that
   it never looks like a graph binding.
 - Op attributes equal to their declared default are omitted.
-- With ``show_types``, a node's inferred type is appended as ``/* ty=... */`` (a comment: the
-  parser ignores it).
+- With ``show_types``, a node's inferred type and its deferred facts (the checks inference left
+  for run time) are appended as ``/* ty=...; check add: broadcast(n, m) */``, a let's and a
+  function's facts after the let's value and the signature: comments, which the parser
+  ignores (inference derives both again).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import Any
 
 from ..expr import Call, Constant, Expr, Function, GlobalVar, If, Let, Tuple, TupleGetItem, Var
 from ..graph import Scope
@@ -75,10 +78,25 @@ class _Unit:
         return format_type(ty, self.namer)
 
     def ty_comment(self, node: Expr) -> str:
-        """`` /* ty=... */`` when types are shown and ``node`` has one."""
-        if not self.show_types or node.ty is None:
+        """`` /* ty=...; check ... */`` when types are shown: ``node``'s type and facts."""
+        if not self.show_types:
             return ""
-        return f" /* ty={self.type(node.ty)} */"
+        parts = [f"ty={self.type(node.ty)}"] if node.ty is not None else []
+        parts += [f"check {self.fact(f)}" for f in node.facts]
+        return f" /* {'; '.join(parts)} */" if parts else ""
+
+    def fact(self, fact: Any) -> str:
+        """A deferred fact (``kind`` and ``dims``, and the ``op_name`` that stated it):
+        ``add: broadcast(n, m)``, ``reshape: 4 divides n``, ``topk: k <= n``."""
+        a, b = (self.namer.dim(d) for d in fact.dims)
+        if fact.kind == "broadcast":
+            formula = f"broadcast({a}, {b})"
+        elif fact.kind == "divides":
+            formula = f"{a} divides {b}"
+        else:
+            formula = f"{a} {fact.kind} {b}"
+        op = getattr(fact, "op_name", "")
+        return f"{op}: {formula}" if op else formula
 
     # ---- nodes -----------------------------------------------------------------------------
     def ref(self, node: Expr) -> str:
@@ -149,6 +167,8 @@ class _Unit:
             text += f" -> {self.type(fn.ret_type)}"
         if fn.ranges:
             text += f" where {fn.ranges}"
+        if self.show_types and fn.facts:  # the result annotation's checks
+            text += f" /* {'; '.join(f'check {self.fact(f)}' for f in fn.facts)} */"
         outer = self.layout
         if outer is None:  # a global: the body is the root of its own layout
             self.layout = Layout(fn.body)
@@ -180,6 +200,8 @@ class _Unit:
                 comment = (
                     self.ty_comment(result.value) if result.value in self.layout.inline else ""
                 )
+                if self.show_types and result.facts:  # the annotation's checks
+                    comment += f" /* {'; '.join(f'check {self.fact(f)}' for f in result.facts)} */"
                 lines.append(f"{head}{comment};")
                 self.attach_notes(lines)
                 scope = self.layout.scope(result, Use.LET_BODY)
