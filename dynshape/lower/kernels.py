@@ -2,11 +2,12 @@
 
 A primitive whose body is one op applied to its parameters in order becomes an ``OpKernel``.
 Anything else becomes a ``FusedKernel``: one step per op call, in dependency order, each writing
-where the step plan says (the primitive's ``Steps`` attribute, which ``manifest_alloc`` recorded;
-``analysis/step_plan_attr.py`` reads and verifies it): an output, or a scratch slot. A scratch slot is the caller's when the invoke passes it (``manifest_alloc``
-allocated it in the IR, after the outputs); otherwise the VM allocates it for the call, shaped
-like an input when its type proves it, statically when its shape is static, and else by the
-shape function of the step that writes it first.
+where the step plan says (the primitive's ``Steps`` attribute, recorded by ``manifest_alloc``
+and read and verified by ``analysis/step_plan_attr.py``): an output, or a scratch slot. A
+scratch slot is the caller's when the invoke passes it (``manifest_alloc`` allocated it in the
+IR, after the outputs); otherwise the VM allocates it for the call, shaped like an input when
+its type proves it, statically when its shape is static, and else by the shape function of the
+step that writes it first.
 """
 
 from __future__ import annotations
