@@ -98,8 +98,10 @@ class MemoryOp:
         operands = [a.ty for a in call.args]
         if any(t is None for t in operands):
             return call
-        ty = cls(call).result_type(operands)  # type: ignore[arg-type]
-        return Call(call.callee, call.args, call.attrs, span=span, ty=ty)
+        # Set on the new call, which nothing shares yet (building it again would normalise its
+        # attributes again: sympy simplification, half the cost of making it).
+        object.__setattr__(call, "ty", cls(call).result_type(operands))  # type: ignore[arg-type]
+        return call
 
 
 @dataclass(frozen=True, slots=True)

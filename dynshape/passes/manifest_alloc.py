@@ -248,16 +248,9 @@ class _FunctionManifest:
 
     def checks_inside(self, fn: Function) -> list[DeferredCheck]:
         """The deferred checks of every node of a primitive's body, in evaluation order."""
-        found: list[DeferredCheck] = []
-
-        class Collect(ir.ExprVisitor):
-            def visit_call(self, call: Call) -> None:
-                super().visit_call(call)
-                found.extend(call.facts)
-
-        Collect().visit(fn.body)
-        found.extend(fn.facts)
-        return found
+        collect = _CollectFacts()
+        collect.visit(fn.body)
+        return [*collect.found, *fn.facts]
 
     # ---- primitive calls --------------------------------------------------------------------
     def primitive_call(
@@ -356,6 +349,18 @@ class _FunctionManifest:
                 "shape or run-time shape function binds",
                 call.span,
             )
+
+
+class _CollectFacts(ir.ExprVisitor):
+    """The facts of every call under a node, in evaluation order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: list[DeferredCheck] = []
+
+    def visit_call(self, call: Call) -> None:
+        super().visit_call(call)
+        self.found.extend(call.facts)
 
 
 def _alloc(b: _Block, ty: TensorType, hint: str, storage_hint: str) -> Var:
