@@ -6,15 +6,21 @@ chains (200 to 1,600 ops) show how compile time grows with program size: a flat 
 linear growth.
 
     python benchmarks/compile_time.py [--quick] [--repeat N]
+    python benchmarks/compile_time.py --against ../base-checkout [--rounds 5]
 
-To compare two commits, run this script from a checkout of each, interleaved (the figures in
-benchmarks/RESULTS.md were measured so).
+``--against`` compares with another checkout of the project (an older commit, say) on the same
+programs (this checkout's): each round compiles every program in a fresh process of each
+checkout, the two alternating which goes first, and each cell is the median over rounds of
+each round's median compile time (the figures in benchmarks/RESULTS.md were measured so).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
+import subprocess
 import sys
 import time
 from collections import defaultdict
@@ -80,12 +86,66 @@ def measure(text: str, repeat: int) -> tuple[float, dict[str, float], int]:
     return statistics.median(totals), {"infer": statistics.median(shares)}, runs
 
 
+# Run in a child process with the other checkout first on the path: times each program's
+# dynshape.compile (median of N after one warm-up) and prints the medians as JSON.
+_CHILD = """
+import json, statistics, sys, time
+import dynshape
+programs, repeat = json.loads(sys.stdin.read())
+out = {}
+for name, text in programs.items():
+    dynshape.compile(text)
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        dynshape.compile(text)
+        times.append(time.perf_counter() - t0)
+    out[name] = statistics.median(times)
+print(json.dumps(out))
+"""
+
+
+def _child_medians(checkout: Path, programs: dict[str, str], repeat: int) -> dict[str, float]:
+    env = {**os.environ, "PYTHONPATH": str(checkout)}
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD],
+        input=json.dumps([programs, repeat]),
+        capture_output=True,
+        text=True,
+        cwd=checkout,
+        env=env,
+        check=True,
+    )
+    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def compare(other: Path, rounds: int, repeat: int, quick: bool) -> None:
+    """Print this checkout's compile times against ``other``'s, interleaved (module docstring)."""
+    here = Path(__file__).resolve().parent.parent
+    programs = {n: make() for n, make in PROGRAMS.items() if not (quick and n == "chain 1600")}
+    samples: dict[Path, list[dict[str, float]]] = {here: [], other: []}
+    for r in range(rounds):
+        for checkout in (other, here) if r % 2 == 0 else (here, other):
+            samples[checkout].append(_child_medians(checkout, programs, repeat))
+    print(f"{'program':<16} {'before ms':>10} {'after ms':>10} {'after/before':>13}")
+    for name in programs:
+        before = statistics.median(s[name] for s in samples[other])
+        after = statistics.median(s[name] for s in samples[here])
+        print(f"{name:<16} {before * 1e3:>10.2f} {after * 1e3:>10.2f} {after / before:>13.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer runs, no 1,600-op chain")
     parser.add_argument("--repeat", type=int, default=None)
+    parser.add_argument("--against", type=Path, help="another checkout to compare with")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of --against")
     args = parser.parse_args()
     repeat = args.repeat or (3 if args.quick else 7)
+    if args.against is not None:
+        compare(args.against.resolve(), args.rounds, repeat, args.quick)
+        return
     print(f"{'program':<16} {'ops':>6} {'compile ms':>11} {'ms/op':>7} {'infer':>6} {'runs':>5}")
     for name, make in PROGRAMS.items():
         if args.quick and name == "chain 1600":
