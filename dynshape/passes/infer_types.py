@@ -71,13 +71,14 @@ def infer_types(module: Module) -> Module:
 class CompleteTypes(ModulePass):
     """Type the nodes a pass built without a type, keeping every node that has one.
 
-    Assumes: a module that was typed by ``InferTypes`` and then rewritten by a pass whose new
-    nodes may lack types (a node a pass copies keeps its type, trusted as still right).
+    Assumes: a module that was typed by ``InferTypes`` and then rewritten by code whose new
+    nodes may lack types (a node it copied keeps its type, trusted as still right).
     Guarantees: every node typed, as ``InferTypes`` would type it, at the cost of the new
     nodes only: a typed node is neither re-inferred nor rebuilt unless one of its children was
     (the symbolic shape functions, most of inference's time, run only for the new nodes).
-    The pipeline runs this after each pass; ``debug=True`` also runs a full ``InferTypes`` and
-    requires the same types, so a pass that leaves a stale type is named.
+    The pipeline's passes build typed nodes, so it does not run this between them; it is for
+    modules rewritten outside the pipeline (``manifest_alloc`` completes an input that has
+    none). ``debug=True`` compares every stage with a full ``InferTypes``.
     """
 
     name = "complete_types"

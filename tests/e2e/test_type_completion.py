@@ -1,5 +1,5 @@
-"""Types stay in the IR: after each pass the pipeline types only what the pass built
-(``CompleteTypes``), and ``debug=True`` checks that against a full inference."""
+"""Types stay in the IR: passes build typed nodes and keep the types of what they copy, so the
+pipeline infers once; ``debug=True`` checks every stage against a full inference."""
 
 from __future__ import annotations
 
@@ -38,6 +38,20 @@ def test_compile_infers_types_once(monkeypatch):
     assert len(runs) == 1
 
 
+def test_compile_never_completes_types_between_passes(monkeypatch):
+    runs = []
+    original = CompleteTypes.run
+
+    def counted(self, module):
+        runs.append(1)
+        return original(self, module)
+
+    monkeypatch.setattr(infer_types.CompleteTypes, "run", counted)
+    for case in CASES[:20]:
+        dynshape.compile(case.source)
+    assert runs == []
+
+
 def test_completing_a_typed_module_keeps_every_node():
     typed = InferTypes().run(ir.parse(CASES[0].source))
     again = CompleteTypes().run(typed)
@@ -73,5 +87,18 @@ def test_a_pass_that_drops_a_deferred_check_is_named_under_debug():
     with pytest.raises(
         dynshape.CompileError,
         match=r"after fused: .*add\(%x, %y\) .*its deferred checks differ \(0 kept\)",
+    ):
+        pipeline._verify("fused", broken)
+
+
+def test_a_pass_that_builds_an_untyped_node_is_named_under_debug():
+    module = dynshape.stages("def @main(%x: Tensor[(n,), float32]) { add(%x, %x) }")["types"]
+    main = module["main"]
+    untyped = ir.call("add", main.params[0], main.params[0])  # no type: as a careless pass
+    broken = ir.Module({"main": dataclasses.replace(main, body=untyped)})
+    with pytest.raises(
+        dynshape.CompileError,
+        match=r"after fused: the pass built a node without its type \(passes build typed "
+        r"nodes\): add\(%x, %x\) inference gives Tensor\[\(n,\), float32\]",
     ):
         pipeline._verify("fused", broken)
