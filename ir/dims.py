@@ -4,7 +4,10 @@ Every symbol is an integer and non-negative, so sympy can prove facts such as ``
 A ``?`` dim is an *anonymous* symbol (a ``sympy.Dummy``): two of them are always different.
 
 Comparisons answer ``True``, ``False`` or ``None`` (unknown); pass code must never call
-``bool()`` on a sympy relational. Results are cached because sympy is slow.
+``bool()`` on a sympy relational. They try sympy's assumptions, then the declared ranges
+(``ranges.py``), then the relaxation procedure for ``// % ceil max min`` (``dim_proofs.py``):
+each sound, so an answer is a proof, and ``dim_max``/``dim_min`` fold only on one. Results are
+cached because sympy is slow.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any, TypeAlias
 
 import sympy
 
+from . import dim_proofs
 from .errors import IRError
 from .ranges import Ranges, as_ranges, bounds, upper_bound
 from .ranges import decide as _decide_ranged
@@ -174,14 +178,17 @@ def compare(a: Dim, op: str, b: Dim, ranges: Mapping[Any, Any] | None = None) ->
         return COMPARE[op](a, b)
     ea, eb = as_expr(a), as_expr(b)
     verdict = _compare_symbolic(ea, op, eb)
-    if verdict is not None or not ranges:
+    if verdict is not None:
         return verdict
     relevant = as_ranges(ranges).restrict(ea.free_symbols | eb.free_symbols)
-    if not relevant:
-        return None
-    if op in (">", ">="):
-        ea, eb, op = eb, ea, "<" if op == ">" else "<="
-    return _decide_ranged(ea, op, eb, relevant)
+    if relevant:
+        if op in (">", ">="):
+            ea, eb, op = eb, ea, "<" if op == ">" else "<="
+        verdict = _decide_ranged(ea, op, eb, relevant)
+        if verdict is not None:
+            return verdict
+    # floor, ceil, mod, min and max, which sympy and plain intervals do not see through.
+    return dim_proofs.decide(ea, op, eb, relevant)
 
 
 #: The comparisons of dims, by name, on ints (the compiler's one table; below ``ir``,

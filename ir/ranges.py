@@ -35,6 +35,9 @@ _Value: TypeAlias = Fraction | float
 _Interval: TypeAlias = tuple[_Value, _Value]
 _INF = math.inf
 _UNKNOWN: _Interval = (-_INF, _INF)
+#: The bounds of a variable in interval arithmetic: a symbol's range, or the range of a
+#: relaxation variable of ``dim_proofs`` (a fraction; ``None`` for no upper bound).
+VarBound: TypeAlias = tuple[_Value | int, _Value | int | None]
 
 
 def _range_symbol(key: object) -> sympy.Symbol:
@@ -184,7 +187,7 @@ def _ceil(v: _Value) -> _Value:
     return v if math.isinf(v) else Fraction(math.ceil(v))
 
 
-def _interval(e: sympy.Basic, env: Mapping[sympy.Basic, Bound]) -> _Interval:
+def _interval(e: sympy.Basic, env: Mapping[sympy.Basic, VarBound]) -> _Interval:
     """An interval that contains every value of ``e`` when its symbols lie in their ranges
     (a symbol without a range is in ``[0, inf)``; it is a dim symbol)."""
     if e.is_Rational:

@@ -196,7 +196,7 @@ PROOFS = [
     (4 * n + 8, "<=", 48, R, True),
     (sympy.floor(n / 4), "<=", 2, R, True),
     (sympy.Mod(n, 16), "==", n, R, True),  # n < 16: n % 16 is n
-    (sympy.Mod(k, 4), "<", 4, {}, None),  # no ranges: sympy's answer only
+    (sympy.Mod(k, 4), "<", 4, {}, True),  # no ranges: proved by ir.dim_proofs
     (sympy.Mod(k, m), "<", 10, R, True),
     (sympy.Max(n, m), "<=", 10, R, True),
     (sympy.Min(n, m) - 1, ">=", 0, R, True),
