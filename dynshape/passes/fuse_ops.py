@@ -12,32 +12,38 @@ had, so ``InferTypes`` on the output infers the same types (and the same deferre
 The fusion rules (TVM's FuseOps, simplified; design/compiler_fusion.md has the reasoning):
 
 1. Groups are formed consumers first. An op call *joins* the group of its consumers when all of
-   its uses are operands of op calls in one and the same group, and the patterns allow it (2-4).
+   its uses are operands of op calls in one and the same group, and the patterns allow it (2-5).
    Otherwise it starts a group of its own, as its root. So a value used by anything else (an
    ``if``, a tuple, a let, a global call, a call of a function value) or by two groups ends its
    group: a group has exactly one output, its root, and never spans two scopes.
 2. ``OPAQUE`` ops (creation, ``shape_of``, data-dependent ops) are alone in their group.
 3. An ``ELEMWISE``/``BROADCAST``/``INJECTIVE`` op joins when every consumer is ``<= INJECTIVE``:
-   injective chains fuse, whatever their order. It never joins through an anchor's inputs.
+   injective chains fuse, whatever their order, and side inputs join an epilogue. Into an
+   anchor's inputs only rule 5 fuses.
 4. An *anchor* (``REDUCTION`` or ``OUT_ELEMWISE_FUSABLE``: sums, dense, matmul, conv, softmax,
    layer_norm, pooling) starts a group or joins one as its only anchor when every path from it
-   to the group's root is ``ELEMWISE``/``BROADCAST`` ops: an elementwise epilogue. Nothing fuses
-   into an anchor's inputs, so one group holds at most one anchor, computed from the group's
-   inputs. Of two anchors under one epilogue, the first met walking back from the root (the
-   last operand) joins. (Option ``epilogues=False``: anchors stay alone.)
-5. The tuple literal given to a tuple operand (``concatenate((%a, %b))``) is part of the op
-   call: its fields are the op's operands for rules 1-3, and it is rebuilt inside the primitive.
+   to the group's root is ``ELEMWISE``/``BROADCAST`` ops: an elementwise epilogue. Of two
+   anchors under one epilogue, the first met walking back from the root (the last operand)
+   joins. (Option ``epilogues=False``: anchors stay alone.)
+5. A *prologue* fuses into a ``REDUCTION`` anchor's inputs, as in TVM (elementwise ->
+   reduction is fusable): an ``ELEMWISE``/``BROADCAST`` op joins when each of its consumers is
+   the group's reduction or already in its prologue. So a prologue computes only the
+   reduction's inputs: a value also used by the epilogue, or an injective op, ends it (it is
+   materialised), and the dense/conv-like anchors take no prologue (their kernels are library
+   calls on a materialised input). (Option ``prologues=False``: nothing fuses in front.)
+6. The tuple literal given to a tuple operand (``concatenate((%a, %b))``) is part of the op
+   call: its fields are the op's operands for rules 1-5, and it is rebuilt inside the primitive.
    Any other tuple-valued operand is passed in field by field (projections outside), so every
    primitive parameter is a tensor.
-6. Constants are kept inside the primitive (a data-dependent op then still sees its constant
+7. Constants are kept inside the primitive (a data-dependent op then still sees its constant
    input, and types stay exact); every other input is a parameter ``%p0, %p1, ...``, numbered
    in the order the body uses them (evaluation order, as printed), annotated with its type; the
    function's result type is the root's type. Anonymous dims (``?``, or expressions of one) are
    annotated as fresh plain ``?``, which accept the inferred dim.
-7. A primitive of only reshape-like ops (``reshape``, ``expand_dims``, ``squeeze``,
+8. A primitive of only reshape-like ops (``reshape``, ``expand_dims``, ``squeeze``,
    ``nn.batch_flatten``) is marked ``Reshape=1`` as well, so the allocation pass can make it a
    zero-copy view.
-8. A group holds at most ``max_group_size`` op calls (default 256, TVM's max fuse depth); a
+9. A group holds at most ``max_group_size`` op calls (default 256, TVM's max fuse depth); a
    producer that would exceed it starts a new group. ``max_group_size=1`` fuses nothing.
 
 Lets are barriers (a let-bound value has a non-op use, a use of the variable is an input), so
@@ -87,13 +93,17 @@ class FuseOps(ModulePass):
 
     name = "fuse_ops"
 
-    def __init__(self, max_group_size: int = 256, epilogues: bool = True) -> None:
+    def __init__(
+        self, max_group_size: int = 256, epilogues: bool = True, prologues: bool = True
+    ) -> None:
         if max_group_size < 1:
             raise ValueError(f"max_group_size must be at least 1, got {max_group_size}")
         self.max_group_size = max_group_size
         """At most this many op calls per primitive (1: no fusion, each op alone)."""
         self.epilogues = epilogues
         """Let reductions and dense/conv-like ops take an elementwise epilogue (rule 4)."""
+        self.prologues = prologues
+        """Let elementwise producers fuse into a reduction's inputs (rule 5)."""
 
     def run(self, module: Module) -> Module:
         out: dict[str, Function] = {}
@@ -106,7 +116,8 @@ class FuseOps(ModulePass):
                     f"fuse_ops needs a typed module (run infer_types first): @{name} has no type",
                     fn.span,
                 )
-            groups = _Grouping(use_graph(fn.body), self.max_group_size, self.epilogues).groups
+            graph = use_graph(fn.body)
+            groups = _Grouping(graph, self.max_group_size, self.epilogues, self.prologues).groups
             body = _Rewriter(groups).visit(fn.body)
             out[name] = dataclasses.replace(fn, body=body)  # types and facts kept
         return Module(out)
@@ -127,15 +138,19 @@ class _Group:
     """In joining order: users before what they use (reversed, a valid evaluation order)."""
     anchor: Call | None = None
     """The group's reduction / dense-like op, if any (at most one)."""
+    prologue: set[Call] = field(default_factory=set)
+    """The members computing the anchor's inputs (rule 5): all their uses are the anchor's or
+    other prologue members'."""
 
 
 class _Grouping:
-    """Assigns every op call reachable from a function body to a group (rules 1-5)."""
+    """Assigns every op call reachable from a function body to a group (rules 1-6)."""
 
-    def __init__(self, graph: UseGraph, max_size: int, epilogues: bool) -> None:
+    def __init__(self, graph: UseGraph, max_size: int, epilogues: bool, prologues: bool) -> None:
         self.graph = graph
         self.max_size = max_size
         self.epilogues = epilogues
+        self.prologues = prologues
         self.groups: dict[Call, _Group] = {}
         self.ew_path: dict[Call, bool] = {}
         """True if the node and every op between it and its group's root are <= BROADCAST."""
@@ -149,6 +164,8 @@ class _Grouping:
         group = self.target(node, node.op.pattern, consumers)
         if group is None:
             group = _Group(node)
+        elif _in_front(group, consumers or []):
+            group.prologue.add(node)  # target() lets a producer in front in by rule 5 only
         group.members.append(node)
         if node.op.pattern in _ANCHORS:
             group.anchor = node
@@ -167,7 +184,9 @@ class _Grouping:
         if len(group.members) >= self.max_size:
             return None
         # Nothing joins an opaque op's group: an opaque consumer is neither <= INJECTIVE nor
-        # on an elementwise path, so the two tests below refuse it.
+        # on an elementwise path, nor the group's reduction, so the tests below refuse it.
+        if _in_front(group, consumers):
+            return group if self.joins_prologue(pattern, group, consumers) else None
         if pattern <= OpPattern.INJECTIVE:
             ok = all(c.op is not None and c.op.pattern <= OpPattern.INJECTIVE for c in consumers)
             return group if ok else None
@@ -176,8 +195,22 @@ class _Grouping:
             return group
         return None
 
+    def joins_prologue(self, pattern: OpPattern, group: _Group, consumers: list[Call]) -> bool:
+        """Rule 5: an elementwise producer all of whose consumers are ``group``'s reduction or
+        its prologue. A value the epilogue reads too is materialised instead, as in TVM: fused,
+        it would be computed in front of the reduction and kept alive through it."""
+        anchor = group.anchor
+        return (
+            self.prologues
+            and pattern <= OpPattern.BROADCAST
+            and anchor is not None
+            and anchor.op is not None
+            and anchor.op.pattern == OpPattern.REDUCTION
+            and all(c is anchor or c in group.prologue for c in consumers)
+        )
+
     def consumers(self, node: Expr) -> list[Call] | None:
-        """The op calls using ``node``, or None if anything else uses it (rules 1 and 5)."""
+        """The op calls using ``node``, or None if anything else uses it (rules 1 and 6)."""
         out: list[Call] = []
         for parent, use in self.graph.uses[node]:
             if use is not Use.OPERAND:
@@ -203,6 +236,12 @@ class _Grouping:
             if arg is tup and operand.is_tuple:
                 return parent
         return None
+
+
+def _in_front(group: _Group, consumers: list[Call]) -> bool:
+    """True if a producer with these consumers would be computed in front of ``group``'s anchor
+    (it feeds the anchor or its prologue), so only rule 5 may let it join."""
+    return any(c is group.anchor or c in group.prologue for c in consumers)
 
 
 # ---- rewriting -----------------------------------------------------------------------------
@@ -267,7 +306,7 @@ class _Rewriter(ir.ExprFunctor[Expr]):
 
 
 class _Primitive:
-    """Builds the primitive function of one group and the call of it (rules 5-7)."""
+    """Builds the primitive function of one group and the call of it (rules 6-8)."""
 
     def __init__(self, rewriter: _Rewriter, group: _Group) -> None:
         self.rewriter = rewriter

@@ -121,8 +121,8 @@ CASES: dict[str, tuple[str, str]] = {
         }
         """,
     ),
-    # softmax is an anchor: the add before it stays out (nothing fuses into an anchor's
-    # inputs), the multiply after it is its epilogue.
+    # softmax is an anchor: the add before it stays out (only a reduction takes a prologue),
+    # the multiply after it is its epilogue.
     "softmax": (
         """
         def @main(%x: Tensor[(n, 10), float32], %b: Tensor[(10,), float32]) {
@@ -141,7 +141,8 @@ CASES: dict[str, tuple[str, str]] = {
         }
         """,
     ),
-    # An elementwise producer of a reduction is not fused into the reduction's input side.
+    # An elementwise producer of a reduction fuses into its input side (a prologue, rule 5):
+    # one primitive, exp then sum.
     "elementwise_feeding_a_reduction": (
         """
         def @main(%x: Tensor[(n, 8), float32]) {
@@ -150,11 +151,122 @@ CASES: dict[str, tuple[str, str]] = {
         """,
         """
         def @main(%x: Tensor[(n, 8), float32]) {
-          %0 = fn (%p0: Tensor[(n, 8), float32], Primitive=1) -> Tensor[(n, 8), float32] {
+          %0 = fn (%p0: Tensor[(n, 8), float32], Primitive=1) -> Tensor[(n,), float32] {
+            sum(exp(%p0), axis=[1])
+          };
+          %0(%x)
+        }
+        """,
+    ),
+    # A broadcasting prologue, a reduction and an epilogue in one group; the side input of the
+    # prologue's multiply is a parameter.
+    "prologue_reduction_epilogue": (
+        """
+        def @main(%x: Tensor[(n, m), float32], %y: Tensor[(m,), float32]) {
+          sqrt(add(mean(multiply(exp(%x), %y), axis=[1], keepdims=True), 1f))
+        }
+        """,
+        """
+        def @main(%x: Tensor[(n, m), float32], %y: Tensor[(m,), float32]) {
+          %0 = fn (%p0: Tensor[(n, m), float32], %p1: Tensor[(m,), float32], Primitive=1) -> Tensor[(n, 1), float32] {
+            sqrt(add(mean(multiply(exp(%p0), %p1), axis=[1], keepdims=True), 1f))
+          };
+          %0(%x, %y)
+        }
+        """,
+    ),
+    # A value shared inside the prologue joins once (computed once, as in a diamond).
+    "shared_value_inside_a_prologue": (
+        """
+        def @main(%x: Tensor[(n, 4), float32]) {
+          %0 = exp(%x);
+          argmax(subtract(%0, multiply(%0, %0)), axis=[-1], keepdims=True)
+        }
+        """,
+        """
+        def @main(%x: Tensor[(n, 4), float32]) {
+          %0 = fn (%p0: Tensor[(n, 4), float32], Primitive=1) -> Tensor[(n, 1), int64] {
+            %1 = exp(%p0);
+            argmax(subtract(%1, multiply(%1, %1)), axis=[-1], keepdims=True)
+          };
+          %0(%x)
+        }
+        """,
+    ),
+    # A value the epilogue reads too (softmax written out) is materialised, as in TVM: the
+    # prologue computes only the reduction's inputs. Its own producer fuses with it.
+    "value_read_by_the_epilogue_ends_the_prologue": (
+        """
+        def @main(%x: Tensor[(n, 10), float32]) {
+          %0 = exp(subtract(%x, 1f));
+          divide(%0, sum(%0, axis=[1], keepdims=True))
+        }
+        """,
+        """
+        def @main(%x: Tensor[(n, 10), float32]) {
+          %0 = fn (%p0: Tensor[(n, 10), float32], Primitive=1) -> Tensor[(n, 10), float32] {
+            exp(subtract(%p0, 1f))
+          };
+          %1 = %0(%x);
+          %2 = fn (%p0: Tensor[(n, 10), float32], Primitive=1) -> Tensor[(n, 10), float32] {
+            divide(%p0, sum(%p0, axis=[1], keepdims=True))
+          };
+          %2(%1)
+        }
+        """,
+    ),
+    # A prologue is elementwise/broadcast only: an injective producer (transpose) is
+    # materialised, and so is another reduction (one anchor per group). A value used by two
+    # reductions is used by two groups: materialised, each reduction alone.
+    "prologue_stops_at_injective_ops_reductions_and_two_groups": (
+        """
+        def @main(%x: Tensor[(n, 4), float32]) {
+          %0 = exp(%x);
+          (min(negative(transpose(%x, axes=[1, 0])), axis=[0]), prod(abs(max(%x, axis=[1]))), sum(%0), max(%0))
+        }
+        """,
+        """
+        def @main(%x: Tensor[(n, 4), float32]) {
+          %0 = fn (%p0: Tensor[(n, 4), float32], Primitive=1) -> Tensor[(4, n), float32] {
+            transpose(%p0, axes=[1, 0])
+          };
+          %1 = fn (%p0: Tensor[(4, n), float32], Primitive=1) -> Tensor[(n,), float32] {
+            min(negative(%p0), axis=[0])
+          };
+          %2 = fn (%p0: Tensor[(n, 4), float32], Primitive=1) -> Tensor[(n,), float32] {
+            max(%p0, axis=[1])
+          };
+          %3 = fn (%p0: Tensor[(n,), float32], Primitive=1) -> float32 {
+            prod(abs(%p0))
+          };
+          %4 = fn (%p0: Tensor[(n, 4), float32], Primitive=1) -> Tensor[(n, 4), float32] {
             exp(%p0)
           };
-          %1 = fn (%p0: Tensor[(n, 8), float32], Primitive=1) -> Tensor[(n,), float32] {
-            sum(%p0, axis=[1])
+          %5 = %4(%x);
+          %6 = fn (%p0: Tensor[(n, 4), float32], Primitive=1) -> float32 {
+            sum(%p0)
+          };
+          %7 = fn (%p0: Tensor[(n, 4), float32], Primitive=1) -> float32 {
+            max(%p0)
+          };
+          (%1(%0(%x)), %3(%2(%x)), %6(%5), %7(%5))
+        }
+        """,
+    ),
+    # A data-dependent producer stays alone; the elementwise op after it joins the reduction.
+    "opaque_producer_of_a_prologue_stays_alone": (
+        """
+        def @main(%x: Tensor[(2, 6), float32]) {
+          sum(abs(dyn.reshape(%x, const([3, -1], int64))), axis=[0])
+        }
+        """,
+        """
+        def @main(%x: Tensor[(2, 6), float32]) {
+          %0 = fn (%p0: Tensor[(2, 6), float32], Primitive=1) -> Tensor[(3, 4), float32] {
+            dyn.reshape(%p0, const([3, -1], int64))
+          };
+          %1 = fn (%p0: Tensor[(3, 4), float32], Primitive=1) -> Tensor[(4,), float32] {
+            sum(abs(%p0), axis=[0])
           };
           %1(%0(%x))
         }
@@ -541,6 +653,43 @@ def test_without_epilogues_anchors_stay_alone() -> None:
             nn.relu(%p0)
           };
           %1(%0(%x, %k))
+        }
+        """,
+    )
+
+
+def test_without_prologues_nothing_fuses_in_front_of_a_reduction() -> None:
+    check_pass(
+        FuseOps(prologues=False),
+        CASES["prologue_reduction_epilogue"][0],
+        """
+        def @main(%x: Tensor[(n, m), float32], %y: Tensor[(m,), float32]) {
+          %0 = fn (%p0: Tensor[(n, m), float32], %p1: Tensor[(m,), float32], Primitive=1) -> Tensor[(n, m), float32] {
+            multiply(exp(%p0), %p1)
+          };
+          %1 = fn (%p0: Tensor[(n, m), float32], Primitive=1) -> Tensor[(n, 1), float32] {
+            sqrt(add(mean(%p0, axis=[1], keepdims=True), 1f))
+          };
+          %1(%0(%x, %y))
+        }
+        """,
+    )
+
+
+def test_a_prologue_counts_towards_max_group_size() -> None:
+    """Three ops, at most two per group: the sum takes one prologue op, the rest is cut off."""
+    check_pass(
+        FuseOps(max_group_size=2),
+        "def @main(%x: Tensor[(n,), float32]) { sum(exp(negative(%x))) }",
+        """
+        def @main(%x: Tensor[(n,), float32]) {
+          %0 = fn (%p0: Tensor[(n,), float32], Primitive=1) -> Tensor[(n,), float32] {
+            negative(%p0)
+          };
+          %1 = fn (%p0: Tensor[(n,), float32], Primitive=1) -> float32 {
+            sum(exp(%p0))
+          };
+          %1(%0(%x))
         }
         """,
     )

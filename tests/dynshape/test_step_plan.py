@@ -87,3 +87,36 @@ def test_a_slot_is_reused_once_its_value_is_dead_and_not_in_place_for_a_reductio
     ]
     assert [str(t) for t in plan.slots] == ["Tensor[(n, 4), float32]", "Tensor[(n, 1), float32]"]
     assert plan.first_writer == [(0, 0), (1, 0)]
+
+
+def test_a_reduction_prologue_runs_in_one_slot_and_the_reduction_writes_the_output() -> None:
+    plan, _ = _plan(
+        """
+        def @main(%x: Tensor[(n, m), float32], %y: Tensor[(m,), float32]) -> Tensor[(n,), float32] {
+          sum(multiply(exp(%x), %y), axis=[1])
+        }
+        """
+    )
+    # exp takes a slot; multiply overwrites it in place (exp dies there, same type); the sum
+    # reads the slot and writes the output.
+    assert _ops(plan) == [("exp", (TMP0,)), ("multiply", (TMP0,)), ("sum", (OUT,))]
+    assert [str(t) for t in plan.slots] == ["Tensor[(n, m), float32]"]
+
+
+def test_a_prologue_never_writes_the_output_even_of_its_own_type() -> None:
+    """keepdims over an axis of size 1: the prologue's values have the output's type, but the
+    output chain stops at the reduction, so they stay in a slot and the epilogue's add, after
+    the sum, runs in the output."""
+    plan, _ = _plan(
+        """
+        def @main(%x: Tensor[(n, 1), float32]) -> Tensor[(n, 1), float32] {
+          add(max(negative(exp(%x)), axis=[1], keepdims=True), 1f)
+        }
+        """
+    )
+    assert _ops(plan) == [
+        ("exp", (TMP0,)),
+        ("negative", (TMP0,)),
+        ("max", (OUT,)),
+        ("add", (OUT,)),
+    ]
