@@ -50,6 +50,7 @@ from vm.assembler import FunctionBuilder, tensor, tuple_type
 from vm.executable import TypeSpec
 from vm.isa import Reg
 
+from ..analysis.entry_binding import Derived, entry_plan
 from ..dialect.memory import (
     AllocStorage,
     AllocTensor,
@@ -160,37 +161,73 @@ class _FunctionLowering:
         self.tail_block(v.else_branch, _Symbols.branch_of(symbols), kills)
 
     def bind_params(self, symbols: dict[sympy.Basic, Reg]) -> None:
-        bound_by: dict[sympy.Basic, str] = {}
-        later: list[tuple[Reg, int, sympy.Expr, str]] = []
-        for p, reg in zip(self.fn.params, self.b.params, strict=True):
-            for leaf_reg, leaf, path in self.leaves(reg, _param_type(p, self.name), p.name_hint):
-                for axis, d in enumerate(leaf.shape):
-                    what = f"{path}.shape[{axis}]"
-                    if isinstance(d, int):
-                        continue
-                    if isinstance(d, sympy.Symbol):
-                        if d in symbols:
-                            self.b.check_dim(
-                                leaf_reg, axis, symbols[d], what, _show(d), bound_by[d]
-                            )
-                        else:
-                            symbols[d] = self.b.dim(leaf_reg, axis)
-                            bound_by[d] = what
-                            self.check_range(d, symbols[d], what)
-                    else:
-                        later.append((leaf_reg, axis, d, what))
-        for leaf_reg, axis, d, what in later:
-            missing = [s for s in ir.free_symbols(d) if s not in symbols]
-            if missing:
-                names = ", ".join(sorted(_show(s) for s in missing))
-                raise CompileError(
-                    f"@{self.name}: {what} is {d}, but {names} is not the whole dim of any "
-                    "parameter axis, so it cannot be bound from the arguments' shapes",
-                    self.fn.span,
+        """Emit the entry code of ``entry_plan`` (``analysis/entry_binding``)."""
+        params = [(p.name_hint, _param_type(p, self.name)) for p in self.fn.params]
+        plan = entry_plan(params, f"@{self.name}", self.fn.span)
+        leaf_regs: dict[tuple[int, ...], Reg] = {}
+
+        def leaf(path: tuple[int, ...]) -> Reg:
+            if path not in leaf_regs:  # a tuple field is read once, where first needed
+                parent = self.b.params[path[0]] if len(path) == 1 else leaf(path[:-1])
+                leaf_regs[path] = parent if len(path) == 1 else self.b.get_item(parent, path[-1])
+            return leaf_regs[path]
+
+        for site, binds in plan.plain:
+            d = site.dim
+            if binds:
+                symbols[d] = self.b.dim(leaf(site.leaf), site.axis)
+                self.check_range(d, symbols[d], site.what)
+            else:
+                self.b.check_dim(
+                    leaf(site.leaf), site.axis, symbols[d], site.what, _show(d), plan.bound_by[d]
                 )
-            actual = self.b.dim(leaf_reg, axis)
-            expected = self.dims([d], symbols)[0]
-            self.b.check(actual, "==", expected, f"{what} = {{a}} but {d} = {{b}}")
+        for derived in plan.derived:
+            self.bind_derived(derived, leaf(derived.site.leaf), symbols, plan.bound_by)
+        for site in plan.checked:
+            actual = self.b.dim(leaf(site.leaf), site.axis)
+            (expected,) = self.dims([site.dim], symbols)
+            shown, values = _symbol_values(site.dim, symbols, plan.bound_by)
+            self.b.check_values(
+                actual,
+                "==",
+                expected,
+                f"{site.what} = {{a}} but {_dim_text(site.dim)} = {{b}} ({shown})",
+                values,
+            )
+
+    def bind_derived(
+        self,
+        derived: Derived,
+        leaf_reg: Reg,
+        symbols: dict[sympy.Basic, Reg],
+        bound_by: dict[sympy.Basic, str],
+    ) -> None:
+        """Bind ``s`` from a dim ``a*s + b``: ``s = (d - b) // a``, where a check first requires
+        ``d - b`` to be a non-negative multiple of ``a`` (one shape program computes both)."""
+        site, s, a = derived.site, derived.symbol, derived.scale
+        d = ir.fresh("dim")  # stands for the axis's value in the program
+        rest = d - derived.offset
+        value = sympy.floor(rest / a)
+        bad = ir.simplify(sympy.Min(1, sympy.Mod(rest, a) + sympy.Max(0, -rest)))  # 0 iff ok
+        exprs = [value] if bad == 0 else [value, d + bad]
+        names = needed_symbols(exprs)
+        compiler = ShapeExprCompiler(names)
+        program = self.asm.shape_program(compiler.builder.build([compiler.term(e) for e in exprs]))
+        d_reg = self.b.dim(leaf_reg, site.axis)
+        inputs = symbol_registers(names, {**symbols, d: d_reg}, f"@{self.name}")
+        regs = self.b.shape_program(program, inputs)  # type: ignore[arg-type]
+        if bad != 0:
+            shown, values = _symbol_values(derived.offset, symbols, bound_by)
+            self.b.check_values(
+                regs[1],
+                "==",
+                d_reg,
+                f"{site.what} = {{b}} is not {_dim_text(site.dim)} for any integer "
+                f"{_show(s)} >= 0" + (f" ({shown})" if shown else ""),
+                values,
+            )
+        symbols[s] = regs[0]
+        self.check_range(s, regs[0], bound_by[s])
 
     def check_range(self, symbol: sympy.Symbol, reg: Reg, bound_by: str) -> None:
         """Check a symbol just bound at entry against its declared range (two ``check``s)."""
@@ -538,6 +575,16 @@ def _param_type(p: Var, fn_name: str) -> Type:
 
 def _show(s: sympy.Basic) -> str:
     return "?" if ir.is_anonymous(s) else str(s)
+
+
+def _symbol_values(
+    dim: ir.Dim, symbols: dict[sympy.Basic, Reg], bound_by: dict[sympy.Basic, str]
+) -> tuple[str, list[Reg]]:
+    """The symbols of ``dim`` for a ``check_values`` message (``n = {0}, bound by x.shape[0];
+    m = {1}, ...``) and the registers that fill it in."""
+    named = sorted(ir.free_symbols(dim), key=str)
+    text = "; ".join(f"{_show(s)} = {{{i}}}, bound by {bound_by[s]}" for i, s in enumerate(named))
+    return text, [symbols[s] for s in named]
 
 
 def _is_zero(a: sympy.Expr) -> sympy.Expr:
