@@ -64,6 +64,7 @@ from ..dialect.memory import (
     memory_op,
 )
 from ..errors import CompileError
+from ..symbolic_context import shown_symbols
 from .kernels import kernel_for
 from .shape_exprs import ShapeExprCompiler, needed_symbols, symbol_registers
 
@@ -454,9 +455,12 @@ class _FunctionLowering:
         """
         kind, message = op.kind, op.message
         lhs, rhs = ir.dims.as_expr(op.lhs), ir.dims.as_expr(op.rhs)
+        # The values of the fact's symbols, where its template shows them (message_template).
+        shown = shown_symbols([lhs, rhs]) if "{0}" in message else []
+        values = symbol_registers(shown, symbols, f"@{self.name}")
         if kind in _CMP:
             a, b = self.dims([lhs, rhs], symbols)
-            self.b.check(a, kind, b, message)
+            self.b.check_values(a, kind, b, message, values)  # type: ignore[arg-type]
             return self.unit
         if kind == "broadcast":
             bad = sympy.Min(_abs(lhs - rhs), _abs(lhs - 1) * _abs(rhs - 1))  # 0 when it holds
@@ -464,7 +468,7 @@ class _FunctionLowering:
             bad = sympy.Mod(rhs, sympy.Max(lhs, 1)) + rhs * _is_zero(lhs)
         holds = 1 - sympy.Min(bad, 1)
         a, b = self.dims([lhs + holds * (rhs - lhs), rhs], symbols)
-        self.b.check(a, "==", b, message)
+        self.b.check_values(a, "==", b, message, values)  # type: ignore[arg-type]
         return self.unit
 
     def shape_func(self, op: ShapeFunc, symbols: dict[sympy.Basic, Reg]) -> Reg:
