@@ -15,7 +15,7 @@ the lowering (which emits the ``dim``, ``check_dim``, shape-program and ``check`
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 import sympy
@@ -25,6 +25,7 @@ from ir import Span, TensorType, TupleType, Type
 from ir.text.dims_text import dim_text
 
 from ..errors import CompileError
+from ..inference.derived_dims import affine_inverse
 
 
 @dataclass(frozen=True)
@@ -123,18 +124,9 @@ def _collect(ty: Type, leaf: tuple[int, ...], path: str, out: list[Site]) -> Non
             _collect(f, (*leaf, i), f"{path}.{i}", out)
 
 
-def _inverse(site: Site, bound: object) -> Derived | None:
-    """The binding a dim ``a*s + b`` gives its one unbound symbol ``s``, if it has that form."""
-    free = [s for s in ir.free_symbols(site.dim) if s not in bound]  # type: ignore[operator]
-    if len(free) != 1:
-        return None
-    (s,) = free
-    e = sympy.expand(site.dim)
-    scale = e.coeff(s, 1)
-    offset = sympy.expand(e - scale * s)
-    if not (scale.is_Integer and scale >= 1) or s in offset.free_symbols:
-        return None
-    return Derived(site, s, int(scale), offset)
+def _inverse(site: Site, bound: Collection[sympy.Basic]) -> Derived | None:
+    inv = affine_inverse(site.dim, bound)
+    return None if inv is None else Derived(site, inv.symbol, inv.scale, inv.offset)
 
 
 def _unbound_message(site: Site, missing: list[sympy.Symbol], where: str) -> str:
