@@ -155,6 +155,7 @@ def instantiate_call(
             binding[inv.symbol] = ir.simplify(
                 sympy.floor((ir.dims.as_expr(got) - offset) / inv.scale)
             )
+            # n >= 0 is this fact; that a divides got - b is the dim's own check, below
             checker.check(
                 got,
                 ">=",
