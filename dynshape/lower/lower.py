@@ -5,12 +5,18 @@ an ``if``, a tuple, a projection or an atom), with types inferred.
 
 Guarantees: one VM function per global function, with
 
-- **entry checks**: each symbol is bound from the first parameter axis that is exactly that
-  symbol (``dim``) and, if the function declares a range for it, checked against the range
+- **entry checks**, as ``analysis/entry_binding.entry_plan`` plans them: each symbol is bound
+  from the first parameter axis that is exactly that symbol (``dim``), else from a derived dim
+  ``a*n + b`` (a shape program computes ``n = (d - b) // a``; a ``check_values`` requires
+  ``d - b`` to be a non-negative multiple of ``a``: "x.shape[0] = 6 is not 2*n + 1 for any
+  integer n >= 0") and, if the function declares a range for it, checked against the range
   ("n = 5000 is outside its declared range [1, 4096] (bound by x.shape[0])"); every later
   plain occurrence is checked against it (``check_dim``: "y.shape[0] = 4 but n = 3 was bound
-  by x.shape[0]"); an axis whose dim is an expression is computed and
-  checked; dtype, rank and static dims are checked by the VM from the signature;
+  by x.shape[0]"); every other compound dim is computed and checked, naming its symbols'
+  values and origins ("y.shape[1] = 6 but 2*n + 1 = 5 (n = 2, bound by x.shape[0])"); dtype,
+  rank and static dims are checked by the VM from the signature;
+- **deferred checks** (``memory.check``) fill in the values of the fact's symbols where the
+  message template shows them (``check_values``);
 - **symbol binding after entry**: a value whose type has a plain-symbol dim not bound yet (the
   result of a call or an ``if``) binds it from its shape; ``memory.shape_func`` binds the new
   symbols of its ``out_shapes`` from the shapes the shape function returns;
