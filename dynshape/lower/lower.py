@@ -70,7 +70,6 @@ from ..dialect.memory import (
     memory_op,
 )
 from ..errors import CompileError
-from ..symbolic_context import shown_symbols
 from .kernels import kernel_for
 from .shape_exprs import ShapeExprCompiler, needed_symbols, symbol_registers
 
@@ -461,12 +460,10 @@ class _FunctionLowering:
         """
         kind, message = op.kind, op.message
         lhs, rhs = ir.dims.as_expr(op.lhs), ir.dims.as_expr(op.rhs)
-        # The values of the fact's symbols, where its template shows them (message_template).
-        shown = shown_symbols([lhs, rhs]) if "{0}" in message else []
-        values = symbol_registers(shown, symbols, f"@{self.name}")
+        message, values = self.symbol_values(message, [lhs, rhs], symbols)
         if kind in _CMP:
             a, b = self.dims([lhs, rhs], symbols)
-            self.b.check_values(a, kind, b, message, values)  # type: ignore[arg-type]
+            self.b.check_values(a, kind, b, message, values)
             return self.unit
         if kind == "broadcast":
             bad = sympy.Min(_abs(lhs - rhs), _abs(lhs - 1) * _abs(rhs - 1))  # 0 when it holds
@@ -474,8 +471,24 @@ class _FunctionLowering:
             bad = sympy.Mod(rhs, sympy.Max(lhs, 1)) + rhs * _is_zero(lhs)
         holds = 1 - sympy.Min(bad, 1)
         a, b = self.dims([lhs + holds * (rhs - lhs), rhs], symbols)
-        self.b.check_values(a, "==", b, message, values)  # type: ignore[arg-type]
+        self.b.check_values(a, "==", b, message, values)
         return self.unit
+
+    def symbol_values(
+        self, message: str, dims: Sequence[sympy.Expr], symbols: dict[sympy.Basic, Reg]
+    ) -> tuple[str, list[Reg]]:
+        """A deferred check's message with each ``{=n}`` (``message_template``'s placeholder for
+        the value of a symbol of the fact) turned into ``check_values``'s ``{0}``, ``{1}``, ...,
+        and the registers that fill them in."""
+        values: list[Reg] = []
+        for s in needed_symbols(dims):
+            placeholder = f"{{={s}}}"
+            if not ir.is_anonymous(s) and placeholder in message:
+                if s not in symbols:
+                    raise CompileError(f"@{self.name}: the dim symbol {s} is not bound here")
+                message = message.replace(placeholder, f"{{{len(values)}}}")
+                values.append(symbols[s])
+        return message, values
 
     def shape_func(self, op: ShapeFunc, symbols: dict[sympy.Basic, Reg]) -> Reg:
         fn = self.function_value(op.fn)
