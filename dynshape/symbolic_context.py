@@ -81,13 +81,20 @@ class DeferredCheck:
         return f"{text} ({context})" if context else text
 
     def message_template(self) -> str:
-        """The run-time error text with ``{a}`` and ``{b}`` standing for the two dims' values
-        (the VM's ``check`` fills them in), worded like the concrete mode's errors."""
+        """The run-time error text, worded like the concrete mode's errors: ``{a}`` and ``{b}``
+        stand for the two dims' values and ``{=n}`` for the value of symbol ``n`` (the lowering
+        turns each into a register of the VM's ``check_values``, so no sympy at run time):
+        ``... 3 vs 2 (inputs: a (n, 4), b (m, 4); where ... must hold; m = {=m}, n = {=n})``.
+        A ``?`` has no name a reader could match, so its value is not shown.
+        """
         detail = fact_failure(self.kind, "{a}", "{b}", self.what)
         text = f"{self.op_name}: {detail}" if self.op_name else detail
         formula = fact_text(self.kind, *(dim_text(d) for d in self.dims))
         context = f"inputs: {self.inputs}; " if self.inputs else ""
-        return f"{text} ({context}where {formula} must hold)"
+        found = set().union(*(ir.free_symbols(d) for d in self.dims))
+        named = sorted((s for s in found if not ir.is_anonymous(s)), key=str)
+        values = ", ".join(f"{s} = {{={s}}}" for s in named)
+        return f"{text} ({context}where {formula} must hold{'; ' if values else ''}{values})"
 
     def __str__(self) -> str:
         return self.description

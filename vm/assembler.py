@@ -251,6 +251,13 @@ class FunctionBuilder:
         """Require ``a cmp b``."""
         self.emit(Op.CHECK, a, cmp, b, message)
 
+    def check_values(
+        self, a: int | Reg, cmp: str, b: int | Reg, message: str, values: Sequence[Reg]
+    ) -> None:
+        """Require ``a cmp b``; the message's ``{a}``, ``{b}`` and ``{0}``, ``{1}``, ... are
+        replaced by ``a``, ``b`` and the ints in ``values`` when it fails."""
+        self.emit(Op.CHECK_VALUES, a, cmp, b, message, tuple(values))
+
     def check_dim(
         self, src: Reg, axis: int, sym: Reg, what: str, sym_name: str, bound_by: str
     ) -> None:

@@ -367,6 +367,25 @@ def _check(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
     return step
 
 
+def _check_values(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+    get_a, cmp, get_b, message = _getter(ops[0]), ops[1], _getter(ops[2]), ops[3]
+    f = CMP[cmp]
+    shown = [r.index for r in ops[4]]
+
+    def step(r: list[Any]) -> int:
+        a, b = get_a(r), get_b(r)
+        if not f(a, b):
+            # Plain replacement, no str.format: the message is data. Values are ints, so no
+            # replacement can create a placeholder.
+            text = message.replace("{a}", str(a)).replace("{b}", str(b))
+            for i, k in enumerate(shown):
+                text = text.replace(f"{{{i}}}", str(r[k]))
+            raise RunTimeShapeError(text)
+        return nxt
+
+    return step
+
+
 def _check_dim(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
     s, axis, sym, what, name, bound_by = ops[0].index, ops[1], ops[2].index, *ops[3:]
 
@@ -404,6 +423,7 @@ DECODERS: dict[Op, Callable[[tuple[Any, ...], int, DecodeContext], Step]] = {
     Op.CHECK: _check,
     Op.CHECK_DIM: _check_dim,
     Op.TAIL_CALL: _tail_call,
+    Op.CHECK_VALUES: _check_values,
 }
 
 

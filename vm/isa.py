@@ -92,6 +92,7 @@ class Op(enum.IntEnum):
     CHECK = 18
     CHECK_DIM = 19
     TAIL_CALL = 20
+    CHECK_VALUES = 21
 
 
 K = Kind
@@ -141,6 +142,9 @@ SIGNATURES: dict[Op, tuple[Kind, ...]] = {
     # return functions[func](*args): the callee replaces this frame (a call in tail position;
     # storages nothing references any more are freed there)
     Op.TAIL_CALL: (K.FUNC, K.SRCS),
+    # CHECK whose message also shows the ints in srcs: "{0}", "{1}", ... stand for them (the
+    # values of the symbols a failed fact is about; the compiler has no other way to name them)
+    Op.CHECK_VALUES: (K.VAL, K.CMP, K.VAL, K.STR, K.SRCS),
 }
 del K
 

@@ -412,9 +412,11 @@ class _Checker:
             for i, a in enumerate(ops[2]):
                 self.need(pc, regs, a, f"input {i}", ("shape", "shapes", "tensor", "tuple"))
             regs[ops[0].index] = SHAPES
-        elif op == Op.CHECK:
+        elif op in (Op.CHECK, Op.CHECK_VALUES):
             self.val(pc, regs, ops[0], "left operand")
             self.val(pc, regs, ops[2], "right operand")
+            for i, a in enumerate(ops[4] if op == Op.CHECK_VALUES else ()):
+                self.need(pc, regs, a, f"value {i}", INTS)
         elif op == Op.CHECK_DIM:
             self.need(pc, regs, ops[0], "source", ("tensor",))
             self.need(pc, regs, ops[2], "symbol", INTS)

@@ -17,6 +17,7 @@ import ir
 from ir import Dim, FuncType, TensorType, TupleType, Type
 
 from ..errors import CompileError
+from .derived_dims import affine_inverse
 
 
 class Checker(Protocol):
@@ -121,8 +122,11 @@ def instantiate_call(
 ) -> Type:
     """The result type of calling a function of type ``signature`` with ``arg_types``.
 
-    The callee's symbols are bound from the arguments (a parameter dim that is a plain symbol
-    binds it at its first occurrence), every other parameter dim becomes a fact to check, and
+    The callee's symbols are bound from the arguments as at the callee's entry: a parameter dim
+    that is a plain symbol binds it at its first occurrence, then a derived dim ``a*n + b``
+    binds ``n = (arg - b) // a`` (``derived_dims.py``; the fact ``arg >= b`` is checked), and
+    every parameter dim but the plain binders becomes a fact to check (for a derived dim: that
+    ``a`` divides ``arg - b``), and
     the result type is rewritten in the caller's terms. Symbols of the result that no parameter
     binds (anonymous ``?`` results) become fresh symbols for this call.
     """
@@ -135,12 +139,33 @@ def instantiate_call(
     pairs: list[tuple[Dim, Dim, str]] = []
     for name, p, a in zip(param_names, signature.params, arg_types, strict=True):
         _collect_dims(p, a, f"argument %{name} of {callee}", pairs)
-    for want, got, what in pairs:
+    binders: set[int] = set()
+    for i, (want, got, _) in enumerate(pairs):  # plain dims bind first, wherever they are
         if isinstance(want, sympy.Symbol) and want not in binding:
             binding[want] = ir.dims.as_expr(got)
-            continue
-        expected = _substitute(want, binding)
-        checker.check(got, "==", expected, what)
+            binders.add(i)
+    progress = True
+    while progress:  # then derived dims a*n + b (the entry rule: inference/derived_dims.py)
+        progress = False
+        for want, got, where in pairs:
+            inv = affine_inverse(want, binding.keys())
+            if inv is None:
+                continue
+            offset = _substitute(inv.offset, binding)
+            binding[inv.symbol] = ir.simplify(
+                sympy.floor((ir.dims.as_expr(got) - offset) / inv.scale)
+            )
+            # n >= 0 is this fact; that a divides got - b is the dim's own check, below
+            checker.check(
+                got,
+                ">=",
+                offset,
+                f"{where} >= {offset} (the declared {want} with {inv.symbol} >= 0)",
+            )
+            progress = True
+    for i, (want, got, where) in enumerate(pairs):  # the derived dims too: divisibility
+        if i not in binders:
+            checker.check(got, "==", _substitute(want, binding), f"{where} == the declared {want}")
     result_syms = ir.type_symbols(signature.ret)
     for s in result_syms:
         if s not in binding:
@@ -153,7 +178,7 @@ def _collect_dims(p: Type, a: Type, what: str, out: list[tuple[Dim, Dim, str]]) 
     if isinstance(p, TensorType):
         assert isinstance(a, TensorType)
         out.extend(
-            (want, got, f"{what}: shape[{axis}] == the declared {want}")
+            (want, got, f"{what}: shape[{axis}]")
             for axis, (want, got) in enumerate(zip(p.shape, a.shape, strict=True))
         )
     elif isinstance(p, TupleType):

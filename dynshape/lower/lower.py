@@ -5,12 +5,18 @@ an ``if``, a tuple, a projection or an atom), with types inferred.
 
 Guarantees: one VM function per global function, with
 
-- **entry checks**: each symbol is bound from the first parameter axis that is exactly that
-  symbol (``dim``) and, if the function declares a range for it, checked against the range
+- **entry checks**, as ``analysis/entry_binding.entry_plan`` plans them: each symbol is bound
+  from the first parameter axis that is exactly that symbol (``dim``), else from a derived dim
+  ``a*n + b`` (a shape program computes ``n = (d - b) // a``; a ``check_values`` requires
+  ``d - b`` to be a non-negative multiple of ``a``: "x.shape[0] = 6 is not 2*n + 1 for any
+  integer n >= 0") and, if the function declares a range for it, checked against the range
   ("n = 5000 is outside its declared range [1, 4096] (bound by x.shape[0])"); every later
   plain occurrence is checked against it (``check_dim``: "y.shape[0] = 4 but n = 3 was bound
-  by x.shape[0]"); an axis whose dim is an expression is computed and
-  checked; dtype, rank and static dims are checked by the VM from the signature;
+  by x.shape[0]"); every other compound dim is computed and checked, naming its symbols'
+  values and origins ("y.shape[1] = 6 but 2*n + 1 = 5 (n = 2, bound by x.shape[0])"); dtype,
+  rank and static dims are checked by the VM from the signature;
+- **deferred checks** (``memory.check``) fill in the values of the fact's symbols where the
+  message template shows them (``check_values``);
 - **symbol binding after entry**: a value whose type has a plain-symbol dim not bound yet (the
   result of a call or an ``if``) binds it from its shape; ``memory.shape_func`` binds the new
   symbols of its ``out_shapes`` from the shapes the shape function returns;
@@ -50,6 +56,7 @@ from vm.assembler import FunctionBuilder, tensor, tuple_type
 from vm.executable import TypeSpec
 from vm.isa import Reg
 
+from ..analysis.entry_binding import Derived, entry_plan
 from ..dialect.memory import (
     AllocStorage,
     AllocTensor,
@@ -160,37 +167,73 @@ class _FunctionLowering:
         self.tail_block(v.else_branch, _Symbols.branch_of(symbols), kills)
 
     def bind_params(self, symbols: dict[sympy.Basic, Reg]) -> None:
-        bound_by: dict[sympy.Basic, str] = {}
-        later: list[tuple[Reg, int, sympy.Expr, str]] = []
-        for p, reg in zip(self.fn.params, self.b.params, strict=True):
-            for leaf_reg, leaf, path in self.leaves(reg, _param_type(p, self.name), p.name_hint):
-                for axis, d in enumerate(leaf.shape):
-                    what = f"{path}.shape[{axis}]"
-                    if isinstance(d, int):
-                        continue
-                    if isinstance(d, sympy.Symbol):
-                        if d in symbols:
-                            self.b.check_dim(
-                                leaf_reg, axis, symbols[d], what, _show(d), bound_by[d]
-                            )
-                        else:
-                            symbols[d] = self.b.dim(leaf_reg, axis)
-                            bound_by[d] = what
-                            self.check_range(d, symbols[d], what)
-                    else:
-                        later.append((leaf_reg, axis, d, what))
-        for leaf_reg, axis, d, what in later:
-            missing = [s for s in ir.free_symbols(d) if s not in symbols]
-            if missing:
-                names = ", ".join(sorted(_show(s) for s in missing))
-                raise CompileError(
-                    f"@{self.name}: {what} is {d}, but {names} is not the whole dim of any "
-                    "parameter axis, so it cannot be bound from the arguments' shapes",
-                    self.fn.span,
+        """Emit the entry code of ``entry_plan`` (``analysis/entry_binding``)."""
+        params = [(p.name_hint, _param_type(p, self.name)) for p in self.fn.params]
+        plan = entry_plan(params, f"@{self.name}", self.fn.span)
+        leaf_regs: dict[tuple[int, ...], Reg] = {}
+
+        def leaf(path: tuple[int, ...]) -> Reg:
+            if path not in leaf_regs:  # a tuple field is read once, where first needed
+                parent = self.b.params[path[0]] if len(path) == 1 else leaf(path[:-1])
+                leaf_regs[path] = parent if len(path) == 1 else self.b.get_item(parent, path[-1])
+            return leaf_regs[path]
+
+        for site, binds in plan.plain:
+            d = site.dim
+            if binds:
+                symbols[d] = self.b.dim(leaf(site.leaf), site.axis)
+                self.check_range(d, symbols[d], site.what)
+            else:
+                self.b.check_dim(
+                    leaf(site.leaf), site.axis, symbols[d], site.what, _show(d), plan.bound_by[d]
                 )
-            actual = self.b.dim(leaf_reg, axis)
-            expected = self.dims([d], symbols)[0]
-            self.b.check(actual, "==", expected, f"{what} = {{a}} but {d} = {{b}}")
+        for derived in plan.derived:
+            self.bind_derived(derived, leaf(derived.site.leaf), symbols, plan.bound_by)
+        for site in plan.checked:
+            actual = self.b.dim(leaf(site.leaf), site.axis)
+            (expected,) = self.dims([site.dim], symbols)
+            shown, values = _symbol_values(site.dim, symbols, plan.bound_by)
+            self.b.check_values(
+                actual,
+                "==",
+                expected,
+                f"{site.what} = {{a}} but {_dim_text(site.dim)} = {{b}} ({shown})",
+                values,
+            )
+
+    def bind_derived(
+        self,
+        derived: Derived,
+        leaf_reg: Reg,
+        symbols: dict[sympy.Basic, Reg],
+        bound_by: dict[sympy.Basic, str],
+    ) -> None:
+        """Bind ``s`` from a dim ``a*s + b``: ``s = (d - b) // a``, where a check first requires
+        ``d - b`` to be a non-negative multiple of ``a`` (one shape program computes both)."""
+        site, s, a = derived.site, derived.symbol, derived.scale
+        d = ir.fresh("dim")  # stands for the axis's value in the program
+        rest = d - derived.offset
+        value = sympy.floor(rest / a)
+        bad = ir.simplify(sympy.Min(1, sympy.Mod(rest, a) + sympy.Max(0, -rest)))  # 0 iff ok
+        exprs = [value] if bad == 0 else [value, d + bad]
+        names = needed_symbols(exprs)
+        compiler = ShapeExprCompiler(names)
+        program = self.asm.shape_program(compiler.builder.build([compiler.term(e) for e in exprs]))
+        d_reg = self.b.dim(leaf_reg, site.axis)
+        inputs = symbol_registers(names, {**symbols, d: d_reg}, f"@{self.name}")
+        regs = self.b.shape_program(program, inputs)  # type: ignore[arg-type]
+        if bad != 0:
+            shown, values = _symbol_values(derived.offset, symbols, bound_by)
+            self.b.check_values(
+                regs[1],
+                "==",
+                d_reg,
+                f"{site.what} = {{b}} is not {_dim_text(site.dim)} for any integer "
+                f"{_show(s)} >= 0" + (f" ({shown})" if shown else ""),
+                values,
+            )
+        symbols[s] = regs[0]
+        self.check_range(s, regs[0], bound_by[s])
 
     def check_range(self, symbol: sympy.Symbol, reg: Reg, bound_by: str) -> None:
         """Check a symbol just bound at entry against its declared range (two ``check``s)."""
@@ -417,9 +460,10 @@ class _FunctionLowering:
         """
         kind, message = op.kind, op.message
         lhs, rhs = ir.dims.as_expr(op.lhs), ir.dims.as_expr(op.rhs)
+        message, values = self.symbol_values(message, [lhs, rhs], symbols)
         if kind in _CMP:
             a, b = self.dims([lhs, rhs], symbols)
-            self.b.check(a, kind, b, message)
+            self.b.check_values(a, kind, b, message, values)
             return self.unit
         if kind == "broadcast":
             bad = sympy.Min(_abs(lhs - rhs), _abs(lhs - 1) * _abs(rhs - 1))  # 0 when it holds
@@ -427,8 +471,24 @@ class _FunctionLowering:
             bad = sympy.Mod(rhs, sympy.Max(lhs, 1)) + rhs * _is_zero(lhs)
         holds = 1 - sympy.Min(bad, 1)
         a, b = self.dims([lhs + holds * (rhs - lhs), rhs], symbols)
-        self.b.check(a, "==", b, message)
+        self.b.check_values(a, "==", b, message, values)
         return self.unit
+
+    def symbol_values(
+        self, message: str, dims: Sequence[sympy.Expr], symbols: dict[sympy.Basic, Reg]
+    ) -> tuple[str, list[Reg]]:
+        """A deferred check's message with each ``{=n}`` (``message_template``'s placeholder for
+        the value of a symbol of the fact) turned into ``check_values``'s ``{0}``, ``{1}``, ...,
+        and the registers that fill them in."""
+        values: list[Reg] = []
+        for s in needed_symbols(dims):
+            placeholder = f"{{={s}}}"
+            if not ir.is_anonymous(s) and placeholder in message:
+                if s not in symbols:
+                    raise CompileError(f"@{self.name}: the dim symbol {s} is not bound here")
+                message = message.replace(placeholder, f"{{{len(values)}}}")
+                values.append(symbols[s])
+        return message, values
 
     def shape_func(self, op: ShapeFunc, symbols: dict[sympy.Basic, Reg]) -> Reg:
         fn = self.function_value(op.fn)
@@ -538,6 +598,16 @@ def _param_type(p: Var, fn_name: str) -> Type:
 
 def _show(s: sympy.Basic) -> str:
     return "?" if ir.is_anonymous(s) else str(s)
+
+
+def _symbol_values(
+    dim: ir.Dim, symbols: dict[sympy.Basic, Reg], bound_by: dict[sympy.Basic, str]
+) -> tuple[str, list[Reg]]:
+    """The symbols of ``dim`` for a ``check_values`` message (``n = {0}, bound by x.shape[0];
+    m = {1}, ...``) and the registers that fill it in."""
+    named = sorted(ir.free_symbols(dim), key=str)
+    text = "; ".join(f"{_show(s)} = {{{i}}}, bound by {bound_by[s]}" for i, s in enumerate(named))
+    return text, [symbols[s] for s in named]
 
 
 def _is_zero(a: sympy.Expr) -> sympy.Expr:

@@ -53,6 +53,7 @@ from ir import (
 )
 from shape_funcs import get_shape_func
 
+from ..analysis.entry_binding import entry_plan
 from ..analysis.step_plan import StepPlan, plan_steps
 from ..analysis.step_plan_attr import ATTR as STEPS
 from ..analysis.step_plan_attr import plan_from_attr, plan_to_attr, single_op
@@ -131,7 +132,10 @@ class _FunctionManifest:
         self.plans: dict[Function, StepPlan] = {}  # the step plan of each fused primitive
 
     def function(self, fn: Function) -> Function:
-        bound = set().union(*(ir.plain_symbols(p.ty) for p in fn.params))
+        # The symbols the parameters bind, plain or derived (2*n + 1 binds n): the rule and
+        # its compile errors are the lowering's, so a program is refused here already.
+        params = [(p.name_hint, p.ty or p.type_annotation) for p in fn.params]
+        bound = set(entry_plan(params, f"@{self.name}", fn.span).bound)
         body = self.block(fn.body, bound, tail_checks=fn.facts)
         return dataclasses.replace(fn, body=body)  # type and facts kept
 

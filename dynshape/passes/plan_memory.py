@@ -63,6 +63,7 @@ import ir
 from ir import Call, Expr, If, Let, Module, StorageType, Var
 
 from ..analysis.dim_bounds import RangeMap, dims_le, evaluate, samples, upper
+from ..analysis.entry_binding import entry_plan
 from ..analysis.in_place import in_place_pairs
 from ..analysis.liveness import Aliases, all_vars, chain, direct_vars
 from ..dialect.memory import (
@@ -122,7 +123,8 @@ class PlanMemory(ModulePass):
                 if t in storage_of and u in storage_of
             }
             planner = _Planner(ranges, self.static_arena, returned, over)
-            bound = set().union(*(ir.plain_symbols(p.ty or p.type_annotation) for p in fn.params))
+            params = [(p.name_hint, p.ty or p.type_annotation) for p in fn.params]
+            bound = entry_plan(params, f"@{name}", fn.span).bound  # plain and derived (2*n + 1)
             out[name] = dataclasses.replace(fn, body=planner.chain(fn.body, frozenset(bound)))
         return Module(out)
 

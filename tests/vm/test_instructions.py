@@ -263,6 +263,23 @@ def test_kill_of_a_tensor_drops_only_the_reference():
     assert got_x is x  # (reading y after its kill is refused when the program is built)
 
 
+def test_check_values_fills_in_the_shown_registers():
+    """check_values: {a}, {b} and {0}, {1} become the operands and the shown values."""
+    asm = Assembler()
+    f = asm.function("main", [("x", tensor("float32", ("n",))), ("y", tensor("float32", ("m",)))])
+    x, y = f.params
+    n, m = f.dim(x, 0), f.dim(y, 0)
+    f.check_values(n, "==", m, "{a} vs {b} (m = {1}, n = {0}; {a} again)", [n, m])
+    f.ret(n)
+    exe = asm.build()
+    loaded = type(exe).from_bytes(exe.to_bytes())  # the opcode survives the file format
+    for m_ in (VirtualMachine(exe), VirtualMachine(loaded)):
+        assert m_.run(np.ones(3, np.float32), np.ones(3, np.float32)) == 3
+        with pytest.raises(RunTimeShapeError) as info:
+            m_.run(np.ones(3, np.float32), np.ones(5, np.float32))
+        assert info.value.message == "3 vs 5 (m = 5, n = 3; 3 again)"
+
+
 def test_check_and_check_dim():
     asm = Assembler()
     f = asm.function("main", [("x", tensor("float32", ("n",))), ("y", tensor("float32", ("n",)))])
