@@ -1,7 +1,8 @@
 """Compiling dim expressions (sympy, compile time) into VM shape programs (ints, run time).
 
 A dim such as ``12*max(m, n)*min(1, m, n)`` or ``(n + 1) // 2`` becomes a few integer nodes over
-the registers that hold the bound symbols. sympy is used here, while compiling, and never by the
+the registers that hold the bound symbols. A dim that sympy writes with fractions but whose
+value is an integer (``ceil(m/2) - min(2, 2*n)/2``) is computed as ``(q*dim) // q``, exactly. sympy is used here, while compiling, and never by the
 VM.
 """
 
@@ -49,9 +50,15 @@ class ShapeExprCompiler:
             if e not in self.inputs:
                 raise CompileError(f"the dim symbol {e} is not bound where it is needed")
             return self.inputs[e]
-        if isinstance(e, sympy.Add):
-            return _fold(self, e.args, lambda a, b: a + b)
-        if isinstance(e, sympy.Mul):
+        if isinstance(e, (sympy.Add, sympy.Mul)):
+            q = _denominator(e)
+            if q != 1:
+                # An integer written with a fraction (sympy turns ceil(a - b/2) into
+                # ceil(a) - b/2 when it knows b/2 is an integer): q*e has integer
+                # coefficients and is divisible by q, so floor division by q is exact.
+                return self.term(sympy.expand(q * e)) // q
+            if isinstance(e, sympy.Add):
+                return _fold(self, e.args, lambda a, b: a + b)
             return _fold(self, e.args, lambda a, b: a * b)
         if isinstance(e, (sympy.Max, sympy.Min)):
             pick = self.builder.max if isinstance(e, sympy.Max) else self.builder.min
@@ -75,6 +82,17 @@ class ShapeExprCompiler:
                 return n // d
             return -((-n) // d)
         raise CompileError(f"cannot compute the dim {e} at run time (unsupported {e.func})")
+
+
+def _denominator(e: sympy.Basic) -> int:
+    """The least common denominator of the rational coefficients of ``e``'s terms (1 when
+    they are all integers): what a dim written with fractions is multiplied by to compute."""
+    q = 1
+    for term in sympy.Add.make_args(e):
+        coeff = term.as_coeff_Mul()[0]
+        if coeff.is_Rational:
+            q = sympy.ilcm(q, int(coeff.q))
+    return int(q)
 
 
 def _fold(c: ShapeExprCompiler, args: Sequence[sympy.Basic], op: object) -> Term:
