@@ -17,6 +17,7 @@ from .errors import (
     OutOfBoundsError,
     RunTimeShapeError,
     StepLimitError,
+    UnwrittenOutputError,
     VMArgumentError,
     VMError,
 )
@@ -85,6 +86,7 @@ __all__ = [
     "Storage",
     "TensorSpec",
     "TupleSpec",
+    "UnwrittenOutputError",
     "VMArgumentError",
     "VMError",
     "VirtualMachine",

@@ -93,6 +93,22 @@ class DeadTensorError(VMError):
         """The instruction (or event) that killed the register or freed the storage."""
 
 
+class UnwrittenOutputError(VMError):
+    """With ``check_memory=True``: a kernel returned without writing every element of one of
+    its outputs (found by poisoning the output before the call, ``vm/unwritten.py``).
+
+    The message names the kernel, the output (its position and register) and how many elements
+    were left; ``where`` names the ``invoke`` instruction.
+    """
+
+    def __init__(self, message: str, kernel: str, output: int, where: str | None = None) -> None:
+        super().__init__(message, where)
+        self.kernel = kernel
+        """The kernel-table entry's display name (the op, or the fused group)."""
+        self.output = output
+        """The position of the unwritten output among the kernel's outputs."""
+
+
 class RunTimeShapeError(VMError, ShapeError):
     """A shape fact checked at run time does not hold (a ``check``/``check_dim`` instruction,
     or a shape function called by ``shape_func``).

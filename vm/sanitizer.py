@@ -1,6 +1,6 @@
 """The memory sanitizer: ``VirtualMachine(exe, check_memory=True)``.
 
-Three mechanisms (design/vm.md, "Memory sanitizer"):
+Four mechanisms (design/vm.md, "Memory sanitizer"):
 
 - **Poison.** Every storage's bytes are overwritten when it is handed out (a fresh buffer, or one
   carved from the pool for a new tenant) and when it is freed (``kill``, the end of a call, a
@@ -15,6 +15,10 @@ Three mechanisms (design/vm.md, "Memory sanitizer"):
   later generation (freed and reused for another tensor).
 - **Killed registers.** ``kill`` leaves a ``Killed`` marker in the register (instead of None)
   naming the kill, so a later read says which kill it was.
+
+- **Unwritten outputs.** Every ``invoke`` runs with its outputs poisoned (``unwritten.py``);
+  an element the kernel did not write is an ``UnwrittenOutputError`` naming the kernel and the
+  output. Calls whose outputs overlap an input (in place) are not poisoned.
 
 Checks run before an instruction (after it for ``get_item``, on the field it read):
 ``invoke`` (inputs and outputs), ``call``, ``ret``, ``tuple``, ``reshape``, ``jump_if_not``,
@@ -39,11 +43,12 @@ import numpy as np
 
 from .backend import Backend, BackendWrapper, decode_function
 from .decode import DecodeContext, Step
-from .errors import DeadTensorError, VMError
+from .errors import DeadTensorError, UnwrittenOutputError, VMError
 from .executable import Function
 from .isa import SIGNATURES, Instruction, Kind, Op, Reg, format_instruction
 from .memory.allocator import Allocator
 from .memory.storage import MIN_ALIGNMENT, Storage
+from .unwritten import checkable, describe_unwritten, shares_any, unwritten_elements
 
 #: Poison byte of a storage whose dtype hint is a float: all-ones is a NaN in float16/32/64.
 POISON_FLOAT = 0xFF
@@ -251,7 +256,10 @@ class MemorySanitizer:
         out = []
         for pc, (ins, inner) in enumerate(zip(f.code, steps, strict=True)):
             site = f"{f.name}@{pc}: {format_instruction(ins, ctx.names)}"
-            out.append(self._wrap_one(ins, inner, site))
+            step = self._wrap_one(ins, inner, site)
+            if ins.op == Op.INVOKE:
+                step = _checking_outputs_written(step, ins, site, _kernel_name(ins, ctx))
+            out.append(step)
         return out
 
     def _wrap_one(self, ins: Instruction, inner: Step, site: str) -> Step:
@@ -367,6 +375,48 @@ class MemorySanitizer:
             return pc
 
         return step
+
+
+def _kernel_name(ins: Instruction, ctx: DecodeContext) -> str:
+    """The display name of the kernel-table entry an ``invoke`` calls (``k3`` if unnamed)."""
+    index = ins.operands[0]
+    names = ctx.names.get(Kind.KERNEL) or ()
+    return str(names[index]) if index < len(names) else f"k{index}"
+
+
+def _checking_outputs_written(inner: Step, ins: Instruction, site: str, kernel: str) -> Step:
+    """``inner`` (an ``invoke`` step, already checked for dead values) run with its outputs
+    poisoned, raising UnwrittenOutputError if the kernel left an element unwritten.
+
+    An invocation with an output that overlaps an input (a kernel working in place) is run
+    unchecked: poisoning that output would destroy the input. So is one with an output that is
+    not a plain C-contiguous array, or is empty.
+    """
+    ins_regs = tuple(r.index for r in ins.operands[1])
+    out_regs = tuple(r.index for r in ins.operands[2])
+
+    def step(r: list[Any]) -> int:
+        outputs = [r[i] for i in out_regs]
+        inputs = [r[i] for i in ins_regs]
+        if not all(checkable(o) for o in outputs) or any(shares_any(o, inputs) for o in outputs):
+            return inner(r)
+        pcs: list[int] = []
+        # A second run (only when the first poison remains) rewrites the same outputs from the
+        # same inputs, which no output overlaps: the kernel's result is unchanged by it.
+        missing = unwritten_elements(lambda: pcs.append(inner(r)), outputs)
+        if missing:
+            k, flat = missing[0]
+            raise UnwrittenOutputError(
+                f"kernel {kernel} did not write {describe_unwritten(outputs[k], flat)} of its "
+                f"output {k} (register %{out_regs[k]}, {outputs[k].dtype} "
+                f"{tuple(outputs[k].shape)}): the result would hold stale memory",
+                kernel,
+                k,
+                site,
+            )
+        return pcs[-1]
+
+    return step
 
 
 def _check_not_killed(value: Any, reg: int, what: str) -> None:
