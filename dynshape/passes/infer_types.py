@@ -41,6 +41,7 @@ from shape_funcs import ShapeError, UnknownValue, get_shape_func
 
 from ..dialect.memory import memory_op
 from ..errors import CompileError
+from ..inference.inline_local import calls_in_place, inline_call, is_local_function
 from ..inference.type_relations import instantiate_call, join, refine
 from ..symbolic_context import DeferredCheck, SymbolicContext
 from .base import ModulePass
@@ -57,7 +58,9 @@ class InferTypes(ModulePass):
         also on the typed node that needs it: ``node.facts``)."""
 
     def run(self, module: Module) -> Module:
-        state = _ModuleInference(module)
+        # Calls of local function values are inlined (inference/inline_local.py): first made
+        # calls in place here, then replaced by the body in visit_call.
+        state = _ModuleInference(calls_in_place(module))
         typed = state.infer_all()
         self.deferred = state.deferred
         return typed
@@ -316,6 +319,10 @@ class _FunctionInference(ir.ExprFunctor[Expr]):
             return self.site(Call(op, args, call.attrs, span=call.span, ty=ty))
         callee = call.callee
         assert isinstance(callee, Expr)
+        if isinstance(callee, Function) and is_local_function(callee):
+            # The body replaces the call, its own symbols bound by these arguments' types.
+            outer = self.module.module[self.name].param_symbols()
+            return self.visit(inline_call(callee, call, arg_types, outer))
         if isinstance(callee, Function) and callee not in self.memo:
             new_fn, facts = self.inline_function(callee, arg_types, call)
             self.memo[callee] = new_fn

@@ -61,6 +61,15 @@ def numeric_like(dtypes: Sequence[Any], attrs: Attrs) -> str:
     return dt
 
 
+def mean_dtype(dtypes: Sequence[Any], attrs: Attrs) -> str:
+    """numpy's ``mean``: a float input keeps its dtype, an integer one gives float64; bool is
+    refused, as by ``sum`` (cast it to count)."""
+    dt = input_dtype(dtypes, 0, "input")
+    if dt == "bool":
+        raise IRError("expects a numeric input, got bool (cast it to an integer or float dtype)")
+    return dt if is_float(dt) else "float64"
+
+
 def all_same(dtypes: Sequence[Any], attrs: Attrs) -> str:
     """Every input has the same dtype, which is the result's. (No implicit promotion.)"""
     flat: list[str] = [d for dt in dtypes for d in (dt if isinstance(dt, tuple) else (dt,))]

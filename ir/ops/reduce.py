@@ -1,10 +1,14 @@
-"""Reductions over axes: ``axis`` is an int, a list or None (all axes); ``exclude`` inverts it."""
+"""Reductions over axes: ``axis`` is an int, a list or None (all axes); ``exclude`` inverts it.
+
+dtypes follow numpy: ``max``/``min``/``argmax``/``argmin`` take any dtype, bool included;
+``sum``/``prod``/``mean`` refuse bool (cast first); ``mean`` of an integer tensor is float64.
+"""
 
 from __future__ import annotations
 
 from ..attrs import AXES, BOOL, attr
 from ..op import OpPattern
-from ._declare import declare, fixed, float_like, numeric_like
+from ._declare import declare, fixed, mean_dtype, numeric_like, same_as
 
 _REDUCE_ATTRS = [
     attr("axis", AXES, None),
@@ -14,9 +18,10 @@ _REDUCE_ATTRS = [
 
 for _name, _rule, _doc in [
     ("sum", numeric_like, "sum over axes"),
-    ("mean", float_like, "mean over axes"),
-    ("max", numeric_like, "maximum over axes"),
-    ("min", numeric_like, "minimum over axes"),
+    ("mean", mean_dtype, "mean over axes (float64 for integer inputs, as numpy)"),
+    # bool is ordered (False < True): max is any, min is all, as numpy and TVM give.
+    ("max", same_as(0), "maximum over axes"),
+    ("min", same_as(0), "minimum over axes"),
     ("prod", numeric_like, "product over axes"),
 ]:
     declare(_name, ["x"], OpPattern.REDUCTION, _rule, _REDUCE_ATTRS, doc=_doc)

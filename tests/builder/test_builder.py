@@ -156,6 +156,18 @@ def test_layout_reduction_and_cast_methods() -> None:
         np.testing.assert_allclose(g, w, rtol=1e-5)
 
 
+def test_reductions_of_bool_and_int_follow_numpy_dtypes() -> None:
+    mask = ds.tensor("mask", ("n", 3), "bool")
+    counts = ds.tensor("counts", ("n", 3), "int32")
+    outs = (mask.max(axis=1), mask.min(), mask.argmax(axis=0), counts.mean(axis=1), counts.mean())
+    rng = np.random.default_rng(3)
+    mv, cv = rng.random((4, 3)) > 0.5, rng.integers(-9, 9, (4, 3)).astype(np.int32)
+    want = (mv.max(1), mv.min(), mv.argmax(0), cv.mean(1), cv.mean())
+    for g, w in zip(run(ds.build(outs, [mask, counts]), mv, cv), want, strict=True):
+        assert np.asarray(g).dtype == w.dtype  # bool, bool, int64, float64, float64
+        np.testing.assert_array_equal(g, w)
+
+
 def test_nn_and_creation_functions() -> None:
     x = ds.tensor("x", ("n", 4))
     g, b = ds.tensor("g", (4,)), ds.tensor("b", (4,))

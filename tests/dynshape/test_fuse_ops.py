@@ -540,8 +540,9 @@ CASES: dict[str, tuple[str, str]] = {
         }
         """,
     ),
-    # Lets are barriers (the value is bound, the body uses a variable); closures are fused
-    # inside; a primitive of the input is kept as it is.
+    # Lets are barriers (the value is bound, the body uses a variable); a local function is
+    # inlined by inference (its parameter and result become lets); a primitive of the input
+    # is kept as it is.
     "lets_closures_and_existing_primitives": (
         """
         def @main(%x: Tensor[(n,), float32]) {
@@ -557,14 +558,13 @@ CASES: dict[str, tuple[str, str]] = {
             exp(exp(%p0))
           };
           let %a = %0(%x);
-          %f = fn (%y: Tensor[(n,), float32]) -> Tensor[(n,), float32] {
-            %1 = fn (%p0: Tensor[(n,), float32], Primitive=1) -> Tensor[(n,), float32] {
-              negative(abs(%p0))
-            };
-            %1(%y)
-          };
           %g = fn (%p0: Tensor[(n,), float32], Primitive=1) -> Tensor[(n,), float32] { sqrt(%p0) };
-          %f(%g(%a))
+          let %y: Tensor[(n,), float32] = %g(%a);
+          %1 = fn (%p0: Tensor[(n,), float32], Primitive=1) -> Tensor[(n,), float32] {
+            negative(abs(%p0))
+          };
+          let %result: Tensor[(n,), float32] = %1(%y);
+          %result
         }
         """,
     ),

@@ -326,6 +326,19 @@ def _compile_error(source: str) -> str:
             """,
             "projection .0 of a non-tuple of type Tensor[(n,), float32]",
         ),
+        (
+            # numpy averages bools as 0/1; the catalogue refuses it, as sum of bool.
+            """
+            def @main(%x: Tensor[(n,), bool]) { mean(%x) }
+            """,
+            "mean: expects a numeric input, got bool (cast it to an integer or float dtype)",
+        ),
+        (
+            """
+            def @main(%x: Tensor[(n, 2), bool]) { sum(%x, axis=1) }
+            """,
+            "sum: expects a numeric input, got bool",
+        ),
     ],
 )
 def test_provably_wrong_programs_fail_at_compile_time(source: str, message: str) -> None:

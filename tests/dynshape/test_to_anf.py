@@ -198,8 +198,9 @@ CASES: dict[str, tuple[str, str]] = {
         }
         """,
     ),
-    # Primitive function bodies stay in graph form and the primitive stays the callee; an
-    # inline non-primitive function is bound and its body converted.
+    # Primitive function bodies stay in graph form and the primitive stays the callee; a
+    # local non-primitive function was inlined by inference (its parameter and result are
+    # annotated lets) and its body is converted in place.
     "primitives_untouched_closures_converted": (
         """
         def @main(%x: Tensor[(n,), float32]) {
@@ -215,14 +216,10 @@ CASES: dict[str, tuple[str, str]] = {
           %p = fn (%p0: Tensor[(n,), float32], Primitive=1) -> Tensor[(n,), float32] {
             negative(exp(%p0))
           };
-          let %f = fn (%y: Tensor[(n,), float32]) -> Tensor[(n,), float32] {
-            let %a = abs(%y);
-            let %b = abs(%a);
-            %b
-          };
-          let %v = %p(%x);
-          let %r = %f(%v);
-          %r
+          let %y: Tensor[(n,), float32] = %p(%x);
+          let %a = abs(%y);
+          let %result: Tensor[(n,), float32] = abs(%a);
+          %result
         }
         """,
     ),

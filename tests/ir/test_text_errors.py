@@ -33,6 +33,15 @@ CASES = [
         id="ill-typed-list-attribute",
     ),
     pytest.param(
+        # Symbolic split points are not supported yet (issue 14, item 11b): refused where written.
+        "def @main(%x: Tensor[(m, 4), float32], %y: Tensor[(n,), float32]) {\n"
+        "  split(%x, indices_or_sections=[n])\n}",
+        2,
+        33,
+        "op split: attribute indices_or_sections=[n] is ill-typed: expected int or list[int]",
+        id="symbolic-split-point",
+    ),
+    pytest.param(
         "def @main(%x: float32) {\n  reshape(%x)\n}",
         2,
         3,

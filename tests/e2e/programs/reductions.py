@@ -1,5 +1,6 @@
 """Reductions: sum, mean, max, min, prod, argmax, argmin with int and list axes (negative ones
-too), keepdims, exclude, ``axis=[]``, all axes, and several dtypes.
+too), keepdims, exclude, ``axis=[]``, all axes, and several dtypes (bool for max, min, argmax
+and argmin; ints for mean, whose result is then float64).
 
 Reductions without an identity (max, min, argmax, argmin) need non-empty reduced axes: their
 cases bind the reduced dims to >= 1, or reduce static axes so the batch may still be 0.
@@ -127,6 +128,34 @@ def @main(%x: Tensor[(4, n, 2), int32]) -> (int64, Tensor[(4,), int64], Tensor[(
         ),
         bindings=[{"n": 1}, {"n": 3}, {"n": 8}],
         inputs={"x": distinct()},
+    ),
+    Case(
+        name="bool_max_min_argmax_argmin",
+        source="""
+def @main(%x: Tensor[(n, m), bool]) -> (Tensor[(n,), bool], bool, Tensor[(1, m), bool], Tensor[(m,), int64], Tensor[(1, 1), int64], int64) {
+  (max(%x, axis=1), min(%x), min(%x, axis=0, keepdims=True), argmax(%x, axis=0), argmin(%x, axis=[0, 1], keepdims=True), argmax(%x))
+}
+""",
+        reference=lambda x: (
+            x.max(1),
+            x.min(),
+            x.min(0, keepdims=True),
+            x.argmax(0),
+            _arg_flat(x, (0, 1), "argmin", keepdims=True),
+            x.argmax(),
+        ),
+        bindings=[{"n": 1, "m": 1}, {"n": 2, "m": 5}, {"n": 7, "m": 3}, {"n": 16, "m": 4}],
+    ),
+    Case(
+        name="mean_of_ints_is_float64",
+        source="""
+def @main(%a: Tensor[(n, m), int32], %b: Tensor[(n, 3), uint8]) -> (Tensor[(n,), float64], float64, Tensor[(1, 3), float64]) {
+  (mean(%a, axis=1), mean(%a), mean(%b, axis=0, keepdims=True))
+}
+""",
+        reference=lambda a, b: (a.mean(1), a.mean(), b.mean(0, keepdims=True)),
+        bindings=[{"n": 1, "m": 1}, {"n": 4, "m": 7}, {"n": 9, "m": 2}],
+        inputs={"a": ints(-1000, 1000), "b": ints(0, 256)},
     ),
     Case(
         name="uint8_sum_wraps_and_bool_counts",

@@ -1,6 +1,7 @@
 """Program structure: global functions called with symbolic arguments (bound per call, result
 types rewritten in the caller's terms), tuples (nested, as parameters and results of main and of
-globals, empty and one-field), typed lets and shadowing, shared subexpressions, more dtypes."""
+globals, empty and one-field), typed lets and shadowing, shared subexpressions, more dtypes,
+local function values (inlined: called once, at two shapes, nested, capturing, in branches)."""
 
 from __future__ import annotations
 
@@ -138,6 +139,54 @@ def @main(%x: Tensor[(n, 4), float32]) -> Tensor[(?, 2), float32] {
 """,
         reference=lambda x: ((x + 1).reshape(-1, 2)) ** 2,
         bindings=[{"n": 0}, {"n": 1}, {"n": 6}],
+    ),
+    Case(
+        name="local_function_called_once",
+        source="""
+def @main(%x: Tensor[(n,), float32]) {
+  %f = fn (%a: Tensor[(n,), float32]) { add(%a, %a) };
+  %f(%x)
+}
+""",
+        reference=lambda x: x + x,
+        bindings=[{"n": 0}, {"n": 1}, {"n": 7}],
+    ),
+    Case(
+        name="local_function_called_at_two_shapes",
+        source="""
+def @main(%x: Tensor[(n,), float32], %y: Tensor[(m, 2), float32]) {
+  let %f = fn (%a: Tensor[(k,), float32]) -> Tensor[(k,), float32] {
+    let %e = exp(negative(%a));
+    multiply(%e, %a)
+  };
+  (%f(%x), %f(reshape(%y, newshape=[-1])), add(%f(%x), %x))
+}
+""",
+        reference=lambda x, y: (
+            np.exp(-x) * x,
+            np.exp(-y.ravel()) * y.ravel(),
+            np.exp(-x) * x + x,
+        ),
+        bindings=[{"n": 0, "m": 3}, {"n": 1, "m": 1}, {"n": 5, "m": 0}, {"n": 9, "m": 4}],
+    ),
+    Case(
+        name="local_functions_nested_capturing_in_if_branches",
+        source="""
+def @main(%c: bool, %x: Tensor[(n, 4), float32], %y: Tensor[(4,), float32]) {
+  let %scale = fn (%a: Tensor[(r, 4), float32]) {
+    let %shift = fn (%b: Tensor[(r, 4), float32]) { subtract(%b, %y) };
+    multiply(%shift(%a), %y)
+  };
+  if (%c) { %scale(exp(%x)) } else { add(%scale(%x), sum(%scale(%x), axis=0)) }
+}
+""",
+        reference=lambda c, x, y: (np.exp(x) - y) * y if c else (x - y) * y + ((x - y) * y).sum(0),
+        bindings=[{"n": 0}, {"n": 1}, {"n": 3}, {"n": 6}],
+        make_inputs=lambda rng, b: (
+            np.bool_(b["n"] % 2 == 1),
+            rng.standard_normal((b["n"], 4)).astype(np.float32),
+            rng.standard_normal(4).astype(np.float32),
+        ),
     ),
     Case(
         name="split_projections_into_stack",
