@@ -2,8 +2,8 @@
 
 A dim such as ``12*max(m, n)*min(1, m, n)`` or ``(n + 1) // 2`` becomes a few integer nodes over
 the registers that hold the bound symbols. A dim that sympy writes with fractions but whose
-value is an integer (``ceil(m/2) - min(2, 2*n)/2``) is computed as ``(q*dim) // q``, exactly. sympy is used here, while compiling, and never by the
-VM.
+value is an integer (``ceil(m/2) - min(2, 2*n)/2``) is computed as ``(q*dim) // q``, exactly.
+sympy is used here, while compiling, and never by the VM.
 """
 
 from __future__ import annotations

@@ -731,5 +731,6 @@ def test_annotation_keeps_named_dims_and_frees_anonymous_ones() -> None:
     (field,) = annotation(ty).fields  # type: ignore[union-attr]
     assert isinstance(field, ir.TensorType)
     dims = field.shape
-    assert dims[0] == n and dims[3] == 3  # equal: sympy may rebuild a symbol after its cache is cleared
+    # Equal, not identical: sympy rebuilds a symbol once another test has cleared its cache.
+    assert dims[0] == n and dims[3] == 3
     assert ir.is_anonymous(dims[1]) and ir.is_anonymous(dims[2]) and dims[1] is not a
