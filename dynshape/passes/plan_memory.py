@@ -62,6 +62,8 @@ import sympy
 import ir
 from ir import Call, Expr, If, Let, Module, StorageType, Var
 
+from ..analysis import chain_peak
+from ..analysis.chain_peak import Extra, Live, candidates, never_above
 from ..analysis.dim_bounds import RangeMap, dims_le, evaluate, samples, upper
 from ..analysis.entry_binding import entry_plan
 from ..analysis.in_place import in_place_pairs
@@ -78,9 +80,7 @@ from ..dialect.memory import (
 from .base import ModulePass
 
 #: The kill index of a tenant that is never killed (returned): its block is never free again.
-NEVER = 1 << 60
-
-#: Byte alignment of every offset in an arena (the VM's storages are 64-byte aligned).
+NEVER = chain_peak.NEVER
 
 
 class PlanMemory(ModulePass):
@@ -123,9 +123,10 @@ class PlanMemory(ModulePass):
                 if t in storage_of and u in storage_of
             }
             planner = _Planner(ranges, self.static_arena, returned, over)
-            params = [(p.name_hint, p.ty or p.type_annotation) for p in fn.params]
+params = [(p.name_hint, p.ty or p.type_annotation) for p in fn.params]
             bound = entry_plan(params, f"@{name}", fn.span).bound  # plain and derived (2*n + 1)
-            out[name] = dataclasses.replace(fn, body=planner.chain(fn.body, frozenset(bound)))
+            body = planner.chain(fn.body, frozenset(bound), tail=True, branch=False)
+            out[name] = dataclasses.replace(fn, body=body)
         return Module(out)
 
 
@@ -200,13 +201,17 @@ class _Planner:
         self.over = over or {}
         """Storage of a kernel's output -> storage of the input it may be written over."""
 
-    def chain(self, body: Expr, bound: frozenset[sympy.Basic]) -> Expr:
+    def chain(self, body: Expr, bound: frozenset[sympy.Basic], tail: bool, branch: bool) -> Expr:
+        """Plan one let chain. ``tail``: the chain is in tail position (its last call of a
+        global is a VM ``tail_call``); ``branch``: it is an ``if`` branch (what it leaves
+        allocated must not grow either)."""
         lets, result = chain(body)
         bound_before = []
         for let in lets:
             bound_before.append(bound)
             bound = bound | _binds(let)
-        groups = self.groups(self.tenants(lets, result), bound_before)
+        groups = self.not_worse(lets, result, bound_before, tail, branch)
+        tail_at = _tail_let(lets, result) if tail else None
         where: dict[Var, tuple[_Group, _Block]] = {}
         arenas_at: dict[int, list[_Group]] = {}
         kills_at: dict[int, list[_Group]] = {}
@@ -236,10 +241,10 @@ class _Planner:
                 alloc = AllocTensor.make(g.arena, offset, op.shape, op.dtype, value.span)
                 out.append((let.var, alloc, let.span, let.facts))
             elif isinstance(value, If):
-                inner = bound_before[i]
+                inner, in_tail = bound_before[i], i == tail_at
                 branches = (
-                    self.chain(value.then_branch, inner),
-                    self.chain(value.else_branch, inner),
+                    self.chain(value.then_branch, inner, in_tail, True),
+                    self.chain(value.else_branch, inner, in_tail, True),
                 )
                 value = dataclasses.replace(value, then_branch=branches[0], else_branch=branches[1])
                 out.append((let.var, value, let.span, let.facts))
@@ -248,6 +253,62 @@ class _Planner:
             for g in kills_at.get(i, []):
                 out.append((Var("_", ty=UNIT), Kill.make(g.arena), None, ()))
         return ir.nest_lets(out, result)
+
+    # ---- never worse than kills alone -------------------------------------------------------
+    def not_worse(
+        self,
+        lets: list[Let],
+        result: Expr,
+        bound_before: list[frozenset[Any]],
+        tail: bool,
+        branch: bool,
+    ) -> list[_Group]:
+        """The groups of the tenants whose planning provably never raises the chain's peak
+        above the kill stage's (every storage apart, freed after its last use).
+
+        The whole plan first; if it is not proven, tenants are added one at a time, each kept
+        only if the plan with it is still proven (the others keep their own storages). A call
+        or an ``if`` costs the same unknown bytes in both (``_extras``: a callee's and a
+        branch's own plans obey this guarantee, and the peak is monotone in them). No arena
+        may be live at a tail call: the VM frees there what the frame no longer reaches, a
+        dead tenant's storage but not an arena that also holds a live one. A branch must not
+        leave more allocated than before (its caller adds it to everything after the ``if``).
+        """
+        tenants = self.tenants(lets, result)
+        if not tenants:
+            return []
+        storages = _storages(lets)
+        extras = _extras(lets)
+        before, left = candidates(list(storages.values()), extras)
+        tail_at = _tail_let(lets, result) if tail else None
+
+        def proven(chosen: list[_Tenant]) -> list[_Group] | None:
+            groups = self.groups(chosen, bound_before)
+            planned = [g for g in groups if g.planned]
+            inside: set[Var] = set()
+            live = []
+            for g in planned:
+                if tail_at is not None and g.pos <= tail_at <= g.last_kill:
+                    return None
+                self.layout(g, static=False)  # static_arena trades the peak on purpose
+                live.append(Live(g.size, g.pos, g.last_kill))
+                inside |= {t.storage for b in g.blocks for t in b.tenants}
+            live += [s for v, s in storages.items() if v not in inside]
+            after, left_after = candidates(live, extras)
+            if not never_above(after, before, self.ranges):
+                return None
+            if branch and not dims_le(left_after, left, self.ranges):
+                return None
+            return groups
+
+        whole = proven(tenants)
+        if whole is not None:
+            return whole
+        chosen: list[_Tenant] = []
+        for t in tenants:
+            if proven([*chosen, t]) is not None:
+                chosen.append(t)
+        return self.groups(chosen, bound_before)
 
     # ---- analysis ----------------------------------------------------------------------------
     def tenants(self, lets: list[Let], result: Expr) -> list[_Tenant]:
@@ -368,15 +429,16 @@ class _Planner:
 
         return min(free, key=cost)  # the first of the cheapest: deterministic
 
-    def layout(self, g: _Group) -> None:
-        """Offsets of the blocks, one after another; the arena's size."""
+    def layout(self, g: _Group, static: bool = True) -> None:
+        """Offsets of the blocks, one after another; the arena's size (its constant upper
+        bound under ``static_arena``, unless ``static`` is False)."""
         offset: ir.Dim = 0
         for b in g.blocks:
             b.offset = offset
             offset = ir.simplify(ir.dims.as_expr(offset) + align(b.size))
         last = g.blocks[-1]
         size = ir.simplify(ir.dims.as_expr(last.offset) + last.size)  # no padding after the end
-        if self.static_arena:
+        if self.static_arena and static:
             bound = upper(size, self.ranges)
             if bound is not None:
                 size = bound
@@ -399,6 +461,45 @@ def _called(module: Module) -> set[str]:
                 elif isinstance(v, If):
                     stack += [v.then_branch, v.else_branch]
     return out
+
+
+def _storages(lets: list[Let]) -> dict[Var, Live]:
+    """Every storage allocated in the chain, with its kill in the chain (or ``NEVER``)."""
+    out: dict[Var, Live] = {}
+    for i, let in enumerate(lets):
+        op = memory_op(let.value)
+        if isinstance(op, AllocStorage):
+            out[let.var] = Live(op.size, i, NEVER)
+        elif isinstance(op, Kill) and isinstance(op.target, Var) and op.target in out:
+            s = out[op.target]
+            if s.end == NEVER:
+                out[op.target] = Live(s.size, s.start, i)
+    return out
+
+
+def _extras(lets: list[Let]) -> dict[int, Extra]:
+    """A call of a global or an ``if``: unknown bytes (``_peak<i>``, ``_left<i>``), the same in
+    the plan and in the kill stage (names no program symbol takes: they start with ``_``)."""
+    return {
+        i: Extra(ir.sym(f"_peak{i}"), ir.sym(f"_left{i}"))
+        for i, let in enumerate(lets)
+        if isinstance(let.value, If)
+        or (isinstance(let.value, Call) and isinstance(let.value.callee, ir.GlobalVar))
+    }
+
+
+def _tail_let(lets: list[Let], result: Expr) -> int | None:
+    """Index of the let the lowering turns into a tail call (a call of a global, or an ``if``
+    whose branches may end in one), followed only by kills, when the chain returns its value
+    (``lower.py`` ``tail_block``)."""
+    k = len(lets)
+    while k and isinstance(memory_op(lets[k - 1].value), Kill):
+        k -= 1
+    if not k or result is not lets[k - 1].var:
+        return None
+    v = lets[k - 1].value
+    tail = isinstance(v, If) or (isinstance(v, Call) and isinstance(v.callee, ir.GlobalVar))
+    return k - 1 if tail else None
 
 
 def _binds(let: Let) -> frozenset[sympy.Basic]:
