@@ -123,7 +123,7 @@ class PlanMemory(ModulePass):
                 if t in storage_of and u in storage_of
             }
             planner = _Planner(ranges, self.static_arena, returned, over)
-params = [(p.name_hint, p.ty or p.type_annotation) for p in fn.params]
+            params = [(p.name_hint, p.ty or p.type_annotation) for p in fn.params]
             bound = entry_plan(params, f"@{name}", fn.span).bound  # plain and derived (2*n + 1)
             body = planner.chain(fn.body, frozenset(bound), tail=True, branch=False)
             out[name] = dataclasses.replace(fn, body=body)
