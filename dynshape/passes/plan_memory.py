@@ -63,7 +63,7 @@ import ir
 from ir import Call, Expr, If, Let, Module, StorageType, Var
 
 from ..analysis import chain_peak
-from ..analysis.chain_peak import Extra, Live, candidates, never_above
+from ..analysis.chain_peak import Extra, Live, PeakProver, candidates
 from ..analysis.dim_bounds import RangeMap, dims_le, evaluate, samples, upper
 from ..analysis.entry_binding import entry_plan
 from ..analysis.in_place import in_place_pairs
@@ -81,6 +81,10 @@ from .base import ModulePass
 
 #: The kill index of a tenant that is never killed (returned): its block is never free again.
 NEVER = chain_peak.NEVER
+
+#: The most proofs the incremental path of ``_Planner.not_worse`` tries in one chain (each is
+#: a few ``dims_le`` calls once cached): the tenants after that keep their own storages.
+MAX_PROOFS = 64
 
 
 class PlanMemory(ModulePass):
@@ -187,6 +191,25 @@ class _Group:
         return len(self.blocks) > 1 or len(self.blocks[0].tenants) > 1
 
 
+@dataclass
+class _Placement:
+    """Groups being built, and where each placed tenant's storage is."""
+
+    groups: list[_Group] = field(default_factory=list)
+    placed: dict[Var, tuple[_Group, _Block]] = field(default_factory=dict)
+
+    def copy(self) -> _Placement:
+        """A copy to place more tenants in, leaving this one as it is."""
+        groups: dict[int, _Group] = {}
+        blocks: dict[int, _Block] = {}
+        for g in self.groups:
+            copied = [dataclasses.replace(b, tenants=list(b.tenants)) for b in g.blocks]
+            blocks.update(zip(map(id, g.blocks), copied, strict=True))
+            groups[id(g)] = dataclasses.replace(g, blocks=copied)
+        placed = {v: (groups[id(g)], blocks[id(b)]) for v, (g, b) in self.placed.items()}
+        return _Placement(list(groups.values()), placed)
+
+
 class _Planner:
     def __init__(
         self,
@@ -273,42 +296,58 @@ class _Planner:
         may be live at a tail call: the VM frees there what the frame no longer reaches, a
         dead tenant's storage but not an arena that also holds a live one. A branch must not
         leave more allocated than before (its caller adds it to everything after the ``if``).
+
+        Cost: the tenants are placed in allocation order, so adding one to the kept plan
+        places only it (on a copy: ``_Placement.copy``); a tenant alone in its group changes
+        nothing planned and needs no proof; one ``PeakProver`` per chain caches values and
+        proofs, so each proof mostly costs the points the new tenant changed. At most
+        ``MAX_PROOFS`` proofs are tried: the tenants after that keep their storages (sound:
+        leaving a storage apart never raises the peak above the kill stage's).
         """
         tenants = self.tenants(lets, result)
         if not tenants:
             return []
         storages = _storages(lets)
         extras = _extras(lets)
+        sizes = [s.size for s in storages.values()]
+        sizes += [d for e in extras.values() for d in (e.peak, e.after)]
+        prover = PeakProver(sizes, self.ranges)
         before, left = candidates(list(storages.values()), extras)
         tail_at = _tail_let(lets, result) if tail else None
 
-        def proven(chosen: list[_Tenant]) -> list[_Group] | None:
-            groups = self.groups(chosen, bound_before)
-            planned = [g for g in groups if g.planned]
+        def proven(groups: list[_Group]) -> bool:
             inside: set[Var] = set()
             live = []
-            for g in planned:
+            for g in groups:
+                if not g.planned:
+                    continue
                 if tail_at is not None and g.pos <= tail_at <= g.last_kill:
-                    return None
+                    return False
                 self.layout(g, static=False)  # static_arena trades the peak on purpose
                 live.append(Live(g.size, g.pos, g.last_kill))
                 inside |= {t.storage for b in g.blocks for t in b.tenants}
             live += [s for v, s in storages.items() if v not in inside]
             after, left_after = candidates(live, extras)
-            if not never_above(after, before, self.ranges):
-                return None
-            if branch and not dims_le(left_after, left, self.ranges):
-                return None
-            return groups
+            if not prover.never_above(after, before):
+                return False
+            return not branch or prover.le(left_after, left)
 
-        whole = proven(tenants)
-        if whole is not None:
-            return whole
-        chosen: list[_Tenant] = []
+        whole = _Placement()
         for t in tenants:
-            if proven([*chosen, t]) is not None:
-                chosen.append(t)
-        return self.groups(chosen, bound_before)
+            self.add(whole, t, bound_before)
+        if proven(whole.groups):
+            return whole.groups
+        kept, tries = _Placement(), 0
+        for t in tenants:
+            trial = kept.copy()
+            g, _ = self.add(trial, t, bound_before)
+            if not g.planned:  # alone in a new group: the planned arenas are kept's
+                kept = trial
+            elif tries < MAX_PROOFS:
+                tries += 1
+                if proven(trial.groups):
+                    kept = trial
+        return kept.groups
 
     # ---- analysis ----------------------------------------------------------------------------
     def tenants(self, lets: list[Let], result: Expr) -> list[_Tenant]:
@@ -340,34 +379,34 @@ class _Planner:
             out.append(_Tenant(s, alloc.size, i, k[0] if k else NEVER))
         return out
 
-    def groups(self, tenants: list[_Tenant], bound_before: list[frozenset[Any]]) -> list[_Group]:
-        """Assign tenants to groups (arenas), then to blocks (see the module docstring, 3).
+    def add(
+        self, placement: _Placement, t: _Tenant, bound_before: list[frozenset[Any]]
+    ) -> tuple[_Group, _Block]:
+        """Place ``t``, allocated after every tenant placed so far; return its group and block.
 
         A tenant joins a live group whose symbols are bound, one with a free block it provably
         fits in first. If it would need a new or a grown block while another arena is already
         dead, it opens a new group instead: a fresh arena allocated after that one is freed
         can reuse its bytes (the pool serves it), whereas growing a live arena adds to the peak.
         """
-        groups: list[_Group] = []
-        placed: dict[Var, tuple[_Group, _Block]] = {}
-        for t in tenants:
-            need = ir.free_symbols(t.size)
-            spot = self.written_over(t, placed, need)
-            if spot is not None:  # the output takes the bytes of the input dying at its kernel
-                spot[1].tenants.append(t)
-                spot[1].free_after = t.kill
-                placed[t.storage] = spot
-                continue
-            live = [g for g in groups if need <= g.bound and g.last_kill >= t.alloc]
-            g = next((g for g in live if self.fits(g, t)), None)
-            if g is None and not any(x.last_kill < t.alloc for x in groups):
-                with_free = (g for g in live if any(b.free_after < t.alloc for b in g.blocks))
-                g = next(with_free, live[0] if live else None)
-            if g is None:
-                g = _Group(t.alloc, bound_before[t.alloc])
-                groups.append(g)
-            placed[t.storage] = (g, self.place(g, t))
-        return groups
+        groups, placed = placement.groups, placement.placed
+        need = ir.free_symbols(t.size)
+        spot = self.written_over(t, placed, need)
+        if spot is not None:  # the output takes the bytes of the input dying at its kernel
+            spot[1].tenants.append(t)
+            spot[1].free_after = t.kill
+            placed[t.storage] = spot
+            return spot
+        live = [g for g in groups if need <= g.bound and g.last_kill >= t.alloc]
+        g = next((g for g in live if self.fits(g, t)), None)
+        if g is None and not any(x.last_kill < t.alloc for x in groups):
+            with_free = (g for g in live if any(b.free_after < t.alloc for b in g.blocks))
+            g = next(with_free, live[0] if live else None)
+        if g is None:
+            g = _Group(t.alloc, bound_before[t.alloc])
+            groups.append(g)
+        placed[t.storage] = (g, self.place(g, t))
+        return placed[t.storage]
 
     def written_over(
         self, t: _Tenant, placed: Mapping[Var, tuple[_Group, _Block]], need: frozenset[Any]
