@@ -9,25 +9,26 @@ left allocated from then on. ``candidates`` gives the sizes live at every point 
 can be (an allocation, or an extra) as *terms* (their sum is the live bytes there); the peak is
 the max of the sums.
 
-``PeakProver(sizes, ranges).never_above(p, k)``: True only with a proof that
+``PeakProver(k, sizes, ranges).never_above(p)``: True only with a proof that
 ``max(sum(p_i)) <= max(sum(k_j))`` for every value of the symbols (within ``ranges``). What it
 costs, and why it is cheap enough to run once per tenant:
 
 1. Every term is evaluated once, at a few sample bindings (``dim_bounds.samples``), and cached:
    a candidate's values are integer sums. A plan whose peak is above at some sample is refuted
    without sympy (most losing plans).
-2. Each ``p_i`` needs one ``k_j`` with ``sum(p_i) <= sum(k_j)`` proven (``dims_le``). Only the
-   ``k_j`` not below ``p_i`` at any sample are tried (a proof holds at the samples, which lie in
-   the ranges), the largest first. The terms the two share are cancelled first (``a + c <= b +
-   c`` iff ``a <= b``): a point where the plan did not change is ``0 <= ...``, and the proof is
-   about the few sizes that differ.
-3. Each comparison, keyed by the two multisets of terms left, is proven once per prover: an
-   incremental planner asking about a plan that differs from the last one in one tenant proves
-   only the points that tenant changed.
+2. Each ``p_i`` needs one ``k_j`` with ``sum(p_i) <= sum(k_j)`` proven (``dims_le``), on what
+   is left after cancelling the terms the two share (``a + c <= b + c`` iff ``a <= b``): a
+   point where the plan did not change is ``0 <= ...``, and a proof is about the few sizes that
+   differ. Only the ``k_j`` not below ``p_i`` at any sample are tried (a proof holds at the
+   samples, which lie in the ranges), those with the fewest terms left first.
+3. Each candidate (its multiset of terms) is decided once per prover, and so is each
+   comparison (the two multisets left): an incremental planner asking about a plan that
+   differs from the last one in one tenant proves only the points that tenant changed.
 """
 
 from __future__ import annotations
 
+import operator
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -79,17 +80,25 @@ def candidates(storages: Sequence[Live], extras: Mapping[int, Extra]) -> tuple[l
 
 
 class PeakProver:
-    """Proofs about the sums of ``Terms`` (see the module docstring), with the values and the
-    proofs cached. ``sizes``: every size the terms are built from (for the sample bindings;
-    sums and ``max``es of them mention no other symbol)."""
+    """Proofs that a plan's peak is never above the peak of ``k`` (the candidates of the plan to
+    beat), with the values and the proofs cached (see the module docstring). ``sizes``: every
+    size the terms are built from (for the sample bindings; sums and ``max``es of them mention
+    no other symbol)."""
 
-    def __init__(self, sizes: Iterable[ir.Dim], ranges: RangeMap | None) -> None:
+    def __init__(
+        self, k: Sequence[Terms], sizes: Iterable[ir.Dim], ranges: RangeMap | None
+    ) -> None:
         self.ranges = ranges
         self.points = samples(list(sizes), ranges)
         self._values: dict[ir.Dim, tuple[int, ...]] = {}
         self._proofs: dict[tuple[frozenset[object], frozenset[object]], bool] = {}
+        self._covered: dict[frozenset[object], bool] = {}
+        """A candidate (its multiset of terms) -> some ``k_j`` is proven not below it."""
+        self.k = [Counter(x) for x in k]
+        self.kv = [self.values(x) for x in k]
+        self.peak = [max(v[s] for v in self.kv) for s in range(len(self.points))] if k else []
 
-    def values(self, terms: Terms) -> tuple[int, ...]:
+    def values(self, terms: Iterable[ir.Dim]) -> tuple[int, ...]:
         """The sum of ``terms`` at every sample binding."""
         total = [0] * len(self.points)
         for t in terms:
@@ -102,8 +111,12 @@ class PeakProver:
 
     def le(self, a: Terms, b: Terms) -> bool:
         """True if ``sum(a) <= sum(b)`` is proven (the common terms cancelled first)."""
-        ca, cb = Counter(a), Counter(b)
-        ra, rb = ca - cb, cb - ca
+        if any(x > y for x, y in zip(self.values(a), self.values(b), strict=True)):
+            return False
+        return self._le(Counter(a), Counter(b))
+
+    def _le(self, a: Counter[ir.Dim], b: Counter[ir.Dim]) -> bool:
+        ra, rb = a - b, b - a
         key = (frozenset(ra.items()), frozenset(rb.items()))
         known = self._proofs.get(key)
         if known is None:
@@ -111,23 +124,37 @@ class PeakProver:
             self._proofs[key] = known
         return known
 
-    def never_above(self, p: Sequence[Terms], k: Sequence[Terms]) -> bool:
+    def never_above(self, p: Sequence[Terms]) -> bool:
         """True if ``max(sum(p_i)) <= max(sum(k_j))`` is proven for all symbol values."""
         if not p:
             return True
-        if not k:
+        if not self.k:
             return False
-        pv = [self.values(d) for d in p]
-        kv = [self.values(x) for x in k]
-        for s in range(len(self.points)):
-            if max(v[s] for v in pv) > max(v[s] for v in kv):
-                return False  # a counterexample: no proof to look for
-        order = sorted(range(len(k)), key=lambda j: kv[j][::-1], reverse=True)
-        for d, dv in zip(p, pv, strict=True):
-            above = (j for j in order if all(x <= y for x, y in zip(dv, kv[j], strict=True)))
-            if not any(self.le(d, k[j]) for j in above):
+        todo = []
+        for d in p:
+            c = Counter(d)
+            key = frozenset(c.items())
+            covered = self._covered.get(key)
+            if covered is False:
+                return False
+            if covered is None:
+                v = self.values(d)
+                if any(map(operator.gt, v, self.peak)):
+                    self._covered[key] = False
+                    return False  # a counterexample: no proof to look for
+                todo.append((key, c, v))
+        for key, c, v in todo:
+            self._covered[key] = self._cover(c, v)
+            if not self._covered[key]:
                 return False
         return True
+
+    def _cover(self, d: Counter[ir.Dim], v: tuple[int, ...]) -> bool:
+        """Some ``k_j`` is proven not below ``d`` (values ``v``)."""
+        above = [j for j, kv in enumerate(self.kv) if all(map(operator.le, v, kv))]
+        # Fewest terms left after cancelling first (``0 <= ...`` where nothing changed).
+        above.sort(key=lambda j: sum((d - self.k[j]).values()))
+        return any(self._le(d, self.k[j]) for j in above)
 
 
 def _sum(terms: Iterable[ir.Dim]) -> ir.Dim:

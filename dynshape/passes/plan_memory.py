@@ -52,6 +52,7 @@ outer storage), and a group of one tenant (an arena would only rename it).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -145,6 +146,11 @@ def align(size: ir.Dim) -> ir.Dim:
     """``size`` rounded up to a multiple of ``ALIGNMENT`` (unchanged when provably one)."""
     if isinstance(size, int):
         return -(-size // ALIGNMENT) * ALIGNMENT
+    return _align(size)
+
+
+@functools.lru_cache(maxsize=4096)
+def _align(size: sympy.Expr) -> ir.Dim:  # cached: every layout the planner tries aligns
     if ir.compare(sympy.Mod(size, ALIGNMENT), "==", 0) is True:
         return size
     # ceil, not floor division: the text format prints it with '/', which parses in attributes.
@@ -305,14 +311,17 @@ class _Planner:
         leaving a storage apart never raises the peak above the kill stage's).
         """
         tenants = self.tenants(lets, result)
-        if not tenants:
-            return []
+        whole = _Placement()
+        for t in tenants:
+            self.add(whole, t, bound_before)
+        if not any(g.planned for g in whole.groups):  # each storage apart: the kill stage
+            return whole.groups
         storages = _storages(lets)
         extras = _extras(lets)
         sizes = [s.size for s in storages.values()]
         sizes += [d for e in extras.values() for d in (e.peak, e.after)]
-        prover = PeakProver(sizes, self.ranges)
         before, left = candidates(list(storages.values()), extras)
+        prover = PeakProver(before, sizes, self.ranges)
         tail_at = _tail_let(lets, result) if tail else None
 
         def proven(groups: list[_Group]) -> bool:
@@ -328,13 +337,10 @@ class _Planner:
                 inside |= {t.storage for b in g.blocks for t in b.tenants}
             live += [s for v, s in storages.items() if v not in inside]
             after, left_after = candidates(live, extras)
-            if not prover.never_above(after, before):
+            if not prover.never_above(after):
                 return False
             return not branch or prover.le(left_after, left)
 
-        whole = _Placement()
-        for t in tenants:
-            self.add(whole, t, bound_before)
         if proven(whole.groups):
             return whole.groups
         kept, tries = _Placement(), 0
@@ -444,7 +450,7 @@ class _Planner:
             if dims_le(chosen.size, t.size, self.ranges):
                 chosen.size = t.size
             else:
-                chosen.size = ir.dim_max(chosen.size, t.size)
+                chosen.size = _dim_max(chosen.size, t.size)
         if chosen is None:
             chosen = _Block(t.size, t.kill)
             g.blocks.append(chosen)
@@ -471,17 +477,34 @@ class _Planner:
     def layout(self, g: _Group, static: bool = True) -> None:
         """Offsets of the blocks, one after another; the arena's size (its constant upper
         bound under ``static_arena``, unless ``static`` is False)."""
-        offset: ir.Dim = 0
-        for b in g.blocks:
+        offsets, size = _layout(tuple(b.size for b in g.blocks))
+        for b, offset in zip(g.blocks, offsets, strict=True):
             b.offset = offset
-            offset = ir.simplify(ir.dims.as_expr(offset) + align(b.size))
-        last = g.blocks[-1]
-        size = ir.simplify(ir.dims.as_expr(last.offset) + last.size)  # no padding after the end
         if self.static_arena and static:
             bound = upper(size, self.ranges)
             if bound is not None:
                 size = bound
         g.size = ir.check_dim(size)
+
+
+@functools.lru_cache(maxsize=4096)
+def _layout(sizes: tuple[ir.Dim, ...]) -> tuple[tuple[ir.Dim, ...], ir.Dim]:
+    """The offsets of blocks of these sizes laid end to end, and the arena's size (cached: the
+    incremental path of ``not_worse`` lays out the same arenas again)."""
+    offsets: list[ir.Dim] = []
+    offset: ir.Dim = 0
+    for size in sizes:
+        offsets.append(offset)
+        offset = ir.simplify(ir.dims.as_expr(offset) + align(size))
+    end = ir.simplify(ir.dims.as_expr(offsets[-1]) + sizes[-1])  # no padding after the end
+    return tuple(offsets), ir.check_dim(end)
+
+
+@functools.lru_cache(maxsize=4096)
+def _dim_max(a: ir.Dim, b: ir.Dim) -> ir.Dim:
+    """``ir.dim_max``, cached: the incremental path of ``not_worse`` grows the same blocks
+    again, and building a sympy ``Max`` is slow."""
+    return ir.dim_max(a, b)
 
 
 def _called(module: Module) -> set[str]:
