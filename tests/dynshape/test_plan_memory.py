@@ -15,8 +15,9 @@ from test_kill import Typed
 
 import dynshape
 import ir
-from dynshape.analysis.dim_bounds import dims_le
+from dynshape.analysis.dim_bounds import dims_le, evaluate
 from dynshape.analysis.memory_check import MemoryPlanError, check_no_overlap
+from dynshape.passes import plan_memory
 from dynshape.passes.infer_types import InferTypes
 from dynshape.passes.kill import KillAfterLastUse
 from dynshape.passes.plan_memory import PlanMemory, align
@@ -276,6 +277,35 @@ def test_corpus_planned_peak_never_above_kills_alone(case: object) -> None:
         args = make_inputs(case, binding)
         planned, killed = _peak(exe_on, args), _peak(exe_off, args)
         assert planned <= killed, (binding, planned, killed)
+
+
+def test_incremental_proofs_are_bounded_and_the_rest_stay_apart(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Past ``MAX_PROOFS`` the tenants keep their storages: fewer arenas, never a worse peak."""
+    (case,) = [c for c in CASES if c.name == "attention_dynamic_batch_and_sequence"]
+    killed = dynshape.stages(case.source, plan_memory=False)["kill"]  # type: ignore[attr-defined]
+    assert "let %arena" in str(PlanMemory().run(killed))  # kept by the incremental path
+    monkeypatch.setattr(plan_memory, "MAX_PROOFS", 0)
+    bounded = PlanMemory().run(killed)
+    assert "let %arena" not in str(bounded)
+    exe_on, exe_off = dynshape.lower.lower(bounded), dynshape.lower.lower(killed)
+    for binding in case.bindings:  # type: ignore[attr-defined]
+        args = make_inputs(case, binding)
+        assert _peak(exe_on, args) <= _peak(exe_off, args)
+
+
+def test_evaluate_agrees_with_sympy() -> None:
+    """The planner's sample values fold the tree on ints and fractions, as sympy would."""
+    exprs = [
+        64 * sympy.ceiling(n / 64) + 4 * m,
+        ir.dim_max(4 * n, 8 * m) + sympy.floor((n + 3) / 8) * m**2,
+        sympy.Mod(n, 7) + sympy.Min(n, m),
+        sympy.ceiling(sympy.Rational(3, 5) * n) * 2 + 3 * n * m,
+    ]
+    for e in exprs:
+        for v in ({n: 0, m: 0}, {n: 1, m: 9}, {n: 63, m: 64}, {n: 4097, m: 5}):
+            assert evaluate(e, v) == int(e.xreplace({s: sympy.Integer(v[s]) for s in v})), (e, v)
 
 
 def _copy(args: object) -> list[object]:
