@@ -12,11 +12,12 @@ For each global function (``memory_report(program)``):
   value; the report names it) and the scratch the VM allocates for a fused kernel whose scratch
   shapes the IR cannot express (``manifest_alloc``; with symbolic shapes it can).
 - **unplanned peak / total**: the same walk over the ``kill`` stage (one storage per tensor,
-  freed after its last use), and the sum of every allocation (no frees at all);
-- **lower bound**: the most bytes of *tensors* live at any one program point (each tensor from its
-  ``alloc_tensor`` to its last use; at a call, plus the callee's own bound): no plan that keeps
-  every tensor's bytes apart can need less (one that writes an output over a dying input,
-  ``analysis/in_place.py``, can);
+  freed after its last use), and the bytes of every allocation of one call with no frees at all
+  (callees included, the longer branch of an ``if``), so never below the unplanned peak;
+- **tensor bytes live**: the most bytes of *tensors* live at any one program point (each tensor
+  from its ``alloc_tensor`` to its last use; at a call, plus the callee's figure). A bound only
+  for plans that keep every tensor's bytes apart: one that writes an output over a dying input
+  (``analysis/in_place.py``) goes below it, so the report does not call it a lower bound;
 - **allocations per call**, planned and unplanned (the longer branch of an ``if``; callees
   included);
 - **layout**: every storage of the planned program with its tensors (offset, bytes, interval).
@@ -51,6 +52,7 @@ class FunctionMemory:
     unplanned_peak: ir.Dim
     unplanned_total: ir.Dim
     lower_bound: ir.Dim
+    """Most tensor bytes live at once (not a bound for in-place plans; module docstring)."""
     allocations: int
     unplanned_allocations: int
     layout: list[StorageLife]
@@ -91,7 +93,7 @@ class FunctionMemory:
             lines.append(text)
 
         row("planned peak", "planned_peak", self.planned_peak)
-        row("liveness lower bound", "lower_bound", self.lower_bound)
+        row("tensor bytes live (max)", "lower_bound", self.lower_bound)
         row("unplanned peak (kills)", "unplanned_peak", self.unplanned_peak)
         row("unplanned total", "unplanned_total", self.unplanned_total)
         lines.append(
@@ -141,15 +143,16 @@ def memory_report(
         fn, before = planned[name], killed[name]
         peak, end, allocs, missing = _walk(fn.body, 0, planned_calls)
         upeak, uend, uallocs, _ = _walk(before.body, 0, killed_calls)
+        utotal = _walk_total(before.body, killed_calls)
         bound = lower_bound(before, killed_calls)
         params = tuple(p.ty or p.type_annotation for p in fn.params)
         planned_calls[name] = _Summary(params, _max(peak), end, allocs, missing=frozenset(missing))
-        killed_calls[name] = _Summary(params, _max(upeak), uend, uallocs, bound)
+        killed_calls[name] = _Summary(params, _max(upeak), uend, uallocs, bound, total=utotal)
         report[name] = FunctionMemory(
             name=name,
             planned_peak=_max(peak),
             unplanned_peak=_max(upeak),
-            unplanned_total=_total(before),
+            unplanned_total=utotal,
             lower_bound=bound,
             allocations=allocs,
             unplanned_allocations=uallocs,
@@ -173,6 +176,8 @@ class _Summary:
     allocations: int
     lower_bound: ir.Dim = 0
     missing: frozenset[str] = frozenset()
+    total: ir.Dim = 0
+    """Bytes of every allocation of one call (no frees), callees included."""
     """Recursive functions it calls, whose memory the figures leave out."""
 
     def at(self, dim: ir.Dim, args: tuple[Expr, ...]) -> ir.Dim:
@@ -234,9 +239,24 @@ def lower_bound(fn: Function, callees: Mapping[str, _Summary] | None = None) -> 
     return _max(candidates)
 
 
-def _total(fn: Function) -> ir.Dim:
-    sizes = [ir.dims.as_expr(s.size) for s in timeline(fn).storages.values()]
-    return ir.simplify(sympy.Add(*sizes))
+def _walk_total(body: Expr, callees: Mapping[str, _Summary]) -> ir.Dim:
+    """Bytes of every allocation of a chain (no frees): its own, the larger branch of each
+    ``if`` (``max``), and each callee's total in the caller's symbols (a recursive one, without
+    a summary, is left out as in the peak)."""
+    lets, _ = chain(body)
+    terms: list[sympy.Expr] = []
+    for let in lets:
+        value, op = let.value, memory_op(let.value)
+        if isinstance(op, AllocStorage):
+            terms.append(ir.dims.as_expr(op.size))
+        elif isinstance(value, If):
+            branches = [_walk_total(b, callees) for b in (value.then_branch, value.else_branch)]
+            terms.append(ir.dims.as_expr(_max(branches)))
+        elif isinstance(value, Call) and isinstance(value.callee, GlobalVar):
+            summary = callees.get(value.callee.name)
+            if summary is not None:
+                terms.append(ir.dims.as_expr(summary.at(summary.total, value.args)))
+    return ir.check_dim(ir.simplify(sympy.Add(*terms)))
 
 
 def _walk(
