@@ -14,12 +14,7 @@ Each step is sound, so the answer is a proof; the planner reuses a block only on
 
 from __future__ import annotations
 
-import functools
-import math
-import operator
-from collections.abc import Callable, Mapping
-from fractions import Fraction
-from typing import Any
+from collections.abc import Mapping
 
 import sympy
 
@@ -63,41 +58,11 @@ def upper(dim: ir.Dim, ranges: RangeMap | None) -> int | None:
 
 
 def evaluate(dim: ir.Dim, values: Mapping[sympy.Basic, int]) -> int:
-    """The integer value of ``dim`` for concrete symbol values (every symbol must have one).
-
-    Exact arithmetic on Python ints and fractions over the tree (``+ * ** max min floor ceil
-    mod``), without building sympy objects: the planner evaluates sizes at samples in loops.
-    """
+    """The integer value of ``dim`` for concrete symbol values (every symbol must have one)."""
     if isinstance(dim, int):
         return dim
-    return int(_value(dim, values))
-
-
-def _value(e: sympy.Basic, values: Mapping[sympy.Basic, int]) -> int | Fraction:
-    if e.is_Integer:
-        return int(e)
-    if e.is_Symbol:
-        return values[e]
-    if e.is_Rational:
-        return Fraction(int(e.p), int(e.q))
-    if isinstance(e, sympy.Pow) and e.exp.is_Integer and e.exp >= 0:
-        return _value(e.base, values) ** int(e.exp)
-    if isinstance(e, (sympy.floor, sympy.ceiling)):
-        x = _value(e.args[0], values)
-        return math.floor(x) if isinstance(e, sympy.floor) else math.ceil(x)
-    fold = _FOLDS.get(type(e))
-    if fold is None:  # anything else (a negative power, ...): let sympy do it
-        return int(e.xreplace({s: sympy.Integer(values[s]) for s in e.free_symbols}))
-    return functools.reduce(fold, (_value(a, values) for a in e.args))
-
-
-_FOLDS: dict[type, Callable[[Any, Any], Any]] = {
-    sympy.Add: operator.add,
-    sympy.Mul: operator.mul,
-    sympy.Max: max,
-    sympy.Min: min,
-    sympy.Mod: operator.mod,
-}
+    out = dim.xreplace({s: sympy.Integer(values[s]) for s in dim.free_symbols})
+    return int(out)
 
 
 #: Values a symbol takes in ``samples`` when its range says nothing more.

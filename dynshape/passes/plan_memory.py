@@ -52,7 +52,6 @@ outer storage), and a group of one tenant (an arena would only rename it).
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -63,8 +62,6 @@ import sympy
 import ir
 from ir import Call, Expr, If, Let, Module, StorageType, Var
 
-from ..analysis import chain_peak
-from ..analysis.chain_peak import Extra, Live, PeakProver, candidates
 from ..analysis.dim_bounds import RangeMap, dims_le, evaluate, samples, upper
 from ..analysis.entry_binding import entry_plan
 from ..analysis.in_place import in_place_pairs
@@ -81,11 +78,9 @@ from ..dialect.memory import (
 from .base import ModulePass
 
 #: The kill index of a tenant that is never killed (returned): its block is never free again.
-NEVER = chain_peak.NEVER
+NEVER = 1 << 60
 
-#: The most proofs the incremental path of ``_Planner.not_worse`` tries in one chain (each is
-#: a few ``dims_le`` calls once cached): the tenants after that keep their own storages.
-MAX_PROOFS = 64
+#: Byte alignment of every offset in an arena (the VM's storages are 64-byte aligned).
 
 
 class PlanMemory(ModulePass):
@@ -130,8 +125,7 @@ class PlanMemory(ModulePass):
             planner = _Planner(ranges, self.static_arena, returned, over)
             params = [(p.name_hint, p.ty or p.type_annotation) for p in fn.params]
             bound = entry_plan(params, f"@{name}", fn.span).bound  # plain and derived (2*n + 1)
-            body = planner.chain(fn.body, frozenset(bound), tail=True, branch=False)
-            out[name] = dataclasses.replace(fn, body=body)
+            out[name] = dataclasses.replace(fn, body=planner.chain(fn.body, frozenset(bound)))
         return Module(out)
 
 
@@ -146,11 +140,6 @@ def align(size: ir.Dim) -> ir.Dim:
     """``size`` rounded up to a multiple of ``ALIGNMENT`` (unchanged when provably one)."""
     if isinstance(size, int):
         return -(-size // ALIGNMENT) * ALIGNMENT
-    return _align(size)
-
-
-@functools.lru_cache(maxsize=4096)
-def _align(size: sympy.Expr) -> ir.Dim:  # cached: every layout the planner tries aligns
     if ir.compare(sympy.Mod(size, ALIGNMENT), "==", 0) is True:
         return size
     # ceil, not floor division: the text format prints it with '/', which parses in attributes.
@@ -197,25 +186,6 @@ class _Group:
         return len(self.blocks) > 1 or len(self.blocks[0].tenants) > 1
 
 
-@dataclass
-class _Placement:
-    """Groups being built, and where each placed tenant's storage is."""
-
-    groups: list[_Group] = field(default_factory=list)
-    placed: dict[Var, tuple[_Group, _Block]] = field(default_factory=dict)
-
-    def copy(self) -> _Placement:
-        """A copy to place more tenants in, leaving this one as it is."""
-        groups: dict[int, _Group] = {}
-        blocks: dict[int, _Block] = {}
-        for g in self.groups:
-            copied = [dataclasses.replace(b, tenants=list(b.tenants)) for b in g.blocks]
-            blocks.update(zip(map(id, g.blocks), copied, strict=True))
-            groups[id(g)] = dataclasses.replace(g, blocks=copied)
-        placed = {v: (groups[id(g)], blocks[id(b)]) for v, (g, b) in self.placed.items()}
-        return _Placement(list(groups.values()), placed)
-
-
 class _Planner:
     def __init__(
         self,
@@ -230,17 +200,13 @@ class _Planner:
         self.over = over or {}
         """Storage of a kernel's output -> storage of the input it may be written over."""
 
-    def chain(self, body: Expr, bound: frozenset[sympy.Basic], tail: bool, branch: bool) -> Expr:
-        """Plan one let chain. ``tail``: the chain is in tail position (its last call of a
-        global is a VM ``tail_call``); ``branch``: it is an ``if`` branch (what it leaves
-        allocated must not grow either)."""
+    def chain(self, body: Expr, bound: frozenset[sympy.Basic]) -> Expr:
         lets, result = chain(body)
         bound_before = []
         for let in lets:
             bound_before.append(bound)
             bound = bound | _binds(let)
-        groups = self.not_worse(lets, result, bound_before, tail, branch)
-        tail_at = _tail_let(lets, result) if tail else None
+        groups = self.groups(self.tenants(lets, result), bound_before)
         where: dict[Var, tuple[_Group, _Block]] = {}
         arenas_at: dict[int, list[_Group]] = {}
         kills_at: dict[int, list[_Group]] = {}
@@ -270,10 +236,10 @@ class _Planner:
                 alloc = AllocTensor.make(g.arena, offset, op.shape, op.dtype, value.span)
                 out.append((let.var, alloc, let.span, let.facts))
             elif isinstance(value, If):
-                inner, in_tail = bound_before[i], i == tail_at
+                inner = bound_before[i]
                 branches = (
-                    self.chain(value.then_branch, inner, in_tail, True),
-                    self.chain(value.else_branch, inner, in_tail, True),
+                    self.chain(value.then_branch, inner),
+                    self.chain(value.else_branch, inner),
                 )
                 value = dataclasses.replace(value, then_branch=branches[0], else_branch=branches[1])
                 out.append((let.var, value, let.span, let.facts))
@@ -282,78 +248,6 @@ class _Planner:
             for g in kills_at.get(i, []):
                 out.append((Var("_", ty=UNIT), Kill.make(g.arena), None, ()))
         return ir.nest_lets(out, result)
-
-    # ---- never worse than kills alone -------------------------------------------------------
-    def not_worse(
-        self,
-        lets: list[Let],
-        result: Expr,
-        bound_before: list[frozenset[Any]],
-        tail: bool,
-        branch: bool,
-    ) -> list[_Group]:
-        """The groups of the tenants whose planning provably never raises the chain's peak
-        above the kill stage's (every storage apart, freed after its last use).
-
-        The whole plan first; if it is not proven, tenants are added one at a time, each kept
-        only if the plan with it is still proven (the others keep their own storages). A call
-        or an ``if`` costs the same unknown bytes in both (``_extras``: a callee's and a
-        branch's own plans obey this guarantee, and the peak is monotone in them). No arena
-        may be live at a tail call: the VM frees there what the frame no longer reaches, a
-        dead tenant's storage but not an arena that also holds a live one. A branch must not
-        leave more allocated than before (its caller adds it to everything after the ``if``).
-
-        Cost: the tenants are placed in allocation order, so adding one to the kept plan
-        places only it (on a copy: ``_Placement.copy``); a tenant alone in its group changes
-        nothing planned and needs no proof; one ``PeakProver`` per chain caches values and
-        proofs, so each proof mostly costs the points the new tenant changed. At most
-        ``MAX_PROOFS`` proofs are tried: the tenants after that keep their storages (sound:
-        leaving a storage apart never raises the peak above the kill stage's).
-        """
-        tenants = self.tenants(lets, result)
-        whole = _Placement()
-        for t in tenants:
-            self.add(whole, t, bound_before)
-        if not any(g.planned for g in whole.groups):  # each storage apart: the kill stage
-            return whole.groups
-        storages = _storages(lets)
-        extras = _extras(lets)
-        sizes = [s.size for s in storages.values()]
-        sizes += [d for e in extras.values() for d in (e.peak, e.after)]
-        before, left = candidates(list(storages.values()), extras)
-        prover = PeakProver(before, sizes, self.ranges)
-        tail_at = _tail_let(lets, result) if tail else None
-
-        def proven(groups: list[_Group]) -> bool:
-            inside: set[Var] = set()
-            live = []
-            for g in groups:
-                if not g.planned:
-                    continue
-                if tail_at is not None and g.pos <= tail_at <= g.last_kill:
-                    return False
-                self.layout(g, static=False)  # static_arena trades the peak on purpose
-                live.append(Live(g.size, g.pos, g.last_kill))
-                inside |= {t.storage for b in g.blocks for t in b.tenants}
-            live += [s for v, s in storages.items() if v not in inside]
-            after, left_after = candidates(live, extras)
-            if not prover.never_above(after):
-                return False
-            return not branch or prover.le(left_after, left)
-
-        if proven(whole.groups):
-            return whole.groups
-        kept, tries = _Placement(), 0
-        for t in tenants:
-            trial = kept.copy()
-            g, _ = self.add(trial, t, bound_before)
-            if not g.planned:  # alone in a new group: the planned arenas are kept's
-                kept = trial
-            elif tries < MAX_PROOFS:
-                tries += 1
-                if proven(trial.groups):
-                    kept = trial
-        return kept.groups
 
     # ---- analysis ----------------------------------------------------------------------------
     def tenants(self, lets: list[Let], result: Expr) -> list[_Tenant]:
@@ -385,34 +279,34 @@ class _Planner:
             out.append(_Tenant(s, alloc.size, i, k[0] if k else NEVER))
         return out
 
-    def add(
-        self, placement: _Placement, t: _Tenant, bound_before: list[frozenset[Any]]
-    ) -> tuple[_Group, _Block]:
-        """Place ``t``, allocated after every tenant placed so far; return its group and block.
+    def groups(self, tenants: list[_Tenant], bound_before: list[frozenset[Any]]) -> list[_Group]:
+        """Assign tenants to groups (arenas), then to blocks (see the module docstring, 3).
 
         A tenant joins a live group whose symbols are bound, one with a free block it provably
         fits in first. If it would need a new or a grown block while another arena is already
         dead, it opens a new group instead: a fresh arena allocated after that one is freed
         can reuse its bytes (the pool serves it), whereas growing a live arena adds to the peak.
         """
-        groups, placed = placement.groups, placement.placed
-        need = ir.free_symbols(t.size)
-        spot = self.written_over(t, placed, need)
-        if spot is not None:  # the output takes the bytes of the input dying at its kernel
-            spot[1].tenants.append(t)
-            spot[1].free_after = t.kill
-            placed[t.storage] = spot
-            return spot
-        live = [g for g in groups if need <= g.bound and g.last_kill >= t.alloc]
-        g = next((g for g in live if self.fits(g, t)), None)
-        if g is None and not any(x.last_kill < t.alloc for x in groups):
-            with_free = (g for g in live if any(b.free_after < t.alloc for b in g.blocks))
-            g = next(with_free, live[0] if live else None)
-        if g is None:
-            g = _Group(t.alloc, bound_before[t.alloc])
-            groups.append(g)
-        placed[t.storage] = (g, self.place(g, t))
-        return placed[t.storage]
+        groups: list[_Group] = []
+        placed: dict[Var, tuple[_Group, _Block]] = {}
+        for t in tenants:
+            need = ir.free_symbols(t.size)
+            spot = self.written_over(t, placed, need)
+            if spot is not None:  # the output takes the bytes of the input dying at its kernel
+                spot[1].tenants.append(t)
+                spot[1].free_after = t.kill
+                placed[t.storage] = spot
+                continue
+            live = [g for g in groups if need <= g.bound and g.last_kill >= t.alloc]
+            g = next((g for g in live if self.fits(g, t)), None)
+            if g is None and not any(x.last_kill < t.alloc for x in groups):
+                with_free = (g for g in live if any(b.free_after < t.alloc for b in g.blocks))
+                g = next(with_free, live[0] if live else None)
+            if g is None:
+                g = _Group(t.alloc, bound_before[t.alloc])
+                groups.append(g)
+            placed[t.storage] = (g, self.place(g, t))
+        return groups
 
     def written_over(
         self, t: _Tenant, placed: Mapping[Var, tuple[_Group, _Block]], need: frozenset[Any]
@@ -450,7 +344,7 @@ class _Planner:
             if dims_le(chosen.size, t.size, self.ranges):
                 chosen.size = t.size
             else:
-                chosen.size = _dim_max(chosen.size, t.size)
+                chosen.size = ir.dim_max(chosen.size, t.size)
         if chosen is None:
             chosen = _Block(t.size, t.kill)
             g.blocks.append(chosen)
@@ -474,37 +368,19 @@ class _Planner:
 
         return min(free, key=cost)  # the first of the cheapest: deterministic
 
-    def layout(self, g: _Group, static: bool = True) -> None:
-        """Offsets of the blocks, one after another; the arena's size (its constant upper
-        bound under ``static_arena``, unless ``static`` is False)."""
-        offsets, size = _layout(tuple(b.size for b in g.blocks))
-        for b, offset in zip(g.blocks, offsets, strict=True):
+    def layout(self, g: _Group) -> None:
+        """Offsets of the blocks, one after another; the arena's size."""
+        offset: ir.Dim = 0
+        for b in g.blocks:
             b.offset = offset
-        if self.static_arena and static:
+            offset = ir.simplify(ir.dims.as_expr(offset) + align(b.size))
+        last = g.blocks[-1]
+        size = ir.simplify(ir.dims.as_expr(last.offset) + last.size)  # no padding after the end
+        if self.static_arena:
             bound = upper(size, self.ranges)
             if bound is not None:
                 size = bound
         g.size = ir.check_dim(size)
-
-
-@functools.lru_cache(maxsize=4096)
-def _layout(sizes: tuple[ir.Dim, ...]) -> tuple[tuple[ir.Dim, ...], ir.Dim]:
-    """The offsets of blocks of these sizes laid end to end, and the arena's size (cached: the
-    incremental path of ``not_worse`` lays out the same arenas again)."""
-    offsets: list[ir.Dim] = []
-    offset: ir.Dim = 0
-    for size in sizes:
-        offsets.append(offset)
-        offset = ir.simplify(ir.dims.as_expr(offset) + align(size))
-    end = ir.simplify(ir.dims.as_expr(offsets[-1]) + sizes[-1])  # no padding after the end
-    return tuple(offsets), ir.check_dim(end)
-
-
-@functools.lru_cache(maxsize=4096)
-def _dim_max(a: ir.Dim, b: ir.Dim) -> ir.Dim:
-    """``ir.dim_max``, cached: the incremental path of ``not_worse`` grows the same blocks
-    again, and building a sympy ``Max`` is slow."""
-    return ir.dim_max(a, b)
 
 
 def _called(module: Module) -> set[str]:
@@ -523,45 +399,6 @@ def _called(module: Module) -> set[str]:
                 elif isinstance(v, If):
                     stack += [v.then_branch, v.else_branch]
     return out
-
-
-def _storages(lets: list[Let]) -> dict[Var, Live]:
-    """Every storage allocated in the chain, with its kill in the chain (or ``NEVER``)."""
-    out: dict[Var, Live] = {}
-    for i, let in enumerate(lets):
-        op = memory_op(let.value)
-        if isinstance(op, AllocStorage):
-            out[let.var] = Live(op.size, i, NEVER)
-        elif isinstance(op, Kill) and isinstance(op.target, Var) and op.target in out:
-            s = out[op.target]
-            if s.end == NEVER:
-                out[op.target] = Live(s.size, s.start, i)
-    return out
-
-
-def _extras(lets: list[Let]) -> dict[int, Extra]:
-    """A call of a global or an ``if``: unknown bytes (``_peak<i>``, ``_left<i>``), the same in
-    the plan and in the kill stage (names no program symbol takes: they start with ``_``)."""
-    return {
-        i: Extra(ir.sym(f"_peak{i}"), ir.sym(f"_left{i}"))
-        for i, let in enumerate(lets)
-        if isinstance(let.value, If)
-        or (isinstance(let.value, Call) and isinstance(let.value.callee, ir.GlobalVar))
-    }
-
-
-def _tail_let(lets: list[Let], result: Expr) -> int | None:
-    """Index of the let the lowering turns into a tail call (a call of a global, or an ``if``
-    whose branches may end in one), followed only by kills, when the chain returns its value
-    (``lower.py`` ``tail_block``)."""
-    k = len(lets)
-    while k and isinstance(memory_op(lets[k - 1].value), Kill):
-        k -= 1
-    if not k or result is not lets[k - 1].var:
-        return None
-    v = lets[k - 1].value
-    tail = isinstance(v, If) or (isinstance(v, Call) and isinstance(v.callee, ir.GlobalVar))
-    return k - 1 if tail else None
 
 
 def _binds(let: Let) -> frozenset[sympy.Basic]:
