@@ -175,13 +175,7 @@ def _reads(call: Call) -> list[Leaf]:
 
 def _direct_reads(call: Call) -> list[Leaf]:
     """The step results ``call`` takes directly as a tensor argument (not inside a tuple)."""
-    return [
-        leaf
-        for a in call.args
-        if isinstance(type_of(a), TensorType)
-        for leaf in _leaf_refs(a)
-        if not isinstance(a, Tuple)
-    ]
+    return [leaf for a in call.args if isinstance(type_of(a), TensorType) for leaf in _leaf_refs(a)]
 
 
 def _leaf_refs(e: Expr) -> list[Leaf]:
