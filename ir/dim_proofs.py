@@ -38,7 +38,7 @@ import sympy
 
 from .ranges import Ranges, VarBound, _interval
 
-__all__ = ["MAX_CASES", "decide", "prove_nonpositive"]
+__all__ = ["MAX_CASES", "coefficient_denominator", "decide", "prove_nonpositive"]
 
 #: At most this many (relaxation, case) combinations are bounded per question.
 MAX_CASES = 64
@@ -177,12 +177,21 @@ def _round(x: sympy.Expr, env: Env, down: bool) -> Case:
 def _denominator(x: sympy.Expr) -> int | None:
     """``q`` such that ``q*x`` is an integer for all integer values of its symbols, or None
     when that is not known (a relaxation variable is not an integer)."""
+    expanded = sympy.expand(x)
+    terms = sympy.Add.make_args(expanded)
+    if not all(_integer_monomial(term.as_coeff_Mul()[1]) for term in terms):
+        return None
+    return coefficient_denominator(expanded)
+
+
+def coefficient_denominator(e: sympy.Expr) -> int:
+    """The least common denominator of the rational coefficients of ``e``'s terms (1 when they
+    are all integers, or not rational): ``q*e`` has integer coefficients."""
     q = 1
-    for term in sympy.Add.make_args(sympy.expand(x)):
-        coeff, rest = term.as_coeff_Mul()
-        if not coeff.is_Rational or not _integer_monomial(rest):
-            return None
-        q = q * int(coeff.q) // math.gcd(q, int(coeff.q))
+    for term in sympy.Add.make_args(e):
+        coeff = term.as_coeff_Mul()[0]
+        if coeff.is_Rational:
+            q = q * int(coeff.q) // math.gcd(q, int(coeff.q))
     return q
 
 

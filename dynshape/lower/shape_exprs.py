@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 import sympy
 
 import ir
+from ir.dim_proofs import coefficient_denominator
 from vm import ShapeProgramBuilder
 from vm.shape_program import Value
 
@@ -51,7 +52,7 @@ class ShapeExprCompiler:
                 raise CompileError(f"the dim symbol {e} is not bound where it is needed")
             return self.inputs[e]
         if isinstance(e, (sympy.Add, sympy.Mul)):
-            q = _denominator(e)
+            q = coefficient_denominator(e)
             if q != 1:
                 # An integer written with a fraction (sympy turns ceil(a - b/2) into
                 # ceil(a) - b/2 when it knows b/2 is an integer): q*e has integer
@@ -82,17 +83,6 @@ class ShapeExprCompiler:
                 return n // d
             return -((-n) // d)
         raise CompileError(f"cannot compute the dim {e} at run time (unsupported {e.func})")
-
-
-def _denominator(e: sympy.Basic) -> int:
-    """The least common denominator of the rational coefficients of ``e``'s terms (1 when
-    they are all integers): what a dim written with fractions is multiplied by to compute."""
-    q = 1
-    for term in sympy.Add.make_args(e):
-        coeff = term.as_coeff_Mul()[0]
-        if coeff.is_Rational:
-            q = sympy.ilcm(q, int(coeff.q))
-    return int(q)
 
 
 def _fold(c: ShapeExprCompiler, args: Sequence[sympy.Basic], op: object) -> Term:

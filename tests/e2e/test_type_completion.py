@@ -23,15 +23,21 @@ def test_completed_types_are_what_a_full_inference_gives(case):
     dynshape.compile(case.source, debug=True)
 
 
-def test_compile_infers_types_once(monkeypatch):
+def _count_runs(monkeypatch, cls):
+    """A list that gets one entry per call of ``cls.run`` from now on."""
     runs = []
-    original = InferTypes.run
+    original = cls.run
 
     def counted(self, module):
         runs.append(1)
         return original(self, module)
 
-    monkeypatch.setattr(infer_types.InferTypes, "run", counted)
+    monkeypatch.setattr(cls, "run", counted)
+    return runs
+
+
+def test_compile_infers_types_once(monkeypatch):
+    runs = _count_runs(monkeypatch, infer_types.InferTypes)
     dynshape.compile(CASES[0].source)
     # Once, for the types stage: the deferred checks travel on the nodes (``facts``) to
     # manifest_alloc, which re-inferred for them before; it was seven times in all.
@@ -39,14 +45,7 @@ def test_compile_infers_types_once(monkeypatch):
 
 
 def test_compile_never_completes_types_between_passes(monkeypatch):
-    runs = []
-    original = CompleteTypes.run
-
-    def counted(self, module):
-        runs.append(1)
-        return original(self, module)
-
-    monkeypatch.setattr(infer_types.CompleteTypes, "run", counted)
+    runs = _count_runs(monkeypatch, infer_types.CompleteTypes)
     for case in CASES[:20]:
         dynshape.compile(case.source)
     assert runs == []
