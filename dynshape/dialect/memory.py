@@ -44,6 +44,7 @@ __all__ = [
     "AllocStorage",
     "AllocTensor",
     "Check",
+    "Holds",
     "Invoke",
     "Kill",
     "MemoryOp",
@@ -56,8 +57,8 @@ __all__ = [
 
 
 #: The alignment of every storage the compiler allocates, in bytes (a cache line, and the
-#: widest SIMD load): ``manifest_alloc`` gives it to each storage, ``plan_memory`` to arenas and
-#: to every offset in them.
+#: widest SIMD load): ``manifest_alloc`` gives it to each storage, ``plan_memory`` to arenas
+#: (offsets in an arena are aligned to their elements only).
 ALIGNMENT = 64
 
 #: The type of a memory op used only for its effect (invoke, kill, check, shape_func).
@@ -334,14 +335,13 @@ class Kill(MemoryOp):
 
 
 @dataclass(frozen=True, slots=True)
-class Check(MemoryOp):
-    """``memory.check(kind=, lhs=, rhs=, message=)``: a shape fact checked at run time."""
-
-    NAME: ClassVar[str] = "memory.check"
+class _DimFact(MemoryOp):
+    """An op about one fact ``lhs kind rhs`` over dims (its attributes)."""
 
     @property
     def kind(self) -> str:
-        """``==``, ``!=``, ``<``, ``<=``, ``>``, ``>=``, ``divides`` or ``broadcast``."""
+        """The relation: ``==``, ``!=``, ``<``, ``<=``, ``>``, ``>=`` (and, for ``check``,
+        ``divides`` or ``broadcast``)."""
         return str(self.call.attrs["kind"])
 
     @property
@@ -354,6 +354,13 @@ class Check(MemoryOp):
         """The right dim."""
         return self.call.attrs["rhs"]
 
+
+@dataclass(frozen=True, slots=True)
+class Check(_DimFact):
+    """``memory.check(kind=, lhs=, rhs=, message=)``: a shape fact checked at run time."""
+
+    NAME: ClassVar[str] = "memory.check"
+
     @property
     def message(self) -> str:
         """What the error says when the fact fails."""
@@ -363,6 +370,22 @@ class Check(MemoryOp):
     def make(kind: str, lhs: Dim, rhs: Dim, message: str) -> Call:
         """A call checking ``lhs kind rhs``."""
         return Check._build(kind=kind, lhs=lhs, rhs=rhs, message=message)
+
+
+@dataclass(frozen=True, slots=True)
+class Holds(_DimFact):
+    """``memory.holds(kind=, lhs=, rhs=)``: whether a fact about dims holds, as a ``bool``
+    value computed at run time from the bound symbols (a condition for ``if``)."""
+
+    NAME: ClassVar[str] = "memory.holds"
+
+    def result_type(self, operands: Sequence[Type]) -> Type:
+        return TensorType((), "bool")
+
+    @staticmethod
+    def make(kind: str, lhs: Dim, rhs: Dim) -> Call:
+        """A call computing whether ``lhs kind rhs``."""
+        return Holds._build(kind=kind, lhs=lhs, rhs=rhs)
 
 
 #: Every op of the dialect, by class.
@@ -375,6 +398,7 @@ OPS: tuple[type[MemoryOp], ...] = (
     ReshapeTensor,
     Kill,
     Check,
+    Holds,
 )
 
 _BY_OP: dict[OpDef, type[MemoryOp]] = {}

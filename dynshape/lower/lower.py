@@ -61,6 +61,7 @@ from ..dialect.memory import (
     AllocStorage,
     AllocTensor,
     Check,
+    Holds,
     Invoke,
     Kill,
     MemoryOp,
@@ -474,6 +475,28 @@ class _FunctionLowering:
         self.b.check_values(a, "==", b, message, values)
         return self.unit
 
+    def holds(self, op: Holds, symbols: dict[sympy.Basic, Reg]) -> Reg:
+        """Whether a fact about dims holds, as an int (1 or 0) for ``jump_if_not``: integer
+        arithmetic in a shape program, no comparison opcode (dims are integers, so ``a <= b``
+        is ``min(max(b - a + 1, 0), 1)``)."""
+        lhs, rhs = ir.dims.as_expr(op.lhs), ir.dims.as_expr(op.rhs)
+
+        # Unevaluated: sympy would compare the terms of the peaks' maxima pairwise (slow).
+        def le(a: sympy.Expr, b: sympy.Expr) -> sympy.Expr:
+            return sympy.Min(sympy.Max(b - a + 1, 0, evaluate=False), 1, evaluate=False)
+
+        ne = sympy.Min(_abs(lhs - rhs), 1, evaluate=False)
+        truth = {
+            "<=": le(lhs, rhs),
+            "<": le(lhs + 1, rhs),
+            ">=": le(rhs, lhs),
+            ">": le(rhs + 1, lhs),
+            "!=": ne,
+            "==": 1 - ne,
+        }[op.kind]
+        (value,) = self.dims([ir.check_dim(truth)], symbols)
+        return value if isinstance(value, Reg) else self.b.load_int(int(value))
+
     def symbol_values(
         self, message: str, dims: Sequence[sympy.Expr], symbols: dict[sympy.Basic, Reg]
     ) -> tuple[str, list[Reg]]:
@@ -540,6 +563,7 @@ _LOWER_MEMORY_OP: dict[type[MemoryOp], Callable[[Any, Any, dict[sympy.Basic, Reg
     ShapeOf: _FunctionLowering.shape_of,
     Kill: _FunctionLowering.kill,
     Check: _FunctionLowering.check,
+    Holds: _FunctionLowering.holds,
     ShapeFunc: _FunctionLowering.shape_func,
 }
 

@@ -4,7 +4,8 @@ A storage is a zeroed byte buffer; a tensor is a typed numpy view of it at a byt
 past the end is an error, so a planner that under-sizes a storage is caught); ``invoke``
 interprets the primitive's body and copies the result into the outputs; ``shape_func`` runs the
 op's shape function (``shape_funcs.concrete_shapes``) and binds the new symbols of
-``out_shapes``; ``kill`` marks a variable dead; ``check`` evaluates its fact.
+``out_shapes``; ``kill`` marks a variable dead; ``check`` evaluates its fact; ``holds`` makes
+it a ``bool``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ..dialect.memory import (
     AllocStorage,
     AllocTensor,
     Check,
+    Holds,
     Invoke,
     Kill,
     ReshapeTensor,
@@ -143,6 +145,12 @@ def check(interp: Interpreter, op: Check, frame: Frame) -> tuple[()]:
     return ()
 
 
+def holds(interp: Interpreter, op: Holds, frame: Frame) -> np.ndarray:
+    a = _dim(interp, frame, op.lhs, op.call, "lhs")
+    b = _dim(interp, frame, op.rhs, op.call, "rhs")
+    return np.array(COMPARE[op.kind](a, b))
+
+
 def shape_func(interp: Interpreter, op: ShapeFunc, frame: Frame) -> tuple[()]:
     node = op.call
     closure = interp.eval(op.fn, frame)
@@ -202,5 +210,6 @@ MEMORY_OPS.update(
         ReshapeTensor: reshape_tensor,
         Kill: kill,
         Check: check,
+        Holds: holds,
     }
 )

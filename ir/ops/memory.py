@@ -89,3 +89,12 @@ declare(
     ],
     doc="a shape fact deferred to run time by type inference",
 )
+declare(
+    "memory.holds",
+    [],
+    OpPattern.OPAQUE,
+    _dialect_typed,
+    [attr("kind", choice("==", "!=", "<", "<=", ">", ">=")), attr("lhs", DIM), attr("rhs", DIM)],
+    doc="whether lhs kind rhs holds for the bound symbols: a bool computed at run time "
+    "(plan_memory's choice between a planned and a kills-only body)",
+)
