@@ -4,7 +4,9 @@ For each global function (``memory_report(program)``):
 
 - **planned peak**: the most bytes of storage live at once in the planned program (``planned``
   stage): a walk of the let chain adding each ``alloc_storage`` and subtracting each ``kill``,
-  maximised over program points (an ``if`` contributes the peaks of both branches). A call of a
+  maximised over program points (an ``if`` contributes the peaks of both branches, except
+  the planner's ``if (memory.holds(planned <= kills))``, which runs the smaller: ``Min``;
+  ``analysis/peak.py``). A call of a
   global adds the callee's own peak, in the caller's symbols, at the call, and what the callee
   leaves allocated (its results) from there on: the VM frees a callee's unkilled storages when
   the top-level call ends. This is what the VM's ``stats.peak_live_bytes`` measures with the
@@ -35,10 +37,11 @@ import sympy
 import ir
 from ir import Call, Expr, Function, GlobalVar, If, Module, Var
 
-from .analysis.dim_bounds import dims_le, evaluate
+from .analysis.dim_bounds import evaluate
 from .analysis.liveness import END, StorageLife, chain, timeline
 from .analysis.memory_check import symbol_values
-from .dialect.memory import AllocStorage, Kill, memory_op
+from .analysis.peak import max_of, walk
+from .dialect.memory import AllocStorage, memory_op
 from .inference.type_relations import bind_plain_symbols
 from .pipeline import stages
 
@@ -263,52 +266,22 @@ def _walk(
     body: Expr, live: ir.Dim, callees: Mapping[str, _Summary]
 ) -> tuple[list[ir.Dim], ir.Dim, int, set[str]]:
     """Peak candidates, live bytes at the end, allocations, and the called globals without a
-    summary (recursive), of a chain."""
-    lets, _ = chain(body)
-    sizes: dict[object, ir.Dim] = {}
-    peaks: list[ir.Dim] = []
-    allocs = 0
-    missing: set[str] = set()
-    for let in lets:
-        value, op = let.value, memory_op(let.value)
-        if isinstance(op, AllocStorage):
-            sizes[let.var] = op.size
-            live = ir.simplify(ir.dims.as_expr(live) + op.size)
-            peaks.append(live)
-            allocs += 1
-        elif isinstance(op, Kill):
-            target = op.target
-            if target in sizes:
-                live = ir.simplify(ir.dims.as_expr(live) - sizes.pop(target))
-        elif isinstance(value, If):
-            p1, l1, a1, c1 = _walk(value.then_branch, live, callees)
-            p2, l2, a2, c2 = _walk(value.else_branch, live, callees)
-            peaks += p1 + p2
-            live = _max([l1, l2])
-            allocs += max(a1, a2)
-            missing |= c1 | c2
-        elif isinstance(value, Call) and isinstance(value.callee, GlobalVar):
-            summary = callees.get(value.callee.name)
-            if summary is None:
-                missing.add(f"@{value.callee.name}")
-                continue
-            at = ir.dims.as_expr(live)
-            peaks.append(ir.simplify(at + summary.at(summary.peak, value.args)))
-            live = ir.simplify(at + summary.at(summary.end, value.args))
-            allocs += summary.allocations
-            missing |= summary.missing
-    return peaks, live, allocs, missing
+    summary (recursive), of a chain (``analysis/peak.py``, both branches of each ``if``)."""
+
+    inherited: set[str] = set()  # the recursive functions the callees leave out
+
+    def cost(_: Var, call: Call) -> tuple[ir.Dim, ir.Dim, int] | None:
+        assert isinstance(call.callee, GlobalVar)
+        summary = callees.get(call.callee.name)
+        if summary is None:
+            return None
+        inherited.update(summary.missing)
+        args = call.args
+        return summary.at(summary.peak, args), summary.at(summary.end, args), summary.allocations
+
+    w = walk(body, cost, live)
+    w.missing |= inherited
+    return w.peaks, w.live, w.allocations, w.missing
 
 
-def _max(dims: list[ir.Dim]) -> ir.Dim:
-    """The max of ``dims``, without the ones provably dominated by another."""
-    kept: list[ir.Dim] = []
-    for d in dims:
-        if any(dims_le(d, k) for k in kept):
-            continue
-        kept = [k for k in kept if not dims_le(k, d)] + [d]
-    if not kept:
-        return 0
-    if len(kept) == 1:
-        return kept[0]
-    return ir.check_dim(sympy.Max(*(ir.dims.as_expr(k) for k in kept)))
+_max = max_of
