@@ -58,6 +58,7 @@ from .op import (
     unregister_op,
 )
 from .ranges import Ranges
+from .rebind import fresh_binders
 from .span import Span
 from .structural import structurally_equal
 from .text import parse, parse_type
@@ -119,6 +120,7 @@ __all__ = [
     "find_too_deep",
     "free_symbols",
     "fresh",
+    "fresh_binders",
     "function",
     "get_op",
     "has_op",

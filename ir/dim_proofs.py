@@ -38,7 +38,7 @@ import sympy
 
 from .ranges import Ranges, VarBound, _interval
 
-__all__ = ["MAX_CASES", "coefficient_denominator", "decide", "prove_nonpositive"]
+__all__ = ["MAX_CASES", "coefficient_denominator", "decide", "divisible_by", "prove_nonpositive"]
 
 #: At most this many (relaxation, case) combinations are bounded per question.
 MAX_CASES = 64
@@ -193,6 +193,42 @@ def coefficient_denominator(e: sympy.Expr) -> int:
         if coeff.is_Rational:
             q = q * int(coeff.q) // math.gcd(q, int(coeff.q))
     return q
+
+
+def divisible_by(e: sympy.Expr | int, k: int) -> bool:
+    """True only if the integer-valued dim ``e`` is a multiple of ``k`` for every value of its
+    symbols, proved from its structure: a sum of multiples, a product with a multiple among its
+    factors (the coefficient's common factor counts), a max or min of multiples. sympy's ``Mod``
+    does not see through ``Max`` (``max(8, 8*n) % 4`` stays unevaluated).
+    """
+    if k == 1:
+        return True
+    e = sympy.sympify(e)
+    if e.is_Integer:
+        return int(e) % k == 0
+    if isinstance(e, (sympy.Add, sympy.Max, sympy.Min)):
+        return all(divisible_by(a, k) for a in e.args)
+    if isinstance(e, sympy.Mul):
+        coeff, rest = e.as_coeff_Mul()
+        if not coeff.is_Integer:
+            return False
+        need = k // math.gcd(int(coeff), k)
+        return need == 1 or any(
+            _integer_valued(f) and divisible_by(f, need) for f in sympy.Mul.make_args(rest)
+        )
+    return False
+
+
+def _integer_valued(e: sympy.Expr) -> bool:
+    """``e`` takes integer values: an integer, an integer symbol, or built from them by
+    ``floor``, ``ceiling``, ``Mod``, ``Max``, ``Min``, sums and products."""
+    if e.is_Integer or (e.is_Symbol and e.is_integer):
+        return True
+    if isinstance(e, (sympy.floor, sympy.ceiling)):
+        return True
+    if isinstance(e, (sympy.Add, sympy.Mul, sympy.Max, sympy.Min, sympy.Mod)):
+        return all(_integer_valued(a) for a in e.args)
+    return isinstance(e, sympy.Pow) and e.exp.is_Integer and e.exp >= 0 and _integer_valued(e.base)
 
 
 def _integer_monomial(m: sympy.Expr) -> bool:

@@ -20,18 +20,25 @@ their ``alloc_tensor``s and their kill - are replaced by one or a few *arenas*:
    a ``1024*s`` tensor at no cost for ``s >= 64``, where a ``256*s`` one would grow fourfold),
    sized as the symbolic ``max`` of its tenants. Only if no block is free does a new one open.
    Tenants of a block never live at the same time.
-2. **Arenas** (coalescing). The blocks of a group lie one after another in one arena, at offsets
-   that are sums of the earlier blocks' sizes rounded up to 64 bytes (``64*ceil(s / 64)``), so
-   every tensor offset is a multiple of 64; blocks never overlap. The arena is allocated just
-   before its first tenant and killed after its last.
+2. **Arenas** (coalescing). The blocks of a group lie one after another in one arena, each at
+   an offset aligned to its widest element (not to 64 bytes: kills alone allocate exact sizes,
+   and padding every small tensor to a cache line made plans lose to them), the blocks of the
+   coarsest elements first so that offsets need no padding; blocks never overlap. The arena is
+   allocated just before its first tenant and killed after its last.
 3. **Groups** (data-dependent sizes). An arena's size is computed where it is allocated, so a
    tenant joins the first group whose allocation point has already bound every symbol of its
    size; a tenant sized by a symbol bound later (by ``memory.shape_func``, or the result of a call
    or an ``if``) opens a new group there: a second arena after the shape function, not an
-   unplanned allocation.
+   unplanned allocation. Nor does a tenant join a group opened before a storage outside it was
+   freed: the arena would hold the tenant's bytes from before that free, where kills alone
+   allocate them after it (an ``argwhere`` mask freed before the gathers it sized).
 4. With ``static_arena=True``, an arena whose size has an upper bound under the ranges gets that
    constant size (one allocation of a fixed size, which a pooled allocator serves from its cache
    on every call).
+5. **Never worse than kills alone** (``plan_choice.py``): the plan is kept where its peak is
+   provably at most that of the input (kills alone); else a plan with some groups left out that
+   is; else, where the two peaks are formulas of the entry symbols, both bodies behind
+   ``if (memory.holds(planned peak <= kills peak))``; else kills alone.
 
 **Returned values.** In a function that no other function calls (an entry point such as
 ``@main``), a storage reachable from a chain's result (no kill) is a tenant too, of a block that
@@ -61,6 +68,7 @@ import sympy
 
 import ir
 from ir import Call, Expr, If, Let, Module, StorageType, Var
+from ir.dim_proofs import divisible_by
 
 from ..analysis.dim_bounds import RangeMap, dims_le, evaluate, samples, upper
 from ..analysis.entry_binding import entry_plan
@@ -76,11 +84,10 @@ from ..dialect.memory import (
     memory_op,
 )
 from .base import ModulePass
+from .plan_choice import choose
 
 #: The kill index of a tenant that is never killed (returned): its block is never free again.
 NEVER = 1 << 60
-
-#: Byte alignment of every offset in an arena (the VM's storages are 64-byte aligned).
 
 
 class PlanMemory(ModulePass):
@@ -88,7 +95,9 @@ class PlanMemory(ModulePass):
 
     ``ranges``: symbol ranges used in proofs, added to each function's declared ranges;
     ``static_arena``: give an arena its constant upper bound when the ranges provide one;
-    ``returned_in_arena``: let entry points keep returned tensors in an arena (module doc).
+    ``returned_in_arena``: let entry points keep returned tensors in an arena (module doc);
+    ``never_worse``: keep a plan only where its peak is at most that of kills alone
+    (``plan_choice.py``; off: always the plan, for studying plans).
     """
 
     name = "plan_memory"
@@ -98,10 +107,12 @@ class PlanMemory(ModulePass):
         ranges: RangeMap | None = None,
         static_arena: bool = False,
         returned_in_arena: bool = True,
+        never_worse: bool = True,
     ) -> None:
         self.ranges = dict(ranges or {})
         self.static_arena = static_arena
         self.returned_in_arena = returned_in_arena
+        self.never_worse = never_worse
 
     def run(self, module: Module) -> Module:
         out = {}
@@ -110,23 +121,40 @@ class PlanMemory(ModulePass):
             if fn.is_primitive:
                 out[name] = fn
                 continue
-            # Keyed by symbol: the pass's option may name symbols by string (``{"n": ...}``).
-            ranges: dict[Any, Any] = dict(fn.ranges)
-            ranges.update(
-                {ir.sym(k) if isinstance(k, str) else k: v for k, v in self.ranges.items()}
-            )
-            returned = self.returned_in_arena and name not in called
-            storage_of = Aliases(fn).storage_of
-            over = {
-                storage_of[t]: storage_of[u]
-                for t, u in in_place_pairs(fn).items()
-                if t in storage_of and u in storage_of
-            }
-            planner = _Planner(ranges, self.static_arena, returned, over)
-            params = [(p.name_hint, p.ty or p.type_annotation) for p in fn.params]
-            bound = entry_plan(params, f"@{name}", fn.span).bound  # plain and derived (2*n + 1)
-            out[name] = dataclasses.replace(fn, body=planner.chain(fn.body, frozenset(bound)))
+            plan = _FunctionPlan(self, name, fn, self.returned_in_arena and name not in called)
+            if self.never_worse:
+                body = choose(plan, fn.body, plan.ranges, plan.bound)
+            else:
+                body = plan(frozenset())[0]
+            out[name] = dataclasses.replace(fn, body=body)
         return Module(out)
+
+
+class _FunctionPlan:
+    """The planner of one function, as ``plan_choice.choose`` calls it: the planned body with
+    some groups left unplanned, and the number of groups."""
+
+    def __init__(self, options: PlanMemory, name: str, fn: ir.Function, returned: bool) -> None:
+        self.options, self.fn, self.returned = options, fn, returned
+        # Keyed by symbol: the pass's option may name symbols by string (``{"n": ...}``).
+        self.ranges: dict[Any, Any] = dict(fn.ranges)
+        self.ranges.update(
+            {ir.sym(k) if isinstance(k, str) else k: v for k, v in options.ranges.items()}
+        )
+        storage_of = Aliases(fn).storage_of
+        self.over = {
+            storage_of[t]: storage_of[u]
+            for t, u in in_place_pairs(fn).items()
+            if t in storage_of and u in storage_of
+        }
+        params = [(p.name_hint, p.ty or p.type_annotation) for p in fn.params]
+        self.bound = frozenset(entry_plan(params, f"@{name}", fn.span).bound)  # and 2*n + 1
+
+    def __call__(self, disabled: frozenset[int]) -> tuple[Expr, int]:
+        planner = _Planner(
+            self.ranges, self.options.static_arena, self.returned, self.over, disabled
+        )
+        return planner.chain(self.fn.body, self.bound), planner.planned_groups
 
 
 def plan_memory(
@@ -136,14 +164,14 @@ def plan_memory(
     return PlanMemory(ranges, static_arena).run(module)
 
 
-def align(size: ir.Dim) -> ir.Dim:
-    """``size`` rounded up to a multiple of ``ALIGNMENT`` (unchanged when provably one)."""
+def align(size: ir.Dim, alignment: int = ALIGNMENT) -> ir.Dim:
+    """``size`` rounded up to a multiple of ``alignment`` (unchanged when provably one)."""
     if isinstance(size, int):
-        return -(-size // ALIGNMENT) * ALIGNMENT
-    if ir.compare(sympy.Mod(size, ALIGNMENT), "==", 0) is True:
+        return -(-size // alignment) * alignment
+    if divisible_by(size, alignment) or ir.compare(sympy.Mod(size, alignment), "==", 0) is True:
         return size
     # ceil, not floor division: the text format prints it with '/', which parses in attributes.
-    return ir.check_dim(ALIGNMENT * sympy.ceiling(size / ALIGNMENT))
+    return ir.check_dim(alignment * sympy.ceiling(size / alignment))
 
 
 @dataclass
@@ -154,6 +182,10 @@ class _Tenant:
     """Index of its ``alloc_storage`` in the chain."""
     kill: int
     """Index of its ``kill``."""
+    itemsize: int = 1
+    """The widest element of its tensors: the alignment its offset needs."""
+    granule: int = 1
+    """The narrowest element of its tensors: its size is a multiple of it."""
 
 
 @dataclass
@@ -163,6 +195,17 @@ class _Block:
     """Index of the last tenant's kill: free for tenants allocated after it."""
     tenants: list[_Tenant] = field(default_factory=list)
     offset: ir.Dim = 0
+
+    @property
+    def alignment(self) -> int:
+        """The alignment its offset needs: its widest element."""
+        return max(t.itemsize for t in self.tenants)
+
+    @property
+    def granule(self) -> int:
+        """Its size is a multiple of this (each tenant's size is a multiple of its elements,
+        element sizes are powers of two)."""
+        return min(t.granule for t in self.tenants)
 
 
 @dataclass
@@ -193,12 +236,17 @@ class _Planner:
         static_arena: bool,
         returned: bool,
         over: Mapping[Var, Var] | None = None,
+        disabled: frozenset[int] = frozenset(),
     ) -> None:
         self.ranges = ranges
         self.static_arena = static_arena
         self.returned = returned
         self.over = over or {}
         """Storage of a kernel's output -> storage of the input it may be written over."""
+        self.disabled = disabled
+        """Numbers of the groups to leave unplanned (numbered as ``chain`` meets them)."""
+        self.planned_groups = 0
+        """Groups of more than one tenant met so far (planned unless disabled)."""
 
     def chain(self, body: Expr, bound: frozenset[sympy.Basic]) -> Expr:
         lets, result = chain(body)
@@ -206,12 +254,16 @@ class _Planner:
         for let in lets:
             bound_before.append(bound)
             bound = bound | _binds(let)
-        groups = self.groups(self.tenants(lets, result), bound_before)
+        kills = [(i, op.target) for i, op in enumerate(map(Kill.of, (x.value for x in lets))) if op]
+        groups = self.groups(self.tenants(lets, result), bound_before, kills)
         where: dict[Var, tuple[_Group, _Block]] = {}
         arenas_at: dict[int, list[_Group]] = {}
         kills_at: dict[int, list[_Group]] = {}
         for g in groups:
             if not g.planned:
+                continue
+            self.planned_groups += 1
+            if self.planned_groups - 1 in self.disabled:
                 continue
             self.layout(g)
             arenas_at.setdefault(g.pos, []).append(g)
@@ -258,6 +310,7 @@ class _Planner:
         allocs: dict[Var, int] = {}
         kills: dict[Var, list[int]] = {}
         tensors: Counter[Var] = Counter()
+        itemsizes: dict[Var, list[int]] = {}
         for i, let in enumerate(lets):
             op = memory_op(let.value)
             if isinstance(op, AllocStorage):
@@ -269,6 +322,7 @@ class _Planner:
                         kills.setdefault(target, []).append(i)
                     else:
                         tensors[target] += 1
+                        itemsizes.setdefault(target, []).append(ir.ITEMSIZE[op.dtype])
         out = []
         for s, i in allocs.items():
             k = kills.get(s, [])
@@ -276,19 +330,35 @@ class _Planner:
                 continue
             alloc = AllocStorage.of(lets[i].value)
             assert alloc is not None
-            out.append(_Tenant(s, alloc.size, i, k[0] if k else NEVER))
+            sizes = itemsizes.get(s) or [1]
+            out.append(_Tenant(s, alloc.size, i, k[0] if k else NEVER, max(sizes), min(sizes)))
         return out
 
-    def groups(self, tenants: list[_Tenant], bound_before: list[frozenset[Any]]) -> list[_Group]:
+    def groups(
+        self,
+        tenants: list[_Tenant],
+        bound_before: list[frozenset[Any]],
+        kills: list[tuple[int, Expr]],
+    ) -> list[_Group]:
         """Assign tenants to groups (arenas), then to blocks (see the module docstring, 3).
 
         A tenant joins a live group whose symbols are bound, one with a free block it provably
         fits in first. If it would need a new or a grown block while another arena is already
         dead, it opens a new group instead: a fresh arena allocated after that one is freed
         can reuse its bytes (the pool serves it), whereas growing a live arena adds to the peak.
+        Nor does it join a group opened before a storage outside that group was freed
+        (``kills``: index and storage): the arena would hold its bytes from before that free,
+        where kills alone allocate them after it.
         """
         groups: list[_Group] = []
         placed: dict[Var, tuple[_Group, _Block]] = {}
+
+        def freed_since(g: _Group, t: _Tenant) -> bool:
+            return any(
+                g.pos < i < t.alloc and (s not in placed or placed[s][0] is not g)
+                for i, s in kills
+            )
+
         for t in tenants:
             need = ir.free_symbols(t.size)
             spot = self.written_over(t, placed, need)
@@ -297,9 +367,13 @@ class _Planner:
                 spot[1].free_after = t.kill
                 placed[t.storage] = spot
                 continue
-            live = [g for g in groups if need <= g.bound and g.last_kill >= t.alloc]
+            live = [
+                g
+                for g in groups
+                if need <= g.bound and g.last_kill >= t.alloc and not freed_since(g, t)
+            ]
             g = next((g for g in live if self.fits(g, t)), None)
-            if g is None and not any(x.last_kill < t.alloc for x in groups):
+            if g is None:
                 with_free = (g for g in live if any(b.free_after < t.alloc for b in g.blocks))
                 g = next(with_free, live[0] if live else None)
             if g is None:
@@ -369,13 +443,21 @@ class _Planner:
         return min(free, key=cost)  # the first of the cheapest: deterministic
 
     def layout(self, g: _Group) -> None:
-        """Offsets of the blocks, one after another; the arena's size."""
+        """Offsets of the blocks, one after another; the arena's size.
+
+        Each offset is aligned to its block's widest element only, not to 64 bytes: kills
+        alone allocate exact sizes, and padding small tensors to a cache line is what made a
+        plan lose to them (issue 14). Blocks are laid out from the coarsest granule down, so
+        that a block of ``float32`` tensors after ``float64`` ones (sizes multiples of 8) needs
+        no padding at all; padding is left only after a block whose size is not provably a
+        multiple of the next one's alignment (mixed element sizes).
+        """
         offset: ir.Dim = 0
+        g.blocks.sort(key=lambda b: -b.granule)  # stable: allocation order within a granule
         for b in g.blocks:
-            b.offset = offset
-            offset = ir.simplify(ir.dims.as_expr(offset) + align(b.size))
-        last = g.blocks[-1]
-        size = ir.simplify(ir.dims.as_expr(last.offset) + last.size)  # no padding after the end
+            b.offset = align(offset, b.alignment)
+            offset = ir.simplify(ir.dims.as_expr(b.offset) + b.size)
+        size = offset
         if self.static_arena:
             bound = upper(size, self.ranges)
             if bound is not None:

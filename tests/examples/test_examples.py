@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import numpy as np
 import pytest
 
 import dynshape
@@ -73,3 +74,24 @@ def test_a_mismatch_is_reported_and_exits_non_zero(capsys: pytest.CaptureFixture
     assert mlp.main(["--small"]) == 1
     out = capsys.readouterr().out
     assert "numpy check FAILED" in out and "all numpy checks passed" not in out
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda s: s.stem)
+def test_planning_never_needs_more_memory_than_kills_alone(script: Path) -> None:
+    """The planner's guarantee on the example models, at every size they run at (measured by
+    the VM with exact byte counts)."""
+    from vm.memory.allocator import NaiveAllocator
+
+    model = load(script)
+    program = model.build_model()
+    exes = [dynshape.compile(program, plan_memory=p) for p in (True, False)]
+    rng = np.random.default_rng(0)
+    params = list(model.make_params(rng))
+    for size in model.SMALL_SIZES:
+        args = params + list(model.make_inputs(rng, size))
+        peaks = []
+        for exe in exes:
+            vm = dynshape.VirtualMachine(exe, allocator=NaiveAllocator())
+            vm.run(*[a.copy() if isinstance(a, np.ndarray) else a for a in args])
+            peaks.append(vm.allocator.stats.peak_live_bytes)
+        assert peaks[0] <= peaks[1], (size, peaks)

@@ -1,0 +1,186 @@
+"""The planner's guarantee: a planned body runs only where it needs no more memory than kills.
+
+A plan packs a function's storages into arenas; that usually lowers the peak (one arena, blocks
+reused, outputs written over dying inputs), but it can raise it: a block is as large as its
+largest tenant, and an arena lives from its first tenant to its last. So for each function,
+``choose`` compares the peak of the planned body, ``P``, with the peak of the body with kills
+alone, ``K`` (``analysis/peak.py``), and keeps
+
+1. the planned body, when ``P <= K`` is proved for every binding (``ir.compare`` with the
+   function's ranges), along every path through its ``if``s, each call of a global counting
+   the same unknown cost in both (so the callee's own choice does not matter);
+2. else the fallback: the plan of the groups (arenas) that can be kept together with
+   ``P <= K`` proved, taken greedily in program order (one more plan per group), or the body
+   with kills alone;
+3. and, for a body without ``if``s or calls whose two peaks depend only on symbols bound at
+   entry, when the full plan needs no more than the fallback at some sample binding, *both*
+   bodies, behind ``if (memory.holds(P <= P_fallback))``: the VM evaluates the two formulas
+   from the argument shapes (a few integer operations per call) and runs the one that needs
+   less (the transformer encoder: kills alone at ``seq = 8``, where the plan needs 10% more,
+   the plan at ``seq = 1024``, where it needs 45% less).
+
+Sample bindings (small sizes first: plans tend to lose there) refute a claim before a proof is
+tried, and decide whether a test can pay; they never make a choice unsafe.
+
+So for every function and every binding, the peak that runs is at most the peak with kills
+alone. The comparisons are sound in one direction only, and that is the one used: the planned
+side is an upper bound (a tail call counts on top of the frame), the kills side a lower bound
+(a tail call counts alone, the VM having freed the frame).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import sympy
+
+import ir
+from ir import Call, Expr, If, TensorType, Var
+
+from ..analysis.dim_bounds import evaluate, samples
+from ..analysis.peak import if_vars, max_of, paths, walk
+from ..dialect.memory import Holds
+
+#: Paths through ``if``s compared at most, per function (2**4: four ``if``s).
+MAX_PATHS = 16
+
+
+Plan = Callable[[frozenset[int]], tuple[Expr, int]]
+"""The planner on one function: the planned body with the given groups left unplanned, and
+how many groups it planned or left."""
+
+
+def choose(
+    plan: Plan, killed: Expr, ranges: Mapping[Any, Any], bound: frozenset[sympy.Basic]
+) -> Expr:
+    """The body to keep (see the module docstring): a plan, ``killed``, or two behind a test."""
+    full, count = plan(frozenset())
+    costs = _CallCosts()
+    proof = _Proof(killed, costs, ranges)
+    if proof.holds(full):
+        return full
+    fallback, kept = killed, frozenset[int]()
+    everything = frozenset(range(count))
+    for group in range(count if count > 1 else 0):  # one group: the full plan was that
+        partial = plan(everything - (kept | {group}))[0]
+        if proof.holds(partial):
+            fallback, kept = partial, kept | {group}
+    if if_vars(killed) or costs.seen:
+        return fallback
+    most, least = _peak(full, costs), _peak(fallback, costs)
+    symbols = ir.free_symbols(most) | ir.free_symbols(least)
+    if not symbols <= bound or not _sometimes_no_more(most, least, ranges):
+        return fallback  # the test cannot be made at entry, or the plan is seen to gain nothing
+    return _versioned(full, fallback, most, least)
+
+
+class _Proof:
+    """Whether a body's peak is provably at most that of ``killed`` along every path."""
+
+    def __init__(self, killed: Expr, costs: _CallCosts, ranges: Mapping[Any, Any]) -> None:
+        self.costs, self.ranges = costs, ranges
+        choices = paths(killed, MAX_PATHS)
+        self.paths = list(choices) if choices is not None else None
+        self.bounds = [walk(killed, costs, path=p, tail_alone=True).peaks for p in self.paths or []]
+
+    def holds(self, body: Expr) -> bool:
+        if self.paths is None:
+            return False
+        for path, bound in zip(self.paths, self.bounds, strict=True):
+            if not _le(walk(body, self.costs, path=path).peaks, bound, self.ranges):
+                return False
+        return True
+
+
+def _peak(body: Expr, costs: _CallCosts) -> ir.Dim:
+    return max_of(walk(body, costs).peaks)
+
+
+def _le(planned: list[ir.Dim], killed: list[ir.Dim], ranges: Mapping[Any, Any]) -> bool:
+    """Proved: the max of ``planned`` is at most the max of ``killed``, for every binding.
+
+    Sample bindings first (``dim_bounds.samples``): a planned candidate above every kills
+    candidate at one of them refutes the claim at once. Then each planned candidate against the
+    kills candidates at least as large at every sample (the identical one is enough), and
+    against their max only if none alone is proved: a sympy ``Max`` of many symbolic terms is
+    slow to build, and past what case splitting affords.
+    """
+    a_list, k_list = list(dict.fromkeys(planned)), list(dict.fromkeys(killed))
+    points = _points([*a_list, *k_list], ranges)
+    k_values = [[evaluate(k, v) for v in points] for k in k_list]
+    tops = [max(column, default=0) for column in zip(*k_values, strict=True)] if k_list else []
+    for a in a_list:
+        a_values = [evaluate(a, v) for v in points]
+        if not k_list or any(x > top for x, top in zip(a_values, tops, strict=True)):
+            return False
+        if a in k_list:
+            continue
+        above = [
+            k
+            for k, values in zip(k_list, k_values, strict=True)
+            if all(y >= x for x, y in zip(a_values, values, strict=True))
+        ]
+        if any(ir.compare(a, "<=", k, ranges) is True for k in above):
+            continue
+        rivals = [
+            k
+            for k, values in zip(k_list, k_values, strict=True)
+            if any(y >= x for x, y in zip(a_values, values, strict=True))
+        ]
+        if ir.compare(a, "<=", max_of(rivals), ranges) is not True:
+            return False
+    return True
+
+
+def _sometimes_no_more(a: ir.Dim, b: ir.Dim, ranges: Mapping[Any, Any]) -> bool:
+    """``a <= b`` at one of the sample bindings (``_points``) where ``b`` is not 0: a run-time
+    test can pay (a plan needing as much as kills alone still makes fewer allocations)."""
+    for v in _points([a, b], ranges):
+        x, y = evaluate(a, v), evaluate(b, v)
+        if x <= y and y > 0:
+            return True
+    return False
+
+
+#: Values each symbol takes in the sample bindings: plans tend to lose at tiny sizes.
+_SMALL = (0, 1, 2, 3, 5)
+
+
+def _points(dims: list[ir.Dim], ranges: Mapping[Any, Any]) -> list[dict[sympy.Basic, int]]:
+    """Sample bindings to refute a claim before trying to prove it: every symbol at one small
+    value, each symbol small while the others are large, and ``dim_bounds.samples``."""
+    symbols = sorted(set().union(*(ir.free_symbols(d) for d in dims)), key=str)
+
+    def clip(s: sympy.Basic, v: int) -> int:
+        lo, hi = ranges.get(s, (0, None))
+        return max(lo, v if hi is None else min(hi, v))
+
+    out = [{s: clip(s, v) for s in symbols} for v in _SMALL]
+    out += [{s: clip(s, 2 if s is t else 64) for s in symbols} for t in symbols]
+    return out + samples(dims, ranges)
+
+
+def _versioned(planned: Expr, killed: Expr, most: ir.Dim, least: ir.Dim) -> Expr:
+    """``let %fits = memory.holds(most <= least); let %r = if (%fits) {planned} else {killed};
+    %r`` (the ``if`` bound, so that its branches stay in tail position)."""
+    ty = planned.ty
+    fits = Var("fits", ty=TensorType((), "bool"))
+    result = Var("result", ty=ty)
+    choice = If(fits, planned, ir.fresh_binders(killed), ty=ty)
+    return ir.nest_lets(
+        [(fits, Holds.make("<=", most, least), None, ()), (result, choice, None, ())], result
+    )
+
+
+class _CallCosts:
+    """A call's cost as unknowns of its own, the same in both bodies (keyed by its variable,
+    which the planner keeps)."""
+
+    def __init__(self) -> None:
+        self.seen: dict[Var, tuple[ir.Dim, ir.Dim, int]] = {}
+
+    def __call__(self, var: Var, call: Call) -> tuple[ir.Dim, ir.Dim, int]:
+        if var not in self.seen:
+            self.seen[var] = (ir.dims.fresh("peak"), ir.dims.fresh("left"), 0)
+        return self.seen[var]
