@@ -391,9 +391,7 @@ class _Parser:
         assert call.op is not None
         for key, value_tok, _ in attrs:
             value = call.attrs[key.text]
-            if not takes_dims(call.op.attr_index[key.text].kind) or not has_symbolic_entries(
-                value
-            ):
+            if not takes_dims(call.op.attr_index[key.text].kind) or not has_symbolic_entries(value):
                 continue
             free = set().union(*(free_symbols(d) for d in value if isinstance(d, sympy.Expr)))
             unbound = sorted(str(s) for s in free if s not in (self.bound or frozenset()))

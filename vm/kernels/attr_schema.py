@@ -11,10 +11,11 @@ this table with the catalogue (``tests/vm/test_attr_schema.py``): ``int``, ``flo
 ``bool``, ``str``, ``dtype``, ``list[int]``, ``list[[int, int]]``, a choice ``'a' | 'b'``, and
 unions ``X or Y`` (``None`` among them). ``list[int | dim]`` (reshape's ``newshape``, split's
 indices) holds ints and ``None``: the compiler writes ``None`` for a dim entry (the VM never
-sees sympy), and the kernel takes that extent from its outputs' shapes. The VM cannot import the catalogue (it depends on
-numpy alone), hence the copy. Custom ops registered with ``dynshape.register_op`` get their
-schema registered with their kernel (``register_attr_schema``); a kernel registered with
-``vm.register_kernel`` alone has none, and its attributes are only checked to be JSON-like.
+sees sympy), and the kernel takes that extent from its outputs' shapes. The VM cannot import
+the catalogue (it depends on numpy alone), hence the copy. Custom ops registered with
+``dynshape.register_op`` get their schema registered with their kernel
+(``register_attr_schema``); a kernel registered with ``vm.register_kernel`` alone has none,
+and its attributes are only checked to be JSON-like.
 """
 
 from __future__ import annotations
