@@ -4,6 +4,7 @@ the deferred checks, saving and loading, and the errors."""
 
 from __future__ import annotations
 
+import itertools
 import re
 
 import numpy as np
@@ -28,7 +29,7 @@ def test_reshape_back_to_the_inputs_shape_from_the_builder() -> None:
     f = ds.reshape(x, newshape=(-1,))
     a = f.reshape(*x.shape)
     b = ds.reshape(ds.exp(f), newshape=x.shape)  # fused: exp, reshape, exp
-    n, m = x.shape
+    n, _ = x.shape
     c = ds.reshape(x, newshape=(n, -1))
     assert str(a.type) == str(b.type) == str(c.type) == "Tensor[(n, m), float32]"
     program = ds.build([a, ds.exp(b), c], inputs=[x])
@@ -209,7 +210,7 @@ def test_cut_points_are_np_splits_or_refused_only_when_decreasing(
         starts = cut_points(n, spec, sizes)
     except ValueError as e:
         assert "cannot be recovered" in str(e)
-        assert any(a > b for a, b in zip(clamped, clamped[1:], strict=False))
+        assert any(a > b for a, b in itertools.pairwise(clamped))
         return
     for start, size, part in zip(starts, sizes, parts, strict=True):
         np.testing.assert_array_equal(x[start : start + size], part)
