@@ -146,6 +146,46 @@ class _Dim(AttrKind):
             raise TypeError(e.message) from None
 
 
+class _IntOrDimList(AttrKind):
+    """A list whose entries are ints of any sign (an op's special values, such as reshape's 0
+    and -1, or split's negative indices) or dims over the function's symbols (``n``,
+    ``2*n``, ``m // 2``). Only the ops that declare it take symbolic entries; everything else
+    keeps ``list[int]``."""
+
+    name = "list[int | dim]"
+
+    def normalize(self, value: Any) -> Any:
+        if not isinstance(value, (list, tuple)):
+            raise TypeError("expected a list of ints or dims")
+        out: list[Any] = []
+        for v in value:
+            if isinstance(v, sympy.Integer):
+                v = int(v)  # a folded dim (n - n + 3) is the int it is, negative or not
+            if isinstance(v, sympy.Expr):
+                out.append(DIM.normalize(v))
+            elif isinstance(v, bool) or not isinstance(v, int):
+                raise TypeError("expected an int or a dim (an expression of symbols)")
+            else:
+                out.append(int(v))
+        return tuple(out)
+
+
+def has_symbolic_entries(value: Any) -> bool:
+    """True if an attribute value is a list with a dim entry (an ``INT_OR_DIM_LIST`` value that
+    the compiler must resolve before the VM sees it)."""
+    return isinstance(value, tuple) and any(isinstance(v, sympy.Expr) for v in value)
+
+
+def takes_dims(kind: AttrKind) -> bool:
+    """True if ``kind`` accepts ``INT_OR_DIM_LIST`` values (alone or among other kinds): an op
+    attribute whose dims must use the symbols the function binds at entry."""
+    if isinstance(kind, (_Optional,)):
+        return takes_dims(kind.inner)
+    if isinstance(kind, _OneOf):
+        return any(takes_dims(k) for k in kind.kinds)
+    return isinstance(kind, _IntOrDimList)
+
+
 class _ListOf(AttrKind):
     def __init__(self, inner: AttrKind) -> None:
         self.inner = inner
@@ -168,6 +208,8 @@ PAIR_LIST: AttrKind = _PairList()
 DIM: AttrKind = _Dim()
 DIM_LIST: AttrKind = _ListOf(DIM)
 DIM_LISTS: AttrKind = _ListOf(DIM_LIST)
+#: A list of ints or dims: reshape's ``newshape=[n, -1]``, split's ``indices_or_sections=[n // 2]``.
+INT_OR_DIM_LIST: AttrKind = _IntOrDimList()
 #: An axis argument: one int, a list of ints, or None for "all axes".
 AXES: AttrKind = _Optional(_OneOf(INT, INT_LIST))
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import sympy
+
 import ir
 from ir import Expr, TensorType
 
@@ -169,13 +171,18 @@ class Value:
         return getitem(self, key)
 
     def reshape(self, *shape: Any) -> Value:
-        """``reshape`` to ints (``0`` copies the input's dim, ``-1`` is inferred):
-        ``x.reshape(-1, 4)`` or ``x.reshape((-1, 4))``."""
+        """``reshape`` to ints (``0`` copies the input's dim, ``-1`` is inferred) or dims of
+        the inputs' shapes: ``x.reshape(-1, 4)``, ``x.reshape((-1, 4))``,
+        ``f.reshape(*x.shape)``, ``x.reshape(n // 2, -1)``."""
         if len(shape) == 1 and isinstance(shape[0], (list, tuple)):
             shape = tuple(shape[0])
-        if not all(isinstance(d, int) and not isinstance(d, bool) for d in shape):
+        if not all(
+            isinstance(d, sympy.Expr) or (isinstance(d, int) and not isinstance(d, bool))
+            for d in shape
+        ):
             raise fail(
-                f"reshape takes ints (0 copies the input's dim, -1 is inferred), got {shape}"
+                "reshape takes ints (0 copies the input's dim, -1 is inferred) or dims of the "
+                f"inputs' shapes (x.shape[0], n // 2), got {shape}"
             )
         return apply_one("reshape", self, newshape=list(shape))
 

@@ -8,6 +8,13 @@ scratch slot is the caller's when the invoke passes it (``manifest_alloc`` alloc
 IR, after the outputs); otherwise the VM allocates it for the call, shaped like an input when
 its type proves it, statically when its shape is static, and else by the shape function of the
 step that writes it first.
+
+Attributes reach the VM through ``vm_attrs``: a list of ints or dims (``reshape``'s
+``newshape=[n, m]``, ``split``'s ``indices_or_sections=[n // 2]``) has its dim entries replaced
+by ``None``, since the VM never sees sympy. The kernels need no value there: they take the
+result's extents from their outputs (reshape copies into ``out.shape``; split recovers its cut
+points from the parts' sizes, ``vm/kernels/transform.py``). A shape function cannot run on
+such attributes at run time, so a step that would need one is a compile error.
 """
 
 from __future__ import annotations
@@ -15,9 +22,11 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import sympy
 
 import ir
 from ir import Call, Constant, Expr, Function, Tuple, TupleGetItem, Var
+from ir.attrs import has_symbolic_entries
 from vm import Assembler, FusedKernel, FusedStep, Ref, Scratch
 
 from ..analysis.step_plan import Dest, StepPlan, plan_steps, same_shape
@@ -35,8 +44,28 @@ def kernel_for(asm: Assembler, fn: Function, name: str, num_scratch: int = 0) ->
         assert isinstance(body, Call) and body.op is not None
         if num_scratch:
             raise CompileError(f"primitive function {name}: one op takes no scratch buffers")
-        return asm.kernel(body.op.name, dict(body.attrs), len(fn.params), len(leaves))
+        return asm.kernel(body.op.name, vm_attrs(body, name), len(fn.params), len(leaves))
     return asm.fused(_FusedBuilder(asm, fn, name, num_scratch).build())
+
+
+def vm_attrs(call: Call, where: str, *, shape_func: bool = False) -> dict[str, Any]:
+    """The attributes of op call ``call`` as the VM takes them: dim entries of a list of ints
+    or dims become ``None`` (see the module doc). ``shape_func``: for a run-time shape function,
+    which needs every value, so a dim entry is a CompileError naming ``where``."""
+    assert call.op is not None
+    out: dict[str, Any] = {}
+    for key, value in call.attrs.items():
+        if has_symbolic_entries(value):
+            if shape_func:
+                raise CompileError(
+                    f"{where}: {call.op.name}'s attribute {key}={list(value)} has dims, but "
+                    "its shape must be computed at run time by the shape function, which the "
+                    "VM runs on ints only",
+                    call.span,
+                )
+            value = tuple(None if isinstance(v, sympy.Expr) else v for v in value)
+        out[key] = value
+    return out
 
 
 def _ty(e: Expr) -> ir.Type:
@@ -87,7 +116,12 @@ class _FusedBuilder:
                 (Ref("in", i) for i, p in enumerate(self.fn.params) if same_shape(p.ty, ty)),
                 None,
             )
-            spec = ("like", like) if like is not None else ("shape_func", *plan.first_writer[slot])
+            if like is not None:
+                spec = ("like", like)
+            else:
+                step, _ = plan.first_writer[slot]
+                vm_attrs(plan.calls[step], f"primitive function {self.name}", shape_func=True)
+                spec = ("shape_func", *plan.first_writer[slot])
         return Scratch(ty.dtype, spec)
 
     def ref(self, e: Expr) -> Any:
@@ -111,5 +145,6 @@ class _FusedBuilder:
         assert call.op is not None
         inputs = tuple(self.ref(a) for a in call.args)
         outs = tuple(Ref(d.kind, d.index) for d in dests)
-        self.steps.append(FusedStep(call.op.name, dict(call.attrs), inputs, outs))
+        attrs = vm_attrs(call, f"primitive function {self.name}")
+        self.steps.append(FusedStep(call.op.name, attrs, inputs, outs))
         self.refs[call] = outs if isinstance(_ty(call), ir.TupleType) else outs[0]

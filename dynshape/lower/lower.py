@@ -71,7 +71,7 @@ from ..dialect.memory import (
     memory_op,
 )
 from ..errors import CompileError
-from .kernels import kernel_for
+from .kernels import kernel_for, vm_attrs
 from .shape_exprs import ShapeExprCompiler, needed_symbols, symbol_registers
 
 _CMP = ("==", "!=", "<", "<=", ">", ">=")
@@ -533,7 +533,9 @@ class _FunctionLowering:
             i = len(op_inputs)
             op_inputs.append(reg if i < len(dd) and dd[i] else self.b.shape_of(reg))
         # (the manifest already chose shapes or values for the parameters: data_dependent)
-        entry = self.asm.shape_func(body.op.name, dict(body.attrs))
+        entry = self.asm.shape_func(
+            body.op.name, vm_attrs(body, f"in @{self.name}", shape_func=True)
+        )
         shapes = self.b.shape_func(entry, op_inputs)
         out_shapes = op.out_shapes
         single = not isinstance(_ty_of(body), TupleType)

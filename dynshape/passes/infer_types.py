@@ -18,6 +18,8 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
+import sympy
+
 import ir
 from ir import (
     Call,
@@ -36,7 +38,9 @@ from ir import (
     Type,
     Var,
 )
+from ir.attrs import has_symbolic_entries
 from ir.text import function_to_text
+from ir.text.constants_text import attr_text
 from shape_funcs import ShapeError, UnknownValue, get_shape_func
 
 from ..dialect.memory import memory_op
@@ -174,6 +178,28 @@ class _FunctionInference(ir.ExprFunctor[Expr]):
             self.name, self.module.module[self.name], show_types=False, notes={node: "error"}
         )
         return CompileError(f"in @{self.name}: {message}", node.span, listing)
+
+    def check_attr_symbols(self, call: Call) -> None:
+        """A dim in an attribute (``newshape=[n, m]``) may use only the symbols the global's
+        parameters bind at entry: nothing else gives them a value before the op runs."""
+        assert call.op is not None
+        bound = None
+        for key, value in call.attrs.items():
+            if not has_symbolic_entries(value):
+                continue
+            if bound is None:
+                bound = self.module.module[self.name].param_symbols()
+            free = set().union(*(ir.free_symbols(d) for d in value if isinstance(d, sympy.Expr)))
+            unbound = sorted(
+                ("?" if ir.is_anonymous(s) else str(s)) for s in free if s not in bound
+            )
+            if unbound:
+                raise self.fail(
+                    f"op {call.op.name}: attribute {key}={attr_text(value)} uses "
+                    f"{', '.join(unbound)}, which no parameter of @{self.name} binds (a dim in "
+                    "an attribute may use only the symbols of the parameter types)",
+                    call,
+                )
 
     def checked(self, node: Expr, run: Any) -> Any:
         """Run ``run(ctx)`` with a fresh symbolic context; keep the facts it defers for the node
@@ -313,6 +339,7 @@ class _FunctionInference(ir.ExprFunctor[Expr]):
             ty = self.checked(call, lambda ctx: mem.result_type(arg_types))
             return self.site(Call(op, args, call.attrs, span=call.span, ty=ty))
         if op is not None:
+            self.check_attr_symbols(call)
             ty = self.checked(
                 call, lambda ctx: op_result_type(ctx, op, call.attrs, args, arg_types)
             )

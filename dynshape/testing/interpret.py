@@ -39,6 +39,7 @@ from ir import (
     Type,
     Var,
 )
+from ir.attrs import has_symbolic_entries
 from ir.nesting import RECURSION_LIMIT
 
 from ..dialect.memory import MemoryOp, memory_op
@@ -307,9 +308,10 @@ class Interpreter:
         impl = OPS.get(op.name)
         if impl is None:
             raise InterpreterError(f"@{frame.function}: no reference definition of op {op.name}")
+        attrs = _resolved_attrs(node, frame)
         try:
             with np.errstate(all="ignore"):
-                out = impl(args, node.attrs)
+                out = impl(args, attrs)
         except (ValueError, IndexError, TypeError, ZeroDivisionError) as e:
             raise InterpreterError(f"@{frame.function}: {describe(node)} failed: {e}") from e
         return _result(out, node.ty)
@@ -318,6 +320,30 @@ class Interpreter:
         if closure.frame is None:  # a global
             return self.call_function(closure.fn, args, name, None)
         return self.call_function(closure.fn, args, name, closure.frame)
+
+
+def _resolved_attrs(node: Call, frame: Frame) -> Any:
+    """``node``'s attributes with each dim entry (``newshape=[n, m]``) replaced by its value
+    under the frame's binding (a primitive's frame starts from its caller's, so the symbols
+    of the enclosing function are there even when the primitive's parameters do not bind them)."""
+    attrs = node.attrs
+    if not any(has_symbolic_entries(v) for v in attrs.values()):
+        return attrs
+    out = {}
+    for key, value in attrs.items():
+        if has_symbolic_entries(value):
+            resolved = []
+            for d in value:
+                v = eval_dim(d, frame.binding) if isinstance(d, sympy.Expr) else d
+                if v is None:
+                    raise InterpreterError(
+                        f"@{frame.function}: {describe(node)}: attribute {key} uses {d}, "
+                        "which is not bound here"
+                    )
+                resolved.append(v)
+            value = tuple(resolved)
+        out[key] = value
+    return out
 
 
 def _as_dtype(value: np.ndarray, dtype: str) -> np.ndarray:

@@ -5,7 +5,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..attrs import FLOAT, INT, INT_LIST, PAIR_LIST, Attrs, attr, one_of, optional
+from ..attrs import (
+    FLOAT,
+    INT,
+    INT_LIST,
+    INT_OR_DIM_LIST,
+    PAIR_LIST,
+    Attrs,
+    attr,
+    one_of,
+    optional,
+)
 from ..errors import IRError
 from ..op import OpPattern
 from ._declare import all_same, declare, input_dtype, integer_input, same_as
@@ -15,8 +25,8 @@ declare(
     ["x"],
     OpPattern.INJECTIVE,
     same_as(0),
-    [attr("newshape", INT_LIST)],
-    doc="x with a new shape; 0 copies the input dim, -1 is inferred",
+    [attr("newshape", INT_OR_DIM_LIST)],
+    doc="x with a new shape (ints or dims); 0 copies the input dim, -1 is inferred",
 )
 declare(
     "transpose",
@@ -73,8 +83,8 @@ declare(
     ["x"],
     OpPattern.INJECTIVE,
     _split,
-    [attr("indices_or_sections", one_of(INT, INT_LIST)), attr("axis", INT, 0)],
-    doc="a tuple of parts: equal sections, or cut at indices",
+    [attr("indices_or_sections", one_of(INT, INT_OR_DIM_LIST)), attr("axis", INT, 0)],
+    doc="a tuple of parts: equal sections, or cut at indices (ints or dims)",
 )
 declare(
     "strided_slice",

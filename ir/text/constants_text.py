@@ -114,8 +114,9 @@ def attr_text(value: Any, namer: AnonNamer | None = None) -> str:
     """
     if isinstance(value, sympy.Expr):
         text = namer.dim(value) if namer is not None else dim_text(value)
-        # Outside brackets '//' would start a comment and '%' a name (see lexer.py).
-        return f"({text})" if "//" in text or "%" in text else text
+        # Outside brackets '//' would start a comment and '%' a name (see lexer.py); a leading
+        # '-' (sympy writes ``-k + max(k, n)``) would read as a negative number.
+        return f"({text})" if "//" in text or "%" in text or text.startswith("-") else text
     if value is None:
         return "None"
     if isinstance(value, bool):

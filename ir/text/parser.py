@@ -17,8 +17,8 @@ from typing import Any
 
 import sympy
 
-from ..attrs import Attrs
-from ..dims import sym
+from ..attrs import Attrs, has_symbolic_entries, takes_dims
+from ..dims import free_symbols, sym
 from ..errors import IRError, ParseError
 from ..expr import Call, Expr, Function, GlobalVar, If, Let, Tuple, TupleGetItem, Var
 from ..module import Module
@@ -71,6 +71,9 @@ class _Parser:
         self.types = TypeParser(self.ts, self.anon)
         self.names = _Names()
         self.global_refs: list[Token] = []
+        # The symbols the parameters of the global being parsed bind (None outside one): the
+        # only ones a dim in an op attribute may use (``newshape=[n, -1]``).
+        self.bound: frozenset[Any] | None = None
 
     # ---- module and functions ----------------------------------------------------------------
     def module(self) -> Module:
@@ -142,7 +145,13 @@ class _Parser:
         ts.expect(")", "',' or ')' in the parameters")
         ret = self.types.type() if ts.accept("->") else None
         ranges = self.where_clause(params) if ts.at("where") else Ranges()
+        outer = self.bound
+        if outer is None:  # a global (inner functions see the global's symbols)
+            self.bound = frozenset().union(
+                *(type_symbols(p.type_annotation) for p in params if p.type_annotation)
+            )
         body = self.block()
+        self.bound = outer
         self.names.pop()
         return Function(tuple(params), body, ret, Attrs(attrs), ranges, span=ts.span(start))
 
@@ -369,11 +378,30 @@ class _Parser:
         args, attrs = self.arguments(op.name)
         given = {key.text: value for key, _, value in attrs}
         try:
-            return Call(op, tuple(args), Attrs(given), span=ts.span(name_tok))
+            call = Call(op, tuple(args), Attrs(given), span=ts.span(name_tok))
         except ParseError:
             raise
         except IRError as e:
             raise ts.error(e.message, _attr_error_at(op, len(args), attrs) or name_tok) from None
+        self.check_attr_symbols(call, attrs)
+        return call
+
+    def check_attr_symbols(self, call: Call, attrs: list[tuple[Token, Token, Any]]) -> None:
+        """A dim in an op attribute may use only symbols of the global's parameter types."""
+        assert call.op is not None
+        for key, value_tok, _ in attrs:
+            value = call.attrs[key.text]
+            if not takes_dims(call.op.attr_index[key.text].kind) or not has_symbolic_entries(value):
+                continue
+            free = set().union(*(free_symbols(d) for d in value if isinstance(d, sympy.Expr)))
+            unbound = sorted(str(s) for s in free if s not in (self.bound or frozenset()))
+            if unbound:
+                raise self.ts.error(
+                    f"op {call.op.name}: attribute {key.text} uses {', '.join(unbound)}, which "
+                    "no parameter of the function binds (a dim in an attribute may use only "
+                    "the symbols of the parameter types)",
+                    value_tok,
+                )
 
 
 def _attr_error_at(op: OpDef, nargs: int, attrs: list[tuple[Token, Token, Any]]) -> Token | None:

@@ -111,19 +111,20 @@ def broadcast_many(ctx: ShapeContext, shapes: Sequence[Shape], names: Sequence[s
     return out
 
 
-def clamp_index(ctx: ShapeContext, n: Dim, index: int, forward: bool) -> Dim:
+def clamp_index(ctx: ShapeContext, n: Dim, index: Dim, forward: bool) -> Dim:
     """A slice bound normalised as numpy does for a dim ``n``.
 
     A negative ``index`` counts from the end; the result is clamped to ``[0, n]`` for a forward
-    slice and to ``[-1, n - 1]`` for a backward one (``-1`` meaning "before the first").
+    slice and to ``[-1, n - 1]`` for a backward one (``-1`` meaning "before the first"). An
+    index that is not an int is a dim (split's ``[n // 2]``), non-negative by construction.
     """
     low = 0 if forward else -1
-    if index >= 0:
+    if not isinstance(index, int) or index >= 0:
         return ctx.min(index, n + low)  # index >= 0 >= low, so only the top can clip
     return ctx.max(n + index, low)  # n + index < n + low + 1, so only the bottom can clip
 
 
-def slice_length(ctx: ShapeContext, n: Dim, start: int | None, stop: int | None, step: int) -> Dim:
+def slice_length(ctx: ShapeContext, n: Dim, start: Dim | None, stop: Dim | None, step: int) -> Dim:
     """``len(range(n)[start:stop:step])``: numpy's slice length, for symbolic ``n`` too.
 
     ``None`` is an omitted bound. A forward slice has ``ceil((stop - start) / step)`` elements,

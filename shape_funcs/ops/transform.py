@@ -23,15 +23,21 @@ from ._common import (
 )
 
 
-def reshape_to(ctx: ShapeContext, x: Shape, newshape: Sequence[int]) -> Shape:
+def reshape_to(ctx: ShapeContext, x: Shape, newshape: Sequence[Dim]) -> Shape:
     """The shape ``x`` takes under ``newshape`` (0 copies the input dim, one -1 is inferred).
 
-    Shared with ``dyn.reshape``, whose newshape is a value.
+    An entry that is not an int is a dim over the function's symbols (``newshape=[n, -1]``),
+    taken as it is: only int entries are special. Shared with ``dyn.reshape``, whose newshape
+    is a value.
     """
     out: list[Dim] = []
     infer = -1
     for i, d in enumerate(newshape):
-        if d == 0:
+        if not isinstance(d, int):
+            if d is None:  # what the compiler leaves the VM of a dim entry (see ir/attrs.py)
+                fail(f"newshape[{i}] is a dim the compiler resolved; it has no value here")
+            out.append(d)
+        elif d == 0:
             if i >= len(x):
                 fail(f"newshape[{i}] = 0 copies x.shape[{i}], but x has rank {len(x)}")
             out.append(x[i])
@@ -59,7 +65,7 @@ def reshape_to(ctx: ShapeContext, x: Shape, newshape: Sequence[int]) -> Shape:
 
 
 @register_shape_func("reshape")
-def reshape(ctx: ShapeContext, x: Shape, *, newshape: Sequence[int]) -> Shape:
+def reshape(ctx: ShapeContext, x: Shape, *, newshape: Sequence[Dim]) -> Shape:
     """``x`` with ``newshape``: 0 copies the input dim at that position, -1 is inferred."""
     return reshape_to(ctx, x, newshape)
 
@@ -149,12 +155,13 @@ def stack(ctx: ShapeContext, data: Sequence[Shape], *, axis: int = 0) -> Shape:
 
 @register_shape_func("split")
 def split(
-    ctx: ShapeContext, x: Shape, *, indices_or_sections: int | Sequence[int], axis: int = 0
+    ctx: ShapeContext, x: Shape, *, indices_or_sections: int | Sequence[Dim], axis: int = 0
 ) -> list[Shape]:
     """``np.split``: equal sections (which must divide the axis) or parts cut at indices.
 
     Indices follow slice rules: negative ones count from the end, ones past the end clamp,
-    and a decreasing pair gives an empty part.
+    and a decreasing pair gives an empty part. An index may be a dim (``[n // 2]``): the
+    same rules hold, with ``min``/``max`` where the order is not known.
     """
     at = normalize_axis(axis, len(x), "x")
     n = x[at]
@@ -165,7 +172,10 @@ def split(
         ctx.check_divides(sections, n, "x.shape[{}] divisible by {} sections", at, sections)
         part = n // sections
         return [(*x[:at], part, *x[at + 1 :])] * sections
-    bounds: list[int | None] = [0, *indices_or_sections, None]
+    for i, index in enumerate(indices_or_sections):
+        if index is None:  # what the compiler leaves the VM of a dim entry (see ir/attrs.py)
+            fail(f"indices_or_sections[{i}] is a dim the compiler resolved; it has no value here")
+    bounds: list[Dim] = [0, *indices_or_sections, None]
     return [
         (*x[:at], slice_length(ctx, n, start, stop, 1), *x[at + 1 :])
         for start, stop in itertools.pairwise(bounds)

@@ -29,17 +29,19 @@ CASES = [
         'def @main(%x: float32) {\n  reshape(%x, newshape=["a"])\n}',
         2,
         24,
-        "op reshape: attribute newshape=['a'] is ill-typed: expected an int",
+        "op reshape: attribute newshape=['a'] is ill-typed: expected an int or a dim (an "
+        "expression of symbols)",
         id="ill-typed-list-attribute",
     ),
     pytest.param(
-        # Symbolic split points are not supported yet (issue 14, item 11b): refused where written.
+        # A dim in an attribute may use only the symbols the parameters bind.
         "def @main(%x: Tensor[(m, 4), float32], %y: Tensor[(n,), float32]) {\n"
-        "  split(%x, indices_or_sections=[n])\n}",
+        "  split(%x, indices_or_sections=[n, k // 2])\n}",
         2,
         33,
-        "op split: attribute indices_or_sections=[n] is ill-typed: expected int or list[int]",
-        id="symbolic-split-point",
+        "op split: attribute indices_or_sections uses k, which no parameter of the function "
+        "binds (a dim in an attribute may use only the symbols of the parameter types)",
+        id="unbound-symbol-in-attribute",
     ),
     pytest.param(
         "def @main(%x: float32) {\n  reshape(%x)\n}",

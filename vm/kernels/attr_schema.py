@@ -9,10 +9,13 @@ the declared names (the compiler writes every default), each value of its kind.
 Kinds are written as the IR catalogue names them (``ir/attrs.py``), so that a test can compare
 this table with the catalogue (``tests/vm/test_attr_schema.py``): ``int``, ``float``,
 ``bool``, ``str``, ``dtype``, ``list[int]``, ``list[[int, int]]``, a choice ``'a' | 'b'``, and
-unions ``X or Y`` (``None`` among them). The VM cannot import the catalogue (it depends on
-numpy alone), hence the copy. Custom ops registered with ``dynshape.register_op`` get their
-schema registered with their kernel (``register_attr_schema``); a kernel registered with
-``vm.register_kernel`` alone has none, and its attributes are only checked to be JSON-like.
+unions ``X or Y`` (``None`` among them). ``list[int | dim]`` (reshape's ``newshape``, split's
+indices) holds ints and ``None``: the compiler writes ``None`` for a dim entry (the VM never
+sees sympy), and the kernel takes that extent from its outputs' shapes. The VM cannot import
+the catalogue (it depends on numpy alone), hence the copy. Custom ops registered with
+``dynshape.register_op`` get their schema registered with their kernel
+(``register_attr_schema``); a kernel registered with ``vm.register_kernel`` alone has none,
+and its attributes are only checked to be JSON-like.
 """
 
 from __future__ import annotations
@@ -106,13 +109,13 @@ BUILTIN_SCHEMAS: dict[str, dict[str, str]] = {
     "power": {},
     "prod": {"axis": "int or list[int] or None", "keepdims": "bool", "exclude": "bool"},
     "repeat": {"repeats": "int", "axis": "int or None"},
-    "reshape": {"newshape": "list[int]"},
+    "reshape": {"newshape": "list[int | dim]"},
     "round": {},
     "rsqrt": {},
     "shape_of": {"dtype": "'int32' | 'int64'"},
     "sigmoid": {},
     "sin": {},
-    "split": {"indices_or_sections": "int or list[int]", "axis": "int"},
+    "split": {"indices_or_sections": "int or list[int | dim]", "axis": "int"},
     "sqrt": {},
     "squeeze": {"axis": "list[int] or None"},
     "stack": {"axis": "int"},
@@ -147,6 +150,10 @@ def _is_ints(v: Any) -> bool:
     return isinstance(v, tuple) and len(v) <= MAX_LIST and all(_is_int(x) for x in v)
 
 
+def _is_ints_or_dims(v: Any) -> bool:
+    return isinstance(v, tuple) and len(v) <= MAX_LIST and all(x is None or _is_int(x) for x in v)
+
+
 _DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "float16", "float32", "float64")
 _BASIC: dict[str, Check] = {
     "int": _is_int,
@@ -156,6 +163,7 @@ _BASIC: dict[str, Check] = {
     "dtype": lambda v: v in _DTYPES,
     "None": lambda v: v is None,
     "list[int]": _is_ints,
+    "list[int | dim]": _is_ints_or_dims,
     "list[[int, int]]": lambda v: (
         isinstance(v, tuple) and len(v) <= MAX_LIST and all(_is_ints(p) and len(p) == 2 for p in v)
     ),

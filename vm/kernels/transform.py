@@ -78,9 +78,16 @@ def stack(attrs: Mapping[str, Any]) -> Kernel:
 
 @register_kernel("split")
 def split(attrs: Mapping[str, Any]) -> Kernel:
-    """``np.split`` (views) copied into one output per part."""
+    """``np.split`` (views) copied into one output per part.
+
+    An index that is ``None`` was a dim (``[n // 2]``) that the compiler does not write into
+    the executable: the cut points are then recovered from the outputs' extents along the axis
+    (``cut_points``).
+    """
     spec, axis = attrs["indices_or_sections"], attrs["axis"]
     spec = list(spec) if isinstance(spec, tuple) else spec
+    if isinstance(spec, list) and None in spec:
+        return _split_from_outputs(spec, axis)
 
     def kernel(x: np.ndarray, *outs: np.ndarray) -> None:
         # Counted before splitting: np.split makes one view per part, as many as spec says.
@@ -95,6 +102,75 @@ def split(attrs: Mapping[str, Any]) -> Kernel:
             np.copyto(out, part)
 
     return kernel
+
+
+def _split_from_outputs(spec: list[int | None], axis: int) -> Kernel:
+    def kernel(x: np.ndarray, *outs: np.ndarray) -> None:
+        if len(spec) + 1 != len(outs):
+            raise ValueError(
+                f"split: indices_or_sections {tuple(spec)!r} make {len(spec) + 1} parts "
+                f"but {len(outs)} outputs were given"
+            )
+        at = axis + x.ndim if axis < 0 else axis
+        if not 0 <= at < x.ndim:
+            raise ValueError(f"split: axis {axis} is out of range for rank {x.ndim}")
+        sizes = [out.shape[at] for out in outs]
+        starts = cut_points(x.shape[at], spec, sizes)
+        index: list[slice] = [slice(None)] * x.ndim
+        for start, size, out in zip(starts, sizes, outs, strict=True):
+            index[at] = slice(start, start + size)
+            np.copyto(out, x[tuple(index)])
+
+    return kernel
+
+
+def cut_points(n: int, spec: Sequence[int | None], sizes: Sequence[int]) -> list[int]:
+    """The start of each part of ``np.split`` of a length-``n`` axis at ``spec``, where an
+    index may be unknown (``None``), from the parts' ``sizes``.
+
+    With the clamped points ``c_0 = 0, c_1..c_k`` (slice rules) and ``c_{k+1} = n``, part ``i``
+    is ``[c_i, c_{i+1})`` and has ``max(0, c_{i+1} - c_i)`` elements. So a non-empty part ties
+    its two ends (``c_{i+1} = c_i + size``) and an empty one orders them
+    (``c_{i+1} <= c_i``). Bounds on each point are tightened along these relations until they
+    settle; every non-empty part must then have one possible start. Points in order (equal
+    ones too: the usual case) always do. A decreasing pair can leave a non-empty part between
+    two empty ones whose start the sizes do not tell (``[6, 0, 1, 1]`` on 8: the part of size 1
+    may start anywhere in ``[0, 6]``): that raises ValueError, since the VM has no other way
+    to learn a dim index's value.
+    """
+    k = len(spec)
+    if len(sizes) != k + 1 or any(s < 0 for s in sizes) or max(sizes, default=0) > n:
+        raise ValueError(f"split: part sizes {list(sizes)} do not fit an axis of {n}")
+    lo = [0] * (k + 2)
+    hi = [n] * (k + 2)
+    lo[0] = hi[0] = 0
+    lo[k + 1] = n
+    for i, v in enumerate(spec, 1):
+        if v is not None:
+            c = min(max(v + n if v < 0 else v, 0), n)
+            lo[i] = hi[i] = c
+    for _ in range(k + 2):  # each sweep settles at least one more point along the chain
+        changed = False
+        for i, size in enumerate(sizes):
+            if size > 0:  # c_{i+1} = c_i + size
+                a_lo, a_hi = max(lo[i], lo[i + 1] - size), min(hi[i], hi[i + 1] - size)
+                b_lo, b_hi = a_lo + size, a_hi + size
+            else:  # c_{i+1} <= c_i
+                a_lo, a_hi = max(lo[i], lo[i + 1]), hi[i]
+                b_lo, b_hi = lo[i + 1], min(hi[i + 1], hi[i])
+            if (a_lo, a_hi, b_lo, b_hi) != (lo[i], hi[i], lo[i + 1], hi[i + 1]):
+                lo[i], hi[i], lo[i + 1], hi[i + 1] = a_lo, a_hi, b_lo, b_hi
+                changed = True
+        if not changed:
+            break
+    for i, size in enumerate(sizes):
+        if lo[i] > hi[i] or (size > 0 and lo[i] != hi[i]):
+            raise ValueError(
+                f"split: the cut points of indices_or_sections {tuple(spec)!r} cannot be "
+                f"recovered from the part sizes {list(sizes)} of an axis of {n} (a non-empty "
+                "part between two decreasing symbolic indices); write them as ints or in order"
+            )
+    return lo[: k + 1]
 
 
 def slices(
