@@ -65,6 +65,25 @@ def evaluate(dim: ir.Dim, values: Mapping[sympy.Basic, int]) -> int:
     return int(out)
 
 
+def value_at(dim: ir.Dim, values: Mapping[sympy.Basic, int]) -> int | None:
+    """The integer value of ``dim`` at ``values``, or None where it has none (a division by a
+    symbol that is 0 there: the run-time checks refuse such bindings)."""
+    if isinstance(dim, int):
+        return dim
+    out = dim.xreplace({s: sympy.Integer(values[s]) for s in dim.free_symbols})
+    return int(out) if out.is_Integer else None
+
+
+def defined_at(
+    dims: list[ir.Dim], points: list[dict[sympy.Basic, int]]
+) -> tuple[list[dict[sympy.Basic, int]], dict[ir.Dim, list[int]]]:
+    """The points at which every dim of ``dims`` has a value, and those values by dim."""
+    rows = [[value_at(d, v) for d in dims] for v in points]
+    kept = [(v, row) for v, row in zip(points, rows, strict=True) if None not in row]
+    by_dim = {d: [int(row[i]) for _, row in kept] for i, d in enumerate(dims)}  # type: ignore[arg-type]
+    return [v for v, _ in kept], by_dim
+
+
 #: Values a symbol takes in ``samples`` when its range says nothing more.
 _TYPICAL = (1, 8, 64, 512, 4096)
 

@@ -23,7 +23,7 @@ import ir
 from ir import Call, Expr, GlobalVar, If, Var
 
 from ..dialect.memory import AllocStorage, Holds, Kill, memory_op
-from .dim_bounds import dims_le, evaluate, samples
+from .dim_bounds import defined_at, dims_le, samples
 from .liveness import chain
 
 CallCost = Callable[[Var, Call], "tuple[ir.Dim, ir.Dim, int] | None"]
@@ -168,8 +168,7 @@ def max_of(dims: list[ir.Dim]) -> ir.Dim:
     """The max of ``dims``, without the ones provably dominated by another (a proof is tried
     only where sample bindings agree: proofs are slow, evaluation is not)."""
     unique = list(dict.fromkeys(dims))
-    points = samples(unique, None)
-    values = {d: [evaluate(d, v) for v in points] for d in unique}
+    _, values = defined_at(unique, samples(unique, None))
 
     def le(a: ir.Dim, b: ir.Dim) -> bool:
         below = all(x <= y for x, y in zip(values[a], values[b], strict=True))

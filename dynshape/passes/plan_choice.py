@@ -38,7 +38,7 @@ import sympy
 import ir
 from ir import Call, Expr, If, TensorType, Var
 
-from ..analysis.dim_bounds import evaluate, samples
+from ..analysis.dim_bounds import defined_at, samples
 from ..analysis.peak import if_vars, max_of, paths, walk
 from ..dialect.memory import Holds
 
@@ -107,11 +107,11 @@ def _le(planned: list[ir.Dim], killed: list[ir.Dim], ranges: Mapping[Any, Any]) 
     slow to build, and past what case splitting affords.
     """
     a_list, k_list = list(dict.fromkeys(planned)), list(dict.fromkeys(killed))
-    points = _points([*a_list, *k_list], ranges)
-    k_values = [[evaluate(k, v) for v in points] for k in k_list]
+    _, values = defined_at([*a_list, *k_list], _points([*a_list, *k_list], ranges))
+    k_values = [values[k] for k in k_list]
     tops = [max(column, default=0) for column in zip(*k_values, strict=True)] if k_list else []
     for a in a_list:
-        a_values = [evaluate(a, v) for v in points]
+        a_values = values[a]
         if not k_list or any(x > top for x, top in zip(a_values, tops, strict=True)):
             return False
         if a in k_list:
@@ -136,11 +136,8 @@ def _le(planned: list[ir.Dim], killed: list[ir.Dim], ranges: Mapping[Any, Any]) 
 def _sometimes_no_more(a: ir.Dim, b: ir.Dim, ranges: Mapping[Any, Any]) -> bool:
     """``a <= b`` at one of the sample bindings (``_points``) where ``b`` is not 0: a run-time
     test can pay (a plan needing as much as kills alone still makes fewer allocations)."""
-    for v in _points([a, b], ranges):
-        x, y = evaluate(a, v), evaluate(b, v)
-        if x <= y and y > 0:
-            return True
-    return False
+    _, values = defined_at([a, b], _points([a, b], ranges))
+    return any(x <= y and y > 0 for x, y in zip(values[a], values[b], strict=True))
 
 
 #: Values each symbol takes in the sample bindings: plans tend to lose at tiny sizes.

@@ -355,8 +355,7 @@ class _Planner:
 
         def freed_since(g: _Group, t: _Tenant) -> bool:
             return any(
-                g.pos < i < t.alloc and (s not in placed or placed[s][0] is not g)
-                for i, s in kills
+                g.pos < i < t.alloc and (s not in placed or placed[s][0] is not g) for i, s in kills
             )
 
         for t in tenants:
