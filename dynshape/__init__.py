@@ -16,7 +16,7 @@ from vm import Executable, VirtualMachine, VMError
 from . import builder as _builder
 from .builder import *  # noqa: F403  (the model-building API: ds.tensor, ds.relu, ...)
 from .custom_op import register_op, unregister_op
-from .errors import BuildError, CompileError
+from .errors import BuildError, CompileError, ModelImportError
 from .passes.plan_memory import PlanMemory
 from .pipeline import STAGES, compile, stages
 
@@ -24,6 +24,7 @@ __all__ = [
     "STAGES",
     "BuildError",
     "CompileError",
+    "ModelImportError",
     "DynShapeError",
     "Executable",
     "IRError",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dynshape_errors import DynShapeError
 from ir import Span
 
-__all__ = ["BuildError", "CompileError", "DynShapeError"]
+__all__ = ["BuildError", "CompileError", "DynShapeError", "ModelImportError"]
 
 
 class CompileError(DynShapeError):
@@ -47,4 +47,16 @@ class BuildError(DynShapeError):
             stripped = source_line.lstrip()
             caret = " " * max(0, span.column - 1 - (len(source_line) - len(stripped))) + "^"
             text = f"{text}\n  {stripped.rstrip()}\n  {caret}"
+        super().__init__(text)
+
+
+class ModelImportError(DynShapeError):
+    """A model file cannot be imported (``dynshape.onnx``): malformed, or using ops, opsets or
+    dtypes the importer does not support. ``problems`` lists every one found, each naming the
+    node (op type and name) it is about."""
+
+    def __init__(self, message: str, problems: tuple[str, ...] = ()):
+        self.message = message
+        self.problems = problems
+        text = message if not problems else message + "\n" + "\n".join(f"  {p}" for p in problems)
         super().__init__(text)

@@ -37,13 +37,14 @@ from .value import Value
 class Program(Module):
     """A built module (``main`` and the loop functions it calls) with its symbol ranges."""
 
-    __slots__ = ("inputs", "ranges")
+    __slots__ = ("inputs", "outputs", "ranges")
 
     def __init__(
         self,
         functions: Mapping[str, Function],
         ranges: Mapping[str, tuple[int, int | None]],
         inputs: Sequence[str],
+        outputs: Sequence[str] = (),
     ) -> None:
         super().__init__(functions)
         self.ranges: dict[str, tuple[int, int | None]] = dict(ranges)
@@ -51,6 +52,9 @@ class Program(Module):
         ``main``."""
         self.inputs: tuple[str, ...] = tuple(inputs)
         """The names of ``main``'s parameters, in order."""
+        self.outputs: tuple[str, ...] = tuple(outputs)
+        """The names of the results, in order, where they have names (an imported model's
+        outputs); empty for a built program."""
 
     def compile(self, **options: Any) -> Any:
         """``dynshape.compile(self, **options)``: the VM executable."""

@@ -1,0 +1,107 @@
+"""Reading an ONNX model: the file (or bytes, or ``ModelProto``), its opset, dtypes and weights.
+
+Every failure of the ``onnx`` package (a truncated file, a bad protobuf, missing external data)
+becomes a ``ModelImportError`` naming the model; nothing of protobuf reaches the user.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import ModelImportError
+from .known import Known
+
+#: The versions of the default ONNX domain the importer supports.
+OPSETS = range(13, 22)
+
+#: ONNX element types (``TensorProto.DataType``) -> the IR's dtypes.
+DTYPES = {
+    1: "float32",
+    2: "uint8",
+    3: "int8",
+    5: "int16",
+    6: "int32",
+    7: "int64",
+    9: "bool",
+    10: "float16",
+    11: "float64",
+}
+
+
+def onnx_module() -> Any:
+    """The ``onnx`` package, or an error saying how to install it."""
+    try:
+        import onnx
+    except ImportError:  # pragma: no cover - the extra is installed in CI
+        raise ModelImportError(
+            "importing ONNX models needs the onnx package: pip install -e '.[onnx]'"
+        ) from None
+    return onnx
+
+
+def read(model: Any) -> Any:
+    """A ``ModelProto`` from a path, bytes or a ``ModelProto`` (external data loaded)."""
+    onnx = onnx_module()
+    if isinstance(model, onnx.ModelProto):
+        return model
+    try:
+        if isinstance(model, (bytes, bytearray)):
+            return onnx.load_from_string(bytes(model))
+        if isinstance(model, (str, os.PathLike)):
+            path = Path(model)
+            if not path.is_file():
+                raise ModelImportError(f"{path}: no such model file")
+            return onnx.load(str(path))
+    except ModelImportError:
+        raise
+    except Exception as e:  # protobuf's DecodeError, OSError on external data, ...
+        raise ModelImportError(
+            f"{model}: not a readable ONNX model ({type(e).__name__}: {e})"
+        ) from None
+    raise ModelImportError(
+        f"expected a path, bytes or an onnx.ModelProto, got {type(model).__name__}"
+    )
+
+
+def opset_of(model: Any) -> int:
+    """The model's version of the default domain; an error outside ``OPSETS``."""
+    versions = {o.domain: o.version for o in model.opset_import}
+    version = versions.get("", versions.get("ai.onnx"))
+    if version is None:
+        raise ModelImportError("the model imports no version of the default ONNX domain")
+    if version not in OPSETS:
+        raise ModelImportError(
+            f"the model uses opset {version} of the default domain; "
+            f"supported: {OPSETS.start} to {OPSETS.stop - 1}"
+        )
+    return int(version)
+
+
+def dtype_of(elem_type: int, what: str) -> str:
+    """The IR dtype of an ONNX element type, or an error naming ``what``."""
+    if elem_type not in DTYPES:
+        onnx = onnx_module()
+        name = (
+            onnx.TensorProto.DataType.Name(elem_type)
+            if elem_type in onnx.TensorProto.DataType.values()
+            else str(elem_type)
+        )
+        raise ModelImportError(f"{what} has element type {name}, which dynshape does not support")
+    return DTYPES[elem_type]
+
+
+def weight(tensor: Any, what: str) -> Known:
+    """An initializer or a ``Constant``'s tensor as a ``Known`` (one copy of the bytes)."""
+    onnx = onnx_module()
+    dtype = dtype_of(tensor.data_type, what)
+    try:
+        array = onnx.numpy_helper.to_array(tensor)
+    except Exception as e:
+        raise ModelImportError(
+            f"{what}: unreadable tensor data ({type(e).__name__}: {e})"
+        ) from None
+    return Known(np.asarray(array, dtype=dtype, order="C"), dtype)  # ascontiguousarray: >= 1-d

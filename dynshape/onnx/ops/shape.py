@@ -1,0 +1,271 @@
+"""Constants, shapes and the ops of shape subgraphs: evaluated at import when their inputs are
+``Known`` (so shapes stay symbolic), built as ops otherwise.
+
+``Shape(x)`` of ``x: (batch, seq, 64)`` is the known ``[batch, seq, 64]``; ``Gather``,
+``Slice``, ``Concat``, ``Unsqueeze``, ``Squeeze``, ``Cast`` and ``Reshape`` of known values are
+numpy on their arrays (whose elements may be sympy dims). ``Reshape``, ``Expand`` and
+``ConstantOfShape`` of a data tensor take a known shape as dims (``newshape=[batch, seq, 4,
+16]``), with ONNX's 0 (copy the input's dim) and -1 (inferred).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import sympy
+
+import ir
+from dynshape.builder import trace
+
+from ..known import Known
+from ..model import DTYPES
+from ..registry import Node, NodeError, converter
+
+
+def _shape(value: Any) -> tuple[ir.Dim, ...]:
+    if isinstance(value, Known):
+        return value.shape
+    ty = value.type
+    if not isinstance(ty, ir.TensorType):
+        raise NodeError(f"expected a tensor, got {ty}")
+    return tuple(ty.shape)
+
+
+def _dtype(value: Any) -> str:
+    return value.dtype if isinstance(value, Known) else value.type.dtype
+
+
+def _axis(axis: int, rank: int, what: str = "axis") -> int:
+    if not -rank <= axis < max(rank, 1):
+        raise NodeError(f"{what} {axis} is out of range for rank {rank}")
+    return axis % rank if rank else 0
+
+
+@converter("Constant")
+def constant(node: Node) -> Known:
+    """``value`` (a tensor), or one of ``value_float(s)``/``value_int(s)``."""
+    if node.attr("value") is not None:
+        return node.attr("value")
+    for key, dtype in (
+        ("value_float", "float32"),
+        ("value_floats", "float32"),
+        ("value_int", "int64"),
+        ("value_ints", "int64"),
+    ):
+        if node.attr(key) is not None:
+            return Known(np.array(node.attr(key), dtype=dtype), dtype)
+    raise NodeError("a Constant needs value, value_float(s) or value_int(s)")
+
+
+@converter("Identity")
+def identity(node: Node) -> Any:
+    return node.input(0)
+
+
+@converter("Shape")
+def shape(node: Node) -> Known:
+    """The input's dims (``start``/``end`` slice them, opset 15)."""
+    dims = list(_shape(node.input(0)))
+    rank = len(dims)
+    start = node.attr("start", 0)
+    end = node.attr("end", rank)
+    start = min(max(start + rank if start < 0 else start, 0), rank)
+    end = min(max(end + rank if end < 0 else end, 0), rank)
+    return Known.of(dims[start:end], "int64")
+
+
+@converter("Size")
+def size(node: Node) -> Known:
+    total: Any = sympy.Integer(1)
+    for d in _shape(node.input(0)):
+        total = total * d
+    return Known.of(ir.simplify(total) if isinstance(total, sympy.Basic) else total, "int64")
+
+
+@converter("Cast")
+def cast(node: Node) -> Any:
+    to = node.attr("to")
+    if to not in DTYPES:
+        raise NodeError(f"Cast to element type {to} is not supported")
+    dtype = DTYPES[to]
+    value = node.input(0)
+    if isinstance(value, Known):
+        if value.symbolic:
+            if dtype.startswith(("int", "uint")):
+                return Known(value.array, dtype)  # dims are integers already
+            raise NodeError(f"a shape cast to {dtype} cannot stay symbolic")
+        return Known(value.array.astype(dtype), dtype)
+    return trace.apply("cast", value, dtype=dtype)
+
+
+@converter("Gather")
+def gather(node: Node) -> Any:
+    data, indices = node.input(0), node.input(1)
+    rank = len(_shape(data))
+    axis = _axis(node.attr("axis", 0), rank)
+    if isinstance(data, Known) and isinstance(indices, Known) and indices.numeric() is not None:
+        n = data.shape[axis]
+        idx = np.asarray(indices.array, dtype=np.int64)
+        if np.any((idx < -n) | (idx >= n)):
+            raise NodeError(f"Gather indices {idx.tolist()} are out of range for {n}")
+        return Known(np.take(data.array, idx, axis=axis), data.dtype)
+    return trace.apply("take", node.tensor(0), node.tensor(1), axis=axis)
+
+
+@converter("Unsqueeze")
+def unsqueeze(node: Node) -> Any:
+    axes = node.attr("axes") if node.opset < 13 else node.ints(1, "axes")
+    if axes is None:
+        raise NodeError("Unsqueeze needs axes")
+    rank = len(_shape(node.input(0))) + len(axes)
+    axes = sorted(_axis(int(a), rank, "axes entry") for a in axes)
+    value = node.input(0)
+    if isinstance(value, Known):
+        array = value.array
+        for a in axes:
+            array = np.expand_dims(array, a)
+        return Known(array, value.dtype)
+    out = value
+    for a in axes:
+        out = trace.apply("expand_dims", out, axis=a)
+    return out
+
+
+@converter("Squeeze")
+def squeeze(node: Node) -> Any:
+    value = node.input(0)
+    shape_in = _shape(value)
+    given = node.ints(1, "axes") if len(node.inputs) > 1 else None
+    if given is None:
+        axes = [i for i, d in enumerate(shape_in) if d == 1]
+    else:
+        axes = sorted(_axis(int(a), len(shape_in), "axes entry") for a in given)
+    if isinstance(value, Known):
+        return Known(np.squeeze(value.array, axis=tuple(axes)), value.dtype)
+    return trace.apply("squeeze", value, axis=axes)
+
+
+@converter("Concat")
+def concat(node: Node) -> Any:
+    parts = [v for v in node.inputs if v is not None]
+    rank = len(_shape(parts[0]))
+    axis = _axis(node.attr("axis"), rank)
+    if all(isinstance(p, Known) for p in parts):
+        dtype = parts[0].dtype
+        arrays = [
+            p.array.astype(object) if any(q.symbolic for q in parts) else p.array for p in parts
+        ]
+        return Known(np.concatenate(arrays, axis=axis), dtype)
+    return trace.apply(
+        "concatenate",
+        [node.materialize(p) if isinstance(p, Known) else p for p in parts],
+        axis=axis,
+    )
+
+
+@converter("Reshape")
+def reshape(node: Node) -> Any:
+    value = node.input(0)
+    target = node.ints(1, "shape")
+    assert target is not None
+    allowzero = node.attr("allowzero", 0)
+    shape_in = _shape(value)
+    newshape = []
+    for i, d in enumerate(target):
+        if d == 0 and not allowzero:
+            if i >= len(shape_in):
+                raise NodeError(
+                    f"shape[{i}] = 0 copies input dim {i}, but the input has rank {len(shape_in)}"
+                )
+            newshape.append(shape_in[i])
+        else:
+            newshape.append(d)
+    if isinstance(value, Known):
+        total = int(np.prod(value.shape))
+        known_dims = [d for d in newshape if d != -1]
+        if any(not isinstance(d, int) for d in known_dims):
+            raise NodeError("a reshape of a known value to symbolic dims")
+        if -1 in newshape:
+            rest = int(np.prod(known_dims)) if known_dims else 1
+            newshape = [total // rest if d == -1 else d for d in newshape]
+        return Known(value.array.reshape(newshape), value.dtype)
+    # 0 is taken care of above: the IR's 0 would copy too, but allowzero=1 means a real 0.
+    return trace.apply("reshape", value, newshape=newshape)
+
+
+@converter("Flatten")
+def flatten(node: Node) -> Any:
+    shape_in = _shape(node.input(0))
+    axis = node.attr("axis", 1)
+    axis = axis + len(shape_in) if axis < 0 else axis
+    if not 0 <= axis <= len(shape_in):
+        raise NodeError(f"axis {node.attr('axis')} is out of range for rank {len(shape_in)}")
+    head: Any = 1
+    for d in shape_in[:axis]:
+        head = head * d
+    head = ir.check_dim(ir.simplify(head)) if isinstance(head, sympy.Basic) else head
+    return trace.apply("reshape", node.tensor(0), newshape=[head, -1])
+
+
+@converter("Transpose")
+def transpose(node: Node) -> Any:
+    perm = node.attr("perm")
+    value = node.input(0)
+    if isinstance(value, Known):
+        return Known(np.transpose(value.array, perm), value.dtype)
+    return trace.apply("transpose", value, axes=list(perm) if perm is not None else None)
+
+
+@converter("ConstantOfShape")
+def constant_of_shape(node: Node) -> Any:
+    dims = node.ints(0, "shape")
+    assert dims is not None
+    fill = node.attr("value")
+    fill = fill if fill is not None else Known(np.zeros(1, np.float32), "float32")
+    value = fill.array.reshape(-1)[0].item()
+    if all(isinstance(d, int) for d in dims):
+        return Known(np.full(dims, value, dtype=fill.dtype), fill.dtype)
+    return trace.apply(
+        "full",
+        trace.constant(np.array(value, dtype=fill.dtype), fill.dtype),
+        shape=dims,
+        dtype=fill.dtype,
+    )
+
+
+@converter("Expand")
+def expand(node: Node) -> Any:
+    dims = node.ints(1, "shape")
+    assert dims is not None
+    shape_in = _shape(node.input(0))
+    rank = max(len(dims), len(shape_in))
+    a = [1] * (rank - len(shape_in)) + list(shape_in)
+    b = [1] * (rank - len(dims)) + list(dims)
+    out = []
+    for x, y in zip(a, b, strict=True):  # ONNX Expand broadcasts both ways
+        if y == 1:
+            out.append(x)
+        elif x == 1:
+            out.append(y)
+        else:
+            out.append(x)  # equal, or a run-time broadcast check of broadcast_to
+    value = node.input(0)
+    if isinstance(value, Known) and all(isinstance(d, int) for d in out) and not value.symbolic:
+        return Known(np.broadcast_to(value.array, out).copy(), value.dtype)
+    return trace.apply("broadcast_to", node.tensor(0), shape=out)
+
+
+@converter("Range")
+def range_(node: Node) -> Any:
+    start, limit, delta = (node.known(i) for i in range(3))
+    if (
+        start is not None
+        and limit is not None
+        and delta is not None
+        and not (start.symbolic or limit.symbolic or delta.symbolic)
+    ):
+        a, b, c = (k.array.reshape(-1)[0] for k in (start, limit, delta))
+        return Known(np.arange(a, b, c, dtype=start.dtype), start.dtype)
+    dtype = _dtype(node.input(0))
+    return trace.apply("arange", node.tensor(0), node.tensor(1), node.tensor(2), dtype=dtype)

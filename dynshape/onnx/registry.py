@@ -1,0 +1,108 @@
+"""The table of ONNX op converters: ``@converter("Relu")`` registers a function of a ``Node``.
+
+A converter returns one result per node output: a builder ``Value`` (a tensor computed at run
+time), a ``Known`` (contents known at import: constants and shape computations, ``known.py``)
+or None for an optional output left unused. It reads the node through ``Node``: inputs as
+Values or Knowns, attributes by name with defaults, and the opset of the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import ModelImportError
+from .known import Known
+
+Result = Any
+"""A ``Value``, a ``Known`` or None."""
+
+Converter = Callable[["Node"], Sequence[Result] | Result]
+
+#: Op type (default domain) -> its converter.
+CONVERTERS: dict[str, Converter] = {}
+
+
+def converter(*op_types: str) -> Callable[[Converter], Converter]:
+    """Register the decorated function as the converter of ``op_types`` (default domain)."""
+
+    def register(fn: Converter) -> Converter:
+        for op_type in op_types:
+            if op_type in CONVERTERS:
+                raise ValueError(f"two converters for ONNX op {op_type}")
+            CONVERTERS[op_type] = fn
+        return fn
+
+    return register
+
+
+class NodeError(Exception):
+    """A node the importer cannot convert; the importer names the node and collects these."""
+
+
+@dataclass
+class Node:
+    """One ONNX node as a converter sees it."""
+
+    op_type: str
+    name: str
+    inputs: list[Result]
+    """The node's inputs, None where an optional input is omitted."""
+    attrs: dict[str, Any]
+    """Attributes decoded to Python values (ints, floats, strings, lists, numpy arrays)."""
+    opset: int
+    """The model's version of the default domain."""
+    num_outputs: int
+    materialize: Callable[[Known], Any]
+    """Turns a ``Known`` into a run-time tensor (``graph.py``)."""
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        """Attribute ``name``, or ``default`` when the node does not set it."""
+        return self.attrs.get(name, default)
+
+    def input(self, i: int) -> Result:
+        """Input ``i`` (None when omitted or past the end)."""
+        return self.inputs[i] if i < len(self.inputs) else None
+
+    def tensor(self, i: int) -> Any:
+        """Input ``i`` as a run-time tensor (a builder Value), a ``Known`` one materialised."""
+        value = self.input(i)
+        if value is None:
+            raise NodeError(f"input {i} is required")
+        return self.materialize(value) if isinstance(value, Known) else value
+
+    def known(self, i: int) -> Known | None:
+        """Input ``i`` when its contents are known at import time, else None."""
+        value = self.input(i)
+        return value if isinstance(value, Known) else None
+
+    def ints(self, i: int, what: str) -> list[Any] | None:
+        """Input ``i`` as a list of ints or dims (an axes, shape or pads input), None when
+        omitted; a NodeError naming ``what`` when it depends on tensor data."""
+        value = self.input(i)
+        if value is None:
+            return None
+        if not isinstance(value, Known):
+            raise NodeError(
+                f"{what} (input {i}) depends on tensor data; it must be computable from shapes"
+            )
+        return value.dims()
+
+    def all_known(self) -> bool:
+        """True if every given input is known at import time."""
+        return all(v is None or isinstance(v, Known) for v in self.inputs)
+
+    def numeric(self, i: int) -> np.ndarray | None:
+        """Input ``i`` as a numeric array when known and not symbolic, else None."""
+        value = self.known(i)
+        return None if value is None else value.numeric()
+
+
+def unsupported(problems: list[str]) -> ModelImportError:
+    """The error listing every node the importer cannot convert."""
+    return ModelImportError(
+        f"the model cannot be imported: {len(problems)} problem(s)", tuple(problems)
+    )
