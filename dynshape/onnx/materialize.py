@@ -30,6 +30,8 @@ class Materializer:
         self.constants: dict[int, Any] = {}
         """id of a Known -> its constant Value (a weight used twice is one constant)."""
         self._kept: list[Known] = []  # keeps the ids above valid
+        self.scalars: dict[tuple[sympy.Basic, str], Any] = {}
+        """(dim, dtype) -> the 0-d tensor computing it (each computed once)."""
 
     def record(self, value: Any) -> None:
         """Remember where the plain symbols of ``value``'s shape can be read at run time."""
@@ -62,6 +64,12 @@ class Materializer:
         return self._expr(sympy.sympify(d), dtype)
 
     def _expr(self, e: sympy.Expr, dtype: str) -> Any:
+        key = (e, dtype)
+        if key not in self.scalars:
+            self.scalars[key] = self._build(e, dtype)
+        return self.scalars[key]
+
+    def _build(self, e: sympy.Expr, dtype: str) -> Any:
         if e.is_Integer:
             return trace.constant(np.array(int(e), dtype=dtype), dtype)
         if isinstance(e, sympy.Symbol):

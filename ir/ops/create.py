@@ -1,8 +1,9 @@
-"""Creation ops with static shapes, and arange (whose length depends on its scalar inputs)."""
+"""Creation ops with shapes given as attributes (ints or dims of the function's symbols), and
+arange (whose length depends on its scalar inputs)."""
 
 from __future__ import annotations
 
-from ..attrs import DTYPE, INT_LIST, attr
+from ..attrs import DTYPE, INT_OR_DIM_LIST, attr
 from ..op import OpPattern
 from ._declare import declare, from_attr
 
@@ -11,7 +12,7 @@ declare(
     [],
     OpPattern.OPAQUE,
     from_attr(),
-    [attr("shape", INT_LIST), attr("dtype", DTYPE, "float32")],
+    [attr("shape", INT_OR_DIM_LIST), attr("dtype", DTYPE, "float32")],
     doc="a tensor of zeros",
 )
 declare(
@@ -19,7 +20,7 @@ declare(
     [],
     OpPattern.OPAQUE,
     from_attr(),
-    [attr("shape", INT_LIST), attr("dtype", DTYPE, "float32")],
+    [attr("shape", INT_OR_DIM_LIST), attr("dtype", DTYPE, "float32")],
     doc="a tensor of ones",
 )
 declare(
@@ -27,7 +28,7 @@ declare(
     ["fill_value"],
     OpPattern.OPAQUE,
     from_attr(),
-    [attr("shape", INT_LIST), attr("dtype", DTYPE, "float32")],
+    [attr("shape", INT_OR_DIM_LIST), attr("dtype", DTYPE, "float32")],
     doc="a tensor filled with the scalar fill_value",
 )
 declare(

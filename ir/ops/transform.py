@@ -130,7 +130,7 @@ declare(
     ["x"],
     OpPattern.BROADCAST,
     same_as(0),
-    [attr("shape", INT_LIST)],
+    [attr("shape", INT_OR_DIM_LIST)],
     doc="x broadcast to shape",
 )
 declare(

@@ -62,10 +62,13 @@ def require_min_rank(shape: Shape, rank: int, name: str) -> None:
         fail(f"{name} must have rank >= {rank}, got rank {len(shape)}")
 
 
-def require_nonnegative(values: Sequence[int], what: str) -> None:
-    """Fail unless every attribute value in ``values`` is >= 0."""
+def require_nonnegative(values: Sequence[Any], what: str) -> None:
+    """Fail unless every attribute value in ``values`` is >= 0 (a dim entry is, by its kind;
+    ``None`` is what the compiler leaves the VM of one: see ``ir/attrs.py``)."""
     for i, v in enumerate(values):
-        if v < 0:
+        if v is None:
+            fail(f"{what}[{i}] is a dim the compiler resolved; it has no value here")
+        if isinstance(v, int) and v < 0:
             fail(f"{what}[{i}] must be >= 0, got {v}")
 
 

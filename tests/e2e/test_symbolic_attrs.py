@@ -214,3 +214,20 @@ def test_cut_points_are_np_splits_or_refused_only_when_decreasing(
         return
     for start, size, part in zip(starts, sizes, parts, strict=True):
         np.testing.assert_array_equal(x[start : start + size], part)
+
+
+def test_creation_and_broadcast_shapes_take_dims() -> None:
+    source = """
+    def @main(%x: Tensor[(n, 1), float32], %y: Tensor[(n, m), float32]) {
+      (broadcast_to(%x, shape=[n, m]), full(2.5f, shape=[m, (n // 2)]), zeros(shape=[2*m], dtype="int64"))
+    }
+    """
+    module = ir.parse(source)
+    assert ir.structurally_equal(ir.parse(str(module)), module)
+    vm = dynshape.VirtualMachine(Executable.from_bytes(dynshape.compile(source).to_bytes()))
+    for n, m in [(0, 2), (1, 1), (5, 3)]:
+        x = np.arange(n, dtype=np.float32).reshape(n, 1)
+        a, b, c = vm.run(x, np.zeros((n, m), np.float32))
+        np.testing.assert_array_equal(a, np.broadcast_to(x, (n, m)))
+        np.testing.assert_array_equal(b, np.full((m, n // 2), 2.5, np.float32))
+        np.testing.assert_array_equal(c, np.zeros(2 * m, np.int64))

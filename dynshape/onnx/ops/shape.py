@@ -236,20 +236,16 @@ def constant_of_shape(node: Node) -> Any:
 
 @converter("Expand")
 def expand(node: Node) -> Any:
+    """Broadcast both ways (ONNX Expand): the result is the broadcast of the input's shape and
+    ``shape``. Where neither dim is 1 and they are not the same dim, the requested one is the
+    target and ``broadcast_to`` checks at run time that the input's dim matches."""
     dims = node.ints(1, "shape")
     assert dims is not None
     shape_in = _shape(node.input(0))
     rank = max(len(dims), len(shape_in))
     a = [1] * (rank - len(shape_in)) + list(shape_in)
     b = [1] * (rank - len(dims)) + list(dims)
-    out = []
-    for x, y in zip(a, b, strict=True):  # ONNX Expand broadcasts both ways
-        if y == 1:
-            out.append(x)
-        elif x == 1:
-            out.append(y)
-        else:
-            out.append(x)  # equal, or a run-time broadcast check of broadcast_to
+    out = [x if (y == 1 or x == y) else y for x, y in zip(a, b, strict=True)]
     value = node.input(0)
     if isinstance(value, Known) and all(isinstance(d, int) for d in out) and not value.symbolic:
         return Known(np.broadcast_to(value.array, out).copy(), value.dtype)
@@ -258,14 +254,18 @@ def expand(node: Node) -> Any:
 
 @converter("Range")
 def range_(node: Node) -> Any:
-    start, limit, delta = (node.known(i) for i in range(3))
-    if (
-        start is not None
-        and limit is not None
-        and delta is not None
-        and not (start.symbolic or limit.symbolic or delta.symbolic)
-    ):
-        a, b, c = (k.array.reshape(-1)[0] for k in (start, limit, delta))
-        return Known(np.arange(a, b, c, dtype=start.dtype), start.dtype)
+    """Folded when its scalars are numbers. With dims (``Range(0, seq, 1)``, position ids) the
+    length is ``max(ceil((limit - start) / delta), 0)``: the run-time ``arange`` is reshaped to
+    it, so the result keeps the symbolic length (a run-time check that the two agree)."""
+    scalars = [node.known(i) for i in range(3)]
+    if all(k is not None for k in scalars):
+        start, limit, delta = (k.array.reshape(-1)[0] for k in scalars)  # type: ignore[union-attr]
+        if not any(k.symbolic for k in scalars):  # type: ignore[union-attr]
+            return Known(np.arange(start, limit, delta, dtype=scalars[0].dtype), scalars[0].dtype)  # type: ignore[union-attr]
     dtype = _dtype(node.input(0))
-    return trace.apply("arange", node.tensor(0), node.tensor(1), node.tensor(2), dtype=dtype)
+    out = trace.apply("arange", node.tensor(0), node.tensor(1), node.tensor(2), dtype=dtype)
+    if all(k is not None for k in scalars) and isinstance(delta, (int, np.integer)) and delta:
+        span = (sympy.sympify(limit) - sympy.sympify(start)) / int(delta)
+        length = ir.check_dim(ir.simplify(sympy.Max(sympy.ceiling(span), 0)))
+        out = trace.apply("reshape", out, newshape=[length])
+    return out
