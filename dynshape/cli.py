@@ -5,6 +5,10 @@
     dynshape compile FILE -o OUT.dsx            (save the executable)
     dynshape run FILE|EXECUTABLE --input x=3,4 --input y=y.npy [--seed N] [--profile]
     dynshape explain FILE [--bind n=128 ...] [--svg out.svg]   (the memory report)
+    dynshape import MODEL.onnx [-o OUT.txt] [--dim batch=1:64 ...] [--stats]
+
+``compile``, ``run`` and ``explain`` take an ONNX model (``.onnx``) wherever they take program
+text; ``--dim`` (repeatable) renames, fixes or bounds its dim names there too.
 
 Errors of ours (bad files, bad programs, bad arguments) are reported in one line with a non-zero
 exit status, never as a traceback; ``--full-errors`` shows the whole message (the source line
@@ -21,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from dynshape_errors import DynShapeError
+from ir import Module
 from vm import Executable, VirtualMachine
 from vm.executable import TensorSpec, TypeSpec
 from vm.serialize import MAGIC
@@ -41,12 +46,14 @@ def _build_parser() -> argparse.ArgumentParser:
     sub.add_parser("demo", help="the seed program through every stage, run against numpy")
 
     comp = sub.add_parser("compile", help="compile a program; print a stage or save it")
-    comp.add_argument("file", help="a program in the text format")
+    comp.add_argument("file", help="a program in the text format, or an ONNX model (.onnx)")
+    _dim_option(comp)
     comp.add_argument("--emit", choices=EMIT_CHOICES, help="print the program after this stage")
     comp.add_argument("-o", "--output", help="write here (the executable, without --emit)")
 
     run = sub.add_parser("run", help="run a program or a saved executable")
-    run.add_argument("file", help="a program in the text format, or a saved executable")
+    run.add_argument("file", help="a program (text or .onnx), or a saved executable")
+    _dim_option(run)
     run.add_argument(
         "--input",
         action="append",
@@ -59,7 +66,8 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--profile", action="store_true", help="print the profiler's table")
 
     explain = sub.add_parser("explain", help="the memory report: peak bytes, plan, layout")
-    explain.add_argument("file", help="a program in the text format")
+    explain.add_argument("file", help="a program in the text format, or an ONNX model (.onnx)")
+    _dim_option(explain)
     explain.add_argument(
         "--bind",
         action="append",
@@ -69,7 +77,81 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     explain.add_argument("--function", help="only this function (default: all)")
     explain.add_argument("--svg", help="draw the layout of the function (main) to this file")
+
+    imp = sub.add_parser("import", help="import an ONNX model: print (or save) its program")
+    imp.add_argument("file", help="an ONNX model (.onnx)")
+    imp.add_argument("-o", "--output", help="write the program text here")
+    _dim_option(imp)
+    imp.add_argument(
+        "--stats", action="store_true", help="how many node outputs have symbolic shapes"
+    )
     return parser
+
+
+def _dim_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--dim",
+        action="append",
+        default=[],
+        metavar="NAME=SPEC",
+        help="for an ONNX model: fix (batch=1), bound (seq=1:512, seq=8:) or rename (batch=b) "
+        "a dim name; repeatable",
+    )
+
+
+def _dims(specs: Sequence[str]) -> dict[str, int | str | tuple[int, int | None]]:
+    """``--dim`` values as ``dynshape.onnx.load``'s ``dims=``."""
+    out: dict[str, int | str | tuple[int, int | None]] = {}
+    for item in specs:
+        name, sep, spec = (part.strip() for part in item.partition("="))
+        lo, colon, hi = spec.partition(":")
+        try:
+            if not sep or not name or not spec:
+                raise ValueError
+            if colon:
+                out[name] = (int(lo), int(hi) if hi else None)
+            elif spec.lstrip("-").isdigit():
+                out[name] = int(spec)
+            elif spec.isidentifier():
+                out[name] = spec
+            else:
+                raise ValueError
+        except ValueError:
+            raise DynShapeError(
+                f"--dim {item!r}: expected NAME=SIZE, NAME=LO:HI (HI may be empty) or NAME=NEWNAME"
+            ) from None
+    return out
+
+
+def _is_onnx(path: str) -> bool:
+    return path.lower().endswith(".onnx")
+
+
+def _source(args: argparse.Namespace) -> Module | str:
+    """The program of ``args.file``: an imported ONNX model, or the text."""
+    if _is_onnx(args.file):
+        from .onnx import load  # the extra, only when asked for
+
+        return load(args.file, dims=_dims(args.dim) or None)
+    if args.dim:
+        raise DynShapeError("--dim is for ONNX models (.onnx); a program's dims are its own")
+    return _read_text(args.file)
+
+
+def _import_cmd(args: argparse.Namespace) -> int:
+    if not _is_onnx(args.file):
+        raise DynShapeError(f"import takes an ONNX model (.onnx), got {args.file}")
+    from .onnx import import_model
+
+    imported = import_model(args.file, dims=_dims(args.dim) or None)
+    text = str(imported.program) + "\n"
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+    elif not args.stats:
+        sys.stdout.write(text)
+    if args.stats:
+        print(imported.stats.format())
+    return 0
 
 
 def _read_text(path: str) -> str:
@@ -82,7 +164,7 @@ def _read_text(path: str) -> str:
 
 
 def _compile_cmd(args: argparse.Namespace) -> int:
-    text = _read_text(args.file)
+    text = _source(args)
     if args.emit is None:
         if not args.output:
             raise DynShapeError("compile needs --emit STAGE or -o OUTPUT")
@@ -99,14 +181,17 @@ def _compile_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
-def _load_program(path: str) -> Executable:
+def _load_program(args: argparse.Namespace) -> Executable:
+    path = args.file
+    if _is_onnx(path):
+        return compile(_source(args), source_name=path)
     try:
         data = Path(path).read_bytes()
     except OSError as e:
         raise DynShapeError(f"cannot read {path}: {e.strerror}") from None
     if data.startswith(MAGIC[:5]) or b"\0" in data[:4096]:  # binary: an executable, or junk
         return Executable.load(path)
-    return compile(_read_text(path), source_name=path)
+    return compile(_source(args), source_name=path)
 
 
 def _random(spec: TypeSpec, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
@@ -167,7 +252,7 @@ def _summary(value: object, name: str) -> str:
 
 
 def _run_cmd(args: argparse.Namespace) -> int:
-    exe = _load_program(args.file)
+    exe = _load_program(args)
     vm = VirtualMachine(exe, profile=args.profile)
     result = vm.invoke(args.function, *_inputs(exe, args))
     print(_summary(result, "out"))
@@ -190,7 +275,9 @@ def _explain_cmd(args: argparse.Namespace) -> int:
         if not sep:
             raise DynShapeError(f"--bind {item!r}: expected NAME=INT")
     report = memory_report(
-        _read_text(args.file), bindings if args.bind or args.svg else None, source_name=args.file
+        _source(args),
+        bindings if args.bind or args.svg else None,
+        source_name=args.file,
     )
     names = list(report)
     if args.function is not None:
@@ -214,6 +301,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _compile_cmd(args)
         if args.command == "explain":
             return _explain_cmd(args)
+        if args.command == "import":
+            return _import_cmd(args)
         return _run_cmd(args)
     except DynShapeError as e:
         text = str(e) if args.full_errors else str(e).splitlines()[0]

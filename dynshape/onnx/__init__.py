@@ -11,7 +11,7 @@ symbolic shapes (``design/onnx.md``).
 from __future__ import annotations
 
 from . import ops as _ops  # noqa: F401  (registers the converters)
-from .graph import load
+from .graph import Imported, ShapeStats, import_model, load
 from .registry import CONVERTERS
 
-__all__ = ["CONVERTERS", "load"]
+__all__ = ["CONVERTERS", "Imported", "ShapeStats", "import_model", "load"]

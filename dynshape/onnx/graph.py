@@ -13,7 +13,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
+
+import ir
 
 from ..builder import Value, build
 from ..builder.program import Program, tensor
@@ -32,7 +35,64 @@ def load(model: Any, dims: Mapping[str, DimOption] | None = None) -> Program:
     results are the graph's outputs (``program.outputs`` has their names). ``dims`` renames,
     fixes or bounds the ``dim_param`` names (``{"batch": 1}``, ``{"seq": (1, 512)}``).
     """
-    return _Importer(read(model), dims).run()
+    return import_model(model, dims).program
+
+
+@dataclass
+class ShapeStats:
+    """How well the importer knows the shapes of the node outputs of a model."""
+
+    known: int = 0
+    """Outputs whose contents are known at import (constants, shape computations)."""
+    symbolic: int = 0
+    """Tensors whose every dim is an int or an expression of the input dims."""
+    partial: int = 0
+    """Tensors with some dims known only at run time (``?``) and some not."""
+    unknown: int = 0
+    """Tensors whose every dim is ``?`` (rank 1 or more)."""
+
+    def add(self, value: Any) -> None:
+        """Count one node output."""
+        if isinstance(value, Known):
+            self.known += 1
+            return
+        ty = getattr(value, "type", None)
+        shape = ty.shape if isinstance(ty, ir.TensorType) else ()
+        fresh = [any(ir.is_anonymous(s) for s in ir.free_symbols(d)) for d in shape]
+        if not any(fresh):
+            self.symbolic += 1
+        elif all(fresh):
+            self.unknown += 1
+        else:
+            self.partial += 1
+
+    def format(self) -> str:
+        """One line per kind, with its count and share."""
+        total = self.known + self.symbolic + self.partial + self.unknown
+        rows = [
+            ("known at import (constants, shapes)", self.known),
+            ("fully symbolic shape", self.symbolic),
+            ("partially known shape", self.partial),
+            ("unknown shape", self.unknown),
+        ]
+        share = (lambda k: f"{100 * k / total:5.1f}%") if total else (lambda k: "    -")
+        lines = [f"node outputs: {total}"]
+        lines += [f"  {label:<38}{count:>6}  {share(count)}" for label, count in rows]
+        return "\n".join(lines)
+
+
+@dataclass
+class Imported:
+    """An imported model: its program, and how well its shapes are known."""
+
+    program: Program
+    stats: ShapeStats = field(default_factory=ShapeStats)
+
+
+def import_model(model: Any, dims: Mapping[str, DimOption] | None = None) -> Imported:
+    """``load``, with the shape statistics of the node outputs (``import --stats``)."""
+    importer = _Importer(read(model), dims)
+    return Imported(importer.run(), importer.stats)
 
 
 def describe(node: Any) -> str:
@@ -49,6 +109,7 @@ class _Importer:
         self.dims = InputDims(dims, dim_names(self.graph, weights))
         self.values: dict[str, Any] = {}
         self.materialize = Materializer()
+        self.stats = ShapeStats()
 
     def run(self) -> Program:
         self.check_ops()
@@ -115,7 +176,7 @@ class _Importer:
 
     def convert(self, node: Any) -> None:
         where = describe(node)
-        args = []
+        args: list[Any] = []
         for name in node.input:
             if not name:
                 args.append(None)
@@ -146,6 +207,7 @@ class _Importer:
             if name:
                 self.values[name] = result
                 self.materialize.record(result)
+                self.stats.add(result)
 
 
 def _attributes(node: Any, where: str) -> dict[str, Any]:

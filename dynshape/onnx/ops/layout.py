@@ -96,7 +96,8 @@ def _dynamic_slice(node: Node, rank: int) -> Any:
     axes = [_axis(int(a), rank, "axes entry") for a in listed]
     if node.input(4) is not None and node.numeric(4) is None:
         raise NodeError("Slice steps must be numbers known at import")
-    steps = [int(v) for v in node.numeric(4)] if node.input(4) is not None else [1] * len(axes)
+    given_steps = node.numeric(4)
+    steps = [int(v) for v in given_steps] if given_steps is not None else [1] * len(axes)
     bounds = [node.known(1), node.known(2)]
     if any(b is None for b in bounds):
         if axes != list(range(len(axes))):
