@@ -93,7 +93,8 @@ INSIDE_DYNSHAPE = {
     "memory_report": {"analysis", "dialect", "inference", "pipeline"},
     "svg_layout": {"analysis", "memory_report"},
     "demo": {"pipeline"},
-    "cli": {"demo", "errors", "memory_report", "pipeline", "svg_layout"},
+    "onnx": {"builder", "errors", "symbolic_context"},
+    "cli": {"demo", "errors", "memory_report", "onnx", "pipeline", "svg_layout"},
     "__main__": {"cli"},
     "__init__": {"builder", "custom_op", "errors", "passes", "pipeline"},
     "testing": {
@@ -163,3 +164,22 @@ def test_the_only_cycle_inside_dynshape_is_the_tracers() -> None:
         for m, e in graph.items()
     }
     assert cycles(without) == []
+
+
+def test_only_the_importer_imports_onnx() -> None:
+    """``onnx`` is an optional extra: only ``dynshape/onnx/`` names it, and importing dynshape
+    (and compiling a program) loads none of it."""
+    bad = [
+        str(path.relative_to(ROOT))
+        for package in ALLOWED
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if "onnx" in _imported_roots(path) and (ROOT / "dynshape" / "onnx") not in path.parents
+    ]
+    assert not bad, bad
+    code = (
+        "import sys, dynshape\n"
+        "dynshape.compile('def @main(%x: Tensor[(n,), float32]) { exp(%x) }')\n"
+        "print(','.join(m for m in ('onnx', 'onnxruntime', 'dynshape.onnx') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
