@@ -22,13 +22,14 @@ from .shape import _axis, _shape
 _END = 2**62
 
 
-def _ints(node: Node, i: int, what: str) -> list[int] | None:
-    """Input ``i`` as plain ints when known and numeric; None when omitted."""
+def _numbers(node: Node, i: int, what: str) -> list[int] | None:
+    """Input ``i`` as ints (None when omitted); a NodeError when it is not numbers known at
+    import (a dim, or data): these inputs decide ranks and part counts."""
     if node.input(i) is None:
         return None
     array = node.numeric(i)
     if array is None:
-        return None if node.known(i) is None else []  # [] marks "symbolic": the dyn path
+        raise NodeError(f"{what} (input {i}) must be numbers known at import")
     return [int(v) for v in np.asarray(array).reshape(-1)]
 
 
@@ -36,10 +37,11 @@ def _ints(node: Node, i: int, what: str) -> list[int] | None:
 def slice_(node: Node) -> Any:
     data = node.input(0)
     rank = len(_shape(data))
-    starts, ends = _ints(node, 1, "starts"), _ints(node, 2, "ends")
-    axes, steps = _ints(node, 3, "axes"), _ints(node, 4, "steps")
-    if not starts or not ends or axes == [] or steps == []:
-        return _dynamic_slice(node, rank)
+    if node.numeric(1) is None or node.numeric(2) is None:
+        return _dynamic_slice(node, rank)  # bounds that are dims, or data
+    starts, ends = _numbers(node, 1, "starts"), _numbers(node, 2, "ends")
+    axes, steps = _numbers(node, 3, "axes"), _numbers(node, 4, "steps")
+    assert starts is not None and ends is not None
     axes = [_axis(a, rank, "axes entry") for a in (axes or range(len(starts)))]
     steps = steps or [1] * len(starts)
     if not len(starts) == len(ends) == len(axes) == len(steps):
@@ -89,22 +91,13 @@ def _dynamic_slice(node: Node, rank: int) -> Any:
     bound vectors over the axes up to the last sliced one. When every bound is known (dims),
     the result is reshaped to its symbolic shape, so later ops keep it (a run-time check that
     the two agree); with bounds from data the sliced axes are ``?``."""
-    axes_given = node.numeric(3) if node.input(3) is not None else None
-    if node.input(3) is not None and axes_given is None:
-        raise NodeError("Slice axes must be numbers known at import")
-    listed = axes_given if axes_given is not None else range(int(_shape(node.input(1))[0]))
+    given_axes = _numbers(node, 3, "axes")
+    listed = given_axes if given_axes is not None else range(int(_shape(node.input(1))[0]))
     axes = [_axis(int(a), rank, "axes entry") for a in listed]
-    if node.input(4) is not None and node.numeric(4) is None:
-        raise NodeError("Slice steps must be numbers known at import")
-    given_steps = node.numeric(4)
-    steps = [int(v) for v in given_steps] if given_steps is not None else [1] * len(axes)
+    steps = _numbers(node, 4, "steps") or [1] * len(axes)
     bounds = [node.known(1), node.known(2)]
     if any(b is None for b in bounds):
-        if axes != list(range(len(axes))):
-            raise NodeError("Slice bounds from data must cover the first axes in order")
-        begin, end = node.tensor(1), node.tensor(2)
-        strides = trace.constant(np.array(steps, dtype=np.int64), "int64")
-        return trace.apply("dyn.strided_slice", node.tensor(0), begin, end, strides)
+        return _data_slice(node, axes, steps)
     starts, ends = (b.dims() for b in bounds)  # type: ignore[union-attr]
     count = max(axes) + 1
     begin_d: list[Any] = [0] * count
@@ -116,6 +109,36 @@ def _dynamic_slice(node: Node, rank: int) -> Any:
     out = trace.apply("dyn.strided_slice", node.tensor(0), *vectors)
     shape = _symbolic_slice_shape(_shape(node.input(0)), begin_d, end_d, stride_d)
     return trace.apply("reshape", out, newshape=list(shape))
+
+
+def _data_slice(node: Node, axes: list[int], steps: list[int]) -> Any:
+    """Bounds from data: vectors over the axes up to the last sliced one, each entry taken
+    from the bound tensors (sliced axes) or whole (the others; their dims at run time)."""
+    shape = _shape(node.input(0))
+    count = max(axes) + 1
+    begin_t, end_t = node.tensor(1), node.tensor(2)
+    dtype = begin_t.type.dtype
+
+    def vector(bound: Any, default: list[Any]) -> Any:
+        pieces = []
+        for a in range(count):
+            if a in axes:
+                entry = trace.apply("take", bound, axes.index(a))
+                pieces.append(
+                    trace.apply("cast", entry, dtype="int64") if dtype != "int64" else entry
+                )
+            else:
+                pieces.append(node.materialize(Known.of(default[a], "int64")))
+        return trace.apply("stack", pieces, axis=0)
+
+    strides = [steps[axes.index(a)] if a in axes else 1 for a in range(count)]
+    return trace.apply(
+        "dyn.strided_slice",
+        node.tensor(0),
+        vector(begin_t, [0] * count),
+        vector(end_t, list(shape[:count])),
+        trace.constant(np.array(strides, dtype=np.int64), "int64"),
+    )
 
 
 def _symbolic_slice_shape(shape: Any, begin: list[Any], end: list[Any], strides: list[int]) -> Any:
@@ -130,11 +153,9 @@ def split(node: Node) -> Any:
     data = node.input(0)
     shape = _shape(data)
     axis = _axis(node.attr("axis", 0), len(shape))
-    sizes = node.attr("split") if node.opset < 13 else _ints(node, 1, "split")
+    sizes = node.attr("split") if node.opset < 13 else _numbers(node, 1, "split")
     count = node.num_outputs
-    if sizes == []:
-        raise NodeError("split sizes that depend on data are not supported")
-    if sizes:
+    if sizes is not None:
         if len(sizes) != count:
             raise NodeError(f"{len(sizes)} split sizes for {count} outputs")
         points = list(np.cumsum(sizes[:-1]).tolist())
@@ -155,9 +176,9 @@ def split(node: Node) -> Any:
 
 @converter("Tile")
 def tile(node: Node) -> Any:
-    reps = _ints(node, 1, "repeats")
-    if not reps:
-        raise NodeError("Tile repeats must be numbers known at import")
+    reps = _numbers(node, 1, "repeats")
+    if reps is None:
+        raise NodeError("Tile needs repeats")
     data = node.input(0)
     if len(reps) != len(_shape(data)):
         raise NodeError(f"{len(reps)} repeats for a tensor of rank {len(_shape(data))}")

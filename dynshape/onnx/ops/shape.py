@@ -167,9 +167,13 @@ def concat(node: Node) -> Any:
 @converter("Reshape")
 def reshape(node: Node) -> Any:
     value = node.input(0)
+    allowzero = node.attr("allowzero", 0)
+    if node.known(1) is None:  # a shape computed from data: known at run time only
+        if allowzero:
+            raise NodeError("allowzero=1 with a shape computed from data is not supported")
+        return trace.apply("dyn.reshape", node.tensor(0), node.tensor(1))  # 0 copies, as ONNX
     target = node.ints(1, "shape")
     assert target is not None
-    allowzero = node.attr("allowzero", 0)
     shape_in = _shape(value)
     newshape = []
     for i, d in enumerate(target):

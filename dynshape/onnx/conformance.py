@@ -1,0 +1,215 @@
+"""The ONNX backend node tests (``onnx.backend.test``) through the importer and the VM.
+
+The ``onnx`` package generates 1,884 node tests (``collect_testcases``): a one-op (or small)
+model with input and expected output arrays and tolerances. ``run_case`` imports the model,
+compiles it, runs it on the VM and compares every output, as onnxruntime's backend test does;
+``run_all`` does every case. A case is
+
+- ``unsupported`` when the importer refuses it before converting (an op it has no converter
+  for, an opset or element type outside its range): not a failure of what exists;
+- ``passed`` when every output matches (same shape, values within the case's tolerances, NaNs
+  where expected);
+- ``failed`` otherwise: a wrong value or shape, or an error importing, compiling or running an
+  op the importer claims to support.
+
+The tests feed every operand as a graph input, axes and repeats included, where exported
+models have constants. dynshape needs those at compile time (they decide ranks and part counts),
+so ``run_case`` first turns the inputs that a node reads at such a position (``FROZEN``) into
+initializers holding the test's values; everything else stays an input. A shape given to
+``Reshape`` or slice bounds stay inputs: those have a run-time path (``dyn.*`` ops).
+
+Used by ``benchmarks/onnx_conformance.py`` (the counts) and ``tests/onnx/test_conformance.py``
+(every case whose ops are converted must pass, or be listed with its reason).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from dynshape_errors import DynShapeError
+
+from ..errors import ModelImportError
+
+#: Op type -> the input positions read at compile time (axes, repeats, sizes, pads, k).
+FROZEN: dict[str, tuple[int, ...]] = {
+    "Unsqueeze": (1,),
+    "Squeeze": (1,),
+    "Tile": (1,),
+    "Expand": (1,),
+    "ConstantOfShape": (0,),
+    "Slice": (3, 4),
+    "Split": (1,),
+    "ReduceSum": (1,),
+    "ReduceMean": (1,),
+    "ReduceMax": (1,),
+    "ReduceMin": (1,),
+    "ReduceProd": (1,),
+    "ReduceL1": (1,),
+    "ReduceL2": (1,),
+    "ReduceLogSum": (1,),
+    "ReduceLogSumExp": (1,),
+    "ReduceSumSquare": (1,),
+    "Pad": (1, 2, 3),
+    "TopK": (1,),
+    "Resize": (1, 2, 3),
+    "CumSum": (1,),
+    "Trilu": (1,),
+    "OneHot": (1,),
+}
+
+#: Messages of the importer that mean "not supported", not "wrong".
+_UNSUPPORTED = (
+    "unsupported op",
+    "supported: 13 to",
+    "which dynshape does not support",
+    "is not a tensor",
+)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The result of one backend test case."""
+
+    name: str
+    status: str
+    """``passed``, ``failed`` or ``unsupported``."""
+    detail: str = ""
+    """Why, for a case that did not pass."""
+
+
+def cases() -> list[Any]:
+    """The backend node test cases the installed ``onnx`` generates."""
+    from onnx.backend.test.case.node import collect_testcases
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the generators divide by zero on purpose
+        return list(collect_testcases(None))
+
+
+def op_types(case: Any) -> set[str]:
+    """The op types a case's model uses (its top-level graph)."""
+    return {node.op_type for node in case.model.graph.node}
+
+
+def run_case(case: Any) -> Outcome:
+    """Import, compile and run one case (see the module docstring)."""
+    import dynshape
+    import dynshape.onnx
+
+    model, data_sets = _frozen(case)
+    try:
+        program = dynshape.onnx.load(model)
+    except ModelImportError as e:
+        text = str(e)
+        status = "unsupported" if any(m in text for m in _UNSUPPORTED) else "failed"
+        return Outcome(case.name, status, text.splitlines()[0] if status == "unsupported" else text)
+    try:
+        vm = dynshape.VirtualMachine(dynshape.compile(program))
+    except DynShapeError as e:
+        return Outcome(case.name, "failed", f"compile: {e}")
+    dtypes = [_declared(v) for v in model.graph.input if v.name not in _weights(model)]
+    for inputs, expected in data_sets:
+        args = [_array(a, d) for a, d in zip(inputs, dtypes, strict=False)]
+        try:
+            with np.errstate(all="ignore"):
+                got = vm.run(*args)
+        except DynShapeError as e:
+            return Outcome(case.name, "failed", f"run: {e}")
+        outputs = list(got) if isinstance(got, tuple) else [got]
+        if len(outputs) != len(expected):
+            return Outcome(case.name, "failed", f"{len(outputs)} outputs, expected {len(expected)}")
+        for i, (g, w) in enumerate(zip(outputs, expected, strict=True)):
+            problem = _compare(np.asarray(g), _array(w, None), case.rtol, case.atol)
+            if problem:
+                return Outcome(case.name, "failed", f"output {i}: {problem}")
+    return Outcome(case.name, "passed")
+
+
+def _array(value: Any, dtype: Any) -> np.ndarray:
+    """A data set's value as an array of the declared dtype (some generators store tensors as
+    ``TensorProto``s, or arrays of objects)."""
+    from onnx import TensorProto, numpy_helper
+
+    if isinstance(value, TensorProto):
+        value = numpy_helper.to_array(value)
+    array = np.asarray(value)
+    return array.astype(dtype) if array.dtype == object and dtype is not None else array
+
+
+def _weights(model: Any) -> set[str]:
+    return {t.name for t in model.graph.initializer}
+
+
+def _declared(value: Any) -> Any:
+    """The numpy dtype of a graph input's declared element type (None if not a tensor)."""
+    from onnx import helper
+
+    elem = value.type.tensor_type.elem_type
+    return helper.tensor_dtype_to_np_dtype(elem) if elem else None
+
+
+def _frozen(case: Any) -> tuple[Any, list[tuple[list[Any], list[Any]]]]:
+    """The case's model with its ``FROZEN`` inputs as initializers (the first data set's
+    values), and the data sets without them. Cases whose data sets disagree on a frozen
+    input keep it as an input (the importer then says why it needs a constant)."""
+    from onnx import numpy_helper
+
+    graph = case.model.graph
+    positions = {
+        name
+        for node in graph.node
+        for i, name in enumerate(node.input)
+        if name and i in FROZEN.get(node.op_type, ())
+    }
+    names = [v.name for v in graph.input]
+    frozen = [
+        i
+        for i, name in enumerate(names)
+        if name in positions
+        and all(
+            np.array_equal(_array(d[0][i], None), _array(case.data_sets[0][0][i], None))
+            for d in case.data_sets
+        )
+    ]
+    if not frozen:
+        return case.model, list(case.data_sets)
+    model = type(case.model)()
+    model.CopyFrom(case.model)
+    for i in frozen:
+        array = _array(case.data_sets[0][0][i], None)
+        model.graph.initializer.append(numpy_helper.from_array(array, names[i]))
+    keep = [v for i, v in enumerate(model.graph.input) if i not in frozen]
+    del model.graph.input[:]
+    model.graph.input.extend(keep)
+    data = [
+        ([a for i, a in enumerate(ins) if i not in frozen], outs) for ins, outs in case.data_sets
+    ]
+    return model, data
+
+
+def _compare(got: np.ndarray, want: np.ndarray, rtol: float, atol: float) -> str:
+    if got.shape != want.shape:
+        return f"shape {got.shape}, expected {want.shape}"
+    if want.dtype.kind in "fc":
+        if not np.allclose(got.astype(want.dtype), want, rtol=rtol, atol=atol, equal_nan=True):
+            worst = np.nanmax(np.abs(got.astype(np.float64) - want.astype(np.float64)))
+            return f"values differ (max abs difference {worst:.3g})"
+    elif not np.array_equal(got, want):
+        return "values differ"
+    if got.dtype != want.dtype:
+        return f"dtype {got.dtype}, expected {want.dtype}"
+    return ""
+
+
+def run_all(selected: Iterable[Any] | None = None) -> Iterator[Outcome]:
+    """``run_case`` over ``selected`` (default: every case)."""
+    for case in selected if selected is not None else cases():
+        try:
+            yield run_case(case)
+        except Exception as e:  # a bug of ours: counted, named, never hidden
+            yield Outcome(case.name, "failed", f"internal error: {type(e).__name__}: {e}")
