@@ -95,3 +95,33 @@ def dim_names(graph: Any, initializers: set[str]) -> set[str]:
             if d.WhichOneof("value") == "dim_param" and d.dim_param:
                 names.add(d.dim_param)
     return names
+
+
+def recorded_dim(text: str, dims: InputDims, names: set[str]) -> Any:
+    """A dim an exporter recorded in ``value_info`` as text (torch.export writes
+    ``((height - 1)//4) + 1``, ``Min(128, seq)``), as a dim of the input symbols; None when it
+    is not an expression of the input dim names (an invented name such as ``unk__0``) or does
+    not parse. Parsed by the IR's dim grammar: nothing is evaluated."""
+    import ir
+
+    source = re.sub(r"\bMin\(", "min(", re.sub(r"\bMax\(", "max(", text))
+    try:
+        ty = ir.parse_type(f"Tensor[({source},), int32]", source_name="<value_info>")
+    except Exception:
+        return None
+    if not isinstance(ty, ir.TensorType):
+        return None
+    dim = ty.shape[0]
+    if isinstance(dim, int):
+        return dim
+    symbols = {str(s) for s in ir.free_symbols(dim)}
+    if not symbols <= {symbol_name(n) for n in names}:
+        return None
+    binding = {}
+    for name in names:
+        option = dims.options.get(name)
+        target = (
+            option if option is not None and not isinstance(option, tuple) else symbol_name(name)
+        )
+        binding[ir.sym(symbol_name(name))] = ir.sym(target) if isinstance(target, str) else target
+    return ir.check_dim(ir.simplify(dim.xreplace(binding)))

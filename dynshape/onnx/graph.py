@@ -21,7 +21,7 @@ import ir
 from ..builder import Value, build
 from ..builder.program import Program, tensor
 from ..errors import BuildError, CompileError, ModelImportError
-from .dims import DimOption, InputDims, dim_names
+from .dims import DimOption, InputDims, dim_names, recorded_dim
 from .known import Known
 from .materialize import Materializer
 from .model import dtype_of, onnx_module, opset_of, read, weight
@@ -110,6 +110,10 @@ class _Importer:
         self.values: dict[str, Any] = {}
         self.materialize = Materializer()
         self.stats = ShapeStats()
+        self.names = dim_names(self.graph, weights)
+        self.recorded = {v.name: v for v in self.graph.output}
+        self.recorded.update({v.name: v for v in self.graph.value_info})
+        """What the exporter recorded of intermediate values (shapes), checked as we go."""
 
     def run(self) -> Program:
         self.check_ops()
@@ -208,6 +212,45 @@ class _Importer:
                 self.values[name] = result
                 self.materialize.record(result)
                 self.stats.add(result)
+                self.check_recorded(where, name, result)
+
+    def check_recorded(self, where: str, name: str, result: Any) -> None:
+        """The exporter's recorded shape of output ``name`` must agree with the importer's: a
+        dim provably different, or a constant where the exporter recorded an expression of
+        the input dims (a size baked in at export: the model runs only at that size), is an
+        error naming the node. Undecided dims and invented names are not checked."""
+        info = self.recorded.get(name)
+        if info is None or result is None or info.type.WhichOneof("value") != "tensor_type":
+            return
+        if not info.type.tensor_type.HasField("shape"):
+            return
+        ours = result.shape if isinstance(result, Known) else getattr(result.type, "shape", None)
+        if ours is None:
+            return
+        theirs = info.type.tensor_type.shape.dim
+        if len(theirs) != len(ours):
+            raise ModelImportError(
+                f"node {where}: output {name!r} has rank {len(ours)}, but the model records "
+                f"rank {len(theirs)}"
+            )
+        for axis, (d, mine) in enumerate(zip(theirs, ours, strict=True)):
+            which = d.WhichOneof("value")
+            if which == "dim_value":
+                recorded: Any = int(d.dim_value)
+            elif which == "dim_param":
+                recorded = recorded_dim(d.dim_param, self.dims, self.names)
+            else:
+                recorded = None
+            if recorded is None:
+                continue
+            verdict = ir.compare(mine, "==", recorded, self.dims.ranges)
+            baked = isinstance(mine, int) and not isinstance(recorded, int) and verdict is None
+            if verdict is False or baked:
+                raise ModelImportError(
+                    f"node {where}: output {name!r} has dim {mine} at axis {axis}, but the "
+                    f"model records {recorded}"
+                    + (" (a size fixed at export: the model runs only at it)" if baked else "")
+                )
 
 
 def _attributes(node: Any, where: str) -> dict[str, Any]:

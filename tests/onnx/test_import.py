@@ -202,7 +202,7 @@ def test_malformed_files_and_models_give_the_projects_error(tmp_path: object) ->
         [helper.make_node("Identity", ["x"], ["y"])], [("x", "float32", ["n"])], ["y"], opset=9
     )
     with pytest.raises(
-        ModelImportError, match="opset 9 of the default domain; supported: 13 to 21"
+        ModelImportError, match="opset 9 of the default domain; supported: 13 to 25"
     ):
         dynshape.onnx.load(old)
     m = model([helper.make_node("Identity", ["x"], ["y"])], [("x", "float32", ["n"])], ["y"])
@@ -242,3 +242,45 @@ def test_a_saved_model_file_imports(tmp_path: object) -> None:
     assert program.outputs == ("y",)
     x = np.ones((1, 2, 64), np.float32)
     assert dynshape.VirtualMachine(dynshape.compile(program)).run(x).shape == (1, 4, 2, 16)
+
+
+def _strided(recorded: str) -> object:
+    """x[::2] along an axis of dim h, with the exporter's recorded dim of the result."""
+    m = model(
+        [helper.make_node("Slice", ["x", "b", "e", "ax", "st"], ["y"], name="half")],
+        [("x", "float32", ["h"])],
+        ["y"],
+        {"b": _i64(0), "e": _i64(np.iinfo(np.int64).max), "ax": _i64(0), "st": _i64(2)},
+    )
+    m.graph.value_info.append(helper.make_tensor_value_info("y", TensorProto.FLOAT, [recorded]))
+    return m
+
+
+def test_recorded_shapes_that_agree_are_accepted() -> None:
+    for recorded in ["((h - 1)//2) + 1", "Max(0, ((h - 1)//2) + 1)", "unk__0"]:
+        program = dynshape.onnx.load(_strided(recorded))
+        got = dynshape.VirtualMachine(dynshape.compile(program)).run(np.arange(5, dtype=np.float32))
+        np.testing.assert_array_equal(got, np.arange(5, dtype=np.float32)[::2])
+
+
+def test_a_recorded_shape_that_disagrees_names_the_node() -> None:
+    with pytest.raises(
+        ModelImportError,
+        match=r"node Slice 'half': output 'y' has dim .* at axis 0, but the model records h \+ 1",
+    ):
+        dynshape.onnx.load(_strided("h + 1"))
+
+
+def test_a_size_baked_in_at_export_is_caught() -> None:
+    m = model(
+        [helper.make_node("Reshape", ["x", "shape"], ["y"], name="baked")],
+        [("x", "float32", ["seq", 4])],
+        ["y"],
+        {"shape": _i64(28)},
+    )
+    m.graph.value_info.append(helper.make_tensor_value_info("y", TensorProto.FLOAT, ["4*seq"]))
+    with pytest.raises(
+        ModelImportError,
+        match=r"node Reshape 'baked'.*has dim 28 at axis 0, but the model records 4\*seq \(a size fixed at export",
+    ):
+        dynshape.onnx.load(m)
