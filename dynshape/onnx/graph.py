@@ -104,6 +104,7 @@ class _Importer:
     def __init__(self, model: Any, dims: Mapping[str, DimOption] | None) -> None:
         self.model = model
         self.graph = model.graph
+        self.check_ops()  # first: a model of other domains only has no default opset
         self.opset = opset_of(model)
         weights = {t.name for t in self.graph.initializer}
         self.dims = InputDims(dims, dim_names(self.graph, weights))
@@ -116,7 +117,6 @@ class _Importer:
         """What the exporter recorded of intermediate values (shapes), checked as we go."""
 
     def run(self) -> Program:
-        self.check_ops()
         inputs = self.read_inputs()
         for node in self.graph.node:
             self.convert(node)
