@@ -75,13 +75,18 @@ class GlobalVar(Expr):
 
 @dataclass(frozen=True, eq=False)
 class Constant(Expr):
-    """A constant tensor. The array is copied and made read-only."""
+    """A constant tensor. The array is copied and made read-only, unless it already is
+    read-only and owns its memory (the ONNX importer's weights: one copy of a large model's
+    bytes, not two)."""
 
     value: np.ndarray
     """The value; its dtype must be one of the IR's dtypes."""
 
     def __post_init__(self) -> None:
-        value = np.array(self.value, copy=True)
+        value = self.value
+        frozen = isinstance(value, np.ndarray) and not value.flags.writeable
+        if not (frozen and value.flags.owndata and value.flags.c_contiguous):
+            value = np.array(value, copy=True)
         if value.dtype.name not in DTYPES:
             raise IRError(f"constant has unsupported dtype {value.dtype.name}", self.span)
         value.setflags(write=False)

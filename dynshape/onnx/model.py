@@ -106,4 +106,8 @@ def weight(tensor: Any, what: str) -> Known:
         raise ModelImportError(
             f"{what}: unreadable tensor data ({type(e).__name__}: {e})"
         ) from None
-    return Known(np.asarray(array, dtype=dtype, order="C"), dtype)  # ascontiguousarray: >= 1-d
+    array = np.asarray(array, dtype=dtype, order="C")  # (ascontiguousarray makes 0-d 1-d)
+    if not array.flags.owndata:
+        array = array.copy()
+    array.setflags(write=False)  # so the IR's constant takes it without another copy
+    return Known(array, dtype)

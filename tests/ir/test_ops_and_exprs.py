@@ -227,3 +227,20 @@ def test_attribute_dims_with_floor_division_and_modulo_round_trip() -> None:
     text = str(module)
     assert "size=(64*((4*n + 63) // 64))" in text and "offset=(n % 4)" in text
     assert structurally_equal(ir.parse(text + "  // a comment after the body\n"), module)
+
+
+def test_a_constant_copies_its_array_unless_it_is_frozen_and_its_own() -> None:
+    import numpy as np
+
+    import ir
+
+    writable = np.arange(4, dtype=np.float32)
+    c = ir.Constant(writable)
+    assert c.value is not writable and not c.value.flags.writeable
+    writable[0] = 9  # the caller's array is not the constant's
+    assert c.value[0] == 0
+    frozen = np.arange(4, dtype=np.float32)
+    frozen.setflags(write=False)
+    assert ir.Constant(frozen).value is frozen  # a large weight is not copied again
+    view = frozen[1:]
+    assert ir.Constant(view).value is not view  # a view: its base could change
