@@ -38,31 +38,37 @@ def _axes(node: Node, rank: int) -> list[int] | str | None:
     return out
 
 
-def _reduce(op: str, x: Any, axes: list[int] | None, keepdims: bool) -> Any:
+def _reduce(op: str, x: Any, axes: Any, keepdims: bool) -> Any:
     return trace.apply(op, x, axis=axes, keepdims=keepdims, exclude=False)
 
 
 @converter(*_CATALOGUE, "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum")
 def reduce(node: Node) -> Any:
+    """A catalogue reduction, or a sum with elementwise ops around it. With
+    ``noop_with_empty_axes`` only the sum is left out (``ReduceL1`` is then ``abs(x)``, as in
+    onnxruntime)."""
     rank = len(_shape(node.input(0)))
     axes = _axes(node, rank)
     x = node.tensor(0)
-    if axes == "noop":
-        return x
-    assert not isinstance(axes, str)
     keepdims = bool(node.attr("keepdims", 1))
     dtype = _dtype(node.input(0))
     op = node.op_type
     if op in _CATALOGUE:
+        if axes == "noop":
+            return x
         out = _reduce(_CATALOGUE[op], x, axes, keepdims)
-        if op == "ReduceMean" and dtype != "float64" and not dtype.startswith("float"):
+        if op == "ReduceMean" and not dtype.startswith("float"):
             out = trace.apply("cast", out, dtype=dtype)  # the catalogue's integer mean is float64
         return out
+
+    def total(v: Any) -> Any:
+        return v if axes == "noop" else _reduce("sum", v, axes, keepdims)
+
     if op == "ReduceL1":
-        return _reduce("sum", trace.apply("abs", x), axes, keepdims)
+        return total(trace.apply("abs", x))
     if op == "ReduceLogSum":
-        return trace.apply("log", _reduce("sum", x, axes, keepdims))
-    squares = _reduce("sum", trace.apply("multiply", x, x), axes, keepdims)
+        return trace.apply("log", total(x))
+    squares = total(trace.apply("multiply", x, x))
     return trace.apply("sqrt", squares) if op == "ReduceL2" else squares
 
 
