@@ -1,0 +1,418 @@
+"""Neural-network ops: matrix products, convolution, pooling, normalisation, softmax, dropout.
+
+Convolution and pooling map onto the catalogue's NCHW ops (``nn.conv2d``, ``nn.max_pool2d``,
+``nn.avg_pool2d``), whose ``padding`` is ``[top, left, bottom, right]``: ONNX's ``pads``
+(``[x1_begin, x2_begin, x1_end, x2_end]``) in the same order. 1-d ones run as 2-d over a
+height of 1. What the catalogue ops lack is composed: ``count_include_pad=1`` pads with zeros
+first (``nn.pad``), ``ceil_mode=1`` pads the end of each axis by what the last window needs
+(the pooling ops never count padding in a max or an average). A padding that depends on a
+symbolic dim (``auto_pad=SAME_*`` with a stride over it) cannot be an attribute: a NodeError.
+The output dims stay expressions of the input's (``(H - 1)//2 + 1``): the catalogue's shape
+functions compute them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+import ir
+from dynshape.builder import trace
+
+from ..known import Known
+from ..registry import Node, NodeError, converter
+from .shape import _axis, _dtype, _shape
+
+
+def _const(value: Any, dtype: str) -> Any:
+    """A constant tensor of ``dtype`` (a scalar for a number)."""
+    return trace.constant(np.asarray(value, dtype=dtype), dtype)
+
+
+def _reduce_keep(op: str, x: Any, axes: Sequence[int]) -> Any:
+    return trace.apply(op, x, axis=list(axes), keepdims=True, exclude=False)
+
+
+# ---- matrix products --------------------------------------------------------------------------
+
+
+@converter("MatMul")
+def matmul(node: Node) -> Any:
+    """numpy's matmul (batched, broadcasting, 1-d operands): ``nn.matmul``."""
+    return trace.apply("nn.matmul", node.tensor(0), node.tensor(1))
+
+
+@converter("Gemm")
+def gemm(node: Node) -> Any:
+    """``alpha * A' @ B' + beta * C`` (``'`` by ``transA``/``transB``; C broadcasts)."""
+    alpha = float(node.attr("alpha", 1.0))
+    beta = float(node.attr("beta", 1.0))
+    trans_a, trans_b = node.attr("transA", 0), node.attr("transB", 0)
+    dtype = _dtype(node.input(0))
+    for i in (0, 1):
+        if len(_shape(node.input(i))) != 2:
+            raise NodeError(f"input {i} must be 2-d, got shape {list(_shape(node.input(i)))}")
+    a = node.tensor(0)
+    if trans_a:
+        a = trace.apply("transpose", a, axes=[1, 0])
+    b_known = node.numeric(1)
+    if trans_b and not trans_a:
+        out = trace.apply("nn.dense", a, node.tensor(1))  # a @ b.T
+    else:
+        if trans_b:
+            b = (
+                _const(b_known.T, dtype)
+                if b_known is not None
+                else trace.apply("transpose", node.tensor(1), axes=[1, 0])
+            )
+        else:
+            b = node.tensor(1)
+        out = trace.apply("nn.matmul", a, b)
+    if alpha != 1.0:
+        out = trace.apply("multiply", out, _const(alpha, dtype))
+    if node.input(2) is not None and beta != 0.0:
+        c_known = node.numeric(2)
+        if c_known is not None:
+            c = _const(c_known * beta if beta != 1.0 else c_known, dtype)
+        else:
+            c = node.tensor(2)
+            if beta != 1.0:
+                c = trace.apply("multiply", c, _const(beta, dtype))
+        out = trace.apply("add", out, c)
+    return out
+
+
+# ---- convolution and pooling ------------------------------------------------------------------
+
+
+def _ints(node: Node, name: str, default: list[int], n: int) -> list[int]:
+    value = node.attr(name)
+    out = [int(v) for v in (default if value is None else value)]
+    if len(out) != n:
+        raise NodeError(f"{name}={out} must have {n} entries (one per spatial axis)")
+    return out
+
+
+def _spatial_pads(
+    node: Node,
+    sizes: Sequence[ir.Dim],
+    kernel: Sequence[ir.Dim],
+    strides: Sequence[int],
+    dilations: Sequence[int],
+) -> tuple[list[int], list[int]]:
+    """``(begin, end)`` padding per spatial axis, from ``pads`` or ``auto_pad``."""
+    n = len(sizes)
+    auto_pad = node.attr("auto_pad", "NOTSET")
+    if auto_pad == "NOTSET":
+        pads = _ints(node, "pads", [0] * 2 * n, 2 * n)
+        if min(pads) < 0:
+            raise NodeError(f"pads={pads} has a negative entry")
+        return pads[:n], pads[n:]
+    if auto_pad == "VALID":
+        return [0] * n, [0] * n
+    if auto_pad not in ("SAME_UPPER", "SAME_LOWER"):
+        raise NodeError(
+            f"auto_pad={auto_pad!r} is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID"
+        )
+    begin, end = [], []
+    for size, k, s, d in zip(sizes, kernel, strides, dilations, strict=True):
+        if not isinstance(k, int):
+            raise NodeError(f"auto_pad={auto_pad} needs a static kernel size, got {k}")
+        extent = d * (k - 1) + 1
+        if s == 1:
+            total = extent - 1
+        elif isinstance(size, int):
+            total = max((-(-size // s) - 1) * s + extent - size, 0)
+        else:
+            raise NodeError(
+                f"auto_pad={auto_pad} with stride {s} over the symbolic dim {size}: the padding "
+                f"depends on {size} mod {s}, so it cannot be static (fix the dim or use pads)"
+            )
+        small = total // 2
+        begin.append(small if auto_pad == "SAME_UPPER" else total - small)
+        end.append(total - begin[-1])
+    return begin, end
+
+
+def _ceil_extra(size: ir.Dim, begin: int, end: int, k: int, s: int, d: int, axis: int) -> int:
+    """The padding to add at the end of an axis so that flooring gives ``ceil_mode``'s window
+    count, whose last window must start inside the input or its begin padding."""
+    extent = d * (k - 1) + 1
+    if isinstance(size, int):
+        span = size + begin + end - extent
+        count = -(-span // s) + 1
+        if (count - 1) * s >= size + begin:
+            count -= 1
+        return max((count - 1) * s + extent - (size + begin + end), 0)
+    if end + s - 1 >= extent:
+        raise NodeError(
+            f"ceil_mode=1 over the symbolic dim {size} (spatial axis {axis}) with stride {s}, "
+            f"kernel {k} and end padding {end}: whether the last window starts in the padding "
+            f"depends on {size} mod {s}, so the window count is not one expression"
+        )
+    return s - 1
+
+
+def _to_2d(x: Any, rank: int, what: str) -> tuple[Any, bool]:
+    """An NCHW view of an NCW (1-d) or NCHW input; True when it was 1-d."""
+    if rank == 3:
+        return trace.apply("expand_dims", x, axis=2), True
+    if rank == 4:
+        return x, False
+    raise NodeError(f"only 1-d and 2-d {what} are supported (input rank 3 or 4), got rank {rank}")
+
+
+def _hw(values: Sequence[Any], one: bool, fill: Any) -> list[Any]:
+    return [fill, *values] if one else list(values)
+
+
+@converter("Conv")
+def conv(node: Node) -> Any:
+    """1-d and 2-d convolution: ``nn.conv2d`` (group, dilations, strides, pads, auto_pad),
+    plus ``nn.bias_add`` of the optional bias."""
+    x_shape = _shape(node.input(0))
+    w_shape = _shape(node.input(1))
+    rank = len(x_shape)
+    if len(w_shape) != rank:
+        raise NodeError(f"the weight has rank {len(w_shape)} but the input has rank {rank}")
+    n = rank - 2
+    kernel = list(w_shape[2:])
+    given = node.attr("kernel_shape")
+    if given is not None and [int(v) for v in given] != kernel:
+        raise NodeError(f"kernel_shape={list(given)} differs from the weight's {kernel}")
+    strides = _ints(node, "strides", [1] * n, n)
+    dilations = _ints(node, "dilations", [1] * n, n)
+    x, one = _to_2d(node.tensor(0), rank, "convolutions")
+    begin, end = _spatial_pads(node, x_shape[2:], kernel, strides, dilations)
+    w = node.tensor(1)
+    if one:
+        w = trace.apply("expand_dims", w, axis=2)
+    out = trace.apply(
+        "nn.conv2d",
+        x,
+        w,
+        strides=_hw(strides, one, 1),
+        padding=[*_hw(begin, one, 0), *_hw(end, one, 0)],
+        dilation=_hw(dilations, one, 1),
+        groups=int(node.attr("group", 1)),
+    )
+    if node.input(2) is not None:
+        out = trace.apply("nn.bias_add", out, node.tensor(2), axis=1)
+    if one:
+        out = trace.apply("squeeze", out, axis=[2])
+    return out
+
+
+def _pool(node: Node, op: str) -> Any:
+    if node.num_outputs > 1:
+        raise NodeError("the Indices output of MaxPool is not supported")
+    x_shape = _shape(node.input(0))
+    rank = len(x_shape)
+    n = rank - 2
+    if node.attr("kernel_shape") is None:
+        raise NodeError("kernel_shape is required")
+    kernel = _ints(node, "kernel_shape", [], n)
+    strides = _ints(node, "strides", [1] * n, n)
+    dilations = _ints(node, "dilations", [1] * n, n)
+    if dilations != [1] * n:
+        raise NodeError(
+            f"dilations={dilations} is not supported: {op} has no dilation (only 1s are)"
+        )
+    x, one = _to_2d(node.tensor(0), rank, "pools")
+    begin, end = _spatial_pads(node, x_shape[2:], kernel, strides, dilations)
+    if node.attr("ceil_mode", 0):
+        end = [
+            e + _ceil_extra(size, b, e, k, s, 1, i)
+            for i, (size, b, e, k, s) in enumerate(
+                zip(x_shape[2:], begin, end, kernel, strides, strict=True)
+            )
+        ]
+    if op == "nn.avg_pool2d" and node.attr("count_include_pad", 0) and any(begin + end):
+        # The catalogue's average leaves padding out of the count: pad with zeros first (the
+        # real pads only; what ceil_mode adds past them is left out, as ONNX does).
+        real_end = _spatial_pads(node, x_shape[2:], kernel, strides, dilations)[1]
+        x = trace.apply(
+            "nn.pad",
+            x,
+            pad_width=[
+                [0, 0],
+                [0, 0],
+                *([[0, 0]] if one else []),
+                *map(list, zip(begin, real_end, strict=True)),
+            ],
+            pad_value=0.0,
+        )
+        end = [e - r for e, r in zip(end, real_end, strict=True)]
+        begin = [0] * n
+    out = trace.apply(
+        op,
+        x,
+        pool_size=_hw(kernel, one, 1),
+        strides=_hw(strides, one, 1),
+        padding=[*_hw(begin, one, 0), *_hw(end, one, 0)],
+    )
+    return trace.apply("squeeze", out, axis=[2]) if one else out
+
+
+@converter("MaxPool")
+def max_pool(node: Node) -> Any:
+    """``nn.max_pool2d`` (kernel_shape, strides, pads, auto_pad, ceil_mode; dilations 1)."""
+    if node.attr("storage_order", 0):
+        raise NodeError("storage_order=1 is not supported (it only orders the Indices output)")
+    return _pool(node, "nn.max_pool2d")
+
+
+@converter("AveragePool")
+def average_pool(node: Node) -> Any:
+    """``nn.avg_pool2d`` (kernel_shape, strides, pads, auto_pad, ceil_mode, count_include_pad;
+    dilations 1)."""
+    return _pool(node, "nn.avg_pool2d")
+
+
+def _global(node: Node, op: str, reduce: str) -> Any:
+    rank = len(_shape(node.input(0)))
+    if rank < 3:
+        raise NodeError(f"the input must have rank >= 3 (N, C, spatial...), got rank {rank}")
+    if rank == 4:
+        return trace.apply(op, node.tensor(0))
+    return _reduce_keep(reduce, node.tensor(0), range(2, rank))
+
+
+@converter("GlobalAveragePool")
+def global_average_pool(node: Node) -> Any:
+    return _global(node, "nn.global_avg_pool2d", "mean")
+
+
+@converter("GlobalMaxPool")
+def global_max_pool(node: Node) -> Any:
+    return _global(node, "nn.global_max_pool2d", "max")
+
+
+# ---- normalisation ----------------------------------------------------------------------------
+
+
+def _per_channel(rank: int) -> list[int]:
+    """The newshape laying a (C,) tensor along axis 1 of a rank-``rank`` tensor."""
+    return [-1, *([1] * (rank - 2))]
+
+
+@converter("BatchNormalization")
+def batch_normalization(node: Node) -> Any:
+    """Inference: ``(x - mean) * scale / sqrt(var + eps) + bias`` per channel (axis 1); folded
+    to ``x * a + b`` when the parameters are known."""
+    if node.attr("training_mode", 0):
+        raise NodeError("training_mode=1 is not supported (only inference)")
+    if node.num_outputs > 1:
+        raise NodeError("the running mean/var outputs are training outputs: not supported")
+    eps = float(node.attr("epsilon", 1e-5))
+    x_shape = _shape(node.input(0))
+    rank = len(x_shape)
+    if rank < 2:
+        raise NodeError(f"the input must have rank >= 2 (N, C, ...), got rank {rank}")
+    dtype = _dtype(node.input(0))
+    newshape = _per_channel(rank)
+    params = [node.numeric(i) for i in (1, 2, 3, 4)]
+    if all(p is not None for p in params):
+        scale, bias, mean, var = (np.asarray(p, np.float64) for p in params)
+        a = scale / np.sqrt(var + eps)
+        b = bias - mean * a
+        a_c = _const(a.reshape(newshape), dtype)
+        b_c = _const(b.reshape(newshape), dtype)
+        return trace.apply("add", trace.apply("multiply", node.tensor(0), a_c), b_c)
+    scale, bias, mean, var = (
+        trace.apply("reshape", node.tensor(i), newshape=newshape) for i in (1, 2, 3, 4)
+    )
+    inv = trace.apply("rsqrt", trace.apply("add", var, _const(eps, _dtype(node.input(4)))))
+    out = trace.apply("subtract", node.tensor(0), mean)
+    out = trace.apply("multiply", out, trace.apply("multiply", scale, inv))
+    return trace.apply("add", out, bias)
+
+
+def _normalize(x: Any, axes: list[int], eps: float, dtype: str) -> tuple[Any, Any, Any]:
+    """``((x - mean) * invstd, mean, invstd)`` over ``axes`` (kept as 1-dims)."""
+    mean = _reduce_keep("mean", x, axes)
+    centred = trace.apply("subtract", x, mean)
+    var = _reduce_keep("mean", trace.apply("multiply", centred, centred), axes)
+    inv = trace.apply("rsqrt", trace.apply("add", var, _const(eps, dtype)))
+    return trace.apply("multiply", centred, inv), mean, inv
+
+
+@converter("LayerNormalization")
+def layer_normalization(node: Node) -> Any:
+    """Normalise over axes ``[axis, rank)``, scale and shift (bias optional): ``nn.layer_norm``
+    for the last axis alone, else composed; the Mean and InvStdDev outputs are composed."""
+    x_shape = _shape(node.input(0))
+    rank = len(x_shape)
+    axis = _axis(int(node.attr("axis", -1)), rank)
+    eps = float(node.attr("epsilon", 1e-5))
+    dtype = _dtype(node.input(0))
+    if node.attr("stash_type", 1) != 1:
+        raise NodeError(f"stash_type={node.attr('stash_type')} is not supported (only 1)")
+    scale_shape = _shape(node.input(1))
+    has_bias = node.input(2) is not None
+    if axis == rank - 1 and len(scale_shape) == 1 and node.num_outputs == 1:
+        scale = node.tensor(1)
+        bias = node.tensor(2) if has_bias else trace.apply("zeros_like", scale)
+        return trace.apply("nn.layer_norm", node.tensor(0), scale, bias, axis=-1, epsilon=eps)
+    axes = list(range(axis, rank))
+    out, mean, inv = _normalize(node.tensor(0), axes, eps, dtype)
+    out = trace.apply("multiply", out, node.tensor(1))
+    if has_bias:
+        out = trace.apply("add", out, node.tensor(2))
+    return [out, mean, inv][: max(node.num_outputs, 1)]
+
+
+@converter("InstanceNormalization")
+def instance_normalization(node: Node) -> Any:
+    """Normalise each (n, c) over the spatial axes, then ``scale`` and ``B`` per channel."""
+    rank = len(_shape(node.input(0)))
+    if rank < 3:
+        raise NodeError(f"the input must have rank >= 3 (N, C, spatial...), got rank {rank}")
+    eps = float(node.attr("epsilon", 1e-5))
+    dtype = _dtype(node.input(0))
+    out, _, _ = _normalize(node.tensor(0), list(range(2, rank)), eps, dtype)
+    newshape = _per_channel(rank)
+    scale = trace.apply("reshape", node.tensor(1), newshape=newshape)
+    bias = trace.apply("reshape", node.tensor(2), newshape=newshape)
+    return trace.apply("add", trace.apply("multiply", out, scale), bias)
+
+
+# ---- softmax and dropout ----------------------------------------------------------------------
+
+
+def _softmax(node: Node, op: str) -> Any:
+    """Opset 13 on: along ``axis`` (default -1), any axis. (Opsets before 13, which took the
+    input as 2-d, are not imported at all.)"""
+    axis = _axis(int(node.attr("axis", -1)), len(_shape(node.input(0))))
+    return trace.apply(op, node.tensor(0), axis=axis)
+
+
+@converter("Softmax")
+def softmax(node: Node) -> Any:
+    return _softmax(node, "nn.softmax")
+
+
+@converter("LogSoftmax")
+def log_softmax(node: Node) -> Any:
+    return _softmax(node, "nn.log_softmax")
+
+
+@converter("Dropout")
+def dropout(node: Node) -> Any:
+    """Inference: the identity (its mask is all true); training mode is a NodeError."""
+    training = node.input(2)
+    if training is not None:
+        flag = node.numeric(2)
+        if flag is None:
+            raise NodeError("training_mode (input 2) must be known at import")
+        if bool(np.asarray(flag).reshape(-1)[0]):
+            raise NodeError("training_mode=true is not supported (only inference)")
+    x = node.input(0)
+    if node.num_outputs < 2:
+        return x
+    if isinstance(x, Known):
+        return [x, Known(np.ones(x.shape, dtype=bool), "bool")]
+    ones = trace.apply("ones_like", x)
+    return [x, trace.apply("cast", ones, dtype="bool")]

@@ -1,0 +1,125 @@
+"""Reductions: ``ReduceSum``/``Mean``/``Max``/``Min``/``Prod`` onto the catalogue's, the others
+(``ReduceL1``, ``ReduceL2``, ``ReduceSumSquare``, ``ReduceLogSum``, ``ReduceLogSumExp``)
+composed; ``ArgMax``/``ArgMin``.
+
+The axes are an input since opset 13 for ``ReduceSum`` and opset 18 for the others (an
+attribute before); they must be known at import. No axes reduce all of them, unless
+``noop_with_empty_axes=1``, which makes the op the identity (as onnxruntime does).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dynshape.builder import trace
+
+from ..known import Known
+from ..registry import Node, NodeError, converter
+from .shape import _axis, _dtype, _shape
+
+_CATALOGUE = {
+    "ReduceSum": "sum",
+    "ReduceMean": "mean",
+    "ReduceMax": "max",
+    "ReduceMin": "min",
+    "ReduceProd": "prod",
+}
+
+
+def _axes(node: Node, rank: int) -> list[int] | str | None:
+    """The reduced axes (sorted, non-negative), None for all of them, or ``"noop"``."""
+    axes_input = node.opset >= (13 if node.op_type == "ReduceSum" else 18)
+    axes = node.ints(1, "axes") if axes_input else node.attr("axes")
+    if not axes:
+        return "noop" if node.attr("noop_with_empty_axes", 0) else None
+    out = sorted({_axis(int(a), rank, "axes entry") for a in axes})
+    if len(out) != len(axes):
+        raise NodeError(f"axes={list(axes)} names an axis twice")
+    return out
+
+
+def _reduce(op: str, x: Any, axes: Any, keepdims: bool) -> Any:
+    return trace.apply(op, x, axis=axes, keepdims=keepdims, exclude=False)
+
+
+@converter(*_CATALOGUE, "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum")
+def reduce(node: Node) -> Any:
+    """A catalogue reduction, or a sum with elementwise ops around it. With
+    ``noop_with_empty_axes`` only the sum is left out (``ReduceL1`` is then ``abs(x)``, as in
+    onnxruntime)."""
+    rank = len(_shape(node.input(0)))
+    axes = _axes(node, rank)
+    x = node.tensor(0)
+    keepdims = bool(node.attr("keepdims", 1))
+    dtype = _dtype(node.input(0))
+    op = node.op_type
+    if op in _CATALOGUE:
+        if axes == "noop":
+            return x
+        out = _reduce(_CATALOGUE[op], x, axes, keepdims)
+        if op == "ReduceMean" and not dtype.startswith("float"):
+            out = trace.apply("cast", out, dtype=dtype)  # the catalogue's integer mean is float64
+        return out
+
+    def total(v: Any) -> Any:
+        return v if axes == "noop" else _reduce("sum", v, axes, keepdims)
+
+    if op == "ReduceL1":
+        return total(trace.apply("abs", x))
+    if op == "ReduceLogSum":
+        return trace.apply("log", total(x))
+    squares = total(trace.apply("multiply", x, x))
+    return trace.apply("sqrt", squares) if op == "ReduceL2" else squares
+
+
+@converter("ReduceLogSumExp")
+def reduce_log_sum_exp(node: Node) -> Any:
+    """``log(sum(exp(x - m))) + m`` with ``m`` the maximum over the axes (no overflow)."""
+    rank = len(_shape(node.input(0)))
+    axes = _axes(node, rank)
+    x = node.tensor(0)
+    if axes == "noop":
+        return x
+    assert not isinstance(axes, str)
+    m = _reduce("max", x, axes, True)
+    total = _reduce("sum", trace.apply("exp", trace.apply("subtract", x, m)), axes, True)
+    out = trace.apply("add", trace.apply("log", total), m)
+    if node.attr("keepdims", 1):
+        return out
+    gone = list(range(rank)) if axes is None else axes
+    return trace.apply(
+        "reshape", out, newshape=[d for i, d in enumerate(_shape(out)) if i not in gone]
+    )
+
+
+def _arg(node: Node, op: str) -> Any:
+    x_shape = _shape(node.input(0))
+    rank = len(x_shape)
+    axis = _axis(int(node.attr("axis", 0)), rank)
+    keepdims = bool(node.attr("keepdims", 1))
+    x = node.tensor(0)
+    if not node.attr("select_last_index", 0):
+        return _reduce(op, x, [axis], keepdims)
+    # The last index of the extreme: the first of the reversed axis, counted from the end.
+    big = 2**62
+    reversed_x = trace.apply(
+        "strided_slice",
+        x,
+        begin=[0] * axis + [-1],
+        end=[big] * axis + [-big],
+        strides=[1] * axis + [-1],
+    )
+    first = _reduce(op, reversed_x, [axis], keepdims)
+    n = x_shape[axis]
+    last = node.materialize(Known.of(n - 1, "int64"))
+    return trace.apply("subtract", last, first)
+
+
+@converter("ArgMax")
+def argmax(node: Node) -> Any:
+    return _arg(node, "argmax")
+
+
+@converter("ArgMin")
+def argmin(node: Node) -> Any:
+    return _arg(node, "argmin")
