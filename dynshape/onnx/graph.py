@@ -115,7 +115,7 @@ class _Importer:
 
     def convert(self, node: Any) -> None:
         where = describe(node)
-        args = []
+        args: list[Any] = []
         for name in node.input:
             if not name:
                 args.append(None)

@@ -1,3 +1,6 @@
 """The converters of ONNX ops, one module per family; importing this package registers them."""
 
-from . import shape  # noqa: F401
+from . import (
+    elementwise,  # noqa: F401
+    shape,  # noqa: F401
+)
