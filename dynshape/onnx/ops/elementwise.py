@@ -503,15 +503,15 @@ def reciprocal(node: Node) -> Any:
 
 @converter("Sign")
 def sign(node: Node) -> Any:
-    """-1, 0 or 1 (of the input's dtype); NaN stays NaN (``x * 0`` is the middle case)."""
+    """1 where ``x > 0``, -1 where ``x < 0``, else ``x`` itself: 0 (or -0.0), NaN stays NaN."""
 
     def build(x: Any) -> Any:
         dt = x.dtype
         zero = _const(0, dt)
-        middle = trace.apply("multiply", x, zero) if _kind(dt) == _FLOAT else zero
+        rest = x
         if _kind(dt) != _UNSIGNED:
-            middle = trace.apply("where", trace.apply("less", x, zero), _const(-1, dt), middle)
-        return trace.apply("where", trace.apply("greater", x, zero), _const(1, dt), middle)
+            rest = trace.apply("where", trace.apply("less", x, zero), _const(-1, dt), x)
+        return trace.apply("where", trace.apply("greater", x, zero), _const(1, dt), rest)
 
     return _unary(node, _NUMERIC, np.sign, build)
 
