@@ -185,14 +185,18 @@ BINARY_CASES = [
 ]
 
 
+BINARY_PARAMS = [
+    pytest.param(op, attrs, dtype, id=f"{op}{attrs.get('fmod', '')}-{dtype}")
+    for op, attrs in BINARY_CASES
+    for dtype in ARITH_DTYPES
+    # ONNX's Mod of floats needs fmod=1 (else an import error: test_errors)
+    if not (op == "Mod" and dtype.startswith("float") and not attrs["fmod"])
+]
+
+
 @pytest.mark.parametrize("shapes", BROADCASTS, ids=BROADCAST_IDS)
-@pytest.mark.parametrize("dtype", ARITH_DTYPES)
-@pytest.mark.parametrize(
-    ("op", "attrs"), BINARY_CASES, ids=[f"{op}{a.get('fmod', '')}" for op, a in BINARY_CASES]
-)
+@pytest.mark.parametrize(("op", "attrs", "dtype"), BINARY_PARAMS)
 def test_binary_arithmetic(op: str, attrs: dict[str, Any], dtype: str, shapes: Any) -> None:
-    if op == "Mod" and dtype.startswith("float") and not attrs["fmod"]:
-        pytest.skip("ONNX's Mod of floats needs fmod=1 (an import error: see test_errors)")
     a_dims, b_dims = shapes
     model = one_node_model(op, [("a", dtype, a_dims), ("b", dtype, b_dims)], dtype, attrs)
     case = compiled(model)
@@ -239,11 +243,16 @@ COMPARISONS = ["Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual"]
 
 
 @pytest.mark.parametrize("shapes", BROADCASTS[:4], ids=BROADCAST_IDS[:4])
-@pytest.mark.parametrize("dtype", ["float32", "int32", "int64", "bool"])
-@pytest.mark.parametrize("op", COMPARISONS)
+@pytest.mark.parametrize(
+    ("op", "dtype"),
+    [
+        (op, dtype)
+        for op in COMPARISONS
+        for dtype in ["float32", "int32", "int64", "bool"]
+        if dtype != "bool" or op == "Equal"  # ONNX orders numbers only
+    ],
+)
 def test_comparison(op: str, dtype: str, shapes: Any) -> None:
-    if dtype == "bool" and op != "Equal":
-        pytest.skip("ONNX orders numbers only")
     a_dims, b_dims = shapes
     case = compiled(one_node_model(op, [("a", dtype, a_dims), ("b", dtype, b_dims)], "bool"))
     # few distinct values, so that equal pairs are common
@@ -322,11 +331,13 @@ VARIADIC_DIMS: list[list[Shape]] = [[["n", "m"]], [["n", "m"], ["m"]], [["n", 1]
 
 
 @pytest.mark.parametrize("dims", VARIADIC_DIMS, ids=["one", "two", "three"])
-@pytest.mark.parametrize("dtype", ["float32", "int64"])
-@pytest.mark.parametrize("op", ["Sum", "Mean", "Max", "Min"])
+@pytest.mark.parametrize(
+    ("op", "dtype"),
+    # ONNX's Sum and Mean are of floats
+    [("Sum", "float32"), ("Mean", "float32"), ("Mean", "float64")]
+    + [(op, dtype) for op in ("Max", "Min") for dtype in ("float32", "int32", "int64")],
+)
 def test_variadic(op: str, dtype: str, dims: list[Shape]) -> None:
-    if dtype == "int64" and op in ("Sum", "Mean"):
-        pytest.skip("ONNX's Sum and Mean are of floats")
     names = [f"x{i}" for i in range(len(dims))]
     model = one_node_model(op, [(nm, dtype, d) for nm, d in zip(names, dims, strict=True)], dtype)
     case = compiled(model)
@@ -734,3 +745,108 @@ def test_errors(op: str, inputs: Any, attrs: dict[str, Any], match: str) -> None
     model = one_node_model(op, inputs, "float32", attrs, opset=20 if op == "Gelu" else 17)
     with pytest.raises(dynshape.ModelImportError, match=match):
         dynshape.onnx.load(model)
+
+
+# ---- folding constants: every op, evaluated at import --------------------------------------
+
+
+def _constant_model(
+    op: str, consts: Sequence[np.ndarray], out: str, attrs: dict[str, Any], opset: int
+) -> Any:
+    """``out = op(*consts)`` of initializers; the graph input ``x`` is there to be a program
+    input (unused)."""
+    names = [f"c{i}" for i in range(len(consts))]
+    graph = helper.make_graph(
+        [helper.make_node(op, names, ["out"], name="folded", **attrs)],
+        "constants",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"])],
+        [helper.make_tensor_value_info("out", ELEM[out], None)],
+        initializer=[numpy_helper.from_array(c, nm) for nm, c in zip(names, consts, strict=True)],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def _domain_values(domain: Any, rng: np.random.Generator) -> np.ndarray:
+    if domain is None:
+        v = rng.uniform(-10, 10, 12)
+    elif domain == "nonzero":
+        v = rng.uniform(0.5, 10, 12) * rng.choice([-1, 1], 12)
+    elif domain == "round":
+        v = np.concatenate([rng.uniform(-10, 10, 6), np.arange(-3, 3) + 0.5])
+    else:
+        v = rng.uniform(*domain, 12)
+    return v.reshape(3, 4)
+
+
+FOLD_CASES = [
+    *[
+        pytest.param(op, attrs, ["float32"], domain, opset, id=f"{_unary_id((op, attrs))}")
+        for op, attrs, domain, opset in UNARY_FLOAT
+    ],
+    *[
+        pytest.param(op, {}, ["int64"], None, 17, id=f"{op}-int64")
+        for op in ("Abs", "Neg", "Relu", "Sign")
+    ],
+    *[
+        pytest.param(op, attrs, [dt, dt], "binary", 17, id=f"{op}{attrs.get('fmod', '')}-{dt}")
+        for op, attrs, dt in [
+            ("Add", {}, "int64"),
+            ("Sub", {}, "float32"),
+            ("Mul", {}, "int32"),
+            ("Div", {}, "int64"),
+            ("Div", {}, "float32"),
+            ("Mod", {"fmod": 0}, "int64"),
+            ("Mod", {"fmod": 1}, "int32"),
+            ("Mod", {"fmod": 1}, "float32"),
+            ("Pow", {}, "int64"),
+            ("Pow", {}, "float32"),
+            ("Max", {}, "int64"),
+            ("Min", {}, "float32"),
+            ("Sum", {}, "float32"),
+            ("Mean", {}, "float32"),
+        ]
+    ],
+    *[pytest.param(op, {}, ["int64", "int64"], "binary", 17, id=op) for op in COMPARISONS],
+    *[pytest.param(op, {}, ["bool", "bool"], "binary", 17, id=op) for op in ("And", "Or", "Xor")],
+    pytest.param("Not", {}, ["bool"], "binary", 17, id="Not"),
+    pytest.param("Where", {}, ["bool", "float32", "float32"], "binary", 17, id="Where"),
+    pytest.param("IsNaN", {}, ["float32"], "specials", 17, id="IsNaN"),
+    pytest.param("IsInf", {"detect_positive": 0}, ["float32"], "specials", 17, id="IsInf"),
+]
+
+
+@pytest.mark.parametrize(("op", "attrs", "dtypes", "domain", "opset"), FOLD_CASES)
+def test_constants_fold(
+    op: str, attrs: dict[str, Any], dtypes: list[str], domain: Any, opset: int
+) -> None:
+    """An op of constants is a constant of the imported program (numpy at import, with ONNX's
+    semantics), equal to onnxruntime's result."""
+    rng = np.random.default_rng(0)
+    consts = []
+    for i, dt in enumerate(dtypes):
+        if dt == "bool":
+            consts.append(rng.integers(0, 2, (3, 4)).astype(bool))
+        elif domain == "specials":
+            consts.append(np.array([[np.nan, np.inf, -np.inf, 0], [1, -1, 2, 3], [0, 0, 0, 0]], dt))
+        elif domain == "binary":
+            if (op in ("Div", "Mod") and i == 1) or (op == "Pow" and i == 0):
+                v = rng.integers(1, 6, (3, 4)) * rng.choice([1, -1] if op != "Pow" else [1], (3, 4))
+            elif op == "Pow":
+                v = rng.integers(0, 4, (3, 4))
+            else:
+                v = rng.integers(-9, 10, (3, 4))
+            consts.append(
+                (v + (0.5 if dt.startswith("float") and op not in ("Pow",) else 0)).astype(dt)
+            )
+        elif dt.startswith("int"):
+            consts.append(rng.integers(-9, 10, (3, 4)).astype(dt))
+        else:
+            consts.append(_domain_values(domain, rng).astype(dt))
+    out = (
+        "bool" if op in (*COMPARISONS, "And", "Or", "Xor", "Not", "IsNaN", "IsInf") else dtypes[-1]
+    )
+    model = _constant_model(op, consts, out, attrs, opset)
+    program = dynshape.onnx.load(model)
+    body = str(program).splitlines()[1:-1]
+    assert len(body) == 1 and body[0].lstrip().startswith("const("), str(program)  # no call
+    Compiled(model).check(np.zeros(2, np.float32), atol=1e-6)

@@ -125,7 +125,7 @@ def _fold(
         raise NodeError(f"the inputs do not broadcast: {_shapes(knowns)}") from None
     out = np.empty(parts[0].shape, dtype=object)
     for index in np.ndindex(*out.shape):
-        elem = symbolic(*(p[index] for p in parts))
+        elem = symbolic(*(_element(p[index]) for p in parts))
         if elem is None:
             return None
         out[index] = ir.simplify(elem) if isinstance(elem, sympy.Basic) else elem
@@ -133,6 +133,13 @@ def _fold(
         return Known.of(out, dtype)
     except ir.IRError:  # a dim that is provably negative: computed at run time instead
         return None
+
+
+def _element(v: Any) -> Elem:
+    """A numpy scalar of an object array as a Python int or bool (a dim stays as it is)."""
+    if isinstance(v, np.bool_):
+        return bool(v)
+    return int(v) if isinstance(v, np.integer) else v
 
 
 def _shapes(knowns: Sequence[Known]) -> str:
