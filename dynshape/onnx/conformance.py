@@ -68,6 +68,7 @@ _UNSUPPORTED = (
     "supported: 13 to",
     "which dynshape does not support",
     "is not a tensor",
+    ": unsupported: ",
 )
 
 

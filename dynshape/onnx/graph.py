@@ -25,7 +25,7 @@ from .dims import DimOption, InputDims, dim_names, recorded_dim
 from .known import Known
 from .materialize import Materializer
 from .model import dtype_of, onnx_module, opset_of, read, weight
-from .registry import CONVERTERS, Node, NodeError, unsupported
+from .registry import CONVERTERS, Node, NodeError, Unsupported, unsupported
 
 
 def load(model: Any, dims: Mapping[str, DimOption] | None = None) -> Program:
@@ -201,6 +201,8 @@ class _Importer:
         )
         try:
             results = CONVERTERS[node.op_type](view)
+        except Unsupported as e:
+            raise ModelImportError(f"node {where}: unsupported: {e}") from None
         except (NodeError, BuildError, CompileError) as e:
             raise ModelImportError(f"node {where}: {getattr(e, 'message', e)}") from None
         if not isinstance(results, (list, tuple)):

@@ -43,6 +43,11 @@ class NodeError(Exception):
     """A node the importer cannot convert; the importer names the node and collects these."""
 
 
+class Unsupported(NodeError):
+    """A node using a variant of its op that the importer does not support (an attribute
+    value, a rank, a training mode): reported as ``unsupported: ...``, not as a bug."""
+
+
 @dataclass
 class Node:
     """One ONNX node as a converter sees it."""

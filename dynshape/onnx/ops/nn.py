@@ -22,7 +22,7 @@ import ir
 from dynshape.builder import trace
 
 from ..known import Known
-from ..registry import Node, NodeError, converter
+from ..registry import Node, NodeError, Unsupported, converter
 from .shape import _axis, _dtype, _shape
 
 
@@ -161,7 +161,7 @@ def _to_2d(x: Any, rank: int, what: str) -> tuple[Any, bool]:
         return trace.apply("expand_dims", x, axis=2), True
     if rank == 4:
         return x, False
-    raise NodeError(f"only 1-d and 2-d {what} are supported (input rank 3 or 4), got rank {rank}")
+    raise Unsupported(f"only 1-d and 2-d {what} are supported (input rank 3 or 4), got rank {rank}")
 
 
 def _hw(values: Sequence[Any], one: bool, fill: Any) -> list[Any]:
@@ -207,7 +207,7 @@ def conv(node: Node) -> Any:
 
 def _pool(node: Node, op: str) -> Any:
     if node.num_outputs > 1:
-        raise NodeError("the Indices output of MaxPool is not supported")
+        raise Unsupported("the Indices output of MaxPool is not supported")
     x_shape = _shape(node.input(0))
     rank = len(x_shape)
     n = rank - 2
@@ -217,7 +217,7 @@ def _pool(node: Node, op: str) -> Any:
     strides = _ints(node, "strides", [1] * n, n)
     dilations = _ints(node, "dilations", [1] * n, n)
     if dilations != [1] * n:
-        raise NodeError(
+        raise Unsupported(
             f"dilations={dilations} is not supported: {op} has no dilation (only 1s are)"
         )
     x, one = _to_2d(node.tensor(0), rank, "pools")
@@ -260,7 +260,7 @@ def _pool(node: Node, op: str) -> Any:
 def max_pool(node: Node) -> Any:
     """``nn.max_pool2d`` (kernel_shape, strides, pads, auto_pad, ceil_mode; dilations 1)."""
     if node.attr("storage_order", 0):
-        raise NodeError("storage_order=1 is not supported (it only orders the Indices output)")
+        raise Unsupported("storage_order=1 is not supported (it only orders the Indices output)")
     return _pool(node, "nn.max_pool2d")
 
 
@@ -303,9 +303,9 @@ def batch_normalization(node: Node) -> Any:
     """Inference: ``(x - mean) * scale / sqrt(var + eps) + bias`` per channel (axis 1); folded
     to ``x * a + b`` when the parameters are known."""
     if node.attr("training_mode", 0):
-        raise NodeError("training_mode=1 is not supported (only inference)")
+        raise Unsupported("training_mode=1 is not supported (only inference)")
     if node.num_outputs > 1:
-        raise NodeError("the running mean/var outputs are training outputs: not supported")
+        raise Unsupported("the running mean/var outputs are training outputs: not supported")
     eps = float(node.attr("epsilon", 1e-5))
     x_shape = _shape(node.input(0))
     rank = len(x_shape)
@@ -349,7 +349,7 @@ def layer_normalization(node: Node) -> Any:
     eps = float(node.attr("epsilon", 1e-5))
     dtype = _dtype(node.input(0))
     if node.attr("stash_type", 1) != 1:
-        raise NodeError(f"stash_type={node.attr('stash_type')} is not supported (only 1)")
+        raise Unsupported(f"stash_type={node.attr('stash_type')} is not supported (only 1)")
     scale_shape = _shape(node.input(1))
     has_bias = node.input(2) is not None
     if axis == rank - 1 and len(scale_shape) == 1 and node.num_outputs == 1:
@@ -406,9 +406,9 @@ def dropout(node: Node) -> Any:
     if training is not None:
         flag = node.numeric(2)
         if flag is None:
-            raise NodeError("training_mode (input 2) must be known at import")
+            raise Unsupported("training_mode (input 2) must be known at import")
         if bool(np.asarray(flag).reshape(-1)[0]):
-            raise NodeError("training_mode=true is not supported (only inference)")
+            raise Unsupported("training_mode=true is not supported (only inference)")
     x = node.input(0)
     if node.num_outputs < 2:
         return x

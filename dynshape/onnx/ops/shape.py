@@ -20,7 +20,7 @@ from dynshape.builder import trace
 
 from ..known import Known
 from ..model import DTYPES
-from ..registry import Node, NodeError, converter
+from ..registry import Node, NodeError, Unsupported, converter
 
 
 def _shape(value: Any) -> tuple[ir.Dim, ...]:
@@ -87,7 +87,7 @@ def size(node: Node) -> Known:
 def cast(node: Node) -> Any:
     to = node.attr("to")
     if to not in DTYPES:
-        raise NodeError(f"Cast to element type {to} is not supported")
+        raise Unsupported(f"Cast to element type {to} is not supported")
     dtype = DTYPES[to]
     value = node.input(0)
     if isinstance(value, Known):
@@ -170,7 +170,7 @@ def reshape(node: Node) -> Any:
     allowzero = node.attr("allowzero", 0)
     if node.known(1) is None:  # a shape computed from data: known at run time only
         if allowzero:
-            raise NodeError("allowzero=1 with a shape computed from data is not supported")
+            raise Unsupported("allowzero=1 with a shape computed from data is not supported")
         return trace.apply("dyn.reshape", node.tensor(0), node.tensor(1))  # 0 copies, as ONNX
     target = node.ints(1, "shape")
     assert target is not None
