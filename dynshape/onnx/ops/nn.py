@@ -13,6 +13,7 @@ functions compute them.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -261,6 +262,11 @@ def max_pool(node: Node) -> Any:
     """``nn.max_pool2d`` (kernel_shape, strides, pads, auto_pad, ceil_mode; dilations 1)."""
     if node.attr("storage_order", 0):
         raise Unsupported("storage_order=1 is not supported (it only orders the Indices output)")
+    dtype = _dtype(node.input(0))
+    if dtype in ("int8", "uint8", "int16"):  # exact in float32: pool there, cast back
+        cast = trace.apply("cast", node.tensor(0), dtype="float32")
+        narrowed = dataclasses.replace(node, inputs=[cast, *node.inputs[1:]])
+        return trace.apply("cast", _pool(narrowed, "nn.max_pool2d"), dtype=dtype)
     return _pool(node, "nn.max_pool2d")
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from dynshape.builder import trace
 
 from ..known import Known
@@ -38,6 +40,38 @@ def _axes(node: Node, rank: int) -> list[int] | str | None:
     return out
 
 
+def _identity(op: str, dtype: str) -> Any:
+    """What ``op`` gives for no elements (ONNX): the identity of its operation."""
+    if op == "ReduceSum":
+        return 0
+    if op == "ReduceProd":
+        return 1
+    lowest = op == "ReduceMax"  # the max of nothing is the least value, and the min the most
+    if dtype == "bool":
+        return not lowest
+    if dtype.startswith("float"):
+        return -np.inf if lowest else np.inf
+    info = np.iinfo(dtype)
+    return info.min if lowest else info.max
+
+
+def _empty_reduction(op: str, shape: Any, axes: Any, keepdims: bool, dtype: str) -> Any:
+    """A reduction over an axis that is statically empty: a constant of the op's identity, or
+    None if no reduced axis is 0. (An axis that is 0 only at run time reaches the catalogue
+    op, which refuses an empty max or min with a run-time error.)"""
+    reduced = range(len(shape)) if axes is None else axes
+    if op not in ("ReduceSum", "ReduceProd", "ReduceMax", "ReduceMin"):
+        return None
+    if not any(shape[a] == 0 for a in reduced):
+        return None
+    if keepdims:
+        out = [1 if a in reduced else d for a, d in enumerate(shape)]
+    else:
+        out = [d for a, d in enumerate(shape) if a not in reduced]
+    fill = trace.constant(np.array(_identity(op, dtype), dtype=dtype), dtype)
+    return trace.apply("full", fill, shape=out, dtype=dtype)
+
+
 def _reduce(op: str, x: Any, axes: Any, keepdims: bool) -> Any:
     return trace.apply(op, x, axis=axes, keepdims=keepdims, exclude=False)
 
@@ -56,6 +90,9 @@ def reduce(node: Node) -> Any:
     if op in _CATALOGUE:
         if axes == "noop":
             return x
+        empty = _empty_reduction(op, _shape(node.input(0)), axes, keepdims, dtype)
+        if empty is not None:
+            return empty
         out = _reduce(_CATALOGUE[op], x, axes, keepdims)
         if op == "ReduceMean" and not dtype.startswith("float"):
             out = trace.apply("cast", out, dtype=dtype)  # the catalogue's integer mean is float64
