@@ -1,0 +1,131 @@
+"""Small models of the kinds people export, built with ``onnx.helper`` as the exporters write
+them (weights as initializers, shape subgraphs of Shape/Gather/Unsqueeze/Concat, dynamic axes
+named by ``dim_param``): a CNN with batch norm and pooling, and a transformer encoder layer with
+an attention mask."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+def _init(rng: np.random.Generator, name: str, *shape: int, scale: float = 0.2) -> onnx.TensorProto:
+    return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name)
+
+
+def _i64(name: str, *values: int) -> onnx.TensorProto:
+    return numpy_helper.from_array(np.array(values, dtype=np.int64), name)
+
+
+def _scalar(name: str, value: float | int, dtype: type = np.float32) -> onnx.TensorProto:
+    return numpy_helper.from_array(np.array(value, dtype=dtype), name)
+
+
+def cnn(seed: int = 0) -> onnx.ModelProto:
+    """Conv-BN-Relu-MaxPool-Conv-Relu-GlobalAveragePool-Flatten-Gemm on (N, 3, H, W)."""
+    rng = np.random.default_rng(seed)
+    n = helper.make_node
+    nodes = [
+        n("Conv", ["x", "w1", "b1"], ["c1"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], name="conv1"),
+        n("BatchNormalization", ["c1", "g", "be", "mu", "var"], ["bn"], epsilon=1e-5, name="bn1"),
+        n("Relu", ["bn"], ["r1"]),
+        n("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2], name="pool1"),
+        n("Conv", ["p1", "w2"], ["c2"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+        n("Relu", ["c2"], ["r2"]),
+        n("GlobalAveragePool", ["r2"], ["gap"]),
+        n("Flatten", ["gap"], ["flat"], axis=1),
+        n("Gemm", ["flat", "wf", "bf"], ["logits"], transB=1, name="fc"),
+    ]
+    inits = [
+        _init(rng, "w1", 8, 3, 3, 3),
+        _init(rng, "b1", 8),
+        numpy_helper.from_array(rng.uniform(0.5, 1.5, 8).astype(np.float32), "g"),
+        _init(rng, "be", 8),
+        _init(rng, "mu", 8),
+        numpy_helper.from_array(rng.uniform(0.5, 1.5, 8).astype(np.float32), "var"),
+        _init(rng, "w2", 16, 8, 3, 3),
+        _init(rng, "wf", 10, 16),
+        _init(rng, "bf", 10),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "cnn",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, "H", "W"])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 10])],
+        inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+D, HEADS = 32, 4
+
+
+def encoder(seed: int = 0) -> onnx.ModelProto:
+    """A pre-norm encoder layer with a (batch, seq) attention mask, as TorchScript exports it:
+    the head split and merge compute their shapes from ``Shape(x)``."""
+    rng = np.random.default_rng(seed)
+    n = helper.make_node
+    dh = D // HEADS
+    nodes = [
+        n("LayerNormalization", ["x", "ln_g", "ln_b"], ["a"], axis=-1, epsilon=1e-5),
+        n("Shape", ["x"], ["shape"]),
+        n("Gather", ["shape", "zero"], ["b"], axis=0),
+        n("Gather", ["shape", "one"], ["s"], axis=0),
+        n("Unsqueeze", ["b", "ax0"], ["bu"]),
+        n("Unsqueeze", ["s", "ax0"], ["su"]),
+        n("Concat", ["bu", "su", "heads", "dhead"], ["split_shape"], axis=0),
+        n("Concat", ["bu", "su", "dmodel"], ["merge_shape"], axis=0),
+    ]
+    for t in ("q", "k", "v"):
+        nodes += [
+            n("MatMul", ["a", f"w{t}"], [f"{t}0"]),
+            n("Add", [f"{t}0", f"b{t}"], [f"{t}1"]),
+            n("Reshape", [f"{t}1", "split_shape"], [f"{t}2"], name=f"split_{t}"),
+            n("Transpose", [f"{t}2"], [t], perm=[0, 2, 1, 3] if t != "k" else [0, 2, 3, 1]),
+        ]
+    nodes += [
+        n("MatMul", ["q", "k"], ["scores0"], name="scores"),
+        n("Div", ["scores0", "sqrt_dh"], ["scores1"]),
+        n("Unsqueeze", ["mask", "ax12"], ["m1"]),
+        n("Cast", ["m1"], ["m2"], to=TensorProto.FLOAT),
+        n("Sub", ["one_f", "m2"], ["m3"]),
+        n("Mul", ["m3", "neg_big"], ["m4"]),
+        n("Add", ["scores1", "m4"], ["scores2"]),
+        n("Softmax", ["scores2"], ["probs"], axis=-1),
+        n("MatMul", ["probs", "v"], ["ctx0"]),
+        n("Transpose", ["ctx0"], ["ctx1"], perm=[0, 2, 1, 3]),
+        n("Reshape", ["ctx1", "merge_shape"], ["ctx"], name="merge"),
+        n("MatMul", ["ctx", "wo"], ["o0"]),
+        n("Add", ["o0", "bo"], ["o1"]),
+        n("Add", ["x", "o1"], ["y"]),
+    ]
+    inits = [
+        numpy_helper.from_array(np.ones(D, np.float32), "ln_g"),
+        numpy_helper.from_array(np.zeros(D, np.float32), "ln_b"),
+        _scalar("zero", 0, np.int64),
+        _scalar("one", 1, np.int64),
+        _i64("ax0", 0),
+        _i64("ax12", 1, 2),
+        _i64("heads", HEADS),
+        _i64("dhead", dh),
+        _i64("dmodel", D),
+        _scalar("sqrt_dh", float(np.sqrt(dh))),
+        _scalar("one_f", 1.0),
+        _scalar("neg_big", -1e9),
+        _init(rng, "wo", D, D),
+        _init(rng, "bo", D),
+    ]
+    for t in ("q", "k", "v"):
+        inits += [_init(rng, f"w{t}", D, D), _init(rng, f"b{t}", D)]
+    graph = helper.make_graph(
+        nodes,
+        "encoder",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq", D]),
+            helper.make_tensor_value_info("mask", TensorProto.INT64, ["batch", "seq"]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "seq", D])],
+        inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
