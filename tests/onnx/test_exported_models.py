@@ -5,14 +5,18 @@ the dims are functions of the inputs."""
 from __future__ import annotations
 
 import re
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples" / "exported"))
+
 pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
-from exported_models import D, cnn, encoder  # noqa: E402
+from onnx_models import D, cnn, encoder  # noqa: E402
 
 import dynshape  # noqa: E402
 import dynshape.onnx  # noqa: E402
