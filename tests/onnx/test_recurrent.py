@@ -280,10 +280,18 @@ def test_layout_1(op: str) -> None:
     assert types[1].startswith("Tensor[(batch, 2, 4)"), types
 
 
-@pytest.mark.parametrize("op", ["LSTM", "GRU", "RNN"])
-def test_weights_as_inputs(op: str) -> None:
-    m = recurrent_model(op, "bidirectional", initial=True, weights_as_inputs=True)
-    compare(m)
+@pytest.mark.parametrize(
+    ("op", "attrs"),
+    [
+        ("LSTM", {"peepholes": True}),
+        ("GRU", {"linear_before_reset": 0}),
+        ("GRU", {"linear_before_reset": 1}),
+        ("RNN", {}),
+    ],
+)
+def test_weights_as_inputs(op: str, attrs: dict[str, Any]) -> None:
+    """W, R, B (and P) as graph inputs: sliced per direction and gate by ops, not numpy."""
+    compare(recurrent_model(op, "bidirectional", initial=True, weights_as_inputs=True, **attrs))
 
 
 # ---- sequence_lens -------------------------------------------------------------------------
