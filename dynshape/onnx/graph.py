@@ -198,6 +198,7 @@ class _Importer:
             self.opset,
             len(node.output),
             self.materialize,
+            tuple(bool(name) for name in node.output),
         )
         try:
             results = CONVERTERS[node.op_type](view)

@@ -63,6 +63,16 @@ class Node:
     num_outputs: int
     materialize: Callable[[Known], Any]
     """Turns a ``Known`` into a run-time tensor (``graph.py``)."""
+    named: tuple[bool, ...] = ()
+    """Per output, whether the model names it (an empty name omits an optional output);
+    empty when not told, and then every output counts as wanted."""
+
+    def wants(self, i: int) -> bool:
+        """True unless output ``i`` is omitted (past the end, or given an empty name): a
+        converter may skip computing what nobody reads."""
+        if i >= self.num_outputs:
+            return False
+        return self.named[i] if i < len(self.named) else True
 
     def attr(self, name: str, default: Any = None) -> Any:
         """Attribute ``name``, or ``default`` when the node does not set it."""
