@@ -129,3 +129,60 @@ def encoder(seed: int = 0) -> onnx.ModelProto:
         inits,
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def weights(model: onnx.ModelProto) -> dict[str, np.ndarray]:
+    """The initializers of ``model`` by name."""
+    return {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+
+
+def encoder_numpy(w: dict[str, np.ndarray], x: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """What ``encoder`` computes, in plain numpy (float32), from its weights."""
+    b, s, _ = x.shape
+    dh = D // HEADS
+    mu = x.mean(-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(-1, keepdims=True)
+    a = (x - mu) / np.sqrt(var + 1e-5) * w["ln_g"] + w["ln_b"]
+
+    def heads(t: str) -> np.ndarray:
+        return (a @ w[f"w{t}"] + w[f"b{t}"]).reshape(b, s, HEADS, dh).transpose(0, 2, 1, 3)
+
+    q, k, v = heads("q"), heads("k"), heads("v")
+    scores = q @ k.transpose(0, 1, 3, 2) / np.float32(np.sqrt(dh))
+    scores = scores + (1 - mask[:, None, None, :].astype(np.float32)) * np.float32(-1e9)
+    scores = np.exp(scores - scores.max(-1, keepdims=True))
+    probs = scores / scores.sum(-1, keepdims=True)
+    ctx = (probs @ v).transpose(0, 2, 1, 3).reshape(b, s, D)
+    return x + (ctx @ w["wo"] + w["bo"])
+
+
+def stacked_encoder(layers: int, seed: int = 0) -> onnx.ModelProto:
+    """``layers`` encoder layers one after the other (for import and compile time by size)."""
+    base = encoder(seed).graph
+    nodes, inits = [], []
+    previous = "x"
+    for layer in range(layers):
+
+        def name(n: str, layer: int = layer, previous: str = previous) -> str:
+            if n == "x":
+                return previous
+            return n if n == "mask" else f"l{layer}_{n}"
+
+        for node in base.node:
+            copy = onnx.NodeProto()
+            copy.CopyFrom(node)
+            copy.ClearField("input")
+            copy.input.extend(name(i) for i in node.input)
+            copy.ClearField("output")
+            copy.output.extend(name(o) for o in node.output)
+            copy.name = f"l{layer}_{node.name}" if node.name else ""
+            nodes.append(copy)
+        for t in base.initializer:
+            init = onnx.TensorProto()
+            init.CopyFrom(t)
+            init.name = name(t.name)
+            inits.append(init)
+        previous = f"l{layer}_y"
+    out = helper.make_tensor_value_info(previous, TensorProto.FLOAT, ["batch", "seq", D])
+    graph = helper.make_graph(nodes, "stack", list(base.input), [out], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])

@@ -61,3 +61,18 @@ def test_transformer_encoder_with_an_attention_mask() -> None:
         mask[:, 0] = 1
         (want,) = _ort(model, {"x": x, "mask": mask})
         np.testing.assert_allclose(vm.run(x, mask), want, rtol=1e-4, atol=1e-5)
+
+
+def test_the_numpy_encoder_is_the_model() -> None:
+    from onnx_models import encoder_numpy, stacked_encoder, weights
+
+    model = encoder()
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 5, D)).astype(np.float32)
+    mask = np.ones((2, 5), np.int64)
+    (want,) = _ort(model, {"x": x, "mask": mask})
+    np.testing.assert_allclose(encoder_numpy(weights(model), x, mask), want, rtol=1e-4, atol=1e-5)
+    two = stacked_encoder(2)
+    (stacked,) = _ort(two, {"x": x, "mask": mask})
+    got = dynshape.VirtualMachine(dynshape.compile(dynshape.onnx.load(two))).run(x, mask)
+    np.testing.assert_allclose(got, stacked, rtol=1e-4, atol=1e-5)
