@@ -186,3 +186,48 @@ def stacked_encoder(layers: int, seed: int = 0) -> onnx.ModelProto:
     out = helper.make_tensor_value_info(previous, TensorProto.FLOAT, ["batch", "seq", D])
     graph = helper.make_graph(nodes, "stack", list(base.input), [out], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+VOCAB, EMBED, HIDDEN, TAGS = 20, 8, 6, 5
+
+
+def gru_tagger(seed: int = 0) -> onnx.ModelProto:
+    """Token ids (seq, batch) -> embedding (Gather) -> bidirectional GRU -> per-token tag logits,
+    as a tagger exports: the GRU's Y (seq, 2, batch, hidden) is transposed and reshaped to
+    (seq, batch, 2*hidden) with a shape computed from ``Shape(ids)``."""
+    rng = np.random.default_rng(seed)
+    n = helper.make_node
+    nodes = [
+        n("Gather", ["table", "ids"], ["emb"], axis=0),
+        n(
+            "GRU",
+            ["emb", "w", "r", "b"],
+            ["y", ""],
+            hidden_size=HIDDEN,
+            direction="bidirectional",
+            name="gru",
+        ),
+        n("Transpose", ["y"], ["yt"], perm=[0, 2, 1, 3]),
+        n("Shape", ["ids"], ["s"]),
+        n("Concat", ["s", "two_h"], ["shape"], axis=0),
+        n("Reshape", ["yt", "shape"], ["feat"], name="merge_directions"),
+        n("MatMul", ["feat", "proj"], ["logits0"]),
+        n("Add", ["logits0", "bias"], ["logits"]),
+    ]
+    inits = [
+        _init(rng, "table", VOCAB, EMBED, scale=1.0),
+        _init(rng, "w", 2, 3 * HIDDEN, EMBED),
+        _init(rng, "r", 2, 3 * HIDDEN, HIDDEN),
+        _init(rng, "b", 2, 6 * HIDDEN),
+        _i64("two_h", 2 * HIDDEN),
+        _init(rng, "proj", 2 * HIDDEN, TAGS),
+        _init(rng, "bias", TAGS),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "tagger",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, ["seq", "batch"])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["seq", "batch", TAGS])],
+        inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])

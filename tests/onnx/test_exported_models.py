@@ -76,3 +76,18 @@ def test_the_numpy_encoder_is_the_model() -> None:
     (stacked,) = _ort(two, {"x": x, "mask": mask})
     got = dynshape.VirtualMachine(dynshape.compile(dynshape.onnx.load(two))).run(x, mask)
     np.testing.assert_allclose(got, stacked, rtol=1e-4, atol=1e-5)
+
+
+def test_gru_tagger() -> None:
+    from onnx_models import TAGS, VOCAB, gru_tagger
+
+    model = gru_tagger()
+    program = dynshape.onnx.load(model)
+    types = _typed(program)
+    assert f"Tensor[(seq, batch, {TAGS}), float32]" in types, types
+    vm = dynshape.VirtualMachine(dynshape.compile(program))
+    rng = np.random.default_rng(4)
+    for seq, batch in [(1, 1), (5, 2), (12, 3)]:
+        ids = rng.integers(0, VOCAB, (seq, batch)).astype(np.int64)
+        (want,) = _ort(model, {"ids": ids})
+        np.testing.assert_allclose(vm.run(ids), want, rtol=1e-4, atol=1e-5)
