@@ -1,5 +1,5 @@
 """The indexing converters of ``dynshape.onnx`` (NonZero, TopK, GatherElements, GatherND, Pad,
-Trilu, OneHot, Einsum) against onnxruntime: small models with symbolic input dims, each
+CumSum, Trilu, OneHot, Einsum) against onnxruntime: small models with symbolic input dims, each
 compiled once and run at several sizes; and the messages of the variants refused."""
 
 from __future__ import annotations
@@ -251,6 +251,26 @@ def test_pad_refuses_reflect_wider_than_the_axis() -> None:
         "Pad", [("x", FLOAT, [2, 3])], {"pads": np.array([0, 3, 0, 0], np.int64)}, mode="reflect"
     )
     assert "Pad 'the_pad': reflect padding of 3 along an axis of 3" in import_error(m)
+
+
+# ---- CumSum --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("exclusive", [0, 1])
+@pytest.mark.parametrize("reverse", [0, 1])
+@pytest.mark.parametrize("axis", [0, -1])
+def test_cumsum(exclusive: int, reverse: int, axis: int) -> None:
+    weights = {"axis": np.array(axis, np.int64)}
+    m = model("CumSum", [("x", FLOAT, ["n", "m"])], weights, exclusive=exclusive, reverse=reverse)
+    program = compare(m, [rand(3, 4)], [rand(1, 5)], [rand(6, 2)])
+    assert_symbolic(program, "n", "m")
+
+
+def test_cumsum_of_ints_and_axis_from_data() -> None:
+    m = model("CumSum", [("x", INT32, ["n"])], {"axis": np.array(0, np.int32)})
+    compare(m, *[[RNG.integers(-9, 9, n).astype(np.int32)] for n in (1, 7)])
+    m = model("CumSum", [("x", FLOAT, ["n"]), ("axis", INT64, [])])
+    assert "CumSum 'the_cumsum': unsupported: an axis computed from data" in import_error(m)
 
 
 # ---- Trilu, OneHot --------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """Indexing and miscellaneous ops: ``NonZero``, ``TopK``, ``GatherElements``, ``GatherND``,
-``Pad``, ``Trilu``, ``OneHot``, ``Einsum``.
+``Pad``, ``CumSum``, ``Trilu``, ``OneHot``, ``Einsum``.
 
 Most are composed of catalogue ops. A gather by computed positions is one ``take`` from the
 flattened data: ``GatherElements`` and ``GatherND`` add up each index times the stride of its
@@ -7,7 +7,8 @@ axis (index grids are ``arange``s of the dims, broadcast), negative indices wrap
 dims stay symbolic (strides are products of dims); only ``NonZero``'s count and a ``TopK`` of a
 ``k`` computed from data are ``?`` dims. ``Pad`` is ``nn.pad`` for a constant, and slices and
 ``concatenate`` for ``reflect``, ``edge`` and ``wrap``. ``Trilu`` and ``OneHot`` compare index
-grids. ``Einsum`` is transposes, ``sum`` and one batched ``nn.matmul`` per pair of operands.
+grids. ``CumSum`` is the catalogue's ``cumsum``. ``Einsum`` is transposes, ``sum`` and one
+batched ``nn.matmul`` per pair of operands.
 """
 
 from __future__ import annotations
@@ -293,6 +294,33 @@ def _pad_axis(x: Any, axis: int, before: int, after: int, mode: str) -> Any:
         else:
             parts.append(_slice_axis(x, axis, 0, after))
     return trace.apply("concatenate", parts, axis=axis)
+
+
+# ---- CumSum --------------------------------------------------------------------------------
+
+
+@converter("CumSum")
+def cum_sum(node: Node) -> Any:
+    """``cumsum`` along the axis input (a number known at import), ``exclusive``/``reverse``
+    as ONNX's attributes."""
+    axis_known = node.numeric(1)
+    if axis_known is None:
+        raise Unsupported("an axis computed from data")
+    if axis_known.size != 1:
+        raise NodeError(f"axis must hold one value, got shape {list(axis_known.shape)}")
+    rank = len(_shape(node.input(0)))
+    if rank == 0:
+        raise NodeError("CumSum of a scalar")
+    axis = _axis(int(np.asarray(axis_known).reshape(-1)[0]), rank)
+    if _dtype(node.input(0)) == "bool":
+        raise NodeError("CumSum of a bool tensor")
+    return trace.apply(
+        "cumsum",
+        node.tensor(0),
+        axis=axis,
+        exclusive=bool(node.attr("exclusive", 0)),
+        reverse=bool(node.attr("reverse", 0)),
+    )
 
 
 # ---- Trilu, OneHot --------------------------------------------------------------------------
