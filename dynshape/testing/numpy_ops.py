@@ -151,6 +151,20 @@ def _arg_reduce(fn: Callable[..., Any]) -> Impl:
     return impl
 
 
+def _cumsum(ins: Sequence[Any], attrs: Mapping[str, Any]) -> Any:
+    x, axis = ins[0], attrs["axis"]
+    if x.dtype == np.float16:
+        x = x.astype(np.float32)  # as sum: float32 accumulation, one rounding by the caller
+    if attrs["reverse"]:
+        x = np.flip(x, axis)
+    sums = np.cumsum(x, axis=axis)
+    if attrs["exclusive"]:
+        zero = np.zeros_like(np.take(sums, [0], axis=axis))
+        sums = np.concatenate([zero, np.take(sums, np.arange(x.shape[axis] - 1), axis=axis)], axis)
+    return np.flip(sums, axis) if attrs["reverse"] else sums
+
+
+OPS["cumsum"] = _cumsum
 OPS["argmax"] = _arg_reduce(np.argmax)
 OPS["argmin"] = _arg_reduce(np.argmin)
 

@@ -6,7 +6,7 @@ dtypes follow numpy: ``max``/``min``/``argmax``/``argmin`` take any dtype, bool 
 
 from __future__ import annotations
 
-from ..attrs import AXES, BOOL, attr
+from ..attrs import AXES, BOOL, INT, attr
 from ..op import OpPattern
 from ._declare import declare, fixed, mean_dtype, numeric_like, same_as
 
@@ -35,3 +35,13 @@ for _name, _doc in [("argmax", "index of the maximum"), ("argmin", "index of the
         _REDUCE_ATTRS,
         doc=f"{_doc} (int64); several axes are flattened in order, as one axis",
     )
+
+declare(
+    "cumsum",
+    ["x"],
+    OpPattern.OPAQUE,
+    numeric_like,
+    [attr("axis", INT, 0), attr("exclusive", BOOL, False), attr("reverse", BOOL, False)],
+    doc="running sums along axis (x's shape); exclusive leaves out each element itself, "
+    "reverse sums from the end",
+)

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from ..context import ShapeContext
 from ..registry import register_shape_func
-from ._common import Shape, reduce_axes
+from ._common import Shape, normalize_axis, reduce_axes
 
 Axis = int | Sequence[int] | None
 
@@ -45,3 +45,12 @@ for _name in ("sum", "mean", "prod"):
     register_shape_func(_name)(reduce)
 for _name in ("max", "min", "argmax", "argmin"):
     register_shape_func(_name)(reduce_nonempty)
+
+
+@register_shape_func("cumsum")
+def cumsum(
+    ctx: ShapeContext, x: Shape, *, axis: int = 0, exclusive: bool = False, reverse: bool = False
+) -> Shape:
+    """Running sums keep ``x``'s shape; ``axis`` must be one of its axes (rank 1 or more)."""
+    normalize_axis(axis, len(x), "x")
+    return x

@@ -222,6 +222,17 @@ def _softmax_cases(op: str) -> st.SearchStrategy[Case]:
     return make()
 
 
+@cases("cumsum")
+def _cumsum_cases(op: str) -> st.SearchStrategy[Case]:
+    @st.composite
+    def make(draw: st.DrawFn) -> Case:
+        s, axis = _axis_case(draw)
+        attrs = {"axis": axis, "exclusive": draw(st.booleans()), "reverse": draw(st.booleans())}
+        return Case([s], attrs, numpy_shape(lambda: np.cumsum(np.zeros(s), axis=axis)))
+
+    return make()
+
+
 @cases("nn.layer_norm")
 def _layer_norm(op: str) -> st.SearchStrategy[Case]:
     @st.composite

@@ -88,3 +88,38 @@ def test_arg_reductions_flatten_axes_in_order(op, dtype, data):
     expected = _ref_arg(np.argmax if op == "argmax" else np.argmin, x, axes, keepdims)
     got = run_like(op, {"axis": axis, "keepdims": keepdims, "exclude": exclude}, [x], expected)
     assert_same(got, expected)
+
+
+def _ref_cumsum(x, axis, exclusive, reverse):
+    out = np.zeros(x.shape, np.float64 if x.dtype.kind == "f" else np.int64)
+    n = x.shape[axis]
+    for j in range(n):
+        lo, hi = (j, n) if reverse else (0, j + 1)
+        if exclusive:
+            lo, hi = (j + 1, n) if reverse else (0, j)
+        total = np.take(x, np.arange(lo, hi), axis=axis).astype(out.dtype).sum(axis=axis)
+        index = [slice(None)] * x.ndim
+        index[axis] = j
+        out[tuple(index)] = total
+    return out
+
+
+@pytest.mark.parametrize("dtype", NUMERIC)
+@KERNEL_SETTINGS
+@given(data=st.data())
+def test_cumsum(dtype, data):
+    x = data.draw(arrays(dtype, shapes(min_dims=1), small=True))
+    axis = data.draw(st.integers(-x.ndim, x.ndim - 1))
+    exclusive, reverse = data.draw(st.booleans()), data.draw(st.booleans())
+    with np.errstate(all="ignore"):
+        expected = _ref_cumsum(x, axis, exclusive, reverse).astype(dtype)
+    attrs = {"axis": axis, "exclusive": exclusive, "reverse": reverse}
+    got = run_like("cumsum", attrs, [x], expected)
+    assert_same(got, expected, tol(dtype) * 10 if dtype in FLOATS else None)
+
+
+def test_cumsum_rejects_a_wrong_axis():
+    with pytest.raises(ValueError, match="cumsum: axis 2 is out of bounds"):
+        run_like(
+            "cumsum", {"axis": 2, "exclusive": False, "reverse": False}, [np.ones(3)], np.ones(3)
+        )

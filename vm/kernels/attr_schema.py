@@ -47,6 +47,7 @@ BUILTIN_SCHEMAS: dict[str, dict[str, str]] = {
     "concatenate": {"axis": "int"},
     "copy": {},
     "cos": {},
+    "cumsum": {"axis": "int", "exclusive": "bool", "reverse": "bool"},
     "divide": {},
     "dyn.full": {"dtype": "dtype"},
     "dyn.ones": {"dtype": "dtype"},

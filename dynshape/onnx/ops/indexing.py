@@ -1,0 +1,503 @@
+"""Indexing and miscellaneous ops: ``NonZero``, ``TopK``, ``GatherElements``, ``GatherND``,
+``Pad``, ``CumSum``, ``Trilu``, ``OneHot``, ``Einsum``.
+
+Most are composed of catalogue ops. A gather by computed positions is one ``take`` from the
+flattened data: ``GatherElements`` and ``GatherND`` add up each index times the stride of its
+axis (index grids are ``arange``s of the dims, broadcast), negative indices wrapped first. The
+dims stay symbolic (strides are products of dims); only ``NonZero``'s count and a ``TopK`` of a
+``k`` computed from data are ``?`` dims. ``Pad`` is ``nn.pad`` for a constant, and slices and
+``concatenate`` for ``reflect``, ``edge`` and ``wrap``. ``Trilu`` and ``OneHot`` compare index
+grids. ``CumSum`` is the catalogue's ``cumsum``. ``Einsum`` is transposes, ``sum`` and one
+batched ``nn.matmul`` per pair of operands.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import sympy
+
+import ir
+from dynshape.builder import trace
+
+from ..known import Known
+from ..registry import Node, NodeError, Unsupported, converter
+from .layout import _END, _numbers
+from .shape import _axis, _dtype, _shape
+
+# ---- helpers ------------------------------------------------------------------------------
+
+
+def _prod(dims: Sequence[Any]) -> Any:
+    """The product of dims, an int when it is one."""
+    total: Any = sympy.Integer(1)
+    for d in dims:
+        total = total * d
+    total = sympy.sympify(ir.simplify(total))
+    return int(total) if total.is_Integer else ir.check_dim(total)
+
+
+def _int64(x: Any) -> Any:
+    return x if x.type.dtype == "int64" else trace.apply("cast", x, dtype="int64")
+
+
+def _dim_scalar(node: Node, d: Any) -> Any:
+    """A 0-d int64 tensor holding the dim ``d`` (a constant, or computed from shapes)."""
+    return node.materialize(Known.of(d, "int64"))
+
+
+def _iota(node: Node, n: Any, rank: int, axis: int) -> Any:
+    """``0, 1, ..., n-1`` (int64) along ``axis`` of a tensor of ``rank`` with 1s elsewhere."""
+    if isinstance(n, int):
+        shape = [1] * rank
+        shape[axis] = n
+        return trace.constant(np.arange(n, dtype=np.int64).reshape(shape), "int64")
+    zero = trace.constant(np.array(0, dtype=np.int64), "int64")
+    one = trace.constant(np.array(1, dtype=np.int64), "int64")
+    out = trace.apply("arange", zero, _dim_scalar(node, n), one, dtype="int64")
+    return trace.apply("reshape", out, newshape=[n if a == axis else 1 for a in range(rank)])
+
+
+def _wrap(node: Node, index: Any, n: Any) -> Any:
+    """Negative indices counted from the end of a dim ``n``: ``where(i < 0, i + n, i)``."""
+    zero = trace.constant(np.array(0, dtype=np.int64), "int64")
+    shifted = trace.apply("add", index, _dim_scalar(node, n))
+    return trace.apply("where", trace.apply("less", index, zero), shifted, index)
+
+
+def _slice_axis(x: Any, axis: int, begin: int, end: int | None, stride: int = 1) -> Any:
+    """``x[..., begin:end:stride, ...]`` along ``axis`` (``end`` None: to the end)."""
+    ends = [_END] * axis + [(_END if stride > 0 else -_END) if end is None else end]
+    return trace.apply(
+        "strided_slice",
+        x,
+        begin=[0] * axis + [begin],
+        end=ends,
+        strides=[1] * axis + [stride],
+    )
+
+
+# ---- NonZero, TopK --------------------------------------------------------------------------
+
+
+@converter("NonZero")
+def non_zero(node: Node) -> Any:
+    """``(rank, count)`` int64 indices: ``argwhere`` (``(count, rank)``) transposed."""
+    value = node.input(0)
+    if isinstance(value, Known) and not value.symbolic:
+        return Known(np.array(np.nonzero(value.array), dtype=np.int64), "int64")
+    found = trace.apply("argwhere", node.tensor(0))
+    return trace.apply("transpose", found, axes=[1, 0])
+
+
+@converter("TopK")
+def top_k(node: Node) -> Any:
+    """``topk`` for a k known at import (an int, or a dim: then the result is reshaped to it),
+    ``dyn.topk`` for a k from data (a ``?`` dim). Ties go to the smaller index, as ONNX says;
+    the outputs are always sorted (``sorted=0`` leaves the order to the implementation)."""
+    x_shape = _shape(node.input(0))
+    axis = _axis(int(node.attr("axis", -1)), len(x_shape))
+    attrs = {
+        "axis": axis,
+        "is_ascend": not node.attr("largest", 1),
+        "ret_type": "both",
+        "dtype": "int64",
+    }
+    x = node.tensor(0)
+    if _dtype(node.input(0)) == "bool":
+        raise NodeError("TopK of a bool tensor")
+    if node.opset < 10:
+        k_known: Any = node.attr("k")
+        if k_known is None:
+            raise NodeError("TopK needs the k attribute")
+        return tuple(trace.apply("topk", x, k=int(k_known), **attrs))
+    k = node.known(1)
+    if k is not None:
+        if k.array.size != 1:
+            raise NodeError(f"k must hold one value, got shape {list(k.shape)}")
+        (dim,) = k.dims()
+        if isinstance(dim, int):
+            return tuple(trace.apply("topk", x, k=dim, **attrs))
+        values, indices = trace.apply("dyn.topk", x, _dim_scalar(node, dim), **attrs)
+        shape = list(x_shape)
+        shape[axis] = dim
+        return (
+            trace.apply("reshape", values, newshape=shape),
+            trace.apply("reshape", indices, newshape=shape),
+        )
+    k_data = _int64(node.tensor(1))
+    if len(_shape(k_data)) != 0:
+        k_data = trace.apply("reshape", k_data, newshape=[])
+    return tuple(trace.apply("dyn.topk", x, k_data, **attrs))
+
+
+# ---- GatherElements, GatherND -----------------------------------------------------------------
+
+
+@converter("GatherElements")
+def gather_elements(node: Node) -> Any:
+    """``out[i0, .., ik] = data[i0, .., indices[i0, .., ik], .., ik]``: one ``take`` of the
+    flattened data at ``sum_j i_j * stride_j`` (``i_axis`` the wrapped index)."""
+    data, indices = node.input(0), node.input(1)
+    d_shape, i_shape = _shape(data), _shape(indices)
+    rank = len(d_shape)
+    if len(i_shape) != rank:
+        raise NodeError(f"indices have rank {len(i_shape)}, the data rank {rank}")
+    axis = _axis(int(node.attr("axis", 0)), rank)
+    if isinstance(data, Known) and not data.symbolic and node.numeric(1) is not None:
+        idx = np.asarray(node.numeric(1), dtype=np.int64)
+        n = d_shape[axis]
+        if np.any((idx < -n) | (idx >= n)):
+            raise NodeError(f"GatherElements indices {idx.tolist()} are out of range for {n}")
+        return Known(np.take_along_axis(data.array, idx % n, axis=axis), data.dtype)
+    index = _wrap(node, _int64(node.tensor(1)), d_shape[axis])
+    flat: Any = None
+    for j in range(rank):
+        term = index if j == axis else _iota(node, i_shape[j], rank, j)
+        stride = _prod(d_shape[j + 1 :])
+        if stride != 1:
+            term = trace.apply("multiply", term, _dim_scalar(node, stride))
+        flat = term if flat is None else trace.apply("add", flat, term)
+    if rank == 0:
+        raise NodeError("GatherElements of a scalar")
+    if _shape(flat) != i_shape:
+        flat = trace.apply("broadcast_to", flat, shape=list(i_shape))
+    return trace.apply("take", node.tensor(0), flat, axis=None)
+
+
+@converter("GatherND")
+def gather_nd(node: Node) -> Any:
+    """``indices[..., :q]`` pick slices of ``data`` after ``batch_dims`` shared leading axes:
+    the data reshaped to ``(batches * prod(dims[b:b+q]), *dims[b+q:])`` and one ``take`` along
+    axis 0 at the flat position of each index tuple (its batch included)."""
+    data, indices = node.input(0), node.input(1)
+    d_shape, i_shape = _shape(data), _shape(indices)
+    b = int(node.attr("batch_dims", 0))
+    if not i_shape:
+        raise NodeError("indices must have rank 1 or more")
+    q = i_shape[-1]
+    if not isinstance(q, int):
+        raise NodeError(f"the last dim of indices ({q}) must be static")
+    if b < 0 or b >= min(len(d_shape), len(i_shape)):
+        raise NodeError(f"batch_dims={b} must be less than both ranks")
+    if not 1 <= q <= len(d_shape) - b:
+        raise Unsupported(f"indices tuples of length {q} for data of rank {len(d_shape)}")
+    for i in range(b):
+        if ir.compare(d_shape[i], "==", i_shape[i], {}) is False:
+            raise NodeError(f"batch dim {i}: data has {d_shape[i]}, indices {i_shape[i]}")
+    out_rank = len(i_shape) - 1
+    idx = _int64(node.tensor(1))
+    flat: Any = None
+    for j in range(q):
+        part = trace.apply("take", idx, trace.constant(np.array(j, np.int64), "int64"), axis=-1)
+        part = _wrap(node, part, d_shape[b + j])
+        stride = _prod(d_shape[b + j + 1 : b + q])
+        if stride != 1:
+            part = trace.apply("multiply", part, _dim_scalar(node, stride))
+        flat = part if flat is None else trace.apply("add", flat, part)
+    inner = _prod(d_shape[b : b + q])
+    for i in range(b):
+        stride = _prod([*d_shape[i + 1 : b], inner])
+        term = _iota(node, i_shape[i], out_rank, i)
+        if stride != 1:
+            term = trace.apply("multiply", term, _dim_scalar(node, stride))
+        flat = trace.apply("add", flat, term)
+    if _shape(flat) != tuple(i_shape[:-1]):
+        flat = trace.apply("broadcast_to", flat, shape=list(i_shape[:-1]))
+    rows = _prod([*d_shape[:b], inner])
+    table = trace.apply("reshape", node.tensor(0), newshape=[rows, *d_shape[b + q :]])
+    return trace.apply("take", table, flat, axis=0)
+
+
+# ---- Pad ------------------------------------------------------------------------------------
+
+
+@converter("Pad")
+def pad(node: Node) -> Any:
+    """Modes ``constant`` (``nn.pad``; a constant value known at import), ``reflect``,
+    ``edge`` and ``wrap`` (slices of the input joined by ``concatenate``, axis by axis).
+    Negative pads crop first. Pads must be numbers known at import."""
+    x_shape = _shape(node.input(0))
+    rank = len(x_shape)
+    mode = node.attr("mode", "constant")
+    if node.opset < 11:
+        pads = [int(p) for p in node.attr("pads", [])]
+        value: Any = float(node.attr("value", 0.0))
+        axes = list(range(rank))
+    else:
+        if node.input(1) is not None and node.numeric(1) is None:
+            raise Unsupported(
+                "pads computed from data or from symbolic dims (they decide the output shape, "
+                "and no catalogue op pads by a run-time amount)"
+            )
+        pads = _numbers(node, 1, "pads") or []
+        value = 0.0
+        if node.input(2) is not None:
+            fill = node.numeric(2)
+            if fill is None:
+                raise Unsupported("a constant_value computed from data")
+            value = np.asarray(fill).reshape(-1)[0].item() if fill.size else 0.0
+        given = _numbers(node, 3, "axes")
+        axes = [_axis(a, rank, "axes entry") for a in (given if given is not None else range(rank))]
+    if len(pads) != 2 * len(axes):
+        raise NodeError(f"{len(pads)} pads for {len(axes)} axes (2 per axis)")
+    if len(set(axes)) != len(axes):
+        raise NodeError(f"axes {axes} repeat an axis")
+    before, after = [0] * rank, [0] * rank
+    for i, a in enumerate(axes):
+        before[a], after[a] = pads[i], pads[i + len(axes)]
+    if mode not in ("constant", "reflect", "edge", "wrap"):
+        raise Unsupported(f"mode {mode!r} (constant, reflect, edge and wrap are supported)")
+    x = node.tensor(0)
+    for a in range(rank):  # negative pads crop
+        if before[a] < 0 or after[a] < 0:
+            end = after[a] if after[a] < 0 else None
+            x = _slice_axis(x, a, max(-before[a], 0), end)
+            before[a], after[a] = max(before[a], 0), max(after[a], 0)
+    if not any(before) and not any(after):
+        return x
+    if mode == "constant":
+        if _dtype(node.input(0)) == "bool":
+            raise Unsupported("constant padding of a bool tensor")
+        width = [[b, e] for b, e in zip(before, after, strict=True)]
+        return trace.apply("nn.pad", x, pad_width=width, pad_value=float(value))
+    for a in range(rank):
+        if before[a] or after[a]:
+            x = _pad_axis(x, a, before[a], after[a], mode)
+    return x
+
+
+def _pad_axis(x: Any, axis: int, before: int, after: int, mode: str) -> Any:
+    n = _shape(x)[axis]
+    limit = n - 1 if mode == "reflect" else n
+    for p in (before, after):
+        if isinstance(limit, int) and p > limit:
+            raise NodeError(f"{mode} padding of {p} along an axis of {n} (at most {limit})")
+    parts = []
+    if before:
+        if mode == "reflect":
+            parts.append(_slice_axis(x, axis, before, 0, -1))
+        elif mode == "edge":
+            edge = _slice_axis(x, axis, 0, 1)
+            parts.append(trace.apply("repeat", edge, repeats=before, axis=axis))
+        else:
+            parts.append(_slice_axis(x, axis, -before, None))
+    parts.append(x)
+    if after:
+        if mode == "reflect":
+            parts.append(_slice_axis(x, axis, -2, -2 - after, -1))
+        elif mode == "edge":
+            edge = _slice_axis(x, axis, -1, None)
+            parts.append(trace.apply("repeat", edge, repeats=after, axis=axis))
+        else:
+            parts.append(_slice_axis(x, axis, 0, after))
+    return trace.apply("concatenate", parts, axis=axis)
+
+
+# ---- CumSum --------------------------------------------------------------------------------
+
+
+@converter("CumSum")
+def cum_sum(node: Node) -> Any:
+    """``cumsum`` along the axis input (a number known at import), ``exclusive``/``reverse``
+    as ONNX's attributes."""
+    axis_known = node.numeric(1)
+    if axis_known is None:
+        raise Unsupported("an axis computed from data")
+    if axis_known.size != 1:
+        raise NodeError(f"axis must hold one value, got shape {list(axis_known.shape)}")
+    rank = len(_shape(node.input(0)))
+    if rank == 0:
+        raise NodeError("CumSum of a scalar")
+    axis = _axis(int(np.asarray(axis_known).reshape(-1)[0]), rank)
+    if _dtype(node.input(0)) == "bool":
+        raise NodeError("CumSum of a bool tensor")
+    return trace.apply(
+        "cumsum",
+        node.tensor(0),
+        axis=axis,
+        exclusive=bool(node.attr("exclusive", 0)),
+        reverse=bool(node.attr("reverse", 0)),
+    )
+
+
+# ---- Trilu, OneHot --------------------------------------------------------------------------
+
+
+@converter("Trilu")
+def trilu(node: Node) -> Any:
+    """Zero outside the upper (``upper=1``: ``j - i >= k``) or lower (``j - i <= k``)
+    triangle of the last two axes; ``k`` may come from data."""
+    shape = _shape(node.input(0))
+    if len(shape) < 2:
+        raise NodeError(f"Trilu needs rank 2 or more, got {len(shape)}")
+    rows = _iota(node, shape[-2], 2, 0)
+    cols = _iota(node, shape[-1], 2, 1)
+    diagonal = trace.apply("subtract", cols, rows)  # (n, m): j - i
+    if node.input(1) is None:
+        k: Any = trace.constant(np.array(0, np.int64), "int64")
+    elif node.numeric(1) is not None:
+        k = trace.constant(np.asarray(node.numeric(1), np.int64).reshape(()), "int64")
+    else:
+        k = _int64(node.tensor(1))
+        if _shape(k):
+            k = trace.apply("reshape", k, newshape=[])
+    keep = trace.apply("greater_equal" if node.attr("upper", 1) else "less_equal", diagonal, k)
+    x = node.tensor(0)
+    dtype = _dtype(node.input(0))
+    zero = trace.constant(np.zeros((), dtype=dtype), dtype)
+    return trace.apply("where", keep, x, zero)
+
+
+@converter("OneHot")
+def one_hot(node: Node) -> Any:
+    """A new axis of ``depth`` (known at import) holding ``on`` at the index (negative ones
+    wrapped, out of range: none) and ``off`` elsewhere; ``values = [off, on]``."""
+    depth_known = node.known(1)
+    if depth_known is None:
+        raise Unsupported("a depth computed from data (it is the size of the new axis)")
+    if depth_known.array.size != 1:
+        raise NodeError(f"depth must hold one value, got shape {list(depth_known.shape)}")
+    depth: Any = depth_known.dims()[0] if depth_known.symbolic else None
+    if depth is None:
+        depth = int(np.asarray(depth_known.array).reshape(-1)[0])
+    i_shape = _shape(node.input(0))
+    rank = len(i_shape) + 1
+    axis = _axis(int(node.attr("axis", -1)), rank)
+    index = node.tensor(0)
+    if _dtype(node.input(0)) == "bool":
+        raise NodeError("OneHot indices must be numbers")
+    index = _wrap(node, _int64(index), depth)
+    index = trace.apply("expand_dims", index, axis=axis)
+    hot = trace.apply("equal", index, _iota(node, depth, rank, axis))
+    values = node.tensor(2)
+    zero = trace.constant(np.array(0, np.int64), "int64")
+    one = trace.constant(np.array(1, np.int64), "int64")
+    off = trace.apply("take", values, zero, axis=0)
+    on = trace.apply("take", values, one, axis=0)
+    out_shape = [*i_shape[:axis], depth, *i_shape[axis:]]
+    out = trace.apply("where", hot, on, off)
+    if _shape(out) != tuple(out_shape):
+        out = trace.apply("broadcast_to", out, shape=out_shape)
+    return out
+
+
+# ---- Einsum ---------------------------------------------------------------------------------
+
+
+@converter("Einsum")
+def einsum(node: Node) -> Any:
+    """Subscripts with ``...`` and implicit outputs; each operand's letters that no other
+    operand or the output uses are summed away, then operands contract pairwise, left to
+    right, as one batched ``nn.matmul`` (batch, kept and contracted letters grouped by
+    transposes and reshapes). A letter repeated in one operand (a diagonal) is refused."""
+    equation = str(node.attr("equation", "")).replace(" ", "")
+    operands = [v for v in node.inputs if v is not None]
+    shapes = [_shape(v) for v in operands]
+    terms, output = _parse_einsum(equation, shapes)
+    dtype = _dtype(operands[0])
+    if any(_dtype(v) != dtype for v in operands):
+        raise NodeError("Einsum operands of different dtypes")
+    sizes: dict[str, Any] = {}
+    for term, shape in zip(terms, shapes, strict=True):
+        for letter, d in zip(term, shape, strict=True):
+            if letter in sizes and ir.compare(sizes[letter], "==", d, {}) is not True:
+                if d == 1 or sizes[letter] == 1:
+                    raise Unsupported(f"broadcasting a dim of 1 for subscript {letter!r}")
+                raise NodeError(f"subscript {letter!r} has dims {sizes[letter]} and {d}")
+            sizes.setdefault(letter, d)
+    values = [node.tensor(i) for i in range(len(node.inputs)) if node.inputs[i] is not None]
+    current, letters = values[0], terms[0]
+    current, letters = _sum_unused(current, letters, [*terms[1:], output])
+    for i in range(1, len(values)):
+        later = [*terms[i + 1 :], output]
+        other, other_letters = _sum_unused(values[i], terms[i], [letters, *later])
+        current, letters = _contract(current, letters, other, other_letters, later, sizes)
+    if letters != output:
+        current = trace.apply("transpose", current, axes=[letters.index(c) for c in output])
+    return current
+
+
+def _parse_einsum(equation: str, shapes: Sequence[Sequence[Any]]) -> tuple[list[str], str]:
+    """The operands' subscripts and the output's, ``...`` spelled out in upper-case letters
+    (right-aligned over the operands' extra axes)."""
+    if "->" in equation:
+        inputs, output = equation.split("->")
+    else:
+        inputs, output = equation, None
+    specs = inputs.split(",")
+    if len(specs) != len(shapes):
+        raise NodeError(f"equation {equation!r} has {len(specs)} operands, the node {len(shapes)}")
+    spare = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ"]
+    ellipsis_rank = 0
+    for spec, shape in zip(specs, shapes, strict=True):
+        if "..." in spec:
+            ellipsis_rank = max(ellipsis_rank, len(shape) - len(spec.replace("...", "")))
+    dots = "".join(spare[:ellipsis_rank])
+    terms = []
+    for spec, shape in zip(specs, shapes, strict=True):
+        if any(c.isupper() for c in spec.replace("...", "")):
+            raise Unsupported("upper-case subscripts")
+        if "..." in spec:
+            extra = len(shape) - len(spec.replace("...", ""))
+            spec = spec.replace("...", dots[ellipsis_rank - extra :] if extra else "")
+        if not spec.isalpha() and spec:
+            raise NodeError(f"subscripts {spec!r} are not letters")
+        if len(spec) != len(shape):
+            raise NodeError(f"subscripts {spec!r} for an operand of rank {len(shape)}")
+        if len(set(spec)) != len(spec):
+            raise Unsupported(f"a subscript repeated in {spec!r} (a diagonal)")
+        terms.append(spec)
+    if output is None:
+        counts: dict[str, int] = {}
+        for t in terms:
+            for c in t:
+                counts[c] = counts.get(c, 0) + 1
+        output = dots + "".join(sorted(c for c, n in counts.items() if n == 1 and c.islower()))
+    else:
+        output = output.replace("...", dots)
+    used = set("".join(terms))
+    if any(c not in used for c in output) or len(set(output)) != len(output):
+        raise NodeError(f"output subscripts {output!r} do not fit the operands")
+    return terms, output
+
+
+def _sum_unused(x: Any, letters: str, others: Sequence[str]) -> tuple[Any, str]:
+    """Sum away the axes whose letters appear in none of ``others``."""
+    rest = set("".join(others))
+    gone = [i for i, c in enumerate(letters) if c not in rest]
+    if not gone:
+        return x, letters
+    x = trace.apply("sum", x, axis=gone, keepdims=False, exclude=False)
+    return x, "".join(c for c in letters if c in rest)
+
+
+def _contract(
+    a: Any, la: str, b: Any, lb: str, later: Sequence[str], sizes: dict[str, Any]
+) -> tuple[Any, str]:
+    """``a`` and ``b`` multiplied and summed over the letters they share that ``later``
+    (the remaining operands and the output) does not need: ``nn.matmul`` of
+    ``(batch, left, summed) @ (batch, summed, right)``."""
+    need = set("".join(later))
+    shared = [c for c in la if c in lb]
+    batch = [c for c in shared if c in need]
+    summed = [c for c in shared if c not in need]
+    left = [c for c in la if c not in lb]
+    right = [c for c in lb if c not in la]
+
+    def grouped(x: Any, letters: str, order: list[str], groups: list[list[str]]) -> Any:
+        if list(letters) != order:
+            x = trace.apply("transpose", x, axes=[letters.index(c) for c in order])
+        newshape = [_prod([sizes[c] for c in g]) for g in groups]
+        if [sizes[c] for c in order] != newshape:
+            x = trace.apply("reshape", x, newshape=newshape)
+        return x
+
+    lhs = grouped(a, la, batch + left + summed, [batch, left, summed])
+    rhs = grouped(b, lb, batch + summed + right, [batch, summed, right])
+    out = trace.apply("nn.matmul", lhs, rhs)
+    letters = batch + left + right
+    out = trace.apply("reshape", out, newshape=[sizes[c] for c in letters])
+    return out, "".join(letters)
