@@ -348,3 +348,36 @@ def test_einsum_refuses_a_diagonal() -> None:
     m = model("Einsum", [("x", FLOAT, ["b", "n", "n"])], equation="bii->bi")
     text = import_error(m)
     assert "Einsum 'the_einsum': unsupported: a subscript repeated in 'bii'" in text
+
+
+@pytest.mark.parametrize("op", ["GatherElements", "GatherND"])
+def test_an_index_out_of_range_raises_rather_than_reading_another_element(op: str) -> None:
+    from onnx import TensorProto, helper
+
+    import dynshape
+    import dynshape.onnx
+
+    graph = helper.make_graph(
+        [
+            helper.make_node(
+                op, ["data", "idx"], ["y"], **({"axis": 0} if op == "GatherElements" else {})
+            )
+        ],
+        "g",
+        [
+            helper.make_tensor_value_info("data", TensorProto.FLOAT, [3, 4]),
+            helper.make_tensor_value_info(
+                "idx", TensorProto.INT64, [1, 4] if op == "GatherElements" else [1, 2]
+            ),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    vm = dynshape.VirtualMachine(dynshape.compile(dynshape.onnx.load(model)))
+    data = np.arange(12, dtype=np.float32).reshape(3, 4)
+    # Row 3 of a 3-row table: flattened, it would land on row 0 of the next column.
+    bad = np.array([[3, 0, 0, 0]] if op == "GatherElements" else [[3, 0]], dtype=np.int64)
+    with pytest.raises(dynshape.DynShapeError, match=r"out of|index"):
+        vm.run(data, bad)
+    good = np.array([[2, 1, 0, -1]] if op == "GatherElements" else [[2, 3]], dtype=np.int64)
+    vm.run(data, good)

@@ -67,6 +67,20 @@ def _wrap(node: Node, index: Any, n: Any) -> Any:
     return trace.apply("where", trace.apply("less", index, zero), shifted, index)
 
 
+def _checked(node: Node, index: Any, n: Any, total: Any) -> Any:
+    """``_wrap``, with an index outside ``[-n, n)`` replaced by ``total`` (the data's element
+    count): the flat index built from it is then past the data, so the ``take`` raises
+    instead of reading another element (onnxruntime raises too)."""
+    wrapped = _wrap(node, index, n)
+    zero = trace.constant(np.array(0, dtype=np.int64), "int64")
+    outside = trace.apply(
+        "logical_or",
+        trace.apply("less", wrapped, zero),
+        trace.apply("greater_equal", wrapped, _dim_scalar(node, n)),
+    )
+    return trace.apply("where", outside, _dim_scalar(node, total), wrapped)
+
+
 def _slice_axis(x: Any, axis: int, begin: int, end: int | None, stride: int = 1) -> Any:
     """``x[..., begin:end:stride, ...]`` along ``axis`` (``end`` None: to the end)."""
     ends = [_END] * axis + [(_END if stride > 0 else -_END) if end is None else end]
@@ -152,7 +166,7 @@ def gather_elements(node: Node) -> Any:
         if np.any((idx < -n) | (idx >= n)):
             raise NodeError(f"GatherElements indices {idx.tolist()} are out of range for {n}")
         return Known(np.take_along_axis(data.array, idx % n, axis=axis), data.dtype)
-    index = _wrap(node, _int64(node.tensor(1)), d_shape[axis])
+    index = _checked(node, _int64(node.tensor(1)), d_shape[axis], _prod(d_shape))
     flat: Any = None
     for j in range(rank):
         term = index if j == axis else _iota(node, i_shape[j], rank, j)
@@ -192,7 +206,7 @@ def gather_nd(node: Node) -> Any:
     flat: Any = None
     for j in range(q):
         part = trace.apply("take", idx, trace.constant(np.array(j, np.int64), "int64"), axis=-1)
-        part = _wrap(node, part, d_shape[b + j])
+        part = _checked(node, part, d_shape[b + j], _prod(d_shape))
         stride = _prod(d_shape[b + j + 1 : b + q])
         if stride != 1:
             part = trace.apply("multiply", part, _dim_scalar(node, stride))
