@@ -114,7 +114,7 @@ declare(
     ["x"],
     OpPattern.INJECTIVE,
     same_as(0),
-    [attr("reps", INT_LIST)],
+    [attr("reps", INT_OR_DIM_LIST)],
     doc="repeat the whole tensor reps times per axis",
 )
 declare(

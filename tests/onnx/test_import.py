@@ -284,3 +284,25 @@ def test_a_size_baked_in_at_export_is_caught() -> None:
         match=r"node Reshape 'baked'.*has dim 28 at axis 0, but the model records 4\*seq \(a size fixed at export",
     ):
         dynshape.onnx.load(m)
+
+
+def test_tile_with_repeats_computed_from_a_shape() -> None:
+    m = model(
+        [
+            helper.make_node("Shape", ["x"], ["s"]),
+            helper.make_node("Gather", ["s", "zero"], ["n"], axis=0),
+            helper.make_node("Unsqueeze", ["n", "ax0"], ["nu"]),
+            helper.make_node("Concat", ["one", "nu"], ["reps"], axis=0),
+            helper.make_node("Tile", ["x", "reps"], ["y"]),
+        ],
+        [("x", "float32", ["n", "m"])],
+        ["y"],
+        {"zero": np.array(0, np.int64), "ax0": _i64(0), "one": _i64(1)},
+    )
+    program = dynshape.onnx.load(m)
+    assert "tile(%x, reps=[1, n])" in str(program)
+    assert "Tensor[(n, m*n), float32]" in str(dynshape.stages(program)["types"]["main"])
+    vm = dynshape.VirtualMachine(dynshape.compile(program))
+    for shape in [(2, 3), (0, 2), (3, 1)]:
+        x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+        np.testing.assert_array_equal(vm.run(x), np.tile(x, [1, shape[0]]))

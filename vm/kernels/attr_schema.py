@@ -125,7 +125,7 @@ BUILTIN_SCHEMAS: dict[str, dict[str, str]] = {
     "sum": {"axis": "int or list[int] or None", "keepdims": "bool", "exclude": "bool"},
     "take": {"axis": "int or None"},
     "tanh": {},
-    "tile": {"reps": "list[int]"},
+    "tile": {"reps": "list[int | dim]"},
     "topk": {
         "k": "int",
         "axis": "int",

@@ -225,13 +225,20 @@ def take(attrs: Mapping[str, Any]) -> Kernel:
 def tile(attrs: Mapping[str, Any]) -> Kernel:
     """``np.tile`` without its temporary: the output seen as ``(r0, d0, r1, d1, ...)`` takes
     the input seen as ``(1, d0, 1, d1, ...)`` by broadcasting (the shorter of the input's shape
-    and ``reps`` padded with leading 1s, as ``np.tile``)."""
+    and ``reps`` padded with leading 1s, as ``np.tile``). A rep that is ``None`` was a dim (the
+    compiler writes no sympy): it is the output's extent over the input's there."""
     reps = tuple(attrs["reps"])
 
     def kernel(x: np.ndarray, out: np.ndarray) -> None:
         rank = max(x.ndim, len(reps))
         dims = (1,) * (rank - x.ndim) + x.shape
-        counts = (1,) * (rank - len(reps)) + reps
+        given = (1,) * (rank - len(reps)) + reps
+        if len(out.shape) != rank:
+            raise ValueError(f"tile: the output has rank {out.ndim}, expected {rank}")
+        counts = tuple(
+            (o // d if d else 0) if r is None else r
+            for r, d, o in zip(given, dims, out.shape, strict=True)
+        )
         shape = tuple(d * r for d, r in zip(dims, counts, strict=True))
         if shape != out.shape or min(counts, default=0) < 0:
             raise ValueError(

@@ -15,7 +15,7 @@ import numpy as np
 from dynshape.builder import trace
 
 from ..known import Known
-from ..registry import Node, NodeError, converter
+from ..registry import Node, NodeError, Unsupported, converter
 from .shape import _axis, _shape
 
 #: A slice end past any dim.
@@ -176,9 +176,12 @@ def split(node: Node) -> Any:
 
 @converter("Tile")
 def tile(node: Node) -> Any:
-    reps = _numbers(node, 1, "repeats")
-    if reps is None:
-        raise NodeError("Tile needs repeats")
+    known = node.known(1)
+    if known is None:
+        raise Unsupported(
+            "Tile repeats computed from data are not supported (they decide the shape)"
+        )
+    reps: list[Any] = known.dims()
     data = node.input(0)
     if len(reps) != len(_shape(data)):
         raise NodeError(f"{len(reps)} repeats for a tensor of rank {len(_shape(data))}")
