@@ -36,8 +36,8 @@ def test_every_catalogue_default_passes_its_own_check():
         ("sum", {"axis": None, "keepdims": 1, "exclude": False}, "'keepdims' = 1 is not bool"),
         ("sum", {"axis": None, "keepdims": False}, "'exclude' missing"),
         ("sum", {"axis": None, "keepdims": False, "exclude": False, "x": 1}, "unknown attribute"),
-        ("tile", {"reps": (2, "3")}, "'reps' = (2, '3') is not list[int]"),
-        ("tile", {"reps": 3}, "is not list[int]"),
+        ("tile", {"reps": (2, "3")}, "'reps' = (2, '3') is not list[int | dim]"),
+        ("tile", {"reps": 3}, "is not list[int | dim]"),
         (
             "topk",
             {"k": 1, "axis": -1, "ret_type": "all", "is_ascend": False, "dtype": "int64"},
