@@ -9,7 +9,7 @@ import pytest
 onnx = pytest.importorskip("onnx")
 
 from onnx import TensorProto, helper  # noqa: E402
-from onnx_models import model, run  # noqa: E402
+from model_builder import model, run  # noqa: E402
 
 import dynshape  # noqa: E402
 import dynshape.onnx  # noqa: E402
