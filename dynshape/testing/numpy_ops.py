@@ -158,7 +158,7 @@ def _cumsum(ins: Sequence[Any], attrs: Mapping[str, Any]) -> Any:
     if attrs["reverse"]:
         x = np.flip(x, axis)
     sums = np.cumsum(x, axis=axis)
-    if attrs["exclusive"]:
+    if attrs["exclusive"] and x.shape[axis]:
         zero = np.zeros_like(np.take(sums, [0], axis=axis))
         sums = np.concatenate([zero, np.take(sums, np.arange(x.shape[axis] - 1), axis=axis)], axis)
     return np.flip(sums, axis) if attrs["reverse"] else sums

@@ -94,7 +94,7 @@ def test_a_primitive_may_use_the_symbols_of_its_global() -> None:
             "op split: attribute indices_or_sections=[n, 1.5] is ill-typed: expected int or "
             "list[int | dim]",
         ),
-        ("tile(%x, reps=[n, 1])", 17, "op tile: attribute reps=[n, 1] is ill-typed"),
+        ("transpose(%x, axes=[n, 0])", 22, "op transpose: attribute axes=[n, 0] is ill-typed"),
     ],
 )
 def test_bad_symbolic_attributes_are_located(text: str, column: int, message: str) -> None:

@@ -8,8 +8,8 @@ import pytest
 
 onnx = pytest.importorskip("onnx")
 
-from onnx import TensorProto, helper  # noqa: E402
 from model_builder import model, run  # noqa: E402
+from onnx import TensorProto, helper  # noqa: E402
 
 import dynshape  # noqa: E402
 import dynshape.onnx  # noqa: E402

@@ -24,7 +24,22 @@ def _arg_flat(x: np.ndarray, axes: tuple[int, ...], fn: str, keepdims: bool = Fa
     return out
 
 
+def _exclusive_reverse_cumsum(y):
+    """Each element's sum of the elements after it along axis 0."""
+    return y[::-1].cumsum(0)[::-1] - y
+
+
 CASES = [
+    Case(
+        name="cumsum_inclusive_exclusive_reverse",
+        source="""
+def @main(%mask: Tensor[(b, n), int64], %y: Tensor[(n, 3), float32]) {
+  (cumsum(%mask, axis=1), cumsum(%y, axis=0, exclusive=True, reverse=True), cumsum(%y, axis=-1))
+}
+""",
+        reference=lambda mask, y: (mask.cumsum(1), _exclusive_reverse_cumsum(y), y.cumsum(-1)),
+        bindings=[{"b": 0, "n": 3}, {"b": 2, "n": 1}, {"b": 3, "n": 0}, {"b": 2, "n": 6}],
+    ),
     Case(
         name="sum_axes_keepdims_exclude_empty_list",
         source="""
