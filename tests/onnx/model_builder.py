@@ -43,3 +43,34 @@ def run(m: onnx.ModelProto, *arrays: np.ndarray, **dims: Any) -> Any:
     """Import ``m``, compile it and run it on the VM."""
     program = dynshape.onnx.load(m, dims=dims or None)
     return dynshape.VirtualMachine(dynshape.compile(program)).run(*arrays)
+
+
+def compare(m: Any, *feeds: list[np.ndarray], rtol: float = 1e-4, atol: float = 1e-5) -> Any:
+    """Import and compile ``m`` once; at each list of inputs, the VM's results must equal
+    onnxruntime's (shape, dtype, values). Returns the imported program."""
+    import onnxruntime as ort
+
+    program = dynshape.onnx.load(m)
+    machine = dynshape.VirtualMachine(dynshape.compile(program))
+    session = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    for arrays in feeds:
+        expected = session.run(None, dict(zip(names, arrays, strict=True)))
+        got = machine.run(*arrays)
+        got = list(got) if isinstance(got, (list, tuple)) else [got]
+        assert len(got) == len(expected)
+        for g, e in zip(got, expected, strict=True):
+            g = np.asarray(g)
+            assert g.shape == e.shape, (g.shape, e.shape)
+            assert g.dtype == e.dtype, (g.dtype, e.dtype)
+            np.testing.assert_allclose(g, e, rtol=rtol, atol=atol)
+    return program
+
+
+def import_error(m: Any) -> str:
+    """The message of the ``ModelImportError`` that importing ``m`` raises."""
+    import pytest
+
+    with pytest.raises(dynshape.ModelImportError) as info:
+        dynshape.onnx.load(m)
+    return str(info.value)

@@ -21,19 +21,13 @@ ort = pytest.importorskip("onnxruntime")
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from hypothesis.extra import numpy as hnp  # noqa: E402
+from model_builder import ELEM  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import dynshape  # noqa: E402
 import dynshape.onnx  # noqa: E402
 from dynshape.passes.infer_types import infer_types  # noqa: E402
 
-ELEM = {
-    "float32": TensorProto.FLOAT,
-    "float64": TensorProto.DOUBLE,
-    "int32": TensorProto.INT32,
-    "int64": TensorProto.INT64,
-    "bool": TensorProto.BOOL,
-}
 Shape = Sequence[Any]
 """An input's dims: ints and names (``["n", "m"]``, ``[1, "m"]``, ``[]`` for a scalar)."""
 

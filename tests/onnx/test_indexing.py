@@ -13,10 +13,16 @@ import pytest
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
+from model_builder import compare as _compare  # noqa: E402
+from model_builder import import_error  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-import dynshape  # noqa: E402
-import dynshape.onnx  # noqa: E402
+
+def compare(m: Any, *feeds: list[np.ndarray], rtol: float = 1e-5, atol: float = 1e-5) -> Any:
+    """``model_builder.compare`` with this file's tolerance."""
+    return _compare(m, *feeds, rtol=rtol, atol=atol)
+
+
 import ir  # noqa: E402
 from dynshape.passes.infer_types import infer_types  # noqa: E402
 
@@ -51,26 +57,6 @@ def model(
     return m
 
 
-def compare(m: Any, *feeds: list[np.ndarray], rtol: float = 1e-5, atol: float = 1e-5) -> Any:
-    """Import and compile ``m`` once; at each list of inputs, the VM's results must equal
-    onnxruntime's (shape, dtype, values). Returns the imported program."""
-    program = dynshape.onnx.load(m)
-    machine = dynshape.VirtualMachine(dynshape.compile(program))
-    session = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
-    names = [i.name for i in session.get_inputs()]
-    for arrays in feeds:
-        expected = session.run(None, dict(zip(names, arrays, strict=True)))
-        got = machine.run(*arrays)
-        got = list(got) if isinstance(got, (list, tuple)) else [got]
-        assert len(got) == len(expected)
-        for g, e in zip(got, expected, strict=True):
-            g = np.asarray(g)
-            assert g.shape == e.shape, (g.shape, e.shape)
-            assert g.dtype == e.dtype, (g.dtype, e.dtype)
-            np.testing.assert_allclose(g, e, rtol=rtol, atol=atol)
-    return program
-
-
 def result_line(program: Any) -> str:
     """The last line of main's typed text: its result, with the result's type."""
     lines = ir.text.printer.module_to_text(infer_types(program)).strip().splitlines()
@@ -92,12 +78,6 @@ def assert_symbolic(program: Any, *names: str) -> None:
 
 def rand(*shape: int) -> np.ndarray:
     return RNG.standard_normal(shape).astype(np.float32)
-
-
-def import_error(m: Any) -> str:
-    with pytest.raises(dynshape.ModelImportError) as info:
-        dynshape.onnx.load(m)
-    return str(info.value)
 
 
 # ---- NonZero, TopK --------------------------------------------------------------------------
@@ -354,7 +334,6 @@ def test_einsum_refuses_a_diagonal() -> None:
 def test_an_index_out_of_range_raises_rather_than_reading_another_element(op: str) -> None:
     from onnx import TensorProto, helper
 
-    import dynshape
     import dynshape.onnx
 
     graph = helper.make_graph(

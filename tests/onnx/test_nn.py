@@ -12,6 +12,10 @@ import pytest
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
+from model_builder import (
+    compare,
+    import_error,
+)
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import dynshape  # noqa: E402
@@ -50,26 +54,6 @@ def model(
     return m
 
 
-def compare(m: Any, *feeds: list[np.ndarray], rtol: float = 1e-4, atol: float = 1e-5) -> Any:
-    """Import and compile ``m`` once; at each list of input arrays, the VM's results must match
-    onnxruntime's. Returns the imported program."""
-    program = dynshape.onnx.load(m)
-    machine = dynshape.VirtualMachine(dynshape.compile(program))
-    session = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
-    names = [i.name for i in session.get_inputs()]
-    for arrays in feeds:
-        expected = session.run(None, dict(zip(names, arrays, strict=True)))
-        got = machine.run(*arrays)
-        got = list(got) if isinstance(got, (list, tuple)) else [got]
-        assert len(got) == len(expected)
-        for g, e in zip(got, expected, strict=True):
-            g = np.asarray(g)
-            assert g.shape == e.shape, (g.shape, e.shape)
-            assert g.dtype == e.dtype, (g.dtype, e.dtype)
-            np.testing.assert_allclose(g, e, rtol=rtol, atol=atol)
-    return program
-
-
 def result_type(program: Any) -> str:
     """The printed type of the program's result (the last ``ty=`` of the typed text)."""
     text = ir.text.printer.module_to_text(infer_types(program))
@@ -85,12 +69,6 @@ def assert_symbolic(program: Any, *names: str) -> None:
 
 def rand(*shape: int) -> np.ndarray:
     return RNG.standard_normal(shape).astype(np.float32)
-
-
-def import_error(m: Any) -> str:
-    with pytest.raises(dynshape.ModelImportError) as info:
-        dynshape.onnx.load(m)
-    return str(info.value)
 
 
 NCHW = [("x", ["N", 3, "H", "W"])]

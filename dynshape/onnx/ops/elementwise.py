@@ -30,6 +30,7 @@ from dynshape.builder import trace
 
 from ..known import Known
 from ..registry import Node, NodeError, converter
+from .shape import _dtype
 
 Elem = Any
 """One element of a symbolic ``Known``: an int (or a bool) or a sympy dim."""
@@ -47,15 +48,6 @@ _KIND_NAMES = {_FLOAT: "floating-point", _NUMERIC: "numeric", _BOOL: "bool"}
 
 
 # ---- inputs, dtypes ------------------------------------------------------------------------
-
-
-def _dtype(value: Any) -> str:
-    if isinstance(value, Known):
-        return value.dtype
-    ty = value.type
-    if not isinstance(ty, ir.TensorType):
-        raise NodeError(f"expected a tensor, got {ty}")
-    return str(ty.dtype)
 
 
 def _kind(dtype: str) -> str:

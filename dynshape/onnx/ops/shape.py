@@ -33,7 +33,12 @@ def _shape(value: Any) -> tuple[ir.Dim, ...]:
 
 
 def _dtype(value: Any) -> str:
-    return value.dtype if isinstance(value, Known) else value.type.dtype
+    if isinstance(value, Known):
+        return value.dtype
+    ty = value.type
+    if not isinstance(ty, ir.TensorType):
+        raise NodeError(f"expected a tensor, got {ty}")
+    return str(ty.dtype)
 
 
 def _axis(axis: int, rank: int, what: str = "axis") -> int:
