@@ -12,10 +12,7 @@ import pytest
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
-from model_builder import (
-    compare,
-    import_error,
-)
+from model_builder import compare, import_error  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import dynshape  # noqa: E402
