@@ -109,6 +109,8 @@ class _Importer:
         weights = {t.name for t in self.graph.initializer}
         self.dims = InputDims(dims, dim_names(self.graph, weights))
         self.values: dict[str, Any] = {}
+        self.depth = 0
+        """How many subgraphs (``If`` branches) deep the conversion is."""
         self.materialize = Materializer()
         self.stats = ShapeStats()
         self.names = dim_names(self.graph, weights)
@@ -139,7 +141,7 @@ class _Importer:
     def check_ops(self) -> None:
         """Every op converted and in the default domain: else one error listing all nodes."""
         missing: dict[str, list[str]] = {}
-        for node in self.graph.node:
+        for node in _all_nodes(self.graph):
             if node.domain not in ("", "ai.onnx"):
                 key = f"{node.domain}.{node.op_type}"
             elif node.op_type not in CONVERTERS:
@@ -199,6 +201,7 @@ class _Importer:
             len(node.output),
             self.materialize,
             tuple(bool(name) for name in node.output),
+            self.subgraph,
         )
         try:
             results = CONVERTERS[node.op_type](view)
@@ -213,9 +216,31 @@ class _Importer:
         for name, result in zip(node.output, results, strict=False):
             if name:
                 self.values[name] = result
-                self.materialize.record(result)
+                if not self.depth:  # a branch's values exist in the branch only
+                    self.materialize.record(result)
                 self.stats.add(result)
                 self.check_recorded(where, name, result)
+
+    def subgraph(self, graph: Any) -> list[Any]:
+        """Convert the nodes of ``graph`` (an ``If`` branch) with the enclosing values in scope
+        (ONNX subgraphs read outer values by name); its outputs, in order."""
+        outer = self.values
+        self.values = dict(outer)
+        self.depth += 1
+        try:
+            for init in graph.initializer:
+                self.values[init.name] = weight(init, f"initializer {init.name!r}")
+            for node in graph.node:
+                self.convert(node)
+            missing = [o.name for o in graph.output if o.name not in self.values]
+            if missing:
+                raise ModelImportError(
+                    f"subgraph {graph.name!r}: outputs {missing} are computed by no node"
+                )
+            return [self.values[o.name] for o in graph.output]
+        finally:
+            self.values = outer
+            self.depth -= 1
 
     def check_recorded(self, where: str, name: str, result: Any) -> None:
         """The exporter's recorded shape of output ``name`` must agree with the importer's: a
@@ -254,6 +279,18 @@ class _Importer:
                     f"model records {recorded}"
                     + (" (a size fixed at export: the model runs only at it)" if baked else "")
                 )
+
+
+def _all_nodes(graph: Any) -> list[Any]:
+    """The nodes of ``graph`` and of its subgraphs (``If`` branches, ``Loop`` bodies)."""
+    out = []
+    for node in graph.node:
+        out.append(node)
+        for a in node.attribute:
+            if a.HasField("g"):
+                out += _all_nodes(a.g)
+            out += [n for g in a.graphs for n in _all_nodes(g)]
+    return out
 
 
 def _attributes(node: Any, where: str) -> dict[str, Any]:
