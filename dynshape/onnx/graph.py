@@ -192,11 +192,17 @@ class _Importer:
                 )
             else:
                 args.append(self.values[name])
+        try:
+            attrs = _attributes(node, where)
+        except ModelImportError:
+            raise
+        except Exception as e:  # protobuf or onnx.helper on a malformed attribute
+            raise ModelImportError(f"node {where}: unreadable attributes ({e})") from None
         view = Node(
             node.op_type,
             node.name,
             args,
-            _attributes(node, where),
+            attrs,
             self.opset,
             len(node.output),
             self.materialize,
@@ -207,8 +213,14 @@ class _Importer:
             results = CONVERTERS[node.op_type](view)
         except Unsupported as e:
             raise ModelImportError(f"node {where}: unsupported: {e}") from None
+        except ModelImportError:
+            raise  # a subgraph's node, named already
         except (NodeError, BuildError, CompileError) as e:
             raise ModelImportError(f"node {where}: {getattr(e, 'message', e)}") from None
+        except Exception as e:  # a malformed node the converter did not foresee
+            raise ModelImportError(
+                f"node {where}: malformed for the importer ({type(e).__name__}: {e})"
+            ) from None
         if not isinstance(results, (list, tuple)):
             results = [results]
         if len(results) < len([o for o in node.output if o]):
