@@ -266,14 +266,19 @@ def range_(node: Node) -> Any:
     """Folded when its scalars are numbers. With dims (``Range(0, seq, 1)``, position ids) the
     length is ``max(ceil((limit - start) / delta), 0)``: the run-time ``arange`` is reshaped to
     it, so the result keeps the symbolic length (a run-time check that the two agree)."""
-    scalars = [node.known(i) for i in range(3)]
-    if all(k is not None for k in scalars):
-        start, limit, delta = (k.array.reshape(-1)[0] for k in scalars)  # type: ignore[union-attr]
-        if not any(k.symbolic for k in scalars):  # type: ignore[union-attr]
-            return Known(np.arange(start, limit, delta, dtype=scalars[0].dtype), scalars[0].dtype)  # type: ignore[union-attr]
+    a, b, c = (node.known(i) for i in range(3))
     dtype = _dtype(node.input(0))
-    out = trace.apply("arange", node.tensor(0), node.tensor(1), node.tensor(2), dtype=dtype)
-    if all(k is not None for k in scalars) and isinstance(delta, (int, np.integer)) and delta:
+
+    def run_time() -> Any:
+        return trace.apply("arange", node.tensor(0), node.tensor(1), node.tensor(2), dtype=dtype)
+
+    if a is None or b is None or c is None:
+        return run_time()  # from data: the length is known at run time only
+    start, limit, delta = (k.array.reshape(-1)[0] for k in (a, b, c))
+    if not (a.symbolic or b.symbolic or c.symbolic):
+        return Known(np.arange(start, limit, delta, dtype=a.dtype), a.dtype)
+    out = run_time()
+    if isinstance(delta, (int, np.integer)) and delta:
         span = (sympy.sympify(limit) - sympy.sympify(start)) / int(delta)
         length = ir.check_dim(ir.simplify(sympy.Max(sympy.ceiling(span), 0)))
         out = trace.apply("reshape", out, newshape=[length])
