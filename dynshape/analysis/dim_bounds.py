@@ -84,6 +84,12 @@ def defined_at(
     return [v for v, _ in kept], by_dim
 
 
+def clip(symbol: sympy.Basic, value: int, ranges: RangeMap | None) -> int:
+    """``value`` moved into ``symbol``'s range (``[0, inf)`` when none is declared)."""
+    lo, hi = (ranges or {}).get(symbol, (0, None))
+    return max(lo, value if hi is None else min(hi, value))
+
+
 #: Values a symbol takes in ``samples`` when its range says nothing more.
 _TYPICAL = (1, 8, 64, 512, 4096)
 
@@ -96,7 +102,6 @@ def samples(dims: list[ir.Dim], ranges: RangeMap | None) -> list[dict[sympy.Basi
     for typical in _TYPICAL:
         binding = {}
         for s in symbols:
-            lo, hi = (ranges or {}).get(s, (0, None))
-            binding[s] = max(lo, typical if hi is None else min(hi, typical))
+            binding[s] = clip(s, typical, ranges)
         out.append(binding)
     return out

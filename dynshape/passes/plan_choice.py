@@ -38,7 +38,7 @@ import sympy
 import ir
 from ir import Call, Expr, If, TensorType, Var
 
-from ..analysis.dim_bounds import defined_at, samples
+from ..analysis.dim_bounds import clip, defined_at, samples
 from ..analysis.peak import if_vars, max_of, paths, walk
 from ..dialect.memory import Holds
 
@@ -149,12 +149,8 @@ def _points(dims: list[ir.Dim], ranges: Mapping[Any, Any]) -> list[dict[sympy.Ba
     value, each symbol small while the others are large, and ``dim_bounds.samples``."""
     symbols = sorted(set().union(*(ir.free_symbols(d) for d in dims)), key=str)
 
-    def clip(s: sympy.Basic, v: int) -> int:
-        lo, hi = ranges.get(s, (0, None))
-        return max(lo, v if hi is None else min(hi, v))
-
-    out = [{s: clip(s, v) for s in symbols} for v in _SMALL]
-    out += [{s: clip(s, 2 if s is t else 64) for s in symbols} for t in symbols]
+    out = [{s: clip(s, v, ranges) for s in symbols} for v in _SMALL]
+    out += [{s: clip(s, 2 if s is t else 64, ranges) for s in symbols} for t in symbols]
     return out + samples(dims, ranges)
 
 

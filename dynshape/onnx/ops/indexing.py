@@ -24,7 +24,7 @@ from dynshape.builder import trace
 
 from ..known import Known
 from ..registry import Node, NodeError, Unsupported, converter
-from .layout import _END, _numbers
+from .layout import _numbers, slice_axis
 from .shape import _axis, _dtype, _shape
 
 # ---- helpers ------------------------------------------------------------------------------
@@ -79,18 +79,6 @@ def _checked(node: Node, index: Any, n: Any, total: Any) -> Any:
         trace.apply("greater_equal", wrapped, _dim_scalar(node, n)),
     )
     return trace.apply("where", outside, _dim_scalar(node, total), wrapped)
-
-
-def _slice_axis(x: Any, axis: int, begin: int, end: int | None, stride: int = 1) -> Any:
-    """``x[..., begin:end:stride, ...]`` along ``axis`` (``end`` None: to the end)."""
-    ends = [_END] * axis + [(_END if stride > 0 else -_END) if end is None else end]
-    return trace.apply(
-        "strided_slice",
-        x,
-        begin=[0] * axis + [begin],
-        end=ends,
-        strides=[1] * axis + [stride],
-    )
 
 
 # ---- NonZero, TopK --------------------------------------------------------------------------
@@ -268,7 +256,7 @@ def pad(node: Node) -> Any:
     for a in range(rank):  # negative pads crop
         if before[a] < 0 or after[a] < 0:
             end = after[a] if after[a] < 0 else None
-            x = _slice_axis(x, a, max(-before[a], 0), end)
+            x = slice_axis(x, a, max(-before[a], 0), end)
             before[a], after[a] = max(before[a], 0), max(after[a], 0)
     if not any(before) and not any(after):
         return x
@@ -292,21 +280,21 @@ def _pad_axis(x: Any, axis: int, before: int, after: int, mode: str) -> Any:
     parts = []
     if before:
         if mode == "reflect":
-            parts.append(_slice_axis(x, axis, before, 0, -1))
+            parts.append(slice_axis(x, axis, before, 0, -1))
         elif mode == "edge":
-            edge = _slice_axis(x, axis, 0, 1)
+            edge = slice_axis(x, axis, 0, 1)
             parts.append(trace.apply("repeat", edge, repeats=before, axis=axis))
         else:
-            parts.append(_slice_axis(x, axis, -before, None))
+            parts.append(slice_axis(x, axis, -before, None))
     parts.append(x)
     if after:
         if mode == "reflect":
-            parts.append(_slice_axis(x, axis, -2, -2 - after, -1))
+            parts.append(slice_axis(x, axis, -2, -2 - after, -1))
         elif mode == "edge":
-            edge = _slice_axis(x, axis, -1, None)
+            edge = slice_axis(x, axis, -1, None)
             parts.append(trace.apply("repeat", edge, repeats=after, axis=axis))
         else:
-            parts.append(_slice_axis(x, axis, 0, after))
+            parts.append(slice_axis(x, axis, 0, after))
     return trace.apply("concatenate", parts, axis=axis)
 
 

@@ -73,10 +73,11 @@ def _end_list(stops: list[int | None], strides: list[int], shape: Any) -> list[i
     """``strided_slice``'s ``end``: trailing "to the end" entries are left out (an omitted
     bound: exact for symbolic dims); an interior one is the dim when static, else a huge
     stand-in (which the types show as ``min(2**62, n)``)."""
-    while stops and stops[-1] is None:
-        stops.pop()
+    count = len(stops)
+    while count and stops[count - 1] is None:
+        count -= 1
     out = []
-    for i, e in enumerate(stops):
+    for i, e in enumerate(stops[:count]):
         if e is not None:
             out.append(e)
         elif isinstance(shape[i], int):
@@ -84,6 +85,17 @@ def _end_list(stops: list[int | None], strides: list[int], shape: Any) -> list[i
         else:
             out.append(_END if strides[i] > 0 else -_END)
     return out
+
+
+def slice_axis(x: Any, axis: int, begin: int, end: int | None = None, stride: int = 1) -> Any:
+    """``x[..., begin:end:stride, ...]`` along ``axis`` of a tensor (``end`` None: to the end
+    in the step's direction), the other axes whole."""
+    stops: list[int | None] = [*([None] * axis), end]
+    strides = [1] * axis + [stride]
+    end_list = _end_list(stops, strides, _shape(x))
+    return trace.apply(
+        "strided_slice", x, begin=[0] * axis + [begin], end=end_list, strides=strides
+    )
 
 
 def _dynamic_slice(node: Node, rank: int) -> Any:

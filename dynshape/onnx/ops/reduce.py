@@ -17,6 +17,7 @@ from dynshape.builder import trace
 
 from ..known import Known
 from ..registry import Node, NodeError, converter
+from .layout import slice_axis
 from .shape import _axis, _dtype, _shape
 
 _CATALOGUE = {
@@ -138,14 +139,7 @@ def _arg(node: Node, op: str) -> Any:
     if not node.attr("select_last_index", 0):
         return _reduce(op, x, [axis], keepdims)
     # The last index of the extreme: the first of the reversed axis, counted from the end.
-    big = 2**62
-    reversed_x = trace.apply(
-        "strided_slice",
-        x,
-        begin=[0] * axis + [-1],
-        end=[big] * axis + [-big],
-        strides=[1] * axis + [-1],
-    )
+    reversed_x = slice_axis(x, axis, -1, None, -1)
     first = _reduce(op, reversed_x, [axis], keepdims)
     n = x_shape[axis]
     last = node.materialize(Known.of(n - 1, "int64"))

@@ -23,22 +23,19 @@ from ..model import DTYPES
 from ..registry import Node, NodeError, Unsupported, converter
 
 
-def _shape(value: Any) -> tuple[ir.Dim, ...]:
-    if isinstance(value, Known):
-        return value.shape
+def _tensor_type(value: Any) -> ir.TensorType:
     ty = value.type
     if not isinstance(ty, ir.TensorType):
         raise NodeError(f"expected a tensor, got {ty}")
-    return tuple(ty.shape)
+    return ty
+
+
+def _shape(value: Any) -> tuple[ir.Dim, ...]:
+    return value.shape if isinstance(value, Known) else tuple(_tensor_type(value).shape)
 
 
 def _dtype(value: Any) -> str:
-    if isinstance(value, Known):
-        return value.dtype
-    ty = value.type
-    if not isinstance(ty, ir.TensorType):
-        raise NodeError(f"expected a tensor, got {ty}")
-    return str(ty.dtype)
+    return value.dtype if isinstance(value, Known) else str(_tensor_type(value).dtype)
 
 
 def _axis(axis: int, rank: int, what: str = "axis") -> int:
