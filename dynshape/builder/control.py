@@ -115,6 +115,23 @@ def while_loop(cond_fn: Callable[..., Any], body_fn: Callable[..., Any], init: A
     return wrap(ir.Call(made(definition), tuple(outer), span=span), ty)
 
 
+def loop_body_types(body_fn: Callable[..., Any], types: Sequence[TensorType]) -> list[Type]:
+    """The types of what ``body_fn`` returns when traced over loop values of ``types`` (as
+    ``while_loop`` would trace it), leaving nothing behind: a frontend reads them before it
+    builds the loop (an ONNX ``Loop``'s scan outputs start as empty tensors of their shape)."""
+    scope = push_scope()
+    try:
+        entry = [_entry_type(t) for t in types]
+        params = [Var(f"v{i}", t) for i, t in enumerate(entry)]
+        outs = body_fn(*[wrap(made(p), t) for p, t in zip(params, entry, strict=True)])
+    finally:
+        pop_scope(scope)
+    outs = [outs] if isinstance(outs, Value) else list(outs)
+    if not all(isinstance(v, Value) for v in outs):
+        raise fail("the loop body must return Values")
+    return [v.type for v in outs]
+
+
 def loop_self(fn: Function) -> GlobalVar | None:
     """The global through which ``fn`` calls itself, if ``fn`` is a loop ``while_loop`` made
     (its body is ``if (cond) { @self(...) } else { ... }``); None for any other function."""

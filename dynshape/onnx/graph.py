@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -110,7 +110,12 @@ class _Importer:
         self.dims = InputDims(dims, dim_names(self.graph, weights))
         self.values: dict[str, Any] = {}
         self.depth = 0
-        """How many subgraphs (``If`` branches) deep the conversion is."""
+        """How many subgraphs (``If`` branches, ``Loop`` bodies) deep the conversion is."""
+        self.counting = True
+        """Whether node outputs go into the statistics: a subgraph converted again (a loop
+        body traced until its types settle) is counted once."""
+        self.counted: set[int] = set()
+        """The ids of the subgraphs counted."""
         self.materialize = Materializer()
         self.stats = ShapeStats()
         self.names = dim_names(self.graph, weights)
@@ -230,16 +235,26 @@ class _Importer:
                 self.values[name] = result
                 if not self.depth:  # a branch's values exist in the branch only
                     self.materialize.record(result)
-                self.stats.add(result)
+                if self.counting:
+                    self.stats.add(result)
                 self.check_recorded(where, name, result)
 
-    def subgraph(self, graph: Any) -> list[Any]:
-        """Convert the nodes of ``graph`` (an ``If`` branch) with the enclosing values in scope
-        (ONNX subgraphs read outer values by name); its outputs, in order."""
-        outer = self.values
+    def subgraph(self, graph: Any, inputs: Sequence[Any] = ()) -> list[Any]:
+        """Convert the nodes of ``graph`` (an ``If`` branch, a ``Loop`` body) with the
+        enclosing values in scope (ONNX subgraphs read outer values by name) and its inputs
+        bound to ``inputs``; its outputs, in order."""
+        if len(inputs) != len(graph.input):
+            raise ModelImportError(
+                f"subgraph {graph.name!r} takes {len(graph.input)} inputs, given {len(inputs)}"
+            )
+        outer, counting = self.values, self.counting
         self.values = dict(outer)
+        self.counting = counting and id(graph) not in self.counted
+        self.counted.add(id(graph))
         self.depth += 1
         try:
+            for declared, value in zip(graph.input, inputs, strict=True):
+                self.values[declared.name] = value
             for init in graph.initializer:
                 self.values[init.name] = weight(init, f"initializer {init.name!r}")
             for node in graph.node:
@@ -251,7 +266,7 @@ class _Importer:
                 )
             return [self.values[o.name] for o in graph.output]
         finally:
-            self.values = outer
+            self.values, self.counting = outer, counting
             self.depth -= 1
 
     def check_recorded(self, where: str, name: str, result: Any) -> None:

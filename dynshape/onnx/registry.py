@@ -66,9 +66,10 @@ class Node:
     named: tuple[bool, ...] = ()
     """Per output, whether the model names it (an empty name omits an optional output);
     empty when not told, and then every output counts as wanted."""
-    subgraph: Callable[[Any], list[Result]] | None = None
-    """Converts a graph attribute's nodes (an ``If`` branch) where this node is, with the
-    values of the enclosing graphs in scope, and returns the subgraph's outputs."""
+    subgraph: Callable[..., list[Result]] | None = None
+    """``subgraph(graph, inputs=())`` converts a graph attribute's nodes (an ``If`` branch, a
+    ``Loop`` body) where this node is, with the values of the enclosing graphs in scope and
+    the graph's inputs bound to ``inputs``, and returns the subgraph's outputs."""
 
     def wants(self, i: int) -> bool:
         """True unless output ``i`` is omitted (past the end, or given an empty name): a
