@@ -95,10 +95,11 @@ def types(draw: st.DrawFn, g: _Global, depth: int = 0) -> ir.Type:
 
 
 def constants(draw: st.DrawFn) -> ir.Constant:
-    """A scalar of any dtype (non-finite floats included) or a small tensor, maybe empty."""
+    """A scalar of any dtype (non-finite floats included) or a small tensor, maybe empty; a
+    rank-3 one may pass ``INLINE_ELEMENTS`` (printed as base64 bytes)."""
     dtype = draw(st.sampled_from(DTYPES))
-    rank = draw(st.sampled_from([0, 0, 0, 1, 2]))
-    shape = tuple(draw(st.integers(0, 3)) for _ in range(rank))
+    rank = draw(st.sampled_from([0, 0, 0, 1, 2, 3]))
+    shape = tuple(draw(st.integers(0, 5 if rank == 3 else 3)) for _ in range(rank))
     size = int(np.prod(shape)) if shape else 1
     if dtype == "bool":
         values: list[Any] = draw(st.lists(st.booleans(), min_size=size, max_size=size))

@@ -353,6 +353,34 @@ CASES = [
         "const data has shape (2,), not the stated shape (3,)",
         id="const-shape-mismatch",
     ),
+    pytest.param(
+        'def @main() { const("AACAPw==", float32) }',
+        1,
+        21,
+        "const data given as base64 bytes needs its shape=(...)",
+        id="bytes-const-without-shape",
+    ),
+    pytest.param(
+        'def @main() { const("AACAP!==", float32, shape=(1,)) }',
+        1,
+        21,
+        "const data is not valid base64",
+        id="bytes-const-bad-base64",
+    ),
+    pytest.param(
+        'def @main() { const("AACAPw==", float32, shape=(2,)) }',
+        1,
+        21,
+        "const data holds 4 bytes; shape (2,) of float32 needs 8",
+        id="bytes-const-wrong-length",
+    ),
+    pytest.param(
+        'def @main() { const("AQI=", bool, shape=(2,)) }',
+        1,
+        21,
+        "const data of bool holds bytes other than 0 and 1",
+        id="bytes-const-bad-bool",
+    ),
 ]
 
 

@@ -377,3 +377,16 @@ def test_printing_is_deterministic() -> None:
 def test_empty_module_prints_as_nothing() -> None:
     assert str(ir.Module()) == ""
     assert len(ir.parse("")) == 0
+
+
+def test_a_large_constant_prints_as_its_bytes_and_reads_back_exactly() -> None:
+    values = np.arange(-40, 40, dtype=np.float32).reshape(4, 20) / 3
+    values[0, :3] = [np.nan, -0.0, np.inf]
+    text = ir.text.constants_text.constant_text(ir.Constant(values))
+    assert text.startswith('const("') and text.endswith('", float32, shape=(4, 20))')
+    assert len(text) < 4 * values.size * 4 / 3 + 40  # base64: 4/3 of the raw bytes
+    back = ir.parse(f"def @main() {{ {text} }}")["main"].body.value
+    assert back.dtype == np.float32 and back.shape == (4, 20)
+    assert back.tobytes() == values.tobytes()  # NaN and -0.0 included
+    small = ir.text.constants_text.constant_text(ir.Constant(np.arange(64, dtype=np.int64)))
+    assert small.startswith("const([0, 1, 2")
