@@ -123,6 +123,7 @@ dyn_ones = op_function("dyn.ones")
 dyn_full = op_function("dyn.full")
 dyn_strided_slice = op_function("dyn.strided_slice")
 dyn_topk = op_function("dyn.topk")
+non_max_suppression = op_function("non_max_suppression")
 
 
 # ---- written out: numpy's spelling ----------------------------------------------------------

@@ -15,7 +15,9 @@ compiles it, runs it on the VM and compares every output, as onnxruntime's backe
 The tests feed every operand as a graph input, axes and repeats included, where exported
 models have constants. dynshape needs those at compile time (they decide ranks and part counts),
 so ``run_case`` first turns the inputs that a node reads at such a position (``FROZEN``) into
-initializers holding the test's values; everything else stays an input. A shape given to
+initializers holding the test's values; everything else stays an input. A case written at an
+opset below the importer's range runs at its lowest opset when the ``onnx`` schemas say each
+of its ops is defined the same at both (``_lifted``). A shape given to
 ``Reshape`` or slice bounds stay inputs: those have a run-time path (``dyn.*`` ops).
 
 Used by ``benchmarks/onnx_conformance.py`` (the counts) and ``tests/onnx/test_conformance.py``
@@ -34,6 +36,7 @@ import numpy as np
 from dynshape_errors import DynShapeError
 
 from ..errors import ModelImportError
+from .model import OPSETS
 
 #: Op type -> the input positions read at compile time (axes, repeats, sizes, pads, k).
 FROZEN: dict[str, tuple[int, ...]] = {
@@ -160,7 +163,8 @@ def _frozen(case: Any) -> tuple[Any, list[tuple[list[Any], list[Any]]]]:
     input keep it as an input (the importer then says why it needs a constant)."""
     from onnx import numpy_helper
 
-    graph = case.model.graph
+    source = _lifted(case.model)
+    graph = source.graph
     positions = {
         name
         for node in graph.node
@@ -178,9 +182,9 @@ def _frozen(case: Any) -> tuple[Any, list[tuple[list[Any], list[Any]]]]:
         )
     ]
     if not frozen:
-        return case.model, list(case.data_sets)
-    model = type(case.model)()
-    model.CopyFrom(case.model)
+        return source, list(case.data_sets)
+    model = type(source)()
+    model.CopyFrom(source)
     for i in frozen:
         array = _array(case.data_sets[0][0][i], None)
         model.graph.initializer.append(numpy_helper.from_array(array, names[i]))
@@ -191,6 +195,36 @@ def _frozen(case: Any) -> tuple[Any, list[tuple[list[Any], list[Any]]]]:
         ([a for i, a in enumerate(ins) if i not in frozen], outs) for ins, outs in case.data_sets
     ]
     return model, data
+
+
+def _lifted(model: Any) -> Any:
+    """``model`` restamped at the importer's lowest opset when it is written at an older one
+    and every op it uses has, by the ``onnx`` package's own schemas, the same definition at
+    both (``since_version`` at or below the model's opset): the same model, so its case is in
+    scope. Only top-level graphs without subgraphs qualify. The NonMaxSuppression cases are at
+    opset 11 and the logical ones at 1 and 7; ops redefined since stay out of scope."""
+    from onnx import defs
+
+    floor = OPSETS.start
+    opsets = [o for o in model.opset_import if o.domain in ("", "ai.onnx")]
+    if len(opsets) != 1 or opsets[0].version >= floor:
+        return model
+    version = opsets[0].version
+    for node in model.graph.node:
+        if node.domain not in ("", "ai.onnx") or any(a.g.node or a.graphs for a in node.attribute):
+            return model
+        try:
+            since = defs.get_schema(node.op_type, floor).since_version
+        except defs.SchemaError:
+            return model
+        if since > version:
+            return model
+    lifted = type(model)()
+    lifted.CopyFrom(model)
+    for o in lifted.opset_import:
+        if o.domain in ("", "ai.onnx"):
+            o.version = floor
+    return lifted
 
 
 def _compare(got: np.ndarray, want: np.ndarray, rtol: float, atol: float) -> str:

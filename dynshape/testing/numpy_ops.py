@@ -265,6 +265,55 @@ def _topk(x: np.ndarray, k: int, attrs: Mapping[str, Any]) -> Any:
     return (values, indices) if ret == "both" else values if ret == "values" else indices
 
 
+def _box_iou(box: np.ndarray, other: np.ndarray, center: int) -> Any:
+    """IoU of two boxes (0 for empty ones) in the boxes' dtype, as ONNX defines it: corners
+    ``[y1, x1, y2, x2]`` in either order, or ``[x_center, y_center, width, height]``."""
+
+    def edges(b: np.ndarray) -> tuple[Any, Any, Any, Any]:
+        if center:
+            two = b.dtype.type(2)
+            return b[0] - b[2] / two, b[1] - b[3] / two, b[0] + b[2] / two, b[1] + b[3] / two
+        return min(b[1], b[3]), min(b[0], b[2]), max(b[1], b[3]), max(b[0], b[2])
+
+    ax0, ay0, ax1, ay1 = edges(box)
+    bx0, by0, bx1, by1 = edges(other)
+    w, h = min(ax1, bx1) - max(ax0, bx0), min(ay1, by1) - max(ay0, by0)
+    area_a, area_b = (ax1 - ax0) * (ay1 - ay0), (bx1 - bx0) * (by1 - by0)
+    if not (w > 0 and h > 0 and area_a > 0 and area_b > 0):
+        return box.dtype.type(0)
+    inter = w * h
+    union = (area_a + area_b) - inter
+    return inter / union if union > 0 else box.dtype.type(0)
+
+
+def _non_max_suppression(ins: Sequence[Any], attrs: Mapping[str, Any]) -> np.ndarray:
+    """Greedy NMS per batch and class: candidates scoring above the threshold, best first
+    (ties to the smaller index), each kept unless a kept box overlaps it with IoU above the
+    threshold, at most ``max_output_boxes_per_class`` (negative: 0) per class."""
+    boxes, scores = ins[0], ins[1]
+    limit = max(int(np.asarray(ins[2]).reshape(-1)[0]), 0)
+    iou = boxes.dtype.type(np.asarray(ins[3]).reshape(-1)[0])
+    threshold = scores.dtype.type(np.asarray(ins[4]).reshape(-1)[0])
+    rows = []
+    for b in range(boxes.shape[0]):
+        for c in range(scores.shape[1]):
+            s = scores[b, c]
+            order = sorted((i for i in range(len(s)) if s[i] > threshold), key=lambda i: -s[i])
+            kept: list[int] = []
+            for i in order:
+                if len(kept) == limit:
+                    break
+                box = boxes[b, i]
+                center = attrs["center_point_box"]
+                if all(not _box_iou(box, boxes[b, j], center) > iou for j in kept):
+                    kept.append(i)
+            rows += [(b, c, i) for i in kept]
+    return np.array(rows, np.int64).reshape(len(rows), 3)
+
+
+OPS["non_max_suppression"] = _non_max_suppression
+
+
 OPS.update(
     {
         "zeros": lambda ins, attrs: np.zeros(attrs["shape"], attrs["dtype"]),

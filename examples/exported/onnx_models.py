@@ -1,7 +1,7 @@
 """Small models of the kinds people export, built with ``onnx.helper`` as the exporters write
 them (weights as initializers, shape subgraphs of Shape/Gather/Unsqueeze/Concat, dynamic axes
-named by ``dim_param``): a CNN with batch norm and pooling, and a transformer encoder layer with
-an attention mask."""
+named by ``dim_param``): a CNN with batch norm and pooling, a transformer encoder layer with
+an attention mask, a GRU tagger and a detector's post-processing (TopK, NonMaxSuppression)."""
 
 from __future__ import annotations
 
@@ -228,6 +228,86 @@ def gru_tagger(seed: int = 0) -> onnx.ModelProto:
         "tagger",
         [helper.make_tensor_value_info("ids", TensorProto.INT64, ["seq", "batch"])],
         [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["seq", "batch", TAGS])],
+        inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+PRE_NMS, MAX_PER_CLASS, IOU, SCORE = 40, 5, 0.5, 0.2
+
+
+def detection() -> onnx.ModelProto:
+    """Detection post-processing as a torchvision-style exporter writes it, on a detector's
+    boxes (batch, num_boxes, 4) ``[y1, x1, y2, x2]`` and class scores (batch, num_classes,
+    num_boxes): keep the ``k = min(num_boxes, PRE_NMS)`` boxes with the best score of any class
+    (TopK, ``k`` computed from ``Shape(scores)``), gather their boxes and scores
+    (GatherElements with indices expanded by broadcasting), NonMaxSuppression per class, and
+    gather the selected rows: the boxes, scores, class ids, batch ids and the indices of the
+    boxes in the input (Gather and GatherND with the columns of the NMS output)."""
+    n = helper.make_node
+    nodes = [
+        n("Shape", ["scores"], ["shape"]),
+        n("Gather", ["shape", "two"], ["num_boxes"], axis=0),
+        n("Gather", ["shape", "one"], ["num_classes"], axis=0),
+        n("Unsqueeze", ["num_boxes", "ax0"], ["num_boxes_1"]),
+        n("Min", ["num_boxes_1", "pre_nms"], ["k"], name="k_of_topk"),
+        n("ReduceMax", ["scores"], ["best"], axes=[1], keepdims=0),
+        n("TopK", ["best", "k"], ["top_best", "top_index"], axis=1, name="pre_nms_topk"),
+        # boxes (batch, k, 4): the index broadcast over the 4 coordinates
+        n("Unsqueeze", ["top_index", "ax2"], ["index_b"]),
+        n("Expand", ["index_b", "four"], ["index_boxes"]),
+        n("GatherElements", ["boxes", "index_boxes"], ["top_boxes"], axis=1),
+        # scores (batch, num_classes, k): the index broadcast over the classes
+        n("Unsqueeze", ["top_index", "ax1"], ["index_s"]),
+        n("Unsqueeze", ["num_classes", "ax0"], ["num_classes_1"]),
+        n("Concat", ["one_1", "num_classes_1", "one_1"], ["classes_shape"], axis=0),
+        n("Expand", ["index_s", "classes_shape"], ["index_scores"]),
+        n("GatherElements", ["scores", "index_scores"], ["top_scores"], axis=2),
+        n(
+            "NonMaxSuppression",
+            ["top_boxes", "top_scores", "max_per_class", "iou", "score_threshold"],
+            ["selected"],
+            name="nms",
+        ),
+        n("Gather", ["selected", "batch_and_box"], ["batch_box"], axis=1),
+        n("GatherND", ["top_boxes", "batch_box"], ["det_boxes"]),
+        n("GatherND", ["top_scores", "selected"], ["det_scores"]),
+        n("GatherND", ["top_index", "batch_box"], ["det_box_index"]),
+        n("Gather", ["selected", "one"], ["det_classes"], axis=1),
+        n("Gather", ["selected", "zero"], ["det_batch"], axis=1),
+    ]
+    inits = [
+        numpy_helper.from_array(np.array(0, np.int64), "zero"),
+        numpy_helper.from_array(np.array(1, np.int64), "one"),
+        numpy_helper.from_array(np.array(2, np.int64), "two"),
+        _i64("one_1", 1),
+        _i64("ax0", 0),
+        _i64("ax1", 1),
+        _i64("ax2", 2),
+        _i64("pre_nms", PRE_NMS),
+        _i64("four", 1, 1, 4),
+        _i64("max_per_class", MAX_PER_CLASS),
+        numpy_helper.from_array(np.array([IOU], np.float32), "iou"),
+        numpy_helper.from_array(np.array([SCORE], np.float32), "score_threshold"),
+        _i64("batch_and_box", 0, 2),
+    ]
+    outputs = [
+        helper.make_tensor_value_info("det_boxes", TensorProto.FLOAT, ["detections", 4]),
+        helper.make_tensor_value_info("det_scores", TensorProto.FLOAT, ["detections"]),
+        helper.make_tensor_value_info("det_classes", TensorProto.INT64, ["detections"]),
+        helper.make_tensor_value_info("det_batch", TensorProto.INT64, ["detections"]),
+        helper.make_tensor_value_info("det_box_index", TensorProto.INT64, ["detections"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "detection_postprocess",
+        [
+            helper.make_tensor_value_info("boxes", TensorProto.FLOAT, ["batch", "num_boxes", 4]),
+            helper.make_tensor_value_info(
+                "scores", TensorProto.FLOAT, ["batch", "num_classes", "num_boxes"]
+            ),
+        ],
+        outputs,
         inits,
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])

@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..attrs import BOOL, DTYPE, INT, Attrs, attr, choice
+from ..dtypes import is_float
+from ..errors import IRError
 from ..op import OpPattern
 from ._declare import declare, fixed, from_attr, input_dtype, integer_input, numeric_like
 
@@ -123,4 +125,31 @@ declare(
     _dyn_topk,
     _TOPK_ATTRS,
     doc="topk with k held in a scalar integer tensor",
+)
+
+
+def _non_max_suppression(dtypes: Sequence[Any], attrs: Attrs) -> str:
+    for i, what in [(0, "boxes"), (1, "scores"), (3, "iou_threshold"), (4, "score_threshold")]:
+        if not is_float(input_dtype(dtypes, i, what)):
+            raise IRError(f"non_max_suppression's {what} must be floating point, got {dtypes[i]}")
+    if dtypes[0] != dtypes[1]:
+        raise IRError(
+            f"non_max_suppression's boxes and scores must have one dtype, got {dtypes[0]} and "
+            f"{dtypes[1]} (cast explicitly)"
+        )
+    integer_input(dtypes, 2, "non_max_suppression's max_output_boxes_per_class")
+    return "int64"
+
+
+declare(
+    "non_max_suppression",
+    ["boxes", "scores", "max_output_boxes_per_class", "iou_threshold", "score_threshold"],
+    OpPattern.OPAQUE,
+    _non_max_suppression,
+    [attr("center_point_box", INT, 0)],
+    doc="ONNX NonMaxSuppression: per batch and class, greedy by descending score, the boxes "
+    "scoring above score_threshold that no better selected box overlaps with IoU above "
+    "iou_threshold, at most max_output_boxes_per_class (one-value tensors); int64 rows "
+    "[batch, class, box], shape (count, 3); boxes (batch, n, 4) are [y1, x1, y2, x2] corners "
+    "(either order) or, with center_point_box=1, [x_center, y_center, width, height]",
 )

@@ -156,3 +156,158 @@ def dyn_topk(
     if count < 0:
         fail(f"k must be >= 0, got {count}")
     return _topk_shapes(ctx, x, count, axis, ret_type)
+
+
+# ---- non_max_suppression ------------------------------------------------------------------
+#
+# The selection itself lives here, not in the VM: the number of rows it selects *is* the output
+# shape, so the shape function must run it, and the kernel (``vm/kernels/dynamic.py``, which
+# may import this package but not the other way round) runs the same function to fill ``out``.
+
+
+def _one_value(value: Any, name: str) -> Any:
+    """The one element of a scalar or 1-element tensor (ONNX exporters write both)."""
+    if value.size != 1:
+        raise ValueError(f"{name} must hold one value, got shape {tuple(value.shape)}")
+    return value.reshape(())[()]
+
+
+def _corners(boxes: np.ndarray, center_point_box: int) -> tuple[np.ndarray, ...]:
+    """``(x_min, y_min, x_max, y_max, area)`` per box, in the boxes' dtype. Corner boxes are
+    ``[y1, x1, y2, x2]`` with either corner first (min/max normalise them); center boxes
+    ``[x_center, y_center, width, height]``. The arithmetic is onnxruntime's, in the same order
+    and precision, so that IoUs at the threshold compare the same."""
+    if center_point_box == 0:
+        x_min = np.minimum(boxes[..., 1], boxes[..., 3])
+        x_max = np.maximum(boxes[..., 1], boxes[..., 3])
+        y_min = np.minimum(boxes[..., 0], boxes[..., 2])
+        y_max = np.maximum(boxes[..., 0], boxes[..., 2])
+    else:
+        two = boxes.dtype.type(2)
+        half_w, half_h = boxes[..., 2] / two, boxes[..., 3] / two
+        x_min, x_max = boxes[..., 0] - half_w, boxes[..., 0] + half_w
+        y_min, y_max = boxes[..., 1] - half_h, boxes[..., 1] + half_h
+    return x_min, y_min, x_max, y_max, (x_max - x_min) * (y_max - y_min)
+
+
+def _suppressed(corners: tuple[np.ndarray, ...], top: int, rest: np.ndarray, iou: Any) -> Any:
+    """Which boxes ``rest`` overlap box ``top`` with an IoU above ``iou``: onnxruntime's
+    ``SuppressByIOU`` for one box against many. Empty or inverted boxes (area <= 0) and
+    boxes that do not intersect are never suppressed."""
+    x_min, y_min, x_max, y_max, area = corners
+    if not area[top] > 0:
+        return np.zeros(rest.shape, bool)
+    ix = np.minimum(x_max[top], x_max[rest]) - np.maximum(x_min[top], x_min[rest])
+    iy = np.minimum(y_max[top], y_max[rest]) - np.maximum(y_min[top], y_min[rest])
+    inter = ix * iy
+    union = (area[rest] + area[top]) - inter
+    valid = (ix > 0) & (iy > 0) & (inter > 0) & (area[rest] > 0) & (union > 0)
+    ratio = np.divide(inter, union, out=np.zeros_like(inter), where=valid)
+    return valid & (ratio > iou)
+
+
+def select_boxes(
+    boxes: np.ndarray,
+    scores: np.ndarray,
+    max_output_boxes_per_class: np.ndarray,
+    iou_threshold: np.ndarray,
+    score_threshold: np.ndarray,
+    center_point_box: int = 0,
+) -> np.ndarray:
+    """The rows ``[batch_index, class_index, box_index]`` (int64, ``(count, 3)``) that ONNX
+    NonMaxSuppression selects, in onnxruntime's order: by batch, then class, then descending
+    score (ties to the smaller box index). Per batch and class, the candidates are the boxes
+    scoring above ``score_threshold``; greedily, the best remaining one is selected and every
+    remaining box whose IoU with it exceeds ``iou_threshold`` is dropped, until
+    ``max_output_boxes_per_class`` are selected (a negative limit is 0) or none remain.
+
+    Vectorised per selected box: one IoU of it against the remaining candidates, a mask. Raises
+    ValueError for inputs onnxruntime refuses (shapes, an IoU threshold outside [0, 1], a
+    ``center_point_box`` other than 0 and 1) and for a threshold or limit not one value."""
+    if boxes.ndim != 3 or boxes.shape[2] != 4:
+        raise ValueError(f"boxes must have shape (batch, num_boxes, 4), got {boxes.shape}")
+    if scores.ndim != 3:
+        raise ValueError(
+            f"scores must have shape (batch, num_classes, num_boxes), got {scores.shape}"
+        )
+    if boxes.shape[0] != scores.shape[0] or boxes.shape[1] != scores.shape[2]:
+        raise ValueError(
+            f"boxes {boxes.shape} and scores {scores.shape} disagree on the batch or the "
+            "number of boxes (boxes (batch, num_boxes, 4), scores (batch, num_classes, "
+            "num_boxes))"
+        )
+    if center_point_box not in (0, 1):
+        raise ValueError(f"center_point_box must be 0 or 1, got {center_point_box}")
+    limit = max(int(_one_value(max_output_boxes_per_class, "max_output_boxes_per_class")), 0)
+    iou = boxes.dtype.type(_one_value(iou_threshold, "iou_threshold"))
+    if not 0 <= iou <= 1:
+        raise ValueError(f"iou_threshold must be in [0, 1], got {iou}")
+    threshold = scores.dtype.type(_one_value(score_threshold, "score_threshold"))
+    rows: list[tuple[int, int, int]] = []
+    if limit == 0:
+        return np.zeros((0, 3), np.int64)
+    with np.errstate(all="ignore"):  # inf - inf in degenerate boxes: masked as not valid
+        corners_all = _corners(boxes, center_point_box)
+        for b in range(boxes.shape[0]):
+            corners = tuple(c[b] for c in corners_all)
+            for c in range(scores.shape[1]):
+                s = scores[b, c]
+                candidates = np.flatnonzero(s > threshold)
+                # descending by score, stable: equal scores keep the smaller index first
+                left = candidates[np.argsort(-s[candidates], kind="stable")]
+                taken = 0
+                while left.size and taken < limit:
+                    top, left = int(left[0]), left[1:]
+                    rows.append((b, c, top))
+                    taken += 1
+                    left = left[~_suppressed(corners, top, left, iou)]
+    return np.array(rows, np.int64).reshape(len(rows), 3)
+
+
+def _scalar_shape(ctx: ShapeContext, shape: Any, name: str) -> None:
+    """A threshold or limit is a scalar or a 1-element 1-d tensor."""
+    if len(shape) > 1:
+        fail(f"{name} must be a scalar or hold one value, got shape {tuple(shape)}")
+    if len(shape) == 1:
+        ctx.check_equal(shape[0], 1, "{}.shape[0] == 1", name)
+
+
+@register_shape_func("non_max_suppression", data_dependent=[True, True, True, True, True])
+def non_max_suppression(
+    ctx: ShapeContext,
+    boxes: Any,
+    scores: Any,
+    max_output_boxes_per_class: Any,
+    iou_threshold: Any,
+    score_threshold: Any,
+    *,
+    center_point_box: int = 0,
+) -> Shape:
+    """``(number of selected boxes, 3)``: the count depends on every input's values, so it is
+    a fresh dim until run time, where this runs the whole selection (``select_boxes``) and the
+    kernel runs it again to fill the output (see design/shapes.md)."""
+    b, s = boxes.shape, scores.shape
+    if len(b) != 3:
+        fail(f"boxes must have rank 3 (batch, num_boxes, 4), got shape {tuple(b)}")
+    if len(s) != 3:
+        fail(f"scores must have rank 3 (batch, num_classes, num_boxes), got shape {tuple(s)}")
+    if center_point_box not in (0, 1):
+        fail(f"center_point_box must be 0 or 1, got {center_point_box}")
+    ctx.check_equal(b[2], 4, "boxes.shape[2] == 4 (box coordinates)")
+    ctx.check_equal(b[0], s[0], "boxes.shape[0] == scores.shape[0] (batch)")
+    ctx.check_equal(b[1], s[2], "boxes.shape[1] == scores.shape[2] (number of boxes)")
+    values = (
+        ("max_output_boxes_per_class", max_output_boxes_per_class),
+        ("iou_threshold", iou_threshold),
+        ("score_threshold", score_threshold),
+    )
+    for name, value in values:
+        _scalar_shape(ctx, value.shape, name)
+    inputs = (boxes, scores, max_output_boxes_per_class, iou_threshold, score_threshold)
+    if not all(ctx.is_known(v) for v in inputs):
+        return (ctx.fresh("nms"), 3)
+    try:
+        rows = select_boxes(*inputs, center_point_box=center_point_box)
+    except ValueError as e:
+        fail(str(e))
+    return (rows.shape[0], 3)

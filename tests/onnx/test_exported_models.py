@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -91,3 +92,50 @@ def test_gru_tagger() -> None:
         ids = rng.integers(0, VOCAB, (seq, batch)).astype(np.int64)
         (want,) = _ort(model, {"ids": ids})
         np.testing.assert_allclose(vm.run(ids), want, rtol=1e-4, atol=1e-5)
+
+
+def _detector_output(rng: np.random.Generator, batch: int, classes: int, n: int) -> Any:
+    """A detector's raw output: boxes jittered around three objects per image (so that NMS
+    suppresses), 30% with their corners swapped, and uniform class scores."""
+    objects = rng.uniform(0, 20, (batch, 3, 2))
+    centers = objects[np.arange(batch)[:, None], rng.integers(0, 3, (batch, n))]
+    centers = centers + rng.normal(0, 0.3, (batch, n, 2))
+    half = rng.uniform(1.8, 2.2, (batch, n, 2))
+    boxes = np.concatenate([centers - half, centers + half], axis=-1)
+    flip = rng.random((batch, n)) < 0.3
+    boxes[flip] = boxes[flip][:, [2, 3, 0, 1]]
+    scores = rng.random((batch, classes, n))
+    return boxes.astype(np.float32), scores.astype(np.float32)
+
+
+def test_detection_post_processing() -> None:
+    from onnx_models import MAX_PER_CLASS, PRE_NMS, detection
+
+    from dynshape.passes.infer_types import infer_types
+
+    model = detection()
+    program = dynshape.onnx.load(model)
+    types = str(infer_types(program)["main"])
+    # The pre-NMS top-k keeps k = min(40, num_boxes) symbolic through both gathers; only the
+    # number of detections, which depends on the data, is a `?` (one, shared by all outputs).
+    assert f"Tensor[(batch, min({PRE_NMS}, num_boxes), 4), float32]" in types, types
+    assert f"Tensor[(batch, num_classes, min({PRE_NMS}, num_boxes)), float32]" in types, types
+    found = re.search(r"-> \((.*)\) \*/$", types.strip())
+    assert found, types
+    results = found.group(1)
+    dets = set(re.findall(r"\?\d*", results))
+    assert len(dets) == 1, results
+    (d,) = dets
+    assert results.startswith(f"Tensor[({d}, 4), float32], Tensor[({d},), float32]"), results
+    vm = dynshape.VirtualMachine(dynshape.compile(program))
+    rng = np.random.default_rng(5)
+    for batch, classes, n in [(1, 3, 7), (2, 4, PRE_NMS), (3, 2, 150)]:
+        boxes, scores = _detector_output(rng, batch, classes, n)
+        want = _ort(model, {"boxes": boxes, "scores": scores})
+        got = vm.run(boxes, scores)
+        assert len(got) == len(want) == 5
+        for g, w in zip(got, want, strict=True):
+            assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, w.shape)
+            np.testing.assert_allclose(g, w, rtol=1e-6, atol=0)
+        # NMS suppressed: three objects give fewer than the limit per image and class
+        assert 0 < len(want[0]) < MAX_PER_CLASS * batch * classes, len(want[0])

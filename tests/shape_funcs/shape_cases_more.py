@@ -141,6 +141,34 @@ def _topk(op: str) -> st.SearchStrategy[Case]:
     return make()
 
 
+@cases("non_max_suppression")
+def _non_max_suppression(op: str) -> st.SearchStrategy[Case]:
+    @st.composite
+    def make(draw: st.DrawFn) -> Case:
+        from dynshape.testing.numpy_ops import OPS
+
+        batch, classes, n = (
+            draw(st.integers(0, 2)),
+            draw(st.integers(0, 3)),
+            draw(st.integers(0, 5)),
+        )
+        grid = st.integers(0, 4).map(float)
+        boxes = draw(hnp.arrays(np.float32, (batch, n, 4), elements=grid))
+        scores = draw(hnp.arrays(np.float32, (batch, classes, n), elements=grid))
+        scalar = draw(st.sampled_from([(), (1,)]))
+        values = [
+            np.full(scalar, draw(st.integers(-1, 4)), np.int64),
+            np.full(scalar, draw(st.sampled_from([0.0, 0.3, 0.5, 1.0])), np.float32),
+            np.full(scalar, draw(st.sampled_from([-np.inf, 0.0, 1.5])), np.float32),
+        ]
+        attrs = {"center_point_box": draw(st.integers(0, 1))}
+        inputs = [boxes, scores, *values]
+        expected = numpy_shape(lambda: OPS[op](inputs, attrs))
+        return Case(inputs, attrs, expected)
+
+    return make()
+
+
 # ---- neural networks --------------------------------------------------------------------------
 @cases("nn.dense")
 def _dense(op: str) -> st.SearchStrategy[Case]:

@@ -20,6 +20,8 @@ from dynshape.symbolic_context import SymbolicContext
 from shape_funcs import ShapeError, concrete_shapes, get_shape_func
 
 I64 = np.int64
+F32 = np.float32
+NMS_SCALARS = [np.array(3, I64), np.array(0.5, F32), np.array(0.0, F32)]
 CONV = {"strides": [1, 1], "padding": [0, 0, 0, 0], "dilation": [1, 1], "groups": 1}
 INVALID: list[tuple[str, list[Any], dict[str, Any], str]] = [
     ("add", [(2, 3), (2, 4)], {}, "cannot broadcast a.shape[1] with b.shape[1]: 3 vs 4"),
@@ -144,6 +146,38 @@ INVALID: list[tuple[str, list[Any], dict[str, Any], str]] = [
     ("topk", [(2, 3)], {"k": 1, "axis": 2}, "axis 2 is out of range for x of rank 2"),
     ("dyn.topk", [(2, 3), np.array(4, I64)], {"axis": 0}, "expected k <= x.shape[0], got 4 > 2"),
     ("dyn.topk", [(2, 3), np.array([1], I64)], {}, "k must be a scalar tensor"),
+    *[
+        ("non_max_suppression", [np.zeros(b, F32), np.zeros(s, F32), *scalars], attrs, fragment)
+        for b, s, scalars, attrs, fragment in [
+            ((1, 2, 4), (1, 1, 3), NMS_SCALARS, {}, "expected boxes.shape[1] == scores.shape[2]"),
+            ((2, 3, 4), (1, 1, 3), NMS_SCALARS, {}, "expected boxes.shape[0] == scores.shape[0]"),
+            ((1, 3, 5), (1, 1, 3), NMS_SCALARS, {}, "expected boxes.shape[2] == 4"),
+            ((1, 3), (1, 1, 3), NMS_SCALARS, {}, "boxes must have rank 3"),
+            ((1, 3, 4), (1, 3), NMS_SCALARS, {}, "scores must have rank 3"),
+            ((1, 3, 4), (1, 1, 3), NMS_SCALARS, {"center_point_box": 2}, "must be 0 or 1"),
+            (
+                (1, 3, 4),
+                (1, 1, 3),
+                [np.array([1, 2], I64), *NMS_SCALARS[1:]],
+                {},
+                "expected max_output_boxes_per_class.shape[0] == 1",
+            ),
+            (
+                (1, 3, 4),
+                (1, 1, 3),
+                [np.zeros((1, 1), I64), *NMS_SCALARS[1:]],
+                {},
+                "max_output_boxes_per_class must be a scalar or hold one value",
+            ),
+            (
+                (1, 3, 4),
+                (1, 1, 3),
+                [NMS_SCALARS[0], np.array(1.5, F32), NMS_SCALARS[2]],
+                {},
+                "iou_threshold must be in [0, 1], got 1.5",
+            ),
+        ]
+    ],
     ("nn.dense", [(2, 3), (4, 5)], {}, "expected data.shape[1] == weight.shape[1], got 3 != 5"),
     ("nn.dense", [(2, 3), (3,)], {}, "weight must have rank 2, got rank 1"),
     ("nn.matmul", [(2, 3), (4, 5)], {}, "expected a.shape[1] == b.shape[0], got 3 != 4"),

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 from vm_testlib import (
     ALL,
     FLOATS,
@@ -18,6 +19,8 @@ from vm_testlib import (
     run_like,
     shapes,
 )
+
+from vm.kernels import get_kernel_factory
 
 DTYPE = st.sampled_from(ALL)
 
@@ -124,3 +127,137 @@ def test_topk(dtype, data):
         [(values.shape, dtype)],
     )
     assert_same(vals, values)
+
+
+# ---- non_max_suppression ----------------------------------------------------------------------
+
+
+def _ort_suppresses(box1, box2, center, iou_threshold):
+    """onnxruntime's ``SuppressByIOU``, line by line, on float32 scalars."""
+    f = np.float32
+    if center == 0:
+        x1_min, x1_max = sorted((box1[1], box1[3]))
+        x2_min, x2_max = sorted((box2[1], box2[3]))
+        y1_min, y1_max = sorted((box1[0], box1[2]))
+        y2_min, y2_max = sorted((box2[0], box2[2]))
+    else:
+        x1_min, x1_max = box1[0] - box1[2] / f(2), box1[0] + box1[2] / f(2)
+        x2_min, x2_max = box2[0] - box2[2] / f(2), box2[0] + box2[2] / f(2)
+        y1_min, y1_max = box1[1] - box1[3] / f(2), box1[1] + box1[3] / f(2)
+        y2_min, y2_max = box2[1] - box2[3] / f(2), box2[1] + box2[3] / f(2)
+    ix_min, ix_max = max(x1_min, x2_min), min(x1_max, x2_max)
+    if ix_max <= ix_min:
+        return False
+    iy_min, iy_max = max(y1_min, y2_min), min(y1_max, y2_max)
+    if iy_max <= iy_min:
+        return False
+    inter = (ix_max - ix_min) * (iy_max - iy_min)
+    area1 = (x1_max - x1_min) * (y1_max - y1_min)
+    area2 = (x2_max - x2_min) * (y2_max - y2_min)
+    union = area1 + area2 - inter
+    if inter <= 0 or area1 <= 0 or area2 <= 0 or union <= 0:
+        return False
+    return inter / union > iou_threshold
+
+
+def _nms_ref(boxes, scores, limit, iou, threshold, center):
+    """The loop of onnxruntime's NonMaxSuppression: candidates above the threshold in a queue
+    ordered by (score desc, index asc); each is kept unless a kept box suppresses it."""
+    rows = []
+    for b in range(boxes.shape[0]):
+        for c in range(scores.shape[1]):
+            queue = [(s, i) for i, s in enumerate(scores[b, c]) if s > threshold]
+            queue.sort(key=lambda t: (-t[0], t[1]))
+            kept = []
+            for _, i in queue:
+                if len(kept) >= max(limit, 0):
+                    break
+                if not any(_ort_suppresses(boxes[b, i], boxes[b, j], center, iou) for j in kept):
+                    kept.append(i)
+            rows += [(b, c, i) for i in kept]
+    return np.array(rows, np.int64).reshape(len(rows), 3)
+
+
+def _nms_inputs(data, center):
+    """Boxes on a coarse grid (duplicates, partial overlaps, touching and empty boxes, corners
+    in either order) or anywhere, scores with ties, and the three one-value inputs."""
+    batch, classes, n = (data.draw(st.integers(0, hi)) for hi in (2, 3, 12))
+    coarse = data.draw(st.booleans())
+    coord = st.integers(-1, 5).map(float) if coarse else st.floats(-10, 10, width=32)
+    if center:
+        boxes = np.empty((batch, n, 4), np.float32)
+        boxes[..., :2] = data.draw(arrays_of(coord, (batch, n, 2)))
+        boxes[..., 2:] = data.draw(arrays_of(st.integers(-1, 4).map(float), (batch, n, 2)))
+    else:
+        boxes = data.draw(arrays_of(coord, (batch, n, 4)))
+    scores = data.draw(arrays_of(st.integers(0, 4).map(lambda v: v / 4), (batch, classes, n)))
+    limit = data.draw(st.integers(-1, 6))
+    iou = np.float32(data.draw(st.sampled_from([0.0, 0.1, 0.3, 0.5, 0.7, 1.0])))
+    threshold = np.float32(data.draw(st.sampled_from([-np.inf, 0.0, 0.3, 0.5])))
+    return boxes, scores, limit, iou, threshold
+
+
+def arrays_of(elements, shape):
+    """float32 arrays of ``shape`` drawn from ``elements``."""
+    return hnp.arrays(np.float32, shape, elements=elements)
+
+
+@pytest.mark.parametrize("center", [0, 1])
+@KERNEL_SETTINGS
+@given(data=st.data())
+def test_non_max_suppression_is_onnxruntimes_loop(center, data):
+    boxes, scores, limit, iou, threshold = _nms_inputs(data, center)
+    expected = _nms_ref(boxes, scores, limit, iou, threshold, center)
+    scalars = [np.array([limit], np.int64), np.array(iou), np.array([threshold])]
+    got = run_like(
+        "non_max_suppression", {"center_point_box": center}, [boxes, scores, *scalars], expected
+    )
+    assert_same(got, expected)
+
+
+def test_non_max_suppression_reads_ties_overlaps_and_limits():
+    # Three copies of one box with tied scores: the lowest index wins; a far box survives.
+    boxes = np.array([[[0, 0, 1, 1], [1, 1, 0, 0], [0, 0, 1, 1], [5, 5, 6, 6]]], np.float32)
+    scores = np.array([[[0.5, 0.9, 0.9, 0.1], [0.2, 0.2, 0.2, 0.2]]], np.float32)
+    one = [np.array(10, np.int64), np.array(0.5, np.float32), np.array(0.0, np.float32)]
+    expected = np.array([[0, 0, 1], [0, 0, 3], [0, 1, 0], [0, 1, 3]], np.int64)
+    got = run_like("non_max_suppression", {"center_point_box": 0}, [boxes, scores, *one], expected)
+    assert_same(got, expected)
+    one[0] = np.array(1, np.int64)
+    expected = np.array([[0, 0, 1], [0, 1, 0]], np.int64)
+    got = run_like("non_max_suppression", {"center_point_box": 0}, [boxes, scores, *one], expected)
+    assert_same(got, expected)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({0: np.zeros((1, 3, 5), np.float32)}, r"boxes must have shape \(batch, num_boxes, 4\)"),
+        ({1: np.zeros((1, 3), np.float32)}, "scores must have shape"),
+        ({1: np.zeros((2, 1, 3), np.float32)}, "disagree on the batch or the number of boxes"),
+        ({2: np.array([1, 2], np.int64)}, "max_output_boxes_per_class must hold one value"),
+        ({3: np.array(-0.5, np.float32)}, r"iou_threshold must be in \[0, 1\], got -0.5"),
+        ({4: np.zeros(0, np.float32)}, "score_threshold must hold one value"),
+        (
+            {5: np.zeros((2, 3), np.int64)},
+            r"3 boxes selected, giving shape \(3, 3\), but the output",
+        ),
+    ],
+)
+def test_non_max_suppression_rejects_bad_inputs(change, message):
+    boxes = np.array([[[0, 0, 1, 1], [2, 2, 3, 3], [4, 4, 5, 5]]], np.float32)
+    ins = [boxes, np.ones((1, 1, 3), np.float32), np.array(5, np.int64)]
+    ins += [np.array(0.5, np.float32), np.array(0.0, np.float32), np.zeros((3, 3), np.int64)]
+    for i, value in change.items():
+        ins[i] = value
+    kernel = get_kernel_factory("non_max_suppression")({"center_point_box": 0})
+    with pytest.raises(ValueError, match=message):
+        kernel(*ins)
+
+
+def test_non_max_suppression_rejects_a_bad_box_format():
+    kernel = get_kernel_factory("non_max_suppression")({"center_point_box": 2})
+    ins = [np.zeros((1, 1, 4), np.float32), np.ones((1, 1, 1), np.float32)]
+    ins += [np.array(1), np.array(0.5, np.float32), np.array(0.0, np.float32)]
+    with pytest.raises(ValueError, match="center_point_box must be 0 or 1, got 2"):
+        kernel(*ins, np.zeros((1, 3), np.int64))

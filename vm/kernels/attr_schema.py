@@ -104,6 +104,7 @@ BUILTIN_SCHEMAS: dict[str, dict[str, str]] = {
     "nn.pad": {"pad_width": "list[[int, int]]", "pad_value": "float"},
     "nn.relu": {},
     "nn.softmax": {"axis": "int"},
+    "non_max_suppression": {"center_point_box": "int"},
     "not_equal": {},
     "ones": {"shape": "list[int | dim]", "dtype": "dtype"},
     "ones_like": {},

@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from shape_funcs.ops.dynamic import select_boxes
+
 from .registry import Kernel, register_kernel, register_table
 from .transform import slices
 
@@ -136,3 +138,38 @@ def dyn_topk(attrs: Mapping[str, Any]) -> Kernel:
     """``topk`` with k held in a scalar tensor (the output's shape already says k)."""
     run = _topk_kernel(attrs)
     return lambda x, k, *outs: run(x, outs)
+
+
+@register_kernel("non_max_suppression")
+def non_max_suppression(attrs: Mapping[str, Any]) -> Kernel:
+    """ONNX NonMaxSuppression into ``out`` (``(count, 3)`` int64 rows ``[batch, class,
+    box]``). The selection is ``shape_funcs``' ``select_boxes``, the function whose row count
+    the shape function returned: the VM ran it once to size ``out``, and runs it again here (a
+    shape function cannot hand its work to the kernel; design/shapes.md). Bad inputs raise
+    ValueError, and so does an output of another shape."""
+    center_point_box = attrs["center_point_box"]
+
+    def kernel(
+        boxes: np.ndarray,
+        scores: np.ndarray,
+        max_output_boxes_per_class: np.ndarray,
+        iou_threshold: np.ndarray,
+        score_threshold: np.ndarray,
+        out: np.ndarray,
+    ) -> None:
+        rows = select_boxes(
+            boxes,
+            scores,
+            max_output_boxes_per_class,
+            iou_threshold,
+            score_threshold,
+            center_point_box,
+        )
+        if rows.shape != out.shape:
+            raise ValueError(
+                f"non_max_suppression: {rows.shape[0]} boxes selected, giving shape "
+                f"{rows.shape}, but the output is {out.shape}"
+            )
+        np.copyto(out, rows, casting="unsafe")
+
+    return kernel

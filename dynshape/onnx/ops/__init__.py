@@ -1,3 +1,13 @@
 """The converters of ONNX ops, one module per family; importing this package registers them."""
 
-from . import control, elementwise, indexing, layout, nn, recurrent, reduce, shape  # noqa: F401
+from . import (  # noqa: F401
+    control,
+    detection,
+    elementwise,
+    indexing,
+    layout,
+    nn,
+    recurrent,
+    reduce,
+    shape,
+)

@@ -35,6 +35,43 @@ def _topk(x: np.ndarray, k: int, axis: int = -1, ascending: bool = False) -> tup
     return np.take_along_axis(x, order, axis=axis), order
 
 
+def _iou(a: np.ndarray, b: np.ndarray) -> float:
+    """IoU of two ``[y1, x1, y2, x2]`` boxes (corners in either order), 0 for empty ones."""
+    ay0, ay1 = sorted((a[0], a[2]))
+    ax0, ax1 = sorted((a[1], a[3]))
+    by0, by1 = sorted((b[0], b[2]))
+    bx0, bx1 = sorted((b[1], b[3]))
+    w, h = min(ax1, bx1) - max(ax0, bx0), min(ay1, by1) - max(ay0, by0)
+    area_a, area_b = (ax1 - ax0) * (ay1 - ay0), (bx1 - bx0) * (by1 - by0)
+    if w <= 0 or h <= 0 or area_a <= 0 or area_b <= 0:
+        return 0.0
+    return float(w * h / (area_a + area_b - w * h))
+
+
+def _nms(boxes: np.ndarray, scores: np.ndarray, limit: Any, iou: Any, threshold: Any) -> Any:
+    """Greedy NMS, one box at a time: best score first (ties: lower index), kept unless a kept
+    box of its batch and class overlaps it by more than ``iou``."""
+    rows = []
+    for b in range(scores.shape[0]):
+        for c in range(scores.shape[1]):
+            s = scores[b, c]
+            kept: list[int] = []
+            for i in sorted(np.flatnonzero(s > threshold).tolist(), key=lambda i: -s[i]):
+                if len(kept) < int(limit) and all(
+                    _iou(boxes[b, i], boxes[b, j]) <= iou for j in kept
+                ):
+                    kept.append(i)
+            rows += [(b, c, i) for i in kept]
+    return np.array(rows, np.int64).reshape(len(rows), 3)
+
+
+def _detections(rng: np.random.Generator, b: Binding) -> tuple[Any, ...]:
+    """Boxes on a coarse grid (overlaps and exact duplicates), quantised scores (ties)."""
+    corners = rng.integers(0, 6, (b["b"], b["n"], 4)).astype(np.float32)
+    scores = (rng.integers(0, 5, (b["b"], b["c"], b["n"])) / 4).astype(np.float32)
+    return corners, scores, np.array(3, np.int64), np.array(0.4, np.float32)
+
+
 CASES = [
     Case(
         name="shape_of_then_arange",
@@ -227,5 +264,22 @@ def @main(%x: Tensor[(n, m), float32]) -> Tensor[(?, ?), float32] {
 """,
         reference=lambda x: x.copy(),
         bindings=[{"n": 0, "m": 3}, {"n": 1, "m": 1}, {"n": 3, "m": 0}, {"n": 6, "m": 5}],
+    ),
+    Case(
+        name="non_max_suppression_rows_gather_boxes",
+        source="""
+def @main(%boxes: Tensor[(b, n, 4), float32], %scores: Tensor[(b, c, n), float32], %limit: Tensor[(), int64], %iou: Tensor[(), float32]) -> (Tensor[(?, 3), int64], Tensor[(?, 4), float32]) {
+  %rows = non_max_suppression(%boxes, %scores, %limit, %iou, 0.25f);
+  %picked = take(%rows, const([0, 2], int64), axis=1);
+  %flat = add(multiply(take(%picked, 0, axis=1), take(shape_of(%boxes), 1)), take(%picked, 1, axis=1));
+  (%rows, take(reshape(%boxes, newshape=[-1, 4]), %flat, axis=0))
+}
+""",
+        reference=lambda boxes, scores, limit, iou: (
+            (rows := _nms(boxes, scores, limit, iou, np.float32(0.25))),
+            boxes.reshape(-1, 4)[rows[:, 0] * boxes.shape[1] + rows[:, 2]],
+        ),
+        bindings=[{"b": 1, "c": 1, "n": 0}, {"b": 1, "c": 2, "n": 5}, {"b": 2, "c": 3, "n": 12}],
+        make_inputs=_detections,
     ),
 ]
