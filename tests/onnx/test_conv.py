@@ -6,7 +6,7 @@ printed result types stay symbolic; and the messages of the variants refused."""
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -67,7 +67,8 @@ def compare_reference(m: Any, *feeds: list[np.ndarray]) -> Any:
     reference = ReferenceEvaluator(m)
     names = [i.name for i in m.graph.input]
     for arrays in feeds:
-        (expected,) = reference.run(None, dict(zip(names, arrays, strict=True)))
+        outputs = cast(list[Any], reference.run(None, dict(zip(names, arrays, strict=True))))
+        expected = np.asarray(outputs[0])
         got = np.asarray(machine.run(*arrays))
         assert got.shape == expected.shape, (got.shape, expected.shape)
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
@@ -137,7 +138,11 @@ def test_conv_transpose_dims_are_expressions() -> None:
 
 
 def test_conv_transpose_runtime_weight_and_bias() -> None:
-    inputs = [("x", ["N", 2, "H", "W"]), ("w", [2, 3, 2, 2]), ("b", [3])]
+    inputs: list[tuple[str, list[Any]]] = [
+        ("x", ["N", 2, "H", "W"]),
+        ("w", [2, 3, 2, 2]),
+        ("b", [3]),
+    ]
     m = model("ConvTranspose", inputs, strides=[2, 2])
     compare(
         m,

