@@ -296,6 +296,30 @@ def test_conv2d_rounds_once(data):
     assert_rounded_once(run_like("nn.conv2d", attrs, [x, w], exact.astype(F16)), exact)
 
 
+def test_conv2d_transpose_accumulates_in_float32():
+    # 200 input channels of +-1000 (partial sums overflow float16) and 300 near 1 (partial sums
+    # stall at 2048); with stride 1 and a 3x3 kernel, inner pixels also sum over 9 taps
+    c = 500
+    x = np.ones((1, c, 4, 4), F16)
+    x[0, :100] = 1000.0
+    x[0, 100:200] = -1000.0
+    x[0, 200::4] = 1.25
+    w = np.ones((c, 2, 3, 3), F16)
+    w[::2, 1] = 0.5
+    attrs = {
+        "strides": (1, 1),
+        "padding": (1, 1),
+        "output_padding": (0, 0),
+        "dilation": (1, 1),
+        "groups": 1,
+    }
+    # transposed = a convolution of the zero-padded input by the flipped, transposed kernel
+    flipped = np.ascontiguousarray(w.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1])
+    exact = _conv64(x, flipped, (1, 1, 1, 1))
+    got = run_like("nn.conv2d_transpose", attrs, [x, w], exact.astype(F16))
+    assert_rounded_once(got, exact)
+
+
 def test_avg_pools_of_1000s_are_1000():
     x = np.full((1, 2, 10, 10), 1000.0, F16)  # window sums of 100000 overflow float16
     attrs = {"pool_size": (10, 10), "strides": (1, 1), "padding": (0, 0), "dilation": (1, 1)}

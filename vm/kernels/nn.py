@@ -1,12 +1,16 @@
-"""Neural-network kernels: dense and matmul, bias, softmax, layer norm, convolution, pooling.
+"""Neural-network kernels: dense and matmul, bias, softmax, layer norm, convolution (plain
+and transposed), pooling.
 
-Layouts: NCHW data, OIHW weights; padding is ``[top, left, bottom, right]`` (two entries
-``[h, w]`` pad both sides alike). Convolution and pooling read windows through a strided view of
-the (padded) input, so the only temporary is the padded copy when there is padding.
+Layouts: NCHW data, OIHW weights (a transposed convolution's is (C_in, C_out / groups, KH,
+KW)); padding is ``[top, left, bottom, right]`` (two entries ``[h, w]`` pad both sides alike).
+Convolution and pooling read windows through a strided view of the (padded) input, so the only
+temporary is the padded copy when there is padding; the transposed convolution scatters each
+kernel tap's contributions into strided slices of the output instead.
 
 float16: every kernel here that accumulates (softmax, log_softmax, layer_norm, conv2d,
-avg_pool2d, global_avg_pool2d) computes in float32 and rounds once into the float16 output, as
-ONNX does; the temporaries are float32 copies of the operands (2x their bytes) and of the result.
+conv2d_transpose, avg_pool2d, global_avg_pool2d) computes in float32 and rounds once into the
+float16 output, as ONNX does; the temporaries are float32 copies of the operands (2x their
+bytes) and of the result.
 The matmuls need no such path: numpy's float16 ``matmul`` already sums each dot product in
 float32 and rounds it once (``tests/vm/test_kernels_float16.py`` holds it to that). float32 and
 float64 take the direct path, without copies.
