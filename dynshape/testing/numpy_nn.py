@@ -97,6 +97,33 @@ def _conv2d(ins: Sequence[Any], attrs: Mapping[str, Any]) -> np.ndarray:
     return out
 
 
+def _conv2d_transpose(ins: Sequence[Any], attrs: Mapping[str, Any]) -> np.ndarray:
+    """Each kernel tap adds its input plane, spread by the stride, into the full (uncropped)
+    result, which padding then crops and output_padding extends with zeros at the end."""
+    data, weight = (np.asarray(v, np.float64) for v in ins)
+    top, left, bottom, right = _padding(attrs["padding"])
+    (sh, sw), (dh, dw) = attrs["strides"], attrs["dilation"]
+    ph, pw = attrs["output_padding"]
+    groups = attrs["groups"]
+    n, c, h, w = data.shape
+    _, og, kh, kw = weight.shape
+    cg = c // groups
+    oh = (h - 1) * sh - top - bottom + dh * (kh - 1) + ph + 1
+    ow = (w - 1) * sw - left - right + dw * (kw - 1) + pw + 1
+    full_h = max((h - 1) * sh + dh * (kh - 1) + 1, top + oh)
+    full_w = max((w - 1) * sw + dw * (kw - 1) + 1, left + ow)
+    full = np.zeros((n, og * groups, full_h, full_w))
+    for g in range(groups):
+        xs = data[:, g * cg : (g + 1) * cg]
+        for i in range(kh):
+            for j in range(kw):
+                rows = slice(i * dh, i * dh + (h - 1) * sh + 1, sh)
+                cols = slice(j * dw, j * dw + (w - 1) * sw + 1, sw)
+                ws = weight[g * cg : (g + 1) * cg, :, i, j]
+                full[:, g * og : (g + 1) * og, rows, cols] += np.einsum("nchw,co->nohw", xs, ws)
+    return full[:, :, top : top + oh, left : left + ow]
+
+
 def _pool(
     reduce: Callable[[np.ndarray, np.ndarray], np.ndarray], pad_value: float, average: bool
 ) -> Callable[[Sequence[Any], Mapping[str, Any]], np.ndarray]:
@@ -107,14 +134,14 @@ def _pool(
         x = np.pad(data, pads, constant_values=pad_value)
         real = np.pad(np.ones(data.shape[2:]), pads[2:])[None, None]  # 1 where not padding
         kh, kw = attrs["pool_size"]
-        strides = attrs["strides"]
-        oh = _out_size(x.shape[2], kh, strides[0], 1)
-        ow = _out_size(x.shape[3], kw, strides[1], 1)
+        strides, dilation = attrs["strides"], attrs["dilation"]
+        oh = _out_size(x.shape[2], kh, strides[0], dilation[0])
+        ow = _out_size(x.shape[3], kw, strides[1], dilation[1])
         acc = np.full((x.shape[0], x.shape[1], oh, ow), pad_value)
         count = np.zeros((1, 1, oh, ow))
         for (_, _, patch), (_, _, ones) in zip(
-            _windows(x, (kh, kw), strides, (1, 1), (oh, ow)),
-            _windows(real, (kh, kw), strides, (1, 1), (oh, ow)),
+            _windows(x, (kh, kw), strides, dilation, (oh, ow)),
+            _windows(real, (kh, kw), strides, dilation, (oh, ow)),
             strict=True,
         ):
             acc = reduce(acc, patch)
@@ -133,6 +160,7 @@ NN_OPS: dict[str, Callable[[Sequence[Any], Mapping[str, Any]], Any]] = {
     "nn.log_softmax": lambda ins, attrs: _log_softmax(ins[0], attrs["axis"]),
     "nn.layer_norm": _layer_norm,
     "nn.conv2d": _conv2d,
+    "nn.conv2d_transpose": _conv2d_transpose,
     "nn.max_pool2d": _pool(np.maximum, -np.inf, average=False),
     "nn.avg_pool2d": _pool(np.add, 0.0, average=True),
     "nn.global_avg_pool2d": lambda ins, attrs: np.mean(ins[0], axis=(2, 3), keepdims=True),

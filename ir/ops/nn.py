@@ -78,11 +78,29 @@ declare(
     _CONV_ATTRS,
     doc="2-d convolution, NCHW data, OIHW weight; padding [top, left, bottom, right]",
 )
+declare(
+    "nn.conv2d_transpose",
+    ["data", "weight"],
+    OpPattern.OUT_ELEMWISE_FUSABLE,
+    all_same_float,
+    [
+        attr("strides", INT_LIST, [1, 1]),
+        attr("padding", INT_LIST, [0, 0, 0, 0]),
+        attr("output_padding", INT_LIST, [0, 0]),
+        attr("dilation", INT_LIST, [1, 1]),
+        attr("groups", INT, 1),
+    ],
+    doc="2-d transposed convolution (the gradient of nn.conv2d by its input), NCHW data, "
+    "weight (C_in, C_out / groups, KH, KW); OH = (H - 1) * stride - top - bottom + "
+    "dilation * (KH - 1) + output_padding + 1, likewise OW; padding [top, left, bottom, right] "
+    "crops the full result, output_padding adds rows/columns at the end",
+)
 
 _POOL_ATTRS = [
     attr("pool_size", INT_LIST),
     attr("strides", INT_LIST, [1, 1]),
     attr("padding", INT_LIST, [0, 0, 0, 0]),
+    attr("dilation", INT_LIST, [1, 1]),
 ]
 declare(
     "nn.max_pool2d",
@@ -90,7 +108,7 @@ declare(
     OpPattern.OUT_ELEMWISE_FUSABLE,
     float_like,
     _POOL_ATTRS,
-    doc="max pooling, NCHW (padding never wins the max)",
+    doc="max pooling, NCHW, windows dilated by dilation (padding never wins the max)",
 )
 declare(
     "nn.avg_pool2d",
@@ -98,7 +116,7 @@ declare(
     OpPattern.OUT_ELEMWISE_FUSABLE,
     float_like,
     _POOL_ATTRS,
-    doc="average pooling, NCHW (padding excluded from the count)",
+    doc="average pooling, NCHW, windows dilated by dilation (padding excluded from the count)",
 )
 declare(
     "nn.global_avg_pool2d",

@@ -153,6 +153,44 @@ def conv2d(
     return (data[0], weight[0], oh, ow)
 
 
+@register_shape_func("nn.conv2d_transpose")
+def conv2d_transpose(
+    ctx: ShapeContext,
+    data: Shape,
+    weight: Shape,
+    *,
+    strides: Sequence[int] = (1, 1),
+    padding: Sequence[int] = (0, 0, 0, 0),
+    output_padding: Sequence[int] = (0, 0),
+    dilation: Sequence[int] = (1, 1),
+    groups: int = 1,
+) -> Shape:
+    """``(N, C, H, W) x (C, O / groups, KH, KW) -> (N, O, OH, OW)`` with
+    ``OH = (H - 1) * stride - top - bottom + dilation * (KH - 1) + output_padding + 1``.
+
+    H and W must not be empty (the formula has no meaning for an empty image) and the output
+    must not be negative (padding crops at most the whole result)."""
+    require_rank(data, 4, "data")
+    require_rank(weight, 4, "weight")
+    sh, sw = _pair(strides, "strides", 1)
+    dh, dw = _pair(dilation, "dilation", 1)
+    ph, pw = _pair(output_padding, "output_padding", 0)
+    top, left, bottom, right = _padding(padding)
+    if groups < 1:
+        fail(f"groups must be >= 1, got {groups}")
+    ctx.check_equal(data[1], weight[0], "data.shape[1] == weight.shape[0]")
+    ctx.check_divides(groups, weight[0], "weight.shape[0] divisible by groups={}", groups)
+    ctx.check(weight[2], ">", 0, "weight.shape[2] > 0")
+    ctx.check(weight[3], ">", 0, "weight.shape[3] > 0")
+    ctx.check(data[2], ">", 0, "data.shape[2] > 0 (a transposed convolution needs pixels)")
+    ctx.check(data[3], ">", 0, "data.shape[3] > 0 (a transposed convolution needs pixels)")
+    oh = (data[2] - 1) * sh - top - bottom + dh * (weight[2] - 1) + ph + 1
+    ow = (data[3] - 1) * sw - left - right + dw * (weight[3] - 1) + pw + 1
+    ctx.check(oh, ">=", 0, "the output height >= 0 (padding crops at most all of it)")
+    ctx.check(ow, ">=", 0, "the output width >= 0 (padding crops at most all of it)")
+    return (data[0], weight[1] * groups, oh, ow)
+
+
 def pool2d(
     ctx: ShapeContext,
     data: Shape,
@@ -160,15 +198,17 @@ def pool2d(
     pool_size: Sequence[int],
     strides: Sequence[int] = (1, 1),
     padding: Sequence[int] = (0, 0, 0, 0),
+    dilation: Sequence[int] = (1, 1),
 ) -> Shape:
-    """``(N, C, H, W) -> (N, C, OH, OW)``: windows of ``pool_size`` (padding never counts in
-    the value, but it does in the number of windows)."""
+    """``(N, C, H, W) -> (N, C, OH, OW)``: windows of ``pool_size`` dilated by ``dilation``
+    (padding never counts in the value, but it does in the number of windows)."""
     require_rank(data, 4, "data")
     kh, kw = _pair(pool_size, "pool_size", 1)
     sh, sw = _pair(strides, "strides", 1)
+    dh, dw = _pair(dilation, "dilation", 1)
     top, left, bottom, right = _padding(padding)
-    oh = _window(ctx, data[2], top + bottom, kh, sh, 1, "height")
-    ow = _window(ctx, data[3], left + right, kw, sw, 1, "width")
+    oh = _window(ctx, data[2], top + bottom, kh, sh, dh, "height")
+    ow = _window(ctx, data[3], left + right, kw, sw, dw, "width")
     return (data[0], data[1], oh, ow)
 
 

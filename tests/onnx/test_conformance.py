@@ -11,7 +11,7 @@ pytest.importorskip("onnx")
 from dynshape.onnx import CONVERTERS, conformance
 
 #: In-scope cases that give a wrong answer or an error, and why (none today; an unsupported
-#: variant, such as a pool's dilation, is reported as unsupported, not listed here).
+#: variant, such as a 3-d pool, is reported as unsupported, not listed here).
 KNOWN: dict[str, str] = {}
 
 CASES = [c for c in conformance.cases() if conformance.op_types(c) <= set(CONVERTERS)]

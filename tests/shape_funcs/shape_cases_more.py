@@ -343,22 +343,93 @@ def _conv(op: str) -> st.SearchStrategy[Case]:
     return make()
 
 
+def _conv2d_transpose_shape(
+    data: tuple[int, ...],
+    weight: tuple[int, ...],
+    strides: list[int],
+    padding: list[int],
+    output_padding: list[int],
+    dilation: list[int],
+    groups: int,
+) -> np.ndarray:
+    """A zero image of the result's shape, built the way the op is defined: each input pixel
+    spreads its dilated kernel footprint into a full map (strided), which output_padding extends
+    at the end and padding crops (numpy slicing decides the sizes)."""
+    top, left, bottom, right = padding if len(padding) == 4 else padding * 2
+    h, w = data[2], data[3]
+    kh, kw = weight[2], weight[3]
+    sizes = zip((h, w), strides, dilation, (kh, kw), output_padding, strict=True)
+    spread = [(size - 1) * s + d * (k - 1) + 1 + op for size, s, d, k, op in sizes]
+    full = np.zeros((data[0], weight[1] * groups, *spread))
+    return full[:, :, top : full.shape[2] - bottom, left : full.shape[3] - right]
+
+
+@cases("nn.conv2d_transpose")
+def _conv_transpose(op: str) -> st.SearchStrategy[Case]:
+    @st.composite
+    def make(draw: st.DrawFn) -> Case:
+        groups = draw(st.integers(1, 3))
+        per_group_in, per_group_out = draw(st.integers(0, 2)), draw(st.integers(0, 2))
+        kh, kw = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+        strides = [draw(st.integers(1, 3)) for _ in range(2)]
+        dilation = [draw(st.integers(1, 2)) for _ in range(2)]
+        output_padding = [
+            draw(st.integers(0, max(s, d) - 1)) for s, d in zip(strides, dilation, strict=True)
+        ]
+        padding = _pad_spec(draw)
+        pads = padding if len(padding) == 4 else padding * 2
+        full = [
+            (size - 1) * s + d * (k - 1) + 1 + op
+            for size, s, d, k, op in zip(
+                (1, 1), strides, dilation, (kh, kw), output_padding, strict=True
+            )
+        ]
+        # the smallest H, W whose full result padding does not crop below zero
+        least = [max(1, 1 + -(-(pads[a] + pads[a + 2] - full[a]) // strides[a])) for a in (0, 1)]
+        h = draw(st.integers(least[0], least[0] + 5))
+        w = draw(st.integers(least[1], least[1] + 5))
+        data = (draw(st.integers(0, 2)), groups * per_group_in, h, w)
+        weight = (groups * per_group_in, per_group_out, kh, kw)
+        attrs = {
+            "strides": strides,
+            "padding": padding,
+            "output_padding": output_padding,
+            "dilation": dilation,
+            "groups": groups,
+        }
+        expected = numpy_shape(
+            lambda: _conv2d_transpose_shape(
+                data, weight, strides, padding, output_padding, dilation, groups
+            )
+        )
+        return Case([data, weight], attrs, expected)
+
+    return make()
+
+
 @cases("nn.max_pool2d", "nn.avg_pool2d")
 def _pool(op: str) -> st.SearchStrategy[Case]:
     @st.composite
     def make(draw: st.DrawFn) -> Case:
         kh, kw = draw(st.integers(1, 3)), draw(st.integers(1, 3))
         strides = [draw(st.integers(1, 3)) for _ in range(2)]
+        dilation = [draw(st.integers(1, 2)) for _ in range(2)]
         padding = _pad_spec(draw)
         pads = padding if len(padding) == 4 else padding * 2
-        h = draw(st.integers(max(0, kh - pads[0] - pads[2]), 7))
-        w = draw(st.integers(max(0, kw - pads[1] - pads[3]), 7))
+        h = draw(st.integers(max(0, dilation[0] * (kh - 1) + 1 - pads[0] - pads[2]), 7))
+        w = draw(st.integers(max(0, dilation[1] * (kw - 1) + 1 - pads[1] - pads[3]), 7))
         data = (draw(st.integers(0, 2)), draw(st.integers(0, 3)), h, w)
         reduce = np.max if op == "nn.max_pool2d" else np.mean
+        win = (kh, kw)
         expected = numpy_shape(
-            lambda: reduce(_windows(np.ones(data), (kh, kw), strides, padding), axis=(4, 5))
+            lambda: reduce(
+                _windows(np.ones(data), win, strides, padding, (dilation[0], dilation[1])),
+                axis=(4, 5),
+            )
         )
         attrs = {"pool_size": [kh, kw], "strides": strides, "padding": padding}
+        if dilation != [1, 1] or draw(st.booleans()):
+            attrs["dilation"] = dilation
         return Case([data], attrs, expected)
 
     return make()

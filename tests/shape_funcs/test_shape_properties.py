@@ -41,6 +41,7 @@ THOROUGH = {
     "strided_slice",
     "dyn.strided_slice",
     "nn.conv2d",
+    "nn.conv2d_transpose",
     "nn.max_pool2d",
     "tile",
     "sum",

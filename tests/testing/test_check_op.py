@@ -75,15 +75,33 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "zeros": {"attrs": {"shape": st.sampled_from([[2, 3], [], [0]])}},
     "nn.avg_pool2d": {
         "shapes": [[(1, 2, 5, 5)], [(2, 1, 4, 3)]],
-        "attrs": {"pool_size": [2, 2], "strides": st.sampled_from([[1, 1], [2, 1]])},
+        "attrs": {
+            "pool_size": [2, 2],
+            "strides": st.sampled_from([[1, 1], [2, 1]]),
+            "dilation": st.sampled_from([[1, 1], [2, 1]]),
+        },
     },
     "nn.max_pool2d": {
         "shapes": [[(1, 2, 5, 5)], [(2, 1, 4, 3)]],
-        "attrs": {"pool_size": [2, 2], "padding": st.sampled_from([[0, 0, 0, 0], [1, 0, 1, 0]])},
+        "attrs": {
+            "pool_size": [2, 2],
+            "padding": st.sampled_from([[0, 0, 0, 0], [1, 0, 1, 0]]),
+            "dilation": st.sampled_from([[1, 1], [1, 2]]),
+        },
     },
     "nn.conv2d": {
         "shapes": [[(1, 2, 5, 5), (3, 2, 3, 3)], [(2, 4, 4, 3), (2, 2, 1, 2)]],
         "attrs": {"groups": st.sampled_from([1, 2]), "strides": st.sampled_from([[1, 1], [2, 1]])},
+        "dtypes": ("float32", "float64"),
+    },
+    "nn.conv2d_transpose": {
+        "shapes": [[(1, 2, 3, 4), (2, 3, 3, 3)], [(2, 4, 2, 3), (4, 1, 2, 2)]],
+        "attrs": {
+            "groups": st.sampled_from([1, 2]),
+            "strides": st.sampled_from([[1, 1], [2, 3]]),
+            "padding": st.sampled_from([[0, 0, 0, 0], [1, 0, 0, 1]]),
+            "output_padding": st.sampled_from([[0, 0], [1, 0]]),
+        },
         "dtypes": ("float32", "float64"),
     },
     "nn.global_avg_pool2d": {"shapes": [[(1, 2, 3, 3)], [(2, 3, 1, 4)], [(1, 1, 0, 2)]]},

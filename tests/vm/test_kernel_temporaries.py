@@ -188,7 +188,12 @@ def test_conv2d_padding_that_disagrees_with_the_output_fails_before_padding():
 
 @pytest.mark.parametrize("op", ["nn.max_pool2d", "nn.avg_pool2d"])
 def test_pools_with_huge_padding_fail_before_padding(op):
-    attrs = {"pool_size": (100_000, 100_000), "strides": (10**9, 10**9), "padding": (50_000,)}
+    attrs = {
+        "pool_size": (100_000, 100_000),
+        "strides": (10**9, 10**9),
+        "padding": (50_000,),
+        "dilation": (1, 1),
+    }
     refused(
         op,
         attrs,
@@ -201,7 +206,12 @@ def test_pools_with_huge_padding_fail_before_padding(op):
 
 def test_avg_pool_of_an_empty_batch_does_not_pad_a_huge_plane():
     # no element to pad, but the plane of counts would still be 10^10 elements
-    attrs = {"pool_size": (100_000, 100_000), "strides": (10**9, 10**9), "padding": (50_000,)}
+    attrs = {
+        "pool_size": (100_000, 100_000),
+        "strides": (10**9, 10**9),
+        "padding": (50_000,),
+        "dilation": (1, 1),
+    }
     refused(
         "nn.avg_pool2d",
         attrs,
@@ -214,7 +224,7 @@ def test_avg_pool_of_an_empty_batch_does_not_pad_a_huge_plane():
 def test_negative_padding_is_refused_by_name():
     refused(
         "nn.max_pool2d",
-        {"pool_size": (1, 1), "strides": (1, 1), "padding": (-1, 0, 0, 0)},
+        {"pool_size": (1, 1), "strides": (1, 1), "padding": (-1, 0, 0, 0), "dilation": (1, 1)},
         [f32(1, 1, 2, 2)],
         [np.empty((1, 1, 1, 2), np.float32)],
         r"nn.max_pool2d: padding \(-1, 0, 0, 0\) has a negative entry",
@@ -237,7 +247,7 @@ def test_ordinary_padding_stays_within_the_bound():
     # the worst a real network does; allowed up to PAD_FACTOR * (input + output) + PAD_SLACK
     n, c = 2, 64
     x = np.ones((n, c, 1, 1), np.float32)
-    attrs = {"pool_size": (7, 7), "strides": (1, 1), "padding": (3, 3)}
+    attrs = {"pool_size": (7, 7), "strides": (1, 1), "padding": (3, 3), "dilation": (1, 1)}
     assert n * c * 49 <= PAD_FACTOR * 2 * n * c + PAD_SLACK
     (got,) = run_kernel("nn.avg_pool2d", attrs, [x], [((n, c, 1, 1), np.float32)])
     np.testing.assert_array_equal(got, 1)

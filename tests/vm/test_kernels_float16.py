@@ -296,9 +296,33 @@ def test_conv2d_rounds_once(data):
     assert_rounded_once(run_like("nn.conv2d", attrs, [x, w], exact.astype(F16)), exact)
 
 
+def test_conv2d_transpose_accumulates_in_float32():
+    # 200 input channels of +-1000 (partial sums overflow float16) and 300 near 1 (partial sums
+    # stall at 2048); with stride 1 and a 3x3 kernel, inner pixels also sum over 9 taps
+    c = 500
+    x = np.ones((1, c, 4, 4), F16)
+    x[0, :100] = 1000.0
+    x[0, 100:200] = -1000.0
+    x[0, 200::4] = 1.25
+    w = np.ones((c, 2, 3, 3), F16)
+    w[::2, 1] = 0.5
+    attrs = {
+        "strides": (1, 1),
+        "padding": (1, 1),
+        "output_padding": (0, 0),
+        "dilation": (1, 1),
+        "groups": 1,
+    }
+    # transposed = a convolution of the zero-padded input by the flipped, transposed kernel
+    flipped = np.ascontiguousarray(w.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1])
+    exact = _conv64(x, flipped, (1, 1, 1, 1))
+    got = run_like("nn.conv2d_transpose", attrs, [x, w], exact.astype(F16))
+    assert_rounded_once(got, exact)
+
+
 def test_avg_pools_of_1000s_are_1000():
     x = np.full((1, 2, 10, 10), 1000.0, F16)  # window sums of 100000 overflow float16
-    attrs = {"pool_size": (10, 10), "strides": (1, 1), "padding": (0, 0)}
+    attrs = {"pool_size": (10, 10), "strides": (1, 1), "padding": (0, 0), "dilation": (1, 1)}
     got = run_kernel("nn.avg_pool2d", attrs, [x], [((1, 2, 1, 1), F16)])[0]
     np.testing.assert_array_equal(got, 1000.0)
     got = run_kernel("nn.global_avg_pool2d", {}, [x], [((1, 2, 1, 1), F16)])[0]
@@ -309,7 +333,7 @@ def test_avg_pools_keep_the_precision_of_long_sums():
     plane = ones_plus_small(64 * 64).reshape(64, 64)  # mean 1.0625 = 4352 / 4096
     x = np.stack([plane, plane.T])[None]
     exact = x.astype(np.float64).mean(axis=(2, 3), keepdims=True)
-    attrs = {"pool_size": (64, 64), "strides": (1, 1), "padding": (0, 0)}
+    attrs = {"pool_size": (64, 64), "strides": (1, 1), "padding": (0, 0), "dilation": (1, 1)}
     assert_rounded_once(run_like("nn.avg_pool2d", attrs, [x], exact.astype(F16)), exact)
     assert_rounded_once(run_like("nn.global_avg_pool2d", {}, [x], exact.astype(F16)), exact)
 
@@ -334,7 +358,7 @@ def test_avg_pool2d_rounds_once(data):
             rs = slice(i * strides[0], i * strides[0] + size[0])
             cs = slice(j * strides[1], j * strides[1] + size[1])
             exact[:, :, i, j] = xp[:, :, rs, cs].sum(axis=(2, 3)) / real[rs, cs].sum()
-    attrs = {"pool_size": size, "strides": strides, "padding": pad}
+    attrs = {"pool_size": size, "strides": strides, "padding": pad, "dilation": (1, 1)}
     got = run_like("nn.avg_pool2d", attrs, [x], exact.astype(F16))
     assert_rounded_once(got, exact, 2.0**-22 * np.abs(exact))
     g = run_like("nn.global_avg_pool2d", {}, [x], x.mean(axis=(2, 3), keepdims=True))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 from vm_testlib import FLOATS, INTS, KERNEL_SETTINGS, arrays, assert_same, run_like, tol
 
@@ -149,18 +149,22 @@ def test_conv2d(data, dtype):
         assert_same(got, e.astype(dtype), 1e-4)
 
 
-def _pool_ref(x, size, strides, pad, kind):
+def _pool_ref(x, size, strides, pad, kind, dilation=(1, 1)):
+    """Max or mean over the real (unpadded) taps of each dilated window; None if a window
+    holds none."""
     n, c, h, w = x.shape
     top, left, bottom, right = pad
-    oh = (h + top + bottom - size[0]) // strides[0] + 1
-    ow = (w + left + right - size[1]) // strides[1] + 1
+    oh = (h + top + bottom - dilation[0] * (size[0] - 1) - 1) // strides[0] + 1
+    ow = (w + left + right - dilation[1] * (size[1] - 1) - 1) // strides[1] + 1
     out = np.zeros((n, c, oh, ow))
     for i in range(oh):
         for j in range(ow):
-            r0, c0 = i * strides[0] - top, j * strides[1] - left
-            rs = slice(max(r0, 0), min(r0 + size[0], h))
-            cs = slice(max(c0, 0), min(c0 + size[1], w))
-            win = x[:, :, rs, cs].astype(np.float64)
+            rows = [i * strides[0] - top + p * dilation[0] for p in range(size[0])]
+            cols = [j * strides[1] - left + q * dilation[1] for q in range(size[1])]
+            rows, cols = [r for r in rows if 0 <= r < h], [q for q in cols if 0 <= q < w]
+            if not rows or not cols:
+                return None
+            win = x[:, :, rows][:, :, :, cols].astype(np.float64)
             out[:, :, i, j] = win.max(axis=(2, 3)) if kind == "max" else win.mean(axis=(2, 3))
     return out
 
@@ -171,31 +175,168 @@ def _pool_ref(x, size, strides, pad, kind):
 def test_pool2d(kind, data, dtype):
     size = (data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3)))
     strides = (data.draw(st.integers(1, 2)), data.draw(st.integers(1, 2)))
-    # padding smaller than the window, so every window holds a real element
+    dilation = (data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3)))
+    extent = [d * (k - 1) + 1 for d, k in zip(dilation, size, strict=True)]
     pad = (
         data.draw(st.integers(0, size[0] - 1)),
         data.draw(st.integers(0, size[1] - 1)),
         data.draw(st.integers(0, size[0] - 1)),
         data.draw(st.integers(0, size[1] - 1)),
     )
-    h = data.draw(st.integers(max(size[0] - pad[0] - pad[2], 1), 5))
-    w = data.draw(st.integers(max(size[1] - pad[1] - pad[3], 1), 5))
+    h = data.draw(st.integers(max(extent[0] - pad[0] - pad[2], 1), 7))
+    w = data.draw(st.integers(max(extent[1] - pad[1] - pad[3], 1), 7))
     x = data.draw(arrays(dtype, (data.draw(st.integers(0, 2)), 2, h, w)))
-    e = _pool_ref(x, size, strides, pad, kind).astype(dtype)
-    attrs = {"pool_size": size, "strides": strides, "padding": pad}
+    e = _pool_ref(x, size, strides, pad, kind, dilation)
+    assume(e is not None)  # every window must meet a real element (ONNX's pads < the kernel)
+    e = e.astype(dtype)
+    attrs = {"pool_size": size, "strides": strides, "padding": pad, "dilation": dilation}
     assert_same(run_like(f"nn.{kind}_pool2d", attrs, [x], e), e, tol(dtype) * 10)
+
+
+def test_avg_pool_counts_the_real_taps_of_a_dilated_window():
+    # a 2x2 window dilated by 2 over a 3x3 image padded by 1: the first window's taps are at
+    # rows/columns -1 and 1, so it holds one real element, x[1, 1] = 4
+    x = np.arange(9, dtype=np.float64).reshape(1, 1, 3, 3)
+    attrs = {"pool_size": (2, 2), "strides": (1, 1), "padding": (1, 1), "dilation": (2, 2)}
+    got = run_like("nn.avg_pool2d", attrs, [x], np.empty((1, 1, 3, 3)))
+    assert got[0, 0, 0, 0] == 4 and got[0, 0, 1, 1] == np.mean([0, 2, 6, 8])
+
+
+def _conv_transpose_ref(x, w, strides, pad, output_padding, dilation, groups):
+    """The direct definition: input pixel (y, x) times weight tap (p, q) lands on output
+    (y * stride + p * dilation - top, x * stride + q * dilation - left), if inside."""
+    top, left, bottom, right = pad
+    n, c, h, wd = x.shape
+    _, og, kh, kw = w.shape
+    cg = c // groups
+    oh = (h - 1) * strides[0] - top - bottom + dilation[0] * (kh - 1) + output_padding[0] + 1
+    ow = (wd - 1) * strides[1] - left - right + dilation[1] * (kw - 1) + output_padding[1] + 1
+    out = np.zeros((n, og * groups, oh, ow))
+    for ci in range(c):
+        g = ci // cg
+        for i in range(h):
+            for j in range(wd):
+                for p in range(kh):
+                    for q in range(kw):
+                        r = i * strides[0] + p * dilation[0] - top
+                        s = j * strides[1] + q * dilation[1] - left
+                        if 0 <= r < oh and 0 <= s < ow:
+                            contribution = x[:, ci, i, j, None] * w[ci, :, p, q].astype(np.float64)
+                            out[:, g * og : (g + 1) * og, r, s] += contribution
+    return out
+
+
+@KERNEL_SETTINGS
+@given(data=st.data(), dtype=FLOAT)
+def test_conv2d_transpose(data, dtype):
+    groups = data.draw(st.integers(1, 2))
+    cg, og = data.draw(st.integers(0, 2)), data.draw(st.integers(1, 2))
+    kh, kw = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3))
+    strides = (data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3)))
+    dilation = (data.draw(st.integers(1, 2)), data.draw(st.integers(1, 2)))
+    output_padding = tuple(
+        data.draw(st.integers(0, max(s, d) - 1)) for s, d in zip(strides, dilation, strict=True)
+    )
+    padding = tuple(data.draw(st.lists(st.integers(0, 3), min_size=4, max_size=4)))
+    two = data.draw(st.booleans())
+    if two:
+        padding = padding[:2]
+    pad4 = padding * 2 if two else padding
+    h, w_ = data.draw(st.integers(1, 4)), data.draw(st.integers(1, 4))
+    oh = (h - 1) * strides[0] - pad4[0] - pad4[2] + dilation[0] * (kh - 1) + output_padding[0] + 1
+    ow = (w_ - 1) * strides[1] - pad4[1] - pad4[3] + dilation[1] * (kw - 1) + output_padding[1] + 1
+    assume(oh >= 0 and ow >= 0)
+    n = data.draw(st.integers(0, 2))
+    x = data.draw(arrays(dtype, (n, cg * groups, h, w_), True))
+    w = data.draw(arrays(dtype, (cg * groups, og, kh, kw), True))
+    e = _conv_transpose_ref(x, w, strides, pad4, output_padding, dilation, groups)
+    attrs = {
+        "strides": strides,
+        "padding": padding,
+        "output_padding": output_padding,
+        "dilation": dilation,
+        "groups": groups,
+    }
+    got = run_like("nn.conv2d_transpose", attrs, [x, w], e.astype(dtype))
+    if dtype == "float16":
+        np.testing.assert_allclose(got.astype(np.float64), e, rtol=0.02, atol=0.5)
+    else:
+        assert_same(got, e.astype(dtype), 1e-4)
+
+
+CONV_T = {
+    "strides": (2, 2),
+    "padding": (0, 0, 0, 0),
+    "output_padding": (0, 0),
+    "dilation": (1, 1),
+    "groups": 1,
+}
+
+
+def test_conv2d_transpose_writes_a_strided_output():
+    x, w = np.ones((1, 1, 2, 2)), np.ones((1, 1, 2, 2))
+    out = np.full((1, 1, 4, 8), np.nan)[:, :, :, ::2]  # a non-contiguous destination
+    from vm.kernels import get_kernel_factory
+
+    get_kernel_factory("nn.conv2d_transpose")(CONV_T)(x, w, out)
+    np.testing.assert_array_equal(out, np.ones((1, 1, 4, 4)))
+
+
+@pytest.mark.parametrize(
+    ("attrs", "x", "w", "out", "message"),
+    [
+        (
+            {},
+            (1, 2, 2, 2),
+            (3, 1, 2, 2),
+            (1, 1, 4, 4),
+            r"data \(1, 2, 2, 2\) and weight \(3, 1, 2, 2\) do not fit groups=1",
+        ),
+        (
+            {"groups": 2},
+            (1, 3, 2, 2),
+            (3, 1, 2, 2),
+            (1, 2, 4, 4),
+            r"data \(1, 3, 2, 2\) .* groups=2",
+        ),
+        ({}, (1, 1, 2, 2), (1, 1, 2, 2), (1, 1, 3, 4), r"output should be \(1, 1, 4, 4\)"),
+        ({}, (1, 1, 2), (1, 1, 2, 2), (1, 1, 4, 4), "expected NCHW data, a 4-d weight"),
+        (
+            {"strides": (0, 1)},
+            (1, 1, 2, 2),
+            (1, 1, 2, 2),
+            (1, 1, 4, 4),
+            r"strides \(0, 1\) .* 2 positive",
+        ),
+        (
+            {"padding": (-1, 0)},
+            (1, 1, 2, 2),
+            (1, 1, 2, 2),
+            (1, 1, 4, 4),
+            r"strides .* padding \(-1, 0, -1, 0\)",
+        ),
+    ],
+)
+def test_conv2d_transpose_rejects_bad_shapes(attrs, x, w, out, message):
+    with pytest.raises(ValueError, match="nn.conv2d_transpose: " + message):
+        run_like(
+            "nn.conv2d_transpose",
+            {**CONV_T, **attrs},
+            [np.ones(x), np.ones(w)],
+            np.empty(out),
+        )
 
 
 def test_max_pool_padding_never_wins():
     x = -np.ones((1, 1, 2, 2), np.float32)
-    attrs = {"pool_size": (2, 2), "strides": (1, 1), "padding": (1, 1, 1, 1)}
+    attrs = {"pool_size": (2, 2), "strides": (1, 1), "padding": (1, 1, 1, 1), "dilation": (1, 1)}
     got = run_like("nn.max_pool2d", attrs, [x], np.empty((1, 1, 3, 3), np.float32))
     assert (got == -1).all()
 
 
 def test_avg_pool_excludes_padding():
     x = np.ones((1, 1, 2, 2), np.float32)
-    attrs = {"pool_size": (2, 2), "strides": (1, 1), "padding": (1, 1)}
+    attrs = {"pool_size": (2, 2), "strides": (1, 1), "padding": (1, 1), "dilation": (1, 1)}
     got = run_like("nn.avg_pool2d", attrs, [x], np.empty((1, 1, 3, 3), np.float32))
     assert (got == 1).all()
 

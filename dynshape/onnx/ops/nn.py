@@ -1,14 +1,16 @@
 """Neural-network ops: matrix products, convolution, pooling, normalisation, softmax, dropout.
 
-Convolution and pooling map onto the catalogue's NCHW ops (``nn.conv2d``, ``nn.max_pool2d``,
-``nn.avg_pool2d``), whose ``padding`` is ``[top, left, bottom, right]``: ONNX's ``pads``
-(``[x1_begin, x2_begin, x1_end, x2_end]``) in the same order. 1-d ones run as 2-d over a
-height of 1. What the catalogue ops lack is composed: ``count_include_pad=1`` pads with zeros
-first (``nn.pad``), ``ceil_mode=1`` pads the end of each axis by what the last window needs
-(the pooling ops never count padding in a max or an average). A padding that depends on a
-symbolic dim (``auto_pad=SAME_*`` with a stride over it) cannot be an attribute: a NodeError.
-The output dims stay expressions of the input's (``(H - 1)//2 + 1``): the catalogue's shape
-functions compute them.
+Convolution and pooling map onto the catalogue's NCHW ops (``nn.conv2d``,
+``nn.conv2d_transpose``, ``nn.max_pool2d``, ``nn.avg_pool2d``, dilations included), whose
+``padding`` is ``[top, left, bottom, right]``: ONNX's ``pads`` (``[x1_begin, x2_begin, x1_end,
+x2_end]``) in the same order. 1-d ones run as 2-d over a height of 1. What the catalogue ops
+lack is composed: ``count_include_pad=1`` pads with zeros first (``nn.pad``), ``ceil_mode=1``
+pads the end of each axis by what the last window needs (the pooling ops never count padding
+in a max or an average), a ConvTranspose output wider than its full result gets zeros. A
+padding that depends on a symbolic dim (``auto_pad=SAME_*`` with a stride over it, a fixed
+``output_shape`` of a ConvTranspose) cannot be an attribute: refused. The output dims stay
+expressions of the input's (``(H - 1)//2 + 1``, ``2*H + 1``): the catalogue's shape functions
+compute them.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import sympy
 
 import ir
 from dynshape.builder import trace
@@ -206,6 +209,118 @@ def conv(node: Node) -> Any:
     return out
 
 
+def _transpose_pads(
+    node: Node,
+    sizes: Sequence[ir.Dim],
+    kernel: Sequence[ir.Dim],
+    strides: Sequence[int],
+    dilations: Sequence[int],
+    output_padding: Sequence[int],
+) -> tuple[list[int], list[int]]:
+    """ConvTranspose's ``(begin, end)`` crop per spatial axis: ``pads`` as given, or, with
+    ``output_shape`` or ``auto_pad=SAME_*`` (whose output is ``size * stride``), ONNX's
+    ``total = stride * (size - 1) + output_padding + dilation * (kernel - 1) + 1 - output``
+    split with the extra one at the end for SAME_UPPER, at the start otherwise. A negative
+    entry asks for zeros past the full result."""
+    n = len(sizes)
+    auto_pad = node.attr("auto_pad", "NOTSET")
+    if auto_pad not in ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"):
+        raise NodeError(
+            f"auto_pad={auto_pad!r} is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID"
+        )
+    given = node.attr("output_shape")
+    if given is None and auto_pad == "VALID":
+        return [0] * n, [0] * n
+    if given is None and auto_pad == "NOTSET":
+        pads = _ints(node, "pads", [0] * 2 * n, 2 * n)
+        if min(pads) < 0:
+            raise NodeError(f"pads={pads} has a negative entry")
+        return pads[:n], pads[n:]
+    # output_shape holds the spatial dims only (onnxruntime refuses N and C in it too)
+    targets = (
+        _ints(node, "output_shape", [], n)
+        if given is not None
+        else [size * s for size, s in zip(sizes, strides, strict=True)]
+    )
+    begin, end = [], []
+    for size, k, s, d, extra, target in zip(
+        sizes, kernel, strides, dilations, output_padding, targets, strict=True
+    ):
+        if not isinstance(k, int):
+            raise NodeError(f"output_shape or auto_pad={auto_pad} needs a static kernel, got {k}")
+        total = sympy.sympify(s * (size - 1) + extra + d * (k - 1) + 1 - target)
+        if not total.is_Integer:
+            # SAME's total never depends on the size; a fixed output_shape does
+            raise Unsupported(
+                f"output_shape={targets} over the symbolic dim {size}: the padding {total} "
+                f"depends on {size}, so it cannot be static (fix the dim or use pads)"
+            )
+        half = int(total) // 2
+        begin.append(half if auto_pad == "SAME_UPPER" else int(total) - half)
+        end.append(int(total) - begin[-1])
+    return begin, end
+
+
+@converter("ConvTranspose")
+def conv_transpose(node: Node) -> Any:
+    """1-d and 2-d transposed convolution: ``nn.conv2d_transpose`` (group, dilations, strides,
+    pads, output_padding, output_shape, auto_pad), plus ``nn.bias_add`` of the optional bias.
+
+    A negative crop that ``output_shape`` or SAME asks for (an output wider than the full
+    result) is zeros: at the end it is more output_padding, at the start an ``nn.pad``."""
+    x_shape = _shape(node.input(0))
+    w_shape = _shape(node.input(1))
+    rank = len(x_shape)
+    if len(w_shape) != rank:
+        raise NodeError(f"the weight has rank {len(w_shape)} but the input has rank {rank}")
+    x, one = _to_2d(node.tensor(0), rank, "transposed convolutions")
+    n = rank - 2
+    kernel = list(w_shape[2:])
+    given = node.attr("kernel_shape")
+    if given is not None and [int(v) for v in given] != kernel:
+        raise NodeError(f"kernel_shape={list(given)} differs from the weight's {kernel}")
+    strides = _ints(node, "strides", [1] * n, n)
+    dilations = _ints(node, "dilations", [1] * n, n)
+    output_padding = _ints(node, "output_padding", [0] * n, n)
+    if min(strides + dilations) < 1:
+        raise NodeError(f"strides={strides} and dilations={dilations} must be >= 1")
+    for extra, s, d in zip(output_padding, strides, dilations, strict=True):
+        # onnxruntime's (and PyTorch's) rule: more would be rows no input pixel can reach
+        if not 0 <= extra < max(s, d):
+            raise NodeError(
+                f"output_padding={output_padding} must be >= 0 and less than max(stride, "
+                f"dilation) on each axis (strides={strides}, dilations={dilations})"
+            )
+    group = int(node.attr("group", 1))
+    if group < 1:
+        raise NodeError(f"group={group} must be >= 1")
+    begin, end = _transpose_pads(node, x_shape[2:], kernel, strides, dilations, output_padding)
+    w = node.tensor(1)
+    if one:
+        w = trace.apply("expand_dims", w, axis=2)
+    out = trace.apply(
+        "nn.conv2d_transpose",
+        x,
+        w,
+        strides=_hw(strides, one, 1),
+        padding=[*_hw([max(b, 0) for b in begin], one, 0), *_hw([max(e, 0) for e in end], one, 0)],
+        output_padding=_hw(
+            [p + max(-e, 0) for p, e in zip(output_padding, end, strict=True)], one, 0
+        ),
+        dilation=_hw(dilations, one, 1),
+        groups=group,
+    )
+    if min(begin) < 0:
+        lead = [[max(-b, 0), 0] for b in begin]
+        pad_width = [[0, 0], [0, 0], *([[0, 0]] if one else []), *lead]
+        out = trace.apply("nn.pad", out, pad_width=pad_width, pad_value=0.0)
+    if node.input(2) is not None:
+        out = trace.apply("nn.bias_add", out, node.tensor(2), axis=1)
+    if one:
+        out = trace.apply("squeeze", out, axis=[2])
+    return out
+
+
 def _pool(node: Node, op: str) -> Any:
     if node.num_outputs > 1:
         raise Unsupported("the Indices output of MaxPool is not supported")
@@ -217,17 +332,17 @@ def _pool(node: Node, op: str) -> Any:
     kernel = _ints(node, "kernel_shape", [], n)
     strides = _ints(node, "strides", [1] * n, n)
     dilations = _ints(node, "dilations", [1] * n, n)
-    if dilations != [1] * n:
-        raise Unsupported(
-            f"dilations={dilations} is not supported: {op} has no dilation (only 1s are)"
+    if min(kernel + strides + dilations) < 1:
+        raise NodeError(
+            f"kernel_shape={kernel}, strides={strides} and dilations={dilations} must be >= 1"
         )
     x, one = _to_2d(node.tensor(0), rank, "pools")
     begin, end = _spatial_pads(node, x_shape[2:], kernel, strides, dilations)
     if node.attr("ceil_mode", 0):
         end = [
-            e + _ceil_extra(size, b, e, k, s, 1, i)
-            for i, (size, b, e, k, s) in enumerate(
-                zip(x_shape[2:], begin, end, kernel, strides, strict=True)
+            e + _ceil_extra(size, b, e, k, s, d, i)
+            for i, (size, b, e, k, s, d) in enumerate(
+                zip(x_shape[2:], begin, end, kernel, strides, dilations, strict=True)
             )
         ]
     if op == "nn.avg_pool2d" and node.attr("count_include_pad", 0) and any(begin + end):
@@ -253,13 +368,14 @@ def _pool(node: Node, op: str) -> Any:
         pool_size=_hw(kernel, one, 1),
         strides=_hw(strides, one, 1),
         padding=[*_hw(begin, one, 0), *_hw(end, one, 0)],
+        dilation=_hw(dilations, one, 1),
     )
     return trace.apply("squeeze", out, axis=[2]) if one else out
 
 
 @converter("MaxPool")
 def max_pool(node: Node) -> Any:
-    """``nn.max_pool2d`` (kernel_shape, strides, pads, auto_pad, ceil_mode; dilations 1)."""
+    """``nn.max_pool2d`` (kernel_shape, strides, pads, auto_pad, ceil_mode, dilations)."""
     if node.attr("storage_order", 0):
         raise Unsupported("storage_order=1 is not supported (it only orders the Indices output)")
     dtype = _dtype(node.input(0))
@@ -272,8 +388,8 @@ def max_pool(node: Node) -> Any:
 
 @converter("AveragePool")
 def average_pool(node: Node) -> Any:
-    """``nn.avg_pool2d`` (kernel_shape, strides, pads, auto_pad, ceil_mode, count_include_pad;
-    dilations 1)."""
+    """``nn.avg_pool2d`` (kernel_shape, strides, pads, auto_pad, ceil_mode, count_include_pad,
+    dilations)."""
     return _pool(node, "nn.avg_pool2d")
 
 

@@ -1,5 +1,6 @@
 """Neural-network ops: dense, matmul, batch_matmul (transposes, batch broadcast), bias_add,
-softmax, log_softmax, layer_norm, conv2d (padding forms, strides, dilation, groups), pooling,
+softmax, log_softmax, layer_norm, conv2d (padding forms, strides, dilation, groups),
+conv2d_transpose, pooling (dilated windows too),
 and small models (MLP, attention, CNN) over a dynamic batch.
 
 References are written from the catalogue's definitions (NCHW data, OIHW weights, padding
@@ -68,15 +69,52 @@ def conv2d(
     return out
 
 
+def conv2d_transpose(
+    x: np.ndarray,
+    w: np.ndarray,
+    strides: Sequence[int] = (1, 1),
+    padding: Sequence[int] = (0, 0, 0, 0),
+    output_padding: Sequence[int] = (0, 0),
+    dilation: Sequence[int] = (1, 1),
+    groups: int = 1,
+) -> np.ndarray:
+    """Transposed convolution, weight (C, O / groups, KH, KW): input pixel (i, j) times kernel
+    offset (p, q) adds at (i * stride + p * dilation, ...) of the full result, which
+    output_padding extends with zeros at the end and padding then crops."""
+    top, left, bottom, right = _pad4(padding)
+    n, c, h, wd = x.shape
+    _, og, kh, kw = w.shape
+    cg = c // groups
+    fh = (h - 1) * strides[0] + dilation[0] * (kh - 1) + 1 + output_padding[0]
+    fw = (wd - 1) * strides[1] + dilation[1] * (kw - 1) + 1 + output_padding[1]
+    full = np.zeros((n, og * groups, fh, fw))
+    for g in range(groups):
+        for p in range(kh):
+            for q in range(kw):
+                rows = slice(
+                    p * dilation[0], p * dilation[0] + (h - 1) * strides[0] + 1, strides[0]
+                )
+                cols = slice(
+                    q * dilation[1], q * dilation[1] + (wd - 1) * strides[1] + 1, strides[1]
+                )
+                part = x[:, g * cg : (g + 1) * cg].astype(np.float64)
+                weight = w[g * cg : (g + 1) * cg, :, p, q].astype(np.float64)
+                full[:, g * og : (g + 1) * og, rows, cols] += np.einsum(
+                    "nchw,co->nohw", part, weight
+                )
+    return full[:, :, top : fh - bottom, left : fw - right]
+
+
 def max_pool2d(
     x: np.ndarray,
     size: Sequence[int],
     strides: Sequence[int] = (1, 1),
     padding: Sequence[int] = (0, 0),
+    dilation: Sequence[int] = (1, 1),
 ) -> np.ndarray:
-    """Max over windows; padded positions are -inf so they never win."""
+    """Max over (dilated) windows; padded positions are -inf so they never win."""
     xp = _pad_hw(x, padding, -np.inf)
-    _, _, patches = _patches(xp, size[0], size[1], strides, (1, 1))
+    _, _, patches = _patches(xp, size[0], size[1], strides, dilation)
     return np.max(np.stack([p for _, _, p in patches]), axis=0)
 
 
@@ -85,12 +123,13 @@ def avg_pool2d(
     size: Sequence[int],
     strides: Sequence[int] = (1, 1),
     padding: Sequence[int] = (0, 0),
+    dilation: Sequence[int] = (1, 1),
 ) -> np.ndarray:
-    """Mean over the real (unpadded) elements of each window."""
+    """Mean over the real (unpadded) elements of each (dilated) window."""
     xp = _pad_hw(x.astype(np.float64), padding, 0.0)
     mask = _pad_hw(np.ones((1, 1, *x.shape[2:])), padding, 0.0)
-    _, _, patches = _patches(xp, size[0], size[1], strides, (1, 1))
-    _, _, counts = _patches(mask, size[0], size[1], strides, (1, 1))
+    _, _, patches = _patches(xp, size[0], size[1], strides, dilation)
+    _, _, counts = _patches(mask, size[0], size[1], strides, dilation)
     total = np.sum(np.stack([p for _, _, p in patches]), axis=0)
     count = np.sum(np.stack([p for _, _, p in counts]), axis=0)
     return total / count
@@ -286,6 +325,32 @@ def @main(%x: Tensor[(n, 5, h, w), float64], %k: Tensor[(2, 5, 1, 1), float64]) 
 """,
         reference=lambda x, k: conv2d(x, k),
         bindings=[{"n": 0, "h": 2, "w": 2}, {"n": 1, "h": 1, "w": 1}, {"n": 3, "h": 4, "w": 6}],
+    ),
+    Case(
+        name="conv2d_transpose_strided_cropped_grouped",
+        source="""
+def @main(%x: Tensor[(n, 4, h, w), float32], %k: Tensor[(4, 3, 3, 3), float32], %g: Tensor[(4, 1, 2, 3), float32]) {
+  (nn.conv2d_transpose(%x, %k, strides=[2, 3], padding=[1, 0, 2, 1], output_padding=[1, 2]), nn.conv2d_transpose(%x, %g, padding=[0, 1], dilation=[2, 1], groups=2))
+}
+""",
+        reference=lambda x, k, g: (
+            conv2d_transpose(x, k, (2, 3), (1, 0, 2, 1), (1, 2)),
+            conv2d_transpose(x, g, padding=(0, 1), dilation=(2, 1), groups=2),
+        ),
+        bindings=[{"n": 0, "h": 1, "w": 2}, {"n": 1, "h": 1, "w": 1}, {"n": 2, "h": 5, "w": 4}],
+    ),
+    Case(
+        name="pools_with_dilated_windows",
+        source="""
+def @main(%x: Tensor[(n, 2, h, w), float32]) {
+  (nn.max_pool2d(%x, pool_size=[2, 2], padding=[1, 1], dilation=[2, 2]), nn.avg_pool2d(%x, pool_size=[2, 3], strides=[2, 1], padding=[1, 0, 1, 2], dilation=[3, 2]))
+}
+""",
+        reference=lambda x: (
+            max_pool2d(x, (2, 2), padding=(1, 1), dilation=(2, 2)),
+            avg_pool2d(x, (2, 3), (2, 1), (1, 0, 1, 2), (3, 2)),
+        ),
+        bindings=[{"n": 0, "h": 3, "w": 3}, {"n": 1, "h": 4, "w": 5}, {"n": 2, "h": 7, "w": 6}],
     ),
     Case(
         name="max_pool2d_padding_never_wins",
