@@ -3,6 +3,7 @@
 This package depends on sympy and on nothing else of the project (see ``design/layering.md``).
 """
 
+from . import dim_eval as dim_eval
 from . import ops as _ops  # registers the op catalogue
 from .attrs import AttrDef, Attrs
 from .dims import (

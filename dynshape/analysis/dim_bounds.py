@@ -59,19 +59,16 @@ def upper(dim: ir.Dim, ranges: RangeMap | None) -> int | None:
 
 def evaluate(dim: ir.Dim, values: Mapping[sympy.Basic, int]) -> int:
     """The integer value of ``dim`` for concrete symbol values (every symbol must have one)."""
-    if isinstance(dim, int):
-        return dim
-    out = dim.xreplace({s: sympy.Integer(values[s]) for s in dim.free_symbols})
-    return int(out)
+    out = ir.dim_eval.value(dim, values)
+    if out is None:
+        raise ValueError(f"the dim {dim} has no integer value at {dict(values)}")
+    return out
 
 
 def value_at(dim: ir.Dim, values: Mapping[sympy.Basic, int]) -> int | None:
     """The integer value of ``dim`` at ``values``, or None where it has none (a division by a
     symbol that is 0 there: the run-time checks refuse such bindings)."""
-    if isinstance(dim, int):
-        return dim
-    out = dim.xreplace({s: sympy.Integer(values[s]) for s in dim.free_symbols})
-    return int(out) if out.is_Integer else None
+    return ir.dim_eval.value(dim, values)
 
 
 def defined_at(
@@ -105,3 +102,18 @@ def samples(dims: list[ir.Dim], ranges: RangeMap | None) -> list[dict[sympy.Basi
             binding[s] = clip(s, typical, ranges)
         out.append(binding)
     return out
+
+
+#: Values every symbol takes together in ``probe_points``: plans tend to lose at tiny sizes.
+_SMALL = (0, 1, 2, 3, 5)
+
+
+def probe_points(dims: list[ir.Dim], ranges: RangeMap | None) -> list[dict[sympy.Basic, int]]:
+    """Sample bindings to refute a claim about ``dims`` before trying to prove it (a failed
+    proof is what costs): every symbol at one small value, each symbol small while the others
+    are large and large while the others are small, and ``samples``. Clipped to the ranges."""
+    symbols = sorted(set().union(*(ir.free_symbols(d) for d in dims)), key=str)
+    out = [{s: clip(s, v, ranges) for s in symbols} for v in _SMALL]
+    out += [{s: clip(s, 2 if s is t else 64, ranges) for s in symbols} for t in symbols]
+    out += [{s: clip(s, 4096 if s is t else 1, ranges) for s in symbols} for t in symbols]
+    return out + samples(dims, ranges)

@@ -23,7 +23,7 @@ import ir
 from ir import Call, Expr, GlobalVar, If, Var
 
 from ..dialect.memory import AllocStorage, Holds, Kill, memory_op
-from .dim_bounds import defined_at, dims_le, samples
+from .dim_bounds import defined_at, dims_le, probe_points
 from .liveness import chain
 
 CallCost = Callable[[Var, Call], "tuple[ir.Dim, ir.Dim, int] | None"]
@@ -168,7 +168,7 @@ def max_of(dims: list[ir.Dim]) -> ir.Dim:
     """The max of ``dims``, without the ones provably dominated by another (a proof is tried
     only where sample bindings agree: proofs are slow, evaluation is not)."""
     unique = list(dict.fromkeys(dims))
-    _, values = defined_at(unique, samples(unique, None))
+    _, values = defined_at(unique, probe_points(unique, None))
 
     def le(a: ir.Dim, b: ir.Dim) -> bool:
         below = all(x <= y for x, y in zip(values[a], values[b], strict=True))
@@ -183,4 +183,6 @@ def max_of(dims: list[ir.Dim]) -> ir.Dim:
         return 0
     if len(kept) == 1:
         return kept[0]
-    return ir.check_dim(sympy.Max(*(ir.dims.as_expr(k) for k in kept)))
+    # No candidate dominates another (proved, or seen at a sample): sympy's own search for
+    # dominated arguments would only repeat that, slowly (seconds for a few dozen).
+    return ir.check_dim(sympy.Max(*(ir.dims.as_expr(k) for k in kept), evaluate=False))

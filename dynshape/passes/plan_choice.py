@@ -38,7 +38,7 @@ import sympy
 import ir
 from ir import Call, Expr, If, TensorType, Var
 
-from ..analysis.dim_bounds import clip, defined_at, samples
+from ..analysis.dim_bounds import defined_at, probe_points
 from ..analysis.peak import if_vars, max_of, paths, walk
 from ..dialect.memory import Holds
 
@@ -100,14 +100,14 @@ def _peak(body: Expr, costs: _CallCosts) -> ir.Dim:
 def _le(planned: list[ir.Dim], killed: list[ir.Dim], ranges: Mapping[Any, Any]) -> bool:
     """Proved: the max of ``planned`` is at most the max of ``killed``, for every binding.
 
-    Sample bindings first (``dim_bounds.samples``): a planned candidate above every kills
+    Sample bindings first (``dim_bounds.probe_points``): a planned candidate above every kills
     candidate at one of them refutes the claim at once. Then each planned candidate against the
     kills candidates at least as large at every sample (the identical one is enough), and
     against their max only if none alone is proved: a sympy ``Max`` of many symbolic terms is
     slow to build, and past what case splitting affords.
     """
     a_list, k_list = list(dict.fromkeys(planned)), list(dict.fromkeys(killed))
-    _, values = defined_at([*a_list, *k_list], _points([*a_list, *k_list], ranges))
+    _, values = defined_at([*a_list, *k_list], probe_points([*a_list, *k_list], ranges))
     k_values = [values[k] for k in k_list]
     tops = [max(column, default=0) for column in zip(*k_values, strict=True)] if k_list else []
     for a in a_list:
@@ -136,22 +136,8 @@ def _le(planned: list[ir.Dim], killed: list[ir.Dim], ranges: Mapping[Any, Any]) 
 def _sometimes_no_more(a: ir.Dim, b: ir.Dim, ranges: Mapping[Any, Any]) -> bool:
     """``a <= b`` at one of the sample bindings (``_points``) where ``b`` is not 0: a run-time
     test can pay (a plan needing as much as kills alone still makes fewer allocations)."""
-    _, values = defined_at([a, b], _points([a, b], ranges))
+    _, values = defined_at([a, b], probe_points([a, b], ranges))
     return any(x <= y and y > 0 for x, y in zip(values[a], values[b], strict=True))
-
-
-#: Values each symbol takes in the sample bindings: plans tend to lose at tiny sizes.
-_SMALL = (0, 1, 2, 3, 5)
-
-
-def _points(dims: list[ir.Dim], ranges: Mapping[Any, Any]) -> list[dict[sympy.Basic, int]]:
-    """Sample bindings to refute a claim before trying to prove it: every symbol at one small
-    value, each symbol small while the others are large, and ``dim_bounds.samples``."""
-    symbols = sorted(set().union(*(ir.free_symbols(d) for d in dims)), key=str)
-
-    out = [{s: clip(s, v, ranges) for s in symbols} for v in _SMALL]
-    out += [{s: clip(s, 2 if s is t else 64, ranges) for s in symbols} for t in symbols]
-    return out + samples(dims, ranges)
 
 
 def _versioned(planned: Expr, killed: Expr, most: ir.Dim, least: ir.Dim) -> Expr:
