@@ -72,7 +72,7 @@ def evaluator(expr: sympy.Expr) -> Evaluator:
         return lambda v: _mod(a(v), b(v))
     if isinstance(expr, sympy.Abs):
         (inner,) = parts
-        return lambda v: abs(inner(v))
+        return lambda v: _abs(inner(v))
     # Anything else (a function sympy made up): its own substitution, slow but exact.
     return lambda v: _by_sympy(expr, v)
 
@@ -86,6 +86,10 @@ def _power(base: Number, exp: Number) -> Number:
     if base == 0:
         raise Undefined("a division by zero")
     return Fraction(1) / Fraction(base) ** -e
+
+
+def _abs(x: Number) -> Number:
+    return -x if x < 0 else x
 
 
 def _mod(a: Number, b: Number) -> Number:
