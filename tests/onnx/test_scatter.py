@@ -6,6 +6,7 @@ exporter writes, a shape edited at import); and the messages of what is refused.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -30,7 +31,7 @@ BY_OPSET = [(13, "none"), (16, "add"), (16, "mul"), (18, "max"), (18, "min"), (2
 
 def model(
     op: str,
-    inputs: list[tuple[str, int, list[Any]]],
+    inputs: Sequence[tuple[str, Any, Any]],
     weights: dict[str, np.ndarray] | None = None,
     opset: int = 18,
     **attrs: Any,
@@ -81,7 +82,7 @@ def small_ints(*shape: int) -> np.ndarray:
 def test_scatter_nd_rows_with_repeats(opset: int, reduction: str) -> None:
     """Rows of ``(n, m)`` data at ``(k, 1)`` indices: repeated rows accumulate under a
     reduction, and the last write wins without one (onnxruntime's sequential order)."""
-    attrs = {} if opset < 16 else {"reduction": reduction}
+    attrs: dict[str, Any] = {} if opset < 16 else {"reduction": reduction}
     inputs = [("x", FLOAT, ["n", "m"]), ("i", INT64, ["k", 1]), ("u", FLOAT, ["k", "m"])]
     m = model("ScatterND", inputs, opset=opset, **attrs)
     feeds = []
@@ -200,7 +201,7 @@ def test_scatter_nd_on_a_shape_is_folded_with_its_dims() -> None:
 @pytest.mark.parametrize("axis", [0, -1])
 def test_scatter_elements(opset: int, reduction: str, axis: int) -> None:
     """Indices shorter than the data on the other axis and with repeats along ``axis``."""
-    attrs = {"axis": axis} | ({} if opset < 16 else {"reduction": reduction})
+    attrs: dict[str, Any] = {"axis": axis} | ({} if opset < 16 else {"reduction": reduction})
     dims = ["k", "j"] if axis == 0 else ["j", "k"]
     inputs = [("x", FLOAT, ["n", "m"]), ("i", INT64, dims), ("u", FLOAT, dims)]
     m = model("ScatterElements", inputs, opset=opset, **attrs)
@@ -217,7 +218,7 @@ def test_scatter_elements(opset: int, reduction: str, axis: int) -> None:
 def test_scatter_elements_int32_indices_and_int_data() -> None:
     inputs = [("x", INT64, ["n", 4]), ("i", INT32, ["n", 2]), ("u", INT64, ["n", 2])]
     m = model("ScatterElements", inputs, axis=1, reduction="max")
-    feeds = [
+    feeds: list[list[np.ndarray]] = [
         [
             RNG.integers(-9, 9, (n, 4)),
             RNG.integers(-4, 4, (n, 2)).astype(np.int32),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -133,7 +135,7 @@ def test_bad_pad_width_is_a_value_error():
 
 REDUCTIONS = ("none", "add", "mul", "max", "min")
 #: The reduction as ONNX's reference loop applies it, one update after the other.
-COMBINE = {
+COMBINE: dict[str, Any] = {
     "none": lambda old, new: new,
     "add": lambda old, new: old + new,
     "mul": lambda old, new: old * new,
