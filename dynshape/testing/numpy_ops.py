@@ -215,6 +215,47 @@ def _batch_flatten(ins: Sequence[Any], attrs: Mapping[str, Any]) -> np.ndarray:
     return x.reshape(x.shape[0], math.prod(x.shape[1:]))
 
 
+#: ONNX's scatter reductions, as the binary functions its reference loops apply.
+_COMBINE: dict[str, Callable[[Any, Any], Any]] = {
+    "none": lambda old, new: new,
+    "add": np.add,
+    "mul": np.multiply,
+    "max": np.maximum,
+    "min": np.minimum,
+}
+
+
+def _scatter_nd(ins: Sequence[Any], attrs: Mapping[str, Any]) -> np.ndarray:
+    """ONNX's definition: one index tuple after the other, in order (so the last of repeated
+    tuples wins for ``none``, and the others accumulate)."""
+    data, indices, updates = ins
+    out, combine = np.array(data, copy=True), _COMBINE[attrs["reduction"]]
+    for pos in np.ndindex(*indices.shape[:-1]):
+        where = []
+        for d, i in zip(data.shape, indices[pos].tolist(), strict=False):  # the first q dims
+            if not -d <= i < d:
+                raise IndexError(f"scatter_nd index {i} is out of range for a dim of {d}")
+            where.append(i % d)
+        out[tuple(where)] = combine(out[tuple(where)], updates[pos])
+    return out
+
+
+def _scatter_elements(ins: Sequence[Any], attrs: Mapping[str, Any]) -> np.ndarray:
+    """ONNX's definition: each element of ``updates`` in row-major order, sent along axis."""
+    data, indices, updates = ins
+    out, combine = np.array(data, copy=True), _COMBINE[attrs["reduction"]]
+    axis = attrs["axis"] % data.ndim
+    n = data.shape[axis]
+    for pos in np.ndindex(*indices.shape):
+        i = int(indices[pos])
+        if not -n <= i < n:
+            raise IndexError(f"scatter_elements index {i} is out of range for a dim of {n}")
+        where = list(pos)
+        where[axis] = i % n
+        out[tuple(where)] = combine(out[tuple(where)], updates[pos])
+    return out
+
+
 OPS.update(
     {
         "reshape": lambda ins, attrs: reshape_to(ins[0], attrs["newshape"]),
@@ -228,6 +269,8 @@ OPS.update(
             ins[0], attrs["begin"], attrs["end"], attrs["strides"]
         ),
         "take": lambda ins, attrs: np.take(ins[0], ins[1], axis=attrs["axis"]),
+        "scatter_nd": _scatter_nd,
+        "scatter_elements": _scatter_elements,
         "tile": lambda ins, attrs: np.tile(ins[0], attrs["reps"]),
         "repeat": lambda ins, attrs: np.repeat(ins[0], attrs["repeats"], attrs["axis"]),
         "broadcast_to": lambda ins, attrs: np.broadcast_to(ins[0], attrs["shape"]),

@@ -1,4 +1,5 @@
-"""Layout ops: reshape, transpose, slicing, joining and splitting, gathering, padding."""
+"""Layout ops: reshape, transpose, slicing, joining and splitting, gathering, scattering,
+padding."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from ..attrs import (
     PAIR_LIST,
     Attrs,
     attr,
+    choice,
     one_of,
     optional,
 )
@@ -143,4 +145,44 @@ declare(
     same_as(0),
     [attr("pad_width", PAIR_LIST), attr("pad_value", FLOAT, 0.0)],
     doc="constant padding, [before, after] per axis",
+)
+
+
+#: How a scatter combines an update with the element it lands on (ONNX's ``reduction``).
+SCATTER_REDUCTIONS = ("none", "add", "mul", "max", "min")
+
+
+def _scatter(dtypes: Sequence[Any], attrs: Attrs) -> str:
+    integer_input(dtypes, 1, "the scatter's indices")
+    data = input_dtype(dtypes, 0, "the data")
+    updates = input_dtype(dtypes, 2, "the updates")
+    if updates != data:
+        raise IRError(f"the updates must have the data's dtype {data}, got {updates}")
+    if data == "bool" and attrs["reduction"] in ("add", "mul"):
+        # numpy would compute logical or/and; ONNX defines no sum of bools: say so instead.
+        raise IRError(f"reduction={attrs['reduction']!r} of bool data (cast it first)")
+    return data
+
+
+declare(
+    "scatter_nd",
+    ["data", "indices", "updates"],
+    OpPattern.OPAQUE,
+    _scatter,
+    [attr("reduction", choice(*SCATTER_REDUCTIONS), "none")],
+    doc="a copy of data where each index tuple indices[..., :] (q = indices.shape[-1] leading "
+    "coordinates, negative ones wrapped) receives its slice of updates "
+    "(updates.shape == indices.shape[:-1] + data.shape[q:]); reduction='none' writes "
+    "(the last of repeated indices wins), add/mul/max/min combine with what is there "
+    "(repeated indices accumulate)",
+)
+declare(
+    "scatter_elements",
+    ["data", "indices", "updates"],
+    OpPattern.OPAQUE,
+    _scatter,
+    [attr("axis", INT, 0), attr("reduction", choice(*SCATTER_REDUCTIONS), "none")],
+    doc="a copy of data where updates[i0, .., ik] goes to data[i0, .., indices[i0, .., ik], "
+    ".., ik] (the index replaces the coordinate along axis; indices and updates have one "
+    "shape, of data's rank); reduction as scatter_nd's",
 )

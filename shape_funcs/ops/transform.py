@@ -1,4 +1,5 @@
-"""Shape functions of the layout ops: reshape, transpose, slicing, joining, splitting, gathering.
+"""Shape functions of the layout ops: reshape, transpose, slicing, joining, splitting, gathering,
+scattering.
 
 All follow numpy, except ``reshape``'s 0, which copies the input dim at that position (TVM's
 convention; numpy would read it as a literal 0).
@@ -206,6 +207,64 @@ def take(ctx: ShapeContext, data: Shape, indices: Shape, *, axis: int | None = N
         return indices
     at = normalize_axis(axis, len(data), "data")
     return (*data[:at], *indices, *data[at + 1 :])
+
+
+@register_shape_func("scatter_nd")
+def scatter_nd(
+    ctx: ShapeContext, data: Shape, indices: Shape, updates: Shape, *, reduction: str = "none"
+) -> Shape:
+    """``data``'s shape, under ONNX's relations: an index tuple is ``q = indices.shape[-1]``
+    leading coordinates of ``data`` (``q <= rank(data)``) and ``updates.shape ==
+    indices.shape[:-1] + data.shape[q:]``. The ranks alone give ``q`` (``rank(indices) - 1 +
+    rank(data) - rank(updates)``), so a symbolic last dim of ``indices`` is checked equal to it
+    rather than refused. Whether the index values are in range is a fact about values, checked
+    by the kernel."""
+    require_min_rank(indices, 1, "indices")
+    q = len(indices) - 1 + len(data) - len(updates)
+    if not 0 <= q <= len(data):
+        fail(
+            f"updates of rank {len(updates)} do not fit indices of rank {len(indices)} and data "
+            f"of rank {len(data)} (updates.shape == indices.shape[:-1] + data.shape[q:], "
+            "q = indices.shape[-1] <= rank(data))"
+        )
+    ctx.check_equal(
+        indices[-1],
+        q,
+        "indices.shape[-1] == {} (rank(indices) - 1 + rank(data) - rank(updates))",
+        q,
+    )
+    lead = len(indices) - 1
+    for i in range(lead):
+        ctx.check_equal(updates[i], indices[i], "updates.shape[{0}] == indices.shape[{0}]", i)
+    for k in range(q, len(data)):
+        i = lead + k - q
+        ctx.check_equal(updates[i], data[k], "updates.shape[{}] == data.shape[{}]", i, k)
+    return data
+
+
+@register_shape_func("scatter_elements")
+def scatter_elements(
+    ctx: ShapeContext,
+    data: Shape,
+    indices: Shape,
+    updates: Shape,
+    *,
+    axis: int = 0,
+    reduction: str = "none",
+) -> Shape:
+    """``data``'s shape. ``indices`` and ``updates`` have one shape, of ``data``'s rank (1 or
+    more); along the other axes than ``axis`` it fits in ``data`` (``indices.shape[i] <=
+    data.shape[i]``: those coordinates are the element's own)."""
+    if len(indices) != len(data):
+        fail(f"indices must have data's rank {len(data)}, got rank {len(indices)}")
+    if len(updates) != len(indices):
+        fail(f"updates must have indices' rank {len(indices)}, got rank {len(updates)}")
+    at = normalize_axis(axis, len(data), "data")
+    for i, d in enumerate(indices):
+        ctx.check_equal(updates[i], d, "updates.shape[{0}] == indices.shape[{0}]", i)
+        if i != at:
+            ctx.check(d, "<=", data[i], "indices.shape[{0}] <= data.shape[{0}]", i)
+    return data
 
 
 @register_shape_func("tile")

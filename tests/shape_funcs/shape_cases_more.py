@@ -261,6 +261,36 @@ def _cumsum_cases(op: str) -> st.SearchStrategy[Case]:
     return make()
 
 
+@cases("scatter_nd")
+def _scatter_nd_cases(op: str) -> st.SearchStrategy[Case]:
+    @st.composite
+    def make(draw: st.DrawFn) -> Case:
+        s = draw(shapes())
+        q = draw(st.integers(0, len(s)))
+        batch = draw(shapes(max_rank=2))
+        attrs = {"reduction": draw(st.sampled_from(["none", "add", "mul", "max", "min"]))}
+        # the result is a copy of the data, scattered into
+        return Case([s, (*batch, q), (*batch, *s[q:])], attrs, numpy_shape(lambda: np.zeros(s)))
+
+    return make()
+
+
+@cases("scatter_elements")
+def _scatter_elements_cases(op: str) -> st.SearchStrategy[Case]:
+    @st.composite
+    def make(draw: st.DrawFn) -> Case:
+        s, axis = _axis_case(draw)
+        # along the other axes the indices reach at most the data's extent
+        m = tuple(
+            draw(st.integers(0, 5)) if i == axis % len(s) else draw(st.integers(0, d))
+            for i, d in enumerate(s)
+        )
+        attrs = {"axis": axis, "reduction": draw(st.sampled_from(["none", "add", "max"]))}
+        return Case([s, m, m], attrs, numpy_shape(lambda: np.zeros(s)))
+
+    return make()
+
+
 @cases("nn.layer_norm")
 def _layer_norm(op: str) -> st.SearchStrategy[Case]:
     @st.composite

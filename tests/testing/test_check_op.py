@@ -124,6 +124,25 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "inputs": [[_X, _i(3, 0, 1)], [_X, _scalar(2, np.int64)], [_X, _i()], [_X, _i(-1)]],
         "attrs": {"axis": st.sampled_from([None, 0, 1])},
     },
+    "scatter_nd": {
+        "inputs": [
+            [_X, _i(1, -1, 1).reshape(3, 1), np.ones((3, 5), F32)],
+            [_X, np.array([[0, 4], [3, -5]]), _f(7, 8)],
+            [_X, np.zeros((2, 0), np.int64), np.ones((2, 4, 5), F32)],
+            [_X, np.zeros((0, 1), np.int64), np.ones((0, 5), F32)],
+        ],
+        "attrs": {"reduction": st.sampled_from(["none", "add", "mul", "max", "min"])},
+    },
+    "scatter_elements": {
+        "inputs": [
+            [_X, np.array([[3, 0], [-1, 1], [3, 3]]), np.ones((3, 2), F32)],
+            [_X, np.zeros((4, 0), np.int64), np.ones((4, 0), F32)],
+        ],
+        "attrs": {
+            "axis": st.sampled_from([0, -2]),
+            "reduction": st.sampled_from(["none", "add", "mul", "max", "min"]),
+        },
+    },
     "tile": {"attrs": {"reps": st.sampled_from([[2], [1, 3], [0, 1, 2]])}},
     "topk": {"attrs": {"k": st.sampled_from([0, 1, 2]), "ret_type": st.sampled_from(["both"])}},
 }

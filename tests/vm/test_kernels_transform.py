@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from vm_testlib import ALL, KERNEL_SETTINGS, arrays, assert_same, run_kernel, run_like, shapes
+from hypothesis.extra import numpy as hnp
+from vm_testlib import (
+    ALL,
+    FLOATS,
+    KERNEL_SETTINGS,
+    arrays,
+    assert_same,
+    run_kernel,
+    run_like,
+    shapes,
+    tol,
+)
+
+from vm.kernels import get_kernel_factory
 
 DTYPE = st.sampled_from(ALL)
 
@@ -114,3 +129,193 @@ def test_bad_pad_width_is_a_value_error():
     x = np.zeros((2, 2), np.float32)
     with pytest.raises(ValueError, match="pad_width"):
         run_kernel("nn.pad", {"pad_width": ((1, 1),), "pad_value": 0.0}, [x], [((4, 2), "float32")])
+
+
+# ---- scatter_nd, scatter_elements ----------------------------------------------------------
+
+REDUCTIONS = ("none", "add", "mul", "max", "min")
+#: The reduction as ONNX's reference loop applies it, one update after the other.
+COMBINE: dict[str, Any] = {
+    "none": lambda old, new: new,
+    "add": lambda old, new: old + new,
+    "mul": lambda old, new: old * new,
+    "max": np.maximum,
+    "min": np.minimum,
+}
+
+
+def _ref_scatter(data, targets, updates, reduction):
+    """``data`` with ``updates[j]`` combined into element ``targets[j]`` for each j in order."""
+    out = data.copy()
+    with np.errstate(all="ignore"):
+        for where, value in zip(targets, updates, strict=True):
+            out[where] = COMBINE[reduction](out[where], value)
+    return out
+
+
+def _index_arrays(data, itype, shape, dims):
+    """Index arrays of ``shape``, one per dim of ``dims``, with values in ``[-d, d)``."""
+    return [
+        data.draw(hnp.arrays(itype, shape, elements=st.integers(-d, d - 1))) if d else None
+        for d in dims
+    ]
+
+
+def _scatter_dtype(data, reduction):
+    dtype = data.draw(DTYPE)
+    return "int32" if dtype == "bool" and reduction in ("add", "mul") else dtype
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@KERNEL_SETTINGS
+@given(data=st.data())
+def test_scatter_nd(reduction, data):
+    dtype = _scatter_dtype(data, reduction)
+    x = data.draw(arrays(dtype, shapes(), small=True))
+    q = data.draw(st.integers(0, x.ndim))
+    batch = data.draw(shapes(max_dims=2))
+    if 0 in x.shape[:q]:
+        batch = (0,)  # no index fits an empty axis
+    itype = data.draw(st.sampled_from(["int32", "int64"]))
+    coords = _index_arrays(data, itype, batch, x.shape[:q])
+    indices = np.stack(coords, axis=-1) if q and 0 not in x.shape[:q] else np.zeros((*batch, q))
+    indices = indices.astype(itype)
+    updates = data.draw(arrays(dtype, (*batch, *x.shape[q:]), small=True))
+    targets = [
+        tuple(int(i) % d for i, d in zip(indices[p], x.shape, strict=False))
+        for p in np.ndindex(*batch)
+    ]
+    rows = updates.reshape(len(targets), *x.shape[q:])
+    expected = _ref_scatter(x, targets, list(rows), reduction)
+    got = run_like("scatter_nd", {"reduction": reduction}, [x, indices, updates], expected)
+    assert_same(got, expected, tol(dtype) if dtype in FLOATS else None)
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@KERNEL_SETTINGS
+@given(data=st.data())
+def test_scatter_elements(reduction, data):
+    dtype = _scatter_dtype(data, reduction)
+    x = data.draw(arrays(dtype, shapes(min_dims=1), small=True))
+    axis = data.draw(st.integers(-x.ndim, x.ndim - 1))
+    a = axis % x.ndim
+    n = x.shape[a]
+    shape = tuple(
+        (data.draw(st.integers(0, 4)) if n else 0) if i == a else data.draw(st.integers(0, d))
+        for i, d in enumerate(x.shape)
+    )
+    itype = data.draw(st.sampled_from(["int32", "int64"]))
+    (index,) = _index_arrays(data, itype, shape, [n]) if n else [np.zeros(shape, itype)]
+    updates = data.draw(arrays(dtype, shape, small=True))
+    targets = [(*p[:a], int(index[p]) % n, *p[a + 1 :]) for p in np.ndindex(*shape)]
+    expected = _ref_scatter(x, targets, [updates[p] for p in np.ndindex(*shape)], reduction)
+    attrs = {"axis": axis, "reduction": reduction}
+    got = run_like("scatter_elements", attrs, [x, index, updates], expected)
+    assert_same(got, expected, tol(dtype) if dtype in FLOATS else None)
+
+
+def test_scatter_none_lets_the_last_of_repeated_indices_win():
+    x = np.zeros((3, 2), np.float32)
+    updates = np.array([[1, 1], [2, 2], [3, 3], [4, 4]], np.float32)
+    got = run_like(
+        "scatter_nd", {"reduction": "none"}, [x, np.array([[1], [0], [1], [-2]]), updates], x
+    )
+    assert_same(got, np.array([[2, 2], [4, 4], [0, 0]], np.float32))
+    got = run_like(
+        "scatter_nd", {"reduction": "add"}, [x, np.array([[1], [0], [1], [-2]]), updates], x
+    )
+    assert_same(got, np.array([[2, 2], [8, 8], [0, 0]], np.float32))
+    attrs = {"axis": 1, "reduction": "none"}
+    got = run_like(
+        "scatter_elements", attrs, [x, np.array([[0, 0, -2]]), np.array([[5, 6, 7]], np.float32)], x
+    )
+    assert_same(got, np.array([[7, 0], [0, 0], [0, 0]], np.float32))
+
+
+def test_scatter_into_a_non_contiguous_output():
+    x = np.arange(6, dtype=np.int64).reshape(2, 3)
+    out = np.full((3, 2), -1, np.int64).T  # a transposed view: reshaping it would copy
+    kernel = get_kernel_factory("scatter_nd")({"reduction": "none"})
+    kernel(x, np.array([[1, 2]]), np.array([9]), out)
+    assert_same(out, np.array([[0, 1, 2], [3, 4, 9]]))
+
+
+@pytest.mark.parametrize(
+    ("op", "attrs", "inputs", "message"),
+    [
+        (
+            "scatter_nd",
+            {},
+            [np.zeros((2, 3)), np.array([[0, 3]]), np.zeros(1)],
+            r"index \[0, 3\] at indices\[0, :\] is out of range for the leading dims \(2, 3\)",
+        ),
+        (
+            "scatter_nd",
+            {},
+            [np.zeros((2, 3)), np.array([[[-3]]]), np.zeros((1, 1, 3))],
+            r"index \[-3\] at indices\[0, 0, :\]",
+        ),
+        (
+            "scatter_nd",
+            {},
+            [np.zeros((2, 3)), np.array([[0, 0, 0]]), np.zeros(1)],
+            "the last dim, the index tuple's length, must be at most the data's rank",
+        ),
+        (
+            "scatter_nd",
+            {},
+            [np.zeros((2, 3)), np.array([[0]]), np.zeros((1, 2))],
+            r"updates of shape \(1, 2\) .* \(expected \(1, 3\)\)",
+        ),
+        (
+            "scatter_nd",
+            {},
+            [np.zeros((2, 3)), np.array([[0.0]]), np.zeros((1, 3))],
+            "indices must be integers, got float64",
+        ),
+        (
+            "scatter_nd",
+            {},
+            [np.zeros((2, 3)), np.array([[0]]), np.zeros((1, 3), np.float32)],
+            "must have one dtype",
+        ),
+        (
+            "scatter_nd",
+            {},
+            [np.zeros(2), np.array([[2**64 - 1]], np.uint64), np.zeros(1)],
+            "index 18446744073709551615 is out of range",
+        ),
+        ("scatter_nd", {"reduction": "sub"}, None, "unknown reduction 'sub'"),
+        (
+            "scatter_elements",
+            {},
+            [np.zeros((2, 3)), np.array([[0, 2]]), np.zeros((1, 2))],
+            r"index 2 at indices\[0, 1\] is out of range for axis 0 of size 2",
+        ),
+        (
+            "scatter_elements",
+            {"axis": 1},
+            [np.zeros((2, 3)), np.array([[0], [1], [2]]), np.zeros((3, 1))],
+            "exceed the data",
+        ),
+        (
+            "scatter_elements",
+            {"axis": 2},
+            [np.zeros((2, 3)), np.array([[0]]), np.zeros((1, 1))],
+            "axis 2 is out of range for rank 2",
+        ),
+        (
+            "scatter_elements",
+            {},
+            [np.zeros((2, 3)), np.array([[0]]), np.zeros((1, 2))],
+            "must have one shape, of the data's rank 2",
+        ),
+    ],
+)
+def test_scatter_rejects_bad_inputs(op, attrs, inputs, message):
+    attrs = {"reduction": "none", **({"axis": 0} if op == "scatter_elements" else {}), **attrs}
+    with pytest.raises(ValueError, match=message):
+        if inputs is None:
+            get_kernel_factory(op)(attrs)
+        else:
+            run_like(op, attrs, inputs, inputs[0])

@@ -131,6 +131,8 @@ BUILTIN_SCHEMAS: dict[str, dict[str, str]] = {
     "reshape": {"newshape": "list[int | dim]"},
     "round": {},
     "rsqrt": {},
+    "scatter_elements": {"axis": "int", "reduction": "'none' | 'add' | 'mul' | 'max' | 'min'"},
+    "scatter_nd": {"reduction": "'none' | 'add' | 'mul' | 'max' | 'min'"},
     "shape_of": {"dtype": "'int32' | 'int64'"},
     "sigmoid": {},
     "sin": {},

@@ -1,5 +1,5 @@
 """Indexing and miscellaneous ops: ``NonZero``, ``TopK``, ``GatherElements``, ``GatherND``,
-``Pad``, ``CumSum``, ``Trilu``, ``OneHot``, ``Einsum``.
+``Pad``, ``CumSum``, ``Trilu``, ``OneHot``, ``Einsum``, ``ScatterND``, ``ScatterElements``.
 
 Most are composed of catalogue ops. A gather by computed positions is one ``take`` from the
 flattened data: ``GatherElements`` and ``GatherND`` add up each index times the stride of its
@@ -8,7 +8,8 @@ dims stay symbolic (strides are products of dims); only ``NonZero``'s count and 
 ``k`` computed from data are ``?`` dims. ``Pad`` is ``nn.pad`` for a constant, and slices and
 ``concatenate`` for ``reflect``, ``edge`` and ``wrap``. ``Trilu`` and ``OneHot`` compare index
 grids. ``CumSum`` is the catalogue's ``cumsum``. ``Einsum`` is transposes, ``sum`` and one
-batched ``nn.matmul`` per pair of operands.
+batched ``nn.matmul`` per pair of operands. ``ScatterND`` and ``ScatterElements`` are the
+catalogue's ``scatter_nd`` and ``scatter_elements`` (folded at import on known shapes).
 """
 
 from __future__ import annotations
@@ -503,3 +504,183 @@ def _contract(
     letters = batch + left + right
     out = trace.apply("reshape", out, newshape=[sizes[c] for c in letters])
     return out, "".join(letters)
+
+
+# ---- ScatterND, ScatterElements -------------------------------------------------------------
+
+#: The reductions of ScatterND and ScatterElements by the opset that introduced them: the
+#: attribute came at 16 with add and mul, max and min at 18.
+_SCATTER_REDUCTIONS = {16: ("none", "add", "mul"), 18: ("none", "add", "mul", "max", "min")}
+
+#: A scatter into a known tensor of at most this many elements is folded at import (a shape
+#: being edited, its dims kept symbolic); a bigger one (a weight) is left to the kernel.
+_FOLD_LIMIT = 4096
+
+
+def _scatter_reduction(node: Node) -> str:
+    """The node's ``reduction``, refused (NodeError) where its opset does not define it."""
+    value = node.attr("reduction", "none")
+    reduction = value.decode() if isinstance(value, bytes) else str(value)
+    allowed: tuple[str, ...] = ("none",)
+    for since, names in _SCATTER_REDUCTIONS.items():
+        if node.opset >= since:
+            allowed = names
+    if reduction not in allowed:
+        if node.opset < 16:
+            raise NodeError(
+                f"reduction {reduction!r}: {node.op_type} has no reduction attribute before "
+                f"opset 16 (the model's is {node.opset})"
+            )
+        raise NodeError(
+            f"reduction {reduction!r} is not defined at opset {node.opset} "
+            f"(one of {', '.join(allowed)})"
+        )
+    return reduction
+
+
+def _scatter_operands(node: Node) -> tuple[Any, Any, Any]:
+    """The three inputs, present and typed as the catalogue's scatters take them."""
+    data, indices, updates = (node.input(i) for i in range(3))
+    if data is None or indices is None or updates is None:
+        raise NodeError(f"{node.op_type} takes data, indices and updates")
+    if _dtype(indices) not in ("int32", "int64"):
+        raise NodeError(f"indices must be int32 or int64, got {_dtype(indices)}")
+    if _dtype(updates) != _dtype(data):
+        raise NodeError(f"updates are {_dtype(updates)} but the data {_dtype(data)}")
+    return data, indices, updates
+
+
+def _require_shape(what: str, got: Sequence[Any], want: Sequence[Any], rule: str) -> None:
+    """NodeError when ``got`` cannot be ``want`` (another rank, or a dim proved different);
+    dims that may agree are left to the shape function (a run-time check)."""
+    if len(got) != len(want) or any(
+        ir.compare(g, "==", w, {}) is False for g, w in zip(got, want, strict=True)
+    ):
+        raise NodeError(f"{what} have shape {list(got)}, but {rule} is {list(want)}")
+
+
+def _combine(reduction: str) -> Any:
+    """ONNX's reduction on two known elements (numbers or sympy dims)."""
+
+    def combine(old: Any, new: Any) -> Any:
+        if reduction == "none":
+            return new
+        if reduction == "add":
+            return old + new
+        if reduction == "mul":
+            return old * new
+        symbolic = isinstance(old, sympy.Basic) or isinstance(new, sympy.Basic)
+        if reduction == "max":
+            return sympy.Max(old, new) if symbolic else max(old, new)
+        return sympy.Min(old, new) if symbolic else min(old, new)
+
+    return combine
+
+
+def _fold_scatter(
+    node: Node, data: Any, updates: Any, targets: Any, reduction: str
+) -> Known | None:
+    """The scatter evaluated at import when the data and updates are known and the indices
+    numbers (``targets(index)`` gives, per element of ``updates``, the element of ``data`` it
+    goes to, or raises NodeError); None when it must run (or the data is too big to fold)."""
+    index = node.numeric(1)
+    if not isinstance(data, Known) or not isinstance(updates, Known) or index is None:
+        return None
+    if data.array.size > _FOLD_LIMIT or updates.array.size > _FOLD_LIMIT:
+        return None
+    out = np.array(data.array, dtype=object)
+    new = np.array(updates.array, dtype=object)
+    combine = _combine(reduction)
+    for pos, where in zip(np.ndindex(*new.shape), targets(np.asarray(index)), strict=True):
+        out[where] = combine(out[where], new[pos])
+    return Known.of(out, data.dtype)
+
+
+def _wrapped(i: int, n: Any, what: str) -> int:
+    """An index of a dim ``n`` known at import, negative ones counted from the end."""
+    if not isinstance(n, int):
+        raise NodeError(f"{what} {i} indexes a dim {n} not known at import")
+    if not -n <= i < n:
+        raise NodeError(f"{what} {i} is out of range for a dim of {n}")
+    return i % n
+
+
+@converter("ScatterND")
+def scatter_nd(node: Node) -> Any:
+    """The catalogue's ``scatter_nd``: ``updates`` written (or combined, by ``reduction``)
+    into a copy of ``data`` at the index tuples in the last axis of ``indices``; evaluated at
+    import when everything is known (a shape edited, its dims kept)."""
+    reduction = _scatter_reduction(node)
+    data, indices, updates = _scatter_operands(node)
+    d_shape, i_shape, u_shape = _shape(data), _shape(indices), _shape(updates)
+    if not i_shape:
+        raise NodeError("indices must have rank 1 or more (a tuple of coordinates per row)")
+    q = i_shape[-1]
+    if not isinstance(q, int):
+        # The ranks tell the tuple's length; the shape function checks the dim against it.
+        q = len(i_shape) - 1 + len(d_shape) - len(u_shape)
+        if not 0 <= q <= len(d_shape):
+            raise NodeError(
+                f"updates of rank {len(u_shape)} do not fit indices {list(i_shape)} and data of "
+                f"rank {len(d_shape)} (updates.shape == indices.shape[:-1] + data.shape[q:])"
+            )
+    if q > len(d_shape):
+        raise NodeError(
+            f"index tuples of length {q} (the last dim of indices) for data of rank {len(d_shape)}"
+        )
+    expected = (*i_shape[:-1], *d_shape[q:])
+    _require_shape("updates", u_shape, expected, f"indices.shape[:-1] + data.shape[{q}:]")
+    lead = len(i_shape) - 1
+
+    def targets(index: np.ndarray) -> Any:
+        for pos in np.ndindex(*u_shape):
+            row = index[pos[:lead]].tolist()
+            coords = [_wrapped(int(i), n, "index") for i, n in zip(row, d_shape, strict=False)]
+            yield (*coords, *pos[lead:])
+
+    folded = _fold_scatter(node, data, updates, targets, reduction)
+    if folded is not None:
+        return folded
+    return trace.apply(
+        "scatter_nd", node.tensor(0), node.tensor(1), node.tensor(2), reduction=reduction
+    )
+
+
+@converter("ScatterElements")
+def scatter_elements(node: Node) -> Any:
+    """The catalogue's ``scatter_elements``: ``updates[i0, .., ik]`` written (or combined, by
+    ``reduction``) into a copy of ``data`` at ``indices[i0, .., ik]`` along ``axis``, the other
+    coordinates its own; evaluated at import when everything is known."""
+    reduction = _scatter_reduction(node)
+    data, indices, updates = _scatter_operands(node)
+    d_shape, i_shape, u_shape = _shape(data), _shape(indices), _shape(updates)
+    rank = len(d_shape)
+    if rank == 0:
+        raise NodeError("ScatterElements into a scalar")
+    if len(i_shape) != rank:
+        raise NodeError(f"indices have rank {len(i_shape)}, the data rank {rank}")
+    _require_shape("updates", u_shape, i_shape, "the shape of indices")
+    axis = _axis(int(node.attr("axis", 0)), rank)
+    for i, (m, n) in enumerate(zip(i_shape, d_shape, strict=True)):
+        if i != axis and ir.compare(m, "<=", n, {}) is False:
+            raise NodeError(
+                f"indices {list(i_shape)} are longer than the data {list(d_shape)} along axis {i} "
+                f"(only the axis {axis} is indexed)"
+            )
+
+    def targets(index: np.ndarray) -> Any:
+        for pos in np.ndindex(*u_shape):
+            at = _wrapped(int(index[pos]), d_shape[axis], "index")
+            yield (*pos[:axis], at, *pos[axis + 1 :])
+
+    folded = _fold_scatter(node, data, updates, targets, reduction)
+    if folded is not None:
+        return folded
+    return trace.apply(
+        "scatter_elements",
+        node.tensor(0),
+        node.tensor(1),
+        node.tensor(2),
+        axis=axis,
+        reduction=reduction,
+    )

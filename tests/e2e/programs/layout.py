@@ -1,6 +1,7 @@
 """Layout ops: reshape (0 copies a dim, -1), transpose, expand_dims/squeeze, concatenate,
 stack, split (sections and indices), strided_slice (negative indices and strides, clamping),
-take (axis None, scalar and tensor indices), tile, repeat, broadcast_to, batch_flatten, pad."""
+take (axis None, scalar and tensor indices), scatter_nd and scatter_elements (repeated and
+negative indices, reductions), tile, repeat, broadcast_to, batch_flatten, pad."""
 
 from __future__ import annotations
 
@@ -10,6 +11,24 @@ from harness import Case, index_into, ints
 
 def _split_parts(x: np.ndarray, spec: int | list[int], axis: int) -> tuple[np.ndarray, ...]:
     return tuple(np.split(x, spec, axis=axis))
+
+
+def _scatter_rows(x: np.ndarray, rows: np.ndarray, new: np.ndarray, add: bool) -> np.ndarray:
+    """Row ``rows[j, 0]`` of a copy of ``x`` set to (or increased by) ``new[j]``, j in order."""
+    out = x.copy()
+    for j in range(len(rows)):
+        r = int(rows[j, 0])
+        out[r] = out[r] + new[j] if add else new[j]
+    return out
+
+
+def _scatter_cols(x: np.ndarray, cols: np.ndarray, vals: np.ndarray, top: bool) -> np.ndarray:
+    """``out[i, cols[i, j]]`` of a copy of ``x`` set to (or the max with) ``vals[i, j]``."""
+    out = x.copy()
+    for i, j in np.ndindex(*cols.shape):
+        c = int(cols[i, j])
+        out[i, c] = max(out[i, c], vals[i, j]) if top else vals[i, j]
+    return out
 
 
 CASES = [
@@ -179,6 +198,26 @@ def @main(%x: Tensor[(n, 3), int32], %i: Tensor[(k,), int32], %j: int64) -> (Ten
         inputs={
             "i": index_into(lambda b: b["n"], negative=True),
             "j": index_into(lambda b: min(b["n"], 3)),
+        },
+    ),
+    Case(
+        name="scatter_nd_and_scatter_elements",
+        source="""
+def @main(%x: Tensor[(n, 3), float32], %rows: Tensor[(k, 1), int64], %new: Tensor[(k, 3), float32], %cols: Tensor[(n, 2), int32], %vals: Tensor[(n, 2), float32]) {
+  (scatter_nd(%x, %rows, %new), scatter_nd(%x, %rows, %new, reduction="add"), scatter_elements(%x, %cols, %vals, axis=1), scatter_elements(%x, %cols, %vals, axis=-1, reduction="max"))
+}
+""",
+        # Repeated indices: the last write wins, sums accumulate; negative ones count from the end.
+        reference=lambda x, rows, new, cols, vals: (
+            _scatter_rows(x, rows % max(len(x), 1), new, add=False),
+            _scatter_rows(x, rows % max(len(x), 1), new, add=True),
+            _scatter_cols(x, cols % 3, vals, top=False),
+            _scatter_cols(x, cols % 3, vals, top=True),
+        ),
+        bindings=[{"n": 0, "k": 0}, {"n": 1, "k": 3}, {"n": 4, "k": 6}, {"n": 5, "k": 1}],
+        inputs={
+            "rows": index_into(lambda b: b["n"], negative=True),
+            "cols": index_into(lambda b: 3, negative=True),
         },
     ),
     Case(
