@@ -8,7 +8,7 @@ the declared names (the compiler writes every default), each value of its kind.
 
 Kinds are written as the IR catalogue names them (``ir/attrs.py``), so that a test can compare
 this table with the catalogue (``tests/vm/test_attr_schema.py``): ``int``, ``float``,
-``bool``, ``str``, ``dtype``, ``list[int]``, ``list[[int, int]]``, a choice ``'a' | 'b'``, and
+``bool``, ``str``, ``dtype``, ``list[int]``, ``list[float]``, ``list[[int, int]]``, a choice ``'a' | 'b'``, and
 unions ``X or Y`` (``None`` among them). ``list[int | dim]`` (reshape's ``newshape``, split's
 indices) holds ints and ``None``: the compiler writes ``None`` for a dim entry (the VM never
 sees sympy), and the kernel takes that extent from its outputs' shapes. The VM cannot import
@@ -111,6 +111,16 @@ BUILTIN_SCHEMAS: dict[str, dict[str, str]] = {
     "prod": {"axis": "int or list[int] or None", "keepdims": "bool", "exclude": "bool"},
     "repeat": {"repeats": "int", "axis": "int or None"},
     "reshape": {"newshape": "list[int | dim]"},
+    "resize": {
+        "sizes": "list[int | dim]",
+        "scales": "list[float] or None",
+        "mode": "'nearest' | 'linear' | 'cubic'",
+        "coordinate_transformation_mode": "'half_pixel' | 'half_pixel_symmetric' | "
+        "'pytorch_half_pixel' | 'align_corners' | 'asymmetric' | 'tf_half_pixel_for_nn'",
+        "nearest_mode": "'round_prefer_floor' | 'round_prefer_ceil' | 'floor' | 'ceil'",
+        "cubic_coeff_a": "float",
+        "exclude_outside": "bool",
+    },
     "round": {},
     "rsqrt": {},
     "shape_of": {"dtype": "'int32' | 'int64'"},
@@ -164,6 +174,11 @@ _BASIC: dict[str, Check] = {
     "dtype": lambda v: v in _DTYPES,
     "None": lambda v: v is None,
     "list[int]": _is_ints,
+    "list[float]": lambda v: (
+        isinstance(v, tuple)
+        and len(v) <= MAX_LIST
+        and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)
+    ),
     "list[int | dim]": _is_ints_or_dims,
     "list[[int, int]]": lambda v: (
         isinstance(v, tuple) and len(v) <= MAX_LIST and all(_is_ints(p) and len(p) == 2 for p in v)

@@ -1,3 +1,3 @@
 """The converters of ONNX ops, one module per family; importing this package registers them."""
 
-from . import control, elementwise, indexing, layout, nn, recurrent, reduce, shape  # noqa: F401
+from . import control, elementwise, image, indexing, layout, nn, recurrent, reduce, shape  # noqa: F401
