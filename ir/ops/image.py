@@ -3,6 +3,8 @@
 ``resize`` maps each output index along an axis to a source coordinate (the coordinate
 transformation mode), then takes the nearest input element (``nearest``) or blends the 2
 (``linear``) or 4 (``cubic``) neighbours, axis by axis, with ONNX's reference arithmetic.
+``exclude_outside`` gives the blending taps outside the axis weight 0 (it changes ``cubic``
+only); ``nearest`` ignores it.
 """
 
 from __future__ import annotations

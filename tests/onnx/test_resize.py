@@ -6,6 +6,7 @@ variants refused."""
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -29,7 +30,7 @@ NCHW = ["N", "C", "H", "W"]
 
 
 def model(
-    inputs: list[tuple[str, int, list[Any]]],
+    inputs: Sequence[tuple[str, Any, list[Any]]],
     weights: dict[str, np.ndarray] | None = None,
     order: list[str] | None = None,
     nodes: list[Any] | None = None,
@@ -58,6 +59,12 @@ def output_type(program: Any) -> str:
     """The printed type of the program's result."""
     text = ir.text.printer.module_to_text(infer_types(program))
     return re.findall(r"ty=(Tensor\[[^\]]*\])", text)[-1]
+
+
+def evaluate(m: Any, x: np.ndarray) -> np.ndarray:
+    """The ONNX reference implementation's result of ``m`` at ``x``."""
+    outputs: Any = ReferenceEvaluator(m).run(None, {"x": x})
+    return np.asarray(outputs[0])
 
 
 def rand(*shape: int) -> np.ndarray:
@@ -95,10 +102,9 @@ def test_fractional_scales_floor_the_exact_float() -> None:
     program = dynshape.onnx.load(m)
     assert output_type(program) == "Tensor[(11744051*n // 16777216, 3*m // 2), float32]"
     vm = dynshape.VirtualMachine(dynshape.compile(program))
-    reference = ReferenceEvaluator(m)
     for shape in [(10, 3), (4, 1), (7, 5)]:
         x = rand(*shape)
-        np.testing.assert_allclose(vm.run(x), reference.run(None, {"x": x})[0], rtol=1e-6)
+        np.testing.assert_allclose(vm.run(x), evaluate(m, x), rtol=1e-6)
     assert vm.run(rand(10, 2)).shape == (6, 3)
 
 
@@ -109,9 +115,7 @@ def test_fractional_scales_floor_the_exact_float() -> None:
     "coord",
     ["half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric", "half_pixel_symmetric"],
 )
-@pytest.mark.parametrize(
-    "nearest", ["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"]
-)
+@pytest.mark.parametrize("nearest", ["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"])
 def test_nearest_to_sizes(coord: str, nearest: str) -> None:
     if (coord, nearest) == ("half_pixel_symmetric", "floor"):
         pytest.skip("onnxruntime's float32 coordinates land below integers (see test_kernels)")
@@ -223,11 +227,14 @@ def test_refusals() -> None:
     crop = error(coordinate_transformation_mode="tf_crop_and_resize")
     assert prefix + "unsupported: coordinate_transformation_mode 'tf_crop_and_resize'" in crop
     assert prefix + "unsupported: antialias" in error(antialias=1, mode="linear")
+    assert "unsupported: exclude_outside with mode 'nearest'" in error(exclude_outside=1)
     assert prefix + "mode 'bilinear' is not one of nearest, linear, cubic" in error(mode="bilinear")
     assert "nearest_mode 'round' is not one of" in error(nearest_mode="round")
     assert "keep_aspect_ratio_policy 'fit' is not one of" in error(keep_aspect_ratio_policy="fit")
     both = {**scales(1, 1, 2, 2), **sizes(1, 1, 2, 2)}
-    assert "exactly one of scales and sizes" in error(weights=both, order=["x", "", "scales", "sizes"])
+    assert "exactly one of scales and sizes" in error(
+        weights=both, order=["x", "", "scales", "sizes"]
+    )
     assert "exactly one of scales and sizes" in error(weights={}, order=["x"])
     assert "3 scales for 4 axes" in error(weights=scales(1, 2, 2))
     assert "must be positive numbers" in error(weights=scales(1, 1, 0, 2))
@@ -250,8 +257,8 @@ def test_bool_nearest_moves_elements() -> None:
     vm = dynshape.VirtualMachine(dynshape.compile(dynshape.onnx.load(m)))
     x = np.array([True, False, True])
     # the reference cannot cast back to bool: it resizes the same elements as 0.0 and 1.0
-    floats = ReferenceEvaluator(model([("x", FLOAT, ["n"])], scales(2.5)))
-    expected = floats.run(None, {"x": x.astype(np.float32)})[0].astype(bool)
+    floats = model([("x", FLOAT, ["n"])], scales(2.5))
+    expected = evaluate(floats, x.astype(np.float32)).astype(bool)
     got = vm.run(x)
     assert got.dtype == np.bool_ and got.shape == (7,)
     np.testing.assert_array_equal(got, expected)

@@ -6,7 +6,8 @@ coordinate transformation mode, with the axis's scale: the one given, or out/in)
 
 - ``nearest``: one ``np.take`` of the rounded, clamped coordinates (any dtype, no arithmetic);
 - ``linear`` / ``cubic``: the 2 or 4 neighbours of each ``x`` (clamped to the axis: edge
-  padding), blended with the reference's coefficients in float64, one ``np.take`` per tap. The
+  padding), blended with the reference's coefficients in float64 (cubic's are float32
+  numbers, as the reference's), one ``np.take`` per tap. The
   axes are blended one after the other in float64 and rounded once into ``out``. Integer
   outputs are truncated toward zero and saturated, as onnxruntime does (``static_cast`` of its
   float result; the ONNX reference rounds instead).
@@ -70,21 +71,28 @@ def nearest_indices(x: np.ndarray, nearest_mode: str, size_in: int) -> np.ndarra
         up = np.zeros(x.shape, bool)
     else:
         up = ratio > 0
-    return np.clip(floor + up, 0, size_in - 1).astype(np.intp)
+    index: np.ndarray = np.clip(floor + up, 0, size_in - 1).astype(np.intp)
+    return index
 
 
 def _cubic_coeffs(r: np.ndarray, a: float) -> np.ndarray:
-    """The reference's 4 cubic-convolution weights of each ratio ``r`` in ``(0, 1]``."""
-    s = 1 - r
-    return np.stack(
-        [
-            ((a * (r + 1) - 5 * a) * (r + 1) + 8 * a) * (r + 1) - 4 * a,
-            ((a + 2) * r - (a + 3)) * r * r + 1,
-            ((a + 2) * s - (a + 3)) * s * s + 1,
-            ((a * (s + 1) - 5 * a) * (s + 1) + 8 * a) * (s + 1) - 4 * a,
-        ],
-        axis=1,
-    )
+    """The reference's 4 cubic-convolution weights of each ratio ``r`` in ``(0, 1]``.
+
+    They are float32 numbers: the reference (and onnxruntime) evaluates them with the float32
+    ``cubic_coeff_a``, each operand ``r``, ``r + 1``, ``1 - r``, ``2 - r`` rounded to float32
+    (computed in float64 first, as the reference's Python floats are).
+    """
+    f32 = np.float32
+    a32 = f32(a)
+    r1, r0 = (r + 1).astype(f32), r.astype(f32)
+    s0, s1 = (1 - r).astype(f32), ((1 - r) + 1).astype(f32)
+    weights = [
+        ((a32 * r1 - 5 * a32) * r1 + 8 * a32) * r1 - 4 * a32,
+        ((a32 + 2) * r0 - (a32 + 3)) * r0 * r0 + 1,
+        ((a32 + 2) * s0 - (a32 + 3)) * s0 * s0 + 1,
+        ((a32 * s1 - 5 * a32) * s1 + 8 * a32) * s1 - 4 * a32,
+    ]
+    return np.stack(weights, axis=1).astype(np.float64)
 
 
 def taps(
@@ -116,7 +124,7 @@ def _blend(data: np.ndarray, axis: int, index: np.ndarray, coeffs: np.ndarray) -
     """``sum_k coeffs[:, k] * data[index[:, k]]`` along ``axis``, in tap order (float64)."""
     shape = [1] * data.ndim
     shape[axis] = -1
-    acc = np.take(data, index[:, 0], axis=axis) * coeffs[:, 0].reshape(shape)
+    acc: np.ndarray = np.take(data, index[:, 0], axis=axis) * coeffs[:, 0].reshape(shape)
     for k in range(1, index.shape[1]):
         acc += np.take(data, index[:, k], axis=axis) * coeffs[:, k].reshape(shape)
     return acc
@@ -167,7 +175,7 @@ def resize(attrs: Mapping[str, Any]) -> Kernel:
             if size_out == size_in and math.isclose(scale, 1.0):
                 continue  # the reference leaves such an axis as it is
             coords = source_coordinates(coord, size_in, size_out, scale)
-            if mode == "nearest":
+            if mode == "nearest":  # exclude_outside does not apply (see ir/ops/image.py)
                 result = np.take(result, nearest_indices(coords, nearest, size_in), axis=a)
             else:
                 index, coeffs = taps(coords, mode, size_in, cubic_a, exclude)

@@ -12,8 +12,9 @@ more where the product lies within float32 rounding below an integer (``10 * 0.7
 Refused as unsupported: ``tf_crop_and_resize`` (a region of interest, with its
 ``extrapolation_value``), ``antialias``, scales or sizes computed from data, and
 ``keep_aspect_ratio_policy`` other than ``stretch`` over several axes with symbolic dims (the
-scale is a minimum or maximum of ratios of dims). ``exclude_outside`` is passed on (it changes
-``cubic`` only: a linear tap outside the axis has the same element as the one inside).
+scale is a minimum or maximum of ratios of dims), and ``exclude_outside`` with ``nearest``.
+``exclude_outside`` is passed on otherwise (it changes ``cubic`` only: a linear tap outside the
+axis has the same element as the one inside, edge padding).
 """
 
 from __future__ import annotations
@@ -90,11 +91,18 @@ def resize(node: Node) -> Any:
         (*COORDINATE_MODES, "tf_crop_and_resize"),
     )
     if coord == "tf_crop_and_resize":
-        raise Unsupported("coordinate_transformation_mode 'tf_crop_and_resize' (a region of interest)")
+        raise Unsupported(
+            "coordinate_transformation_mode 'tf_crop_and_resize' (a region of interest)"
+        )
     nearest = _choice(node, "nearest_mode", "round_prefer_floor", NEAREST_MODES)
     policy = _choice(node, "keep_aspect_ratio_policy", "stretch", _POLICIES)
     if node.attr("antialias", 0):
         raise Unsupported("antialias")
+    exclude = bool(node.attr("exclude_outside", 0))
+    if exclude and mode == "nearest":
+        # the reference gives the samples outside weight 0 (zeros near the edges);
+        # onnxruntime refuses it: no model relies on either
+        raise Unsupported("exclude_outside with mode 'nearest'")
     if mode != "nearest" and _dtype(node.input(0)) == "bool":
         raise NodeError(f"{mode} Resize of a bool tensor")
     if rank == 0:
@@ -143,5 +151,5 @@ def resize(node: Node) -> Any:
         coordinate_transformation_mode=coord,
         nearest_mode=nearest,
         cubic_coeff_a=float(node.attr("cubic_coeff_a", -0.75)),
-        exclude_outside=bool(node.attr("exclude_outside", 0)),
+        exclude_outside=exclude,
     )
