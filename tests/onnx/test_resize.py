@@ -246,6 +246,12 @@ def test_refusals() -> None:
     assert "linear Resize of a bool tensor" in error(inputs=bools, weights=scales(2), mode="linear")
     aspect = error(weights=sizes(5, 5), axes=[2, 3], keep_aspect_ratio_policy="not_larger")
     assert "unsupported: keep_aspect_ratio_policy 'not_larger' over several axes" in aspect
+    assert prefix + "Resize of a scalar" in error(inputs=[("x", FLOAT, [])], weights=scales())
+    empty = [("x", FLOAT, [1, 1, 0, 6])]
+    aspect = error(
+        inputs=empty, weights=sizes(5, 5), axes=[2, 3], keep_aspect_ratio_policy="not_smaller"
+    )
+    assert "keep_aspect_ratio_policy 'not_smaller' of an empty axis" in aspect
     data = [("x", FLOAT, ["n"]), ("s", FLOAT, [1])]
     assert "unsupported: scales computed from data" in error(inputs=data, order=["x", "", "s"])
     data = [("x", FLOAT, ["n"]), ("s", INT64, [1])]

@@ -73,6 +73,8 @@ def _aspect(
         raise Unsupported(
             f"keep_aspect_ratio_policy {policy!r} over several axes with symbolic dims or sizes"
         )
+    if 0 in inputs:
+        raise NodeError(f"keep_aspect_ratio_policy {policy!r} of an empty axis (no ratio)")
     ratios = [s / d for s, d in zip(sizes, inputs, strict=True)]
     scale = min(ratios) if policy == "not_larger" else max(ratios)
     return [int(scale * d + 0.5) for d in inputs], scale
