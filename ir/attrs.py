@@ -208,6 +208,8 @@ PAIR_LIST: AttrKind = _PairList()
 DIM: AttrKind = _Dim()
 DIM_LIST: AttrKind = _ListOf(DIM)
 DIM_LISTS: AttrKind = _ListOf(DIM_LIST)
+#: A list of numbers, one per axis (resize's ``scales``).
+FLOAT_LIST: AttrKind = _ListOf(FLOAT)
 #: A list of ints or dims: reshape's ``newshape=[n, -1]``, split's ``indices_or_sections=[n // 2]``.
 INT_OR_DIM_LIST: AttrKind = _IntOrDimList()
 #: An axis argument: one int, a list of ints, or None for "all axes".

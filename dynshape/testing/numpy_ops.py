@@ -164,6 +164,93 @@ def _cumsum(ins: Sequence[Any], attrs: Mapping[str, Any]) -> Any:
     return np.flip(sums, axis) if attrs["reverse"] else sums
 
 
+def _resize_source(mode: str, y: int, n_in: int, n_out: int, scale: float) -> float:
+    """ONNX's ``coordinate_transformation_mode`` for one output index (the spec's formulas;
+    ``length`` is ``scale * n_in`` as in the ONNX reference)."""
+    length = scale * n_in
+    if mode == "half_pixel":
+        return (y + 0.5) / scale - 0.5
+    if mode == "half_pixel_symmetric":
+        return n_in / 2 * (1 - n_out / length) + (y + 0.5) / scale - 0.5
+    if mode == "pytorch_half_pixel":
+        return -0.5 if length == 1 else (y + 0.5) / scale - 0.5
+    if mode == "align_corners":
+        return 0.0 if length == 1 else y * (n_in - 1) / (length - 1)
+    if mode == "asymmetric":
+        return y / scale
+    return (y + 0.5) / scale  # tf_half_pixel_for_nn
+
+
+def _resize_weights(x: float, attrs: Mapping[str, Any], n_in: int) -> list[tuple[int, float]]:
+    """(input index, weight) pairs that make one output element along an axis."""
+    lo = math.floor(x)
+    frac = x - lo
+    if attrs["mode"] == "nearest":
+        up = {
+            "round_prefer_floor": frac > 0.5,
+            "round_prefer_ceil": frac >= 0.5,
+            "floor": False,
+            "ceil": frac > 0,
+        }[attrs["nearest_mode"]]
+        return [(min(max(lo + up, 0), n_in - 1), 1.0)]
+    r = 1.0 if frac == 0 else frac  # an integer x: its own element is the upper tap
+    if attrs["mode"] == "linear":
+        first = lo - 1 if frac == 0 else lo
+        pairs = [(first, 1 - r), (first + 1, r)]
+    else:
+        a, s = attrs["cubic_coeff_a"], 1 - r
+        w = [
+            ((a * (r + 1) - 5 * a) * (r + 1) + 8 * a) * (r + 1) - 4 * a,
+            ((a + 2) * r - (a + 3)) * r * r + 1,
+            ((a + 2) * s - (a + 3)) * s * s + 1,
+            ((a * (s + 1) - 5 * a) * (s + 1) + 8 * a) * (s + 1) - 4 * a,
+        ]
+        first = lo - 2 if frac == 0 else lo - 1
+        pairs = [(first + k, w[k]) for k in range(4)]
+    if attrs["exclude_outside"]:
+        pairs = [(i, w if 0 <= i < n_in else 0.0) for i, w in pairs]
+        total = sum(w for _, w in pairs) or 1.0
+        pairs = [(i, w / total) for i, w in pairs]
+    return [(min(max(i, 0), n_in - 1), w) for i, w in pairs]
+
+
+def _resize(ins: Sequence[Any], attrs: Mapping[str, Any]) -> Any:
+    """ONNX Resize, one axis after the other, one output index at a time (float64 for the
+    blending modes; the interpreter's cast to an integer dtype truncates, as onnxruntime
+    does)."""
+    x = ins[0]
+    if 0 in attrs["sizes"]:
+        return np.zeros(attrs["sizes"], x.dtype)  # nothing to compute (and no out/in scale)
+    if attrs["mode"] != "nearest":
+        x = x.astype(np.float64)
+    for axis, n_out in enumerate(attrs["sizes"]):
+        n_in = x.shape[axis]
+        scale = attrs["scales"][axis] if attrs["scales"] is not None else n_out / n_in
+        if n_out == n_in and math.isclose(scale, 1.0):
+            continue
+        moved = np.moveaxis(x, axis, 0)
+        rows = []
+        for y in range(n_out):
+            x_src = _resize_source(attrs["coordinate_transformation_mode"], y, n_in, n_out, scale)
+            terms = [
+                moved[i] if attrs["mode"] == "nearest" else moved[i] * w
+                for i, w in _resize_weights(x_src, attrs, n_in)
+            ]
+            row = terms[0]
+            for term in terms[1:]:
+                row = row + term
+            rows.append(row)
+        stacked = np.stack(rows) if rows else np.zeros((0, *moved.shape[1:]), x.dtype)
+        x = np.moveaxis(stacked, 0, axis)
+    if ins[0].dtype.kind in "iu" and x.dtype != ins[0].dtype:
+        info = np.iinfo(ins[0].dtype)  # saturated (cubic overshoots), truncated by the cast
+        x = np.clip(x, info.min, info.max)
+    return x
+
+
+OPS["resize"] = _resize
+
+
 OPS["cumsum"] = _cumsum
 OPS["argmax"] = _arg_reduce(np.argmax)
 OPS["argmin"] = _arg_reduce(np.argmin)

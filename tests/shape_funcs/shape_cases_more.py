@@ -12,6 +12,9 @@ from numpy.lib.stride_tricks import sliding_window_view
 from shape_cases_basic import newshape_for, slice_spec
 from shape_cases_kit import Case, cases, ints, numpy_shape, shapes
 
+from dynshape.testing.numpy_ops import OPS
+from ir.ops.image import COORDINATE_MODES
+
 
 # ---- creation ---------------------------------------------------------------------------------
 @cases("zeros", "ones")
@@ -287,6 +290,27 @@ def _scatter_elements_cases(op: str) -> st.SearchStrategy[Case]:
         )
         attrs = {"axis": axis, "reduction": draw(st.sampled_from(["none", "add", "max"]))}
         return Case([s, m, m], attrs, numpy_shape(lambda: np.zeros(s)))
+
+
+@cases("resize")
+def _resize_cases(op: str) -> st.SearchStrategy[Case]:
+    @st.composite
+    def make(draw: st.DrawFn) -> Case:
+        s = draw(shapes(min_rank=1, max_rank=3))
+        # an empty axis can only be resized to 0 elements (there is nothing to take)
+        sizes = [draw(st.integers(0, 6)) if d else 0 for d in s]
+        ratios = [max(n, 1) / max(d, 1) for n, d in zip(sizes, s, strict=True)]
+        scales = draw(st.none() | st.just(ratios))
+        attrs = {
+            "sizes": sizes,
+            "scales": scales,
+            "mode": draw(st.sampled_from(["nearest", "linear", "cubic"])),
+            "coordinate_transformation_mode": draw(st.sampled_from(COORDINATE_MODES)),
+            "nearest_mode": "round_prefer_floor",
+            "cubic_coeff_a": -0.75,
+            "exclude_outside": draw(st.booleans()),
+        }
+        return Case([s], attrs, numpy_shape(lambda: OPS["resize"]([np.zeros(s)], attrs)))
 
     return make()
 

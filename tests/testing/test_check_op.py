@@ -112,6 +112,13 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "power": {"dtypes": ("float32", "float64")},
     "repeat": {"attrs": {"repeats": st.sampled_from([0, 1, 2])}},
     "reshape": {"attrs": {"newshape": st.sampled_from([[-1], [0, -1], [-1, 1], [1, 0, 0]])}},
+    "resize": {
+        "shapes": [[(2, 3)], [(1, 4)], [(3, 1)]],
+        "attrs": {
+            "sizes": st.sampled_from([[2, 3], [4, 1], [1, 6], [0, 2]]),
+            "mode": st.sampled_from(["nearest", "linear", "cubic"]),
+        },
+    },
     "split": {"attrs": {"indices_or_sections": st.sampled_from([1, 2, [1], [1, 2]])}},
     "strided_slice": {
         "attrs": {

@@ -3,7 +3,7 @@
 Importing this package registers every built-in kernel.
 """
 
-from . import create, dynamic, elementwise, nn, reduce, transform
+from . import create, dynamic, elementwise, image, nn, reduce, transform
 from . import registry as _registry
 from .registry import (
     Kernel,
@@ -27,6 +27,7 @@ __all__ = [
     "elementwise",
     "get_kernel_factory",
     "has_kernel",
+    "image",
     "nn",
     "reduce",
     "register_kernel",

@@ -1,21 +1,21 @@
 """The attribute schema of each op's kernel: what a loaded file may pass to a kernel factory.
 
-A kernel factory reads its attributes as it finds them (``attrs["axis"]``); given a value of
-the wrong type (``axis="garbage"``), a list where an int belongs, or a name it does not know,
-it might ignore it, misread it, or fail with anything. So the loader checks every kernel-table
-entry (and every step of a fused kernel) against its op's schema before a VM binds it: exactly
-the declared names (the compiler writes every default), each value of its kind.
+A kernel factory reads its attributes as it finds them (``attrs["axis"]``); given a value of the
+wrong type (``axis="garbage"``), a list where an int belongs, or a name it does not know, it might
+ignore it, misread it, or fail with anything. So the loader checks every kernel-table entry (and
+every step of a fused kernel) against its op's schema before a VM binds it: exactly the declared
+names (the compiler writes every default), each value of its kind.
 
-Kinds are written as the IR catalogue names them (``ir/attrs.py``), so that a test can compare
-this table with the catalogue (``tests/vm/test_attr_schema.py``): ``int``, ``float``,
-``bool``, ``str``, ``dtype``, ``list[int]``, ``list[[int, int]]``, a choice ``'a' | 'b'``, and
-unions ``X or Y`` (``None`` among them). ``list[int | dim]`` (reshape's ``newshape``, split's
-indices) holds ints and ``None``: the compiler writes ``None`` for a dim entry (the VM never
-sees sympy), and the kernel takes that extent from its outputs' shapes. The VM cannot import
+Kinds are written as the IR catalogue names them (``ir/attrs.py``), so that a test can compare this
+table with the catalogue (``tests/vm/test_attr_schema.py``): ``int``, ``float``, ``bool``, ``str``,
+``dtype``, ``list[int]``, ``list[float]``, ``list[[int, int]]``, a choice ``'a' | 'b'``, and unions
+``X or Y`` (``None`` among them). ``list[int | dim]`` (reshape's ``newshape``, split's indices,
+resize's ``sizes``) holds ints and ``None``: the compiler writes ``None`` for a dim entry (the VM
+never sees sympy), and the kernel takes that extent from its outputs' shapes. The VM cannot import
 the catalogue (it depends on numpy alone), hence the copy. Custom ops registered with
-``dynshape.register_op`` get their schema registered with their kernel
-(``register_attr_schema``); a kernel registered with ``vm.register_kernel`` alone has none,
-and its attributes are only checked to be JSON-like.
+``dynshape.register_op`` get their schema registered with their kernel (``register_attr_schema``); a
+kernel registered with ``vm.register_kernel`` alone has none, and its attributes are only checked to
+be JSON-like.
 """
 
 from __future__ import annotations
@@ -129,6 +129,16 @@ BUILTIN_SCHEMAS: dict[str, dict[str, str]] = {
     "prod": {"axis": "int or list[int] or None", "keepdims": "bool", "exclude": "bool"},
     "repeat": {"repeats": "int", "axis": "int or None"},
     "reshape": {"newshape": "list[int | dim]"},
+    "resize": {
+        "sizes": "list[int | dim]",
+        "scales": "list[float] or None",
+        "mode": "'nearest' | 'linear' | 'cubic'",
+        "coordinate_transformation_mode": "'half_pixel' | 'half_pixel_symmetric' | "
+        "'pytorch_half_pixel' | 'align_corners' | 'asymmetric' | 'tf_half_pixel_for_nn'",
+        "nearest_mode": "'round_prefer_floor' | 'round_prefer_ceil' | 'floor' | 'ceil'",
+        "cubic_coeff_a": "float",
+        "exclude_outside": "bool",
+    },
     "round": {},
     "rsqrt": {},
     "scatter_elements": {"axis": "int", "reduction": "'none' | 'add' | 'mul' | 'max' | 'min'"},
@@ -184,6 +194,11 @@ _BASIC: dict[str, Check] = {
     "dtype": lambda v: v in _DTYPES,
     "None": lambda v: v is None,
     "list[int]": _is_ints,
+    "list[float]": lambda v: (
+        isinstance(v, tuple)
+        and len(v) <= MAX_LIST
+        and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)
+    ),
     "list[int | dim]": _is_ints_or_dims,
     "list[[int, int]]": lambda v: (
         isinstance(v, tuple) and len(v) <= MAX_LIST and all(_is_ints(p) and len(p) == 2 for p in v)

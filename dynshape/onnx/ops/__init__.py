@@ -4,6 +4,7 @@ from . import (  # noqa: F401
     control,
     detection,
     elementwise,
+    image,
     indexing,
     layout,
     nn,

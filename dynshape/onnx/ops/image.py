@@ -1,0 +1,157 @@
+"""Image ops: ``Resize`` (opsets 13-21), as the catalogue's ``resize``.
+
+The output shape stays symbolic. Given ``sizes`` (known at import: constants, or computed from
+shapes such as ``Concat(Shape(x)[:2], [64, 64])``), the output dims are those entries; the
+kernel then takes each axis's scale as out/in at run time, as ONNX does. Given ``scales``, an
+output dim is ``floor(dim * scale)`` with ``scale`` the exact value of the float32 in the
+model (``sympy.Rational(float)``): ``scale_factor=2`` of ``(N, C, H, W)`` types as
+``(N, C, 2*H, 2*W)``. ONNX's reference computes that product in float64, where it is exact
+for any dim below 2**29, so the two agree; onnxruntime multiplies in float32 and can give one
+more where the product lies within float32 rounding below an integer (``10 * 0.7f``).
+
+Refused as unsupported: ``tf_crop_and_resize`` (a region of interest, with its
+``extrapolation_value``), ``antialias``, scales or sizes computed from data, and
+``keep_aspect_ratio_policy`` other than ``stretch`` over several axes with symbolic dims (the
+scale is a minimum or maximum of ratios of dims), and ``exclude_outside`` with ``nearest``.
+``exclude_outside`` is passed on otherwise (it changes ``cubic`` only: a linear tap outside the
+axis has the same element as the one inside, edge padding).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import sympy
+
+import ir
+from dynshape.builder import trace
+from ir.ops.image import COORDINATE_MODES, NEAREST_MODES
+
+from ..known import Known
+from ..registry import Node, NodeError, Unsupported, converter
+from .shape import _axis, _dtype, _shape
+
+_MODES = ("nearest", "linear", "cubic")
+_POLICIES = ("stretch", "not_larger", "not_smaller")
+
+
+def _given(node: Node, i: int) -> Any:
+    """Input ``i`` unless it is omitted or an empty tensor (ONNX's two ways to leave out
+    ``roi``, ``scales`` or ``sizes``)."""
+    value = node.input(i)
+    if value is None or (isinstance(value, Known) and value.array.size == 0):
+        return None
+    return value
+
+
+def _choice(node: Node, name: str, default: str, choices: tuple[str, ...]) -> str:
+    value = node.attr(name, default)
+    value = value.decode() if isinstance(value, bytes) else str(value)
+    if value not in choices:
+        raise NodeError(f"{name} {value!r} is not one of {', '.join(choices)}")
+    return value
+
+
+def _scaled(d: Any, scale: float) -> Any:
+    """``floor(d * scale)`` with the exact value of the float ``scale``: an int for an int
+    ``d``, else a dim (``2*H`` for a scale of 2)."""
+    out = sympy.floor(sympy.sympify(d) * sympy.Rational(scale))
+    return int(out) if out.is_Integer else ir.check_dim(out)
+
+
+def _aspect(
+    dims: list[Any], axes: list[int], sizes: list[Any], policy: str
+) -> tuple[list[Any], float]:
+    """``keep_aspect_ratio_policy`` ``not_larger``/``not_smaller``: one scale for every axis
+    (the smallest or largest of sizes/dims), and the sizes it gives (``int(scale * dim +
+    0.5)``), in float64 as the reference computes them. Needs ints where the ratios are
+    compared (several axes)."""
+    inputs = [dims[a] for a in axes]
+    if not all(isinstance(v, int) for v in inputs + sizes):
+        raise Unsupported(
+            f"keep_aspect_ratio_policy {policy!r} over several axes with symbolic dims or sizes"
+        )
+    if 0 in inputs:
+        raise NodeError(f"keep_aspect_ratio_policy {policy!r} of an empty axis (no ratio)")
+    ratios = [s / d for s, d in zip(sizes, inputs, strict=True)]
+    scale = min(ratios) if policy == "not_larger" else max(ratios)
+    return [int(scale * d + 0.5) for d in inputs], scale
+
+
+@converter("Resize")
+def resize(node: Node) -> Any:
+    """``resize`` with the output sizes worked out at import (see the module doc)."""
+    dims = list(_shape(node.input(0)))
+    rank = len(dims)
+    mode = _choice(node, "mode", "nearest", _MODES)
+    coord = _choice(
+        node,
+        "coordinate_transformation_mode",
+        "half_pixel",
+        (*COORDINATE_MODES, "tf_crop_and_resize"),
+    )
+    if coord == "tf_crop_and_resize":
+        raise Unsupported(
+            "coordinate_transformation_mode 'tf_crop_and_resize' (a region of interest)"
+        )
+    nearest = _choice(node, "nearest_mode", "round_prefer_floor", NEAREST_MODES)
+    policy = _choice(node, "keep_aspect_ratio_policy", "stretch", _POLICIES)
+    if node.attr("antialias", 0):
+        raise Unsupported("antialias")
+    exclude = bool(node.attr("exclude_outside", 0))
+    if exclude and mode == "nearest":
+        # the reference gives the samples outside weight 0 (zeros near the edges);
+        # onnxruntime refuses it: no model relies on either
+        raise Unsupported("exclude_outside with mode 'nearest'")
+    if mode != "nearest" and _dtype(node.input(0)) == "bool":
+        raise NodeError(f"{mode} Resize of a bool tensor")
+    if rank == 0:
+        raise NodeError("Resize of a scalar")
+    axes_attr = node.attr("axes")
+    axes = list(range(rank)) if axes_attr is None else [_axis(int(a), rank) for a in axes_attr]
+    if len(set(axes)) != len(axes):
+        raise NodeError(f"axes {list(axes_attr)} repeat an axis")
+
+    scales_in, sizes_in = _given(node, 2), _given(node, 3)
+    if (scales_in is None) == (sizes_in is None):
+        raise NodeError("exactly one of scales and sizes must be given")
+    scales: list[float] | None = None
+    out = list(dims)
+    if scales_in is not None:
+        if not isinstance(scales_in, Known) or scales_in.numeric() is None:
+            raise Unsupported("scales computed from data")
+        given = [float(s) for s in np.asarray(scales_in.numeric()).reshape(-1)]
+        if len(given) != len(axes):
+            raise NodeError(f"{len(given)} scales for {len(axes)} axes")
+        if not all(math.isfinite(s) and s > 0 for s in given):
+            raise NodeError(f"scales {given} must be positive numbers")
+        scales = [1.0] * rank
+        for a, s in zip(axes, given, strict=True):
+            scales[a] = s
+            out[a] = _scaled(dims[a], s)
+    else:
+        if not isinstance(sizes_in, Known):
+            raise Unsupported("sizes computed from data")
+        sizes = [int(s) if isinstance(s, (int, np.integer)) else s for s in sizes_in.dims()]
+        if len(sizes) != len(axes):
+            raise NodeError(f"{len(sizes)} sizes for {len(axes)} axes")
+        if any(isinstance(s, int) and s < 0 for s in sizes):
+            raise NodeError(f"sizes {sizes} must be >= 0")
+        if policy != "stretch" and len(axes) > 1:
+            sizes, scale = _aspect(dims, axes, sizes, policy)
+            scales = [scale if a in axes else 1.0 for a in range(rank)]
+        for a, s in zip(axes, sizes, strict=True):
+            out[a] = s
+    return trace.apply(
+        "resize",
+        node.tensor(0),
+        sizes=out,
+        scales=scales,
+        mode=mode,
+        coordinate_transformation_mode=coord,
+        nearest_mode=nearest,
+        cubic_coeff_a=float(node.attr("cubic_coeff_a", -0.75)),
+        exclude_outside=exclude,
+    )

@@ -1,0 +1,188 @@
+"""Image kernels: ``resize``, with ONNX ``Resize``'s arithmetic (``onnx.reference``'s
+``op_resize``), axis by axis.
+
+Each resized axis maps its output indices ``y`` to source coordinates ``x`` in float64 (the
+coordinate transformation mode, with the axis's scale: the one given, or out/in), then:
+
+- ``nearest``: one ``np.take`` of the rounded, clamped coordinates (any dtype, no arithmetic);
+- ``linear`` / ``cubic``: the 2 or 4 neighbours of each ``x`` (clamped to the axis: edge
+  padding), blended with the reference's coefficients in float64 (cubic's are float32
+  numbers, as the reference's), one ``np.take`` per tap. The
+  axes are blended one after the other in float64 and rounded once into ``out``. Integer
+  outputs are truncated toward zero and saturated, as onnxruntime does (``static_cast`` of its
+  float result; the ONNX reference rounds instead).
+
+An axis whose extent and scale (within ``math.isclose``) do not change is skipped, as the
+reference skips it. Shapes, scales and attributes are checked first (ValueError naming them).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from .registry import Kernel, register_kernel
+
+_COORDINATE_MODES = (
+    "half_pixel",
+    "half_pixel_symmetric",
+    "pytorch_half_pixel",
+    "align_corners",
+    "asymmetric",
+    "tf_half_pixel_for_nn",
+)
+_NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
+
+
+def source_coordinates(mode: str, size_in: int, size_out: int, scale: float) -> np.ndarray:
+    """The float64 source coordinate of each output index along one axis (ONNX's
+    ``coordinate_transformation_mode``, written as the reference computes it: ``length`` is
+    the float ``scale * size_in``, which is not always ``size_out``)."""
+    y = np.arange(size_out, dtype=np.float64)
+    length = scale * size_in
+    if mode == "half_pixel":
+        return (y + 0.5) / scale - 0.5
+    if mode == "half_pixel_symmetric":
+        offset = size_in / 2 * (1 - size_out / length)
+        return offset + (y + 0.5) / scale - 0.5
+    if mode == "pytorch_half_pixel":
+        return np.full(size_out, -0.5) if length == 1 else (y + 0.5) / scale - 0.5
+    if mode == "align_corners":
+        return np.zeros(size_out) if length == 1 else y * (size_in - 1) / (length - 1)
+    if mode == "asymmetric":
+        return y / scale
+    # tf_half_pixel_for_nn (Resize-11's, still honoured by onnxruntime; the reference has none)
+    return (y + 0.5) / scale
+
+
+def nearest_indices(x: np.ndarray, nearest_mode: str, size_in: int) -> np.ndarray:
+    """The input index each coordinate takes: ``x`` itself when an integer, else its floor or
+    ceiling by ``nearest_mode`` (ties at .5 by the mode's preference), clamped to the axis."""
+    floor = np.floor(x)
+    ratio = x - floor
+    if nearest_mode == "round_prefer_floor":
+        up = ratio > 0.5
+    elif nearest_mode == "round_prefer_ceil":
+        up = ratio >= 0.5
+    elif nearest_mode == "floor":
+        up = np.zeros(x.shape, bool)
+    else:
+        up = ratio > 0
+    index: np.ndarray = np.clip(floor + up, 0, size_in - 1).astype(np.intp)
+    return index
+
+
+def _cubic_coeffs(r: np.ndarray, a: float) -> np.ndarray:
+    """The reference's 4 cubic-convolution weights of each ratio ``r`` in ``(0, 1]``.
+
+    They are float32 numbers: the reference (and onnxruntime) evaluates them with the float32
+    ``cubic_coeff_a``, each operand ``r``, ``r + 1``, ``1 - r``, ``2 - r`` rounded to float32
+    (computed in float64 first, as the reference's Python floats are).
+    """
+    f32 = np.float32
+    a32 = f32(a)
+    r1, r0 = (r + 1).astype(f32), r.astype(f32)
+    s0, s1 = (1 - r).astype(f32), ((1 - r) + 1).astype(f32)
+    weights = [
+        ((a32 * r1 - 5 * a32) * r1 + 8 * a32) * r1 - 4 * a32,
+        ((a32 + 2) * r0 - (a32 + 3)) * r0 * r0 + 1,
+        ((a32 + 2) * s0 - (a32 + 3)) * s0 * s0 + 1,
+        ((a32 * s1 - 5 * a32) * s1 + 8 * a32) * s1 - 4 * a32,
+    ]
+    return np.stack(weights, axis=1).astype(np.float64)
+
+
+def taps(
+    x: np.ndarray, mode: str, size_in: int, cubic_a: float, exclude_outside: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """For ``linear`` (2 taps) or ``cubic`` (4), the clamped input indices ``(out, taps)`` and
+    their weights, as the reference picks them: the taps nearest ``x``, the lower ones on a
+    tie (an integer ``x`` has ratio 1, which gives its own element weight 1 and the others
+    0); ``exclude_outside`` gives the taps outside the axis weight 0 and renormalises."""
+    floor = np.floor(x)
+    ratio = np.where(x == floor, 1.0, x - floor)
+    n = 2 if mode == "linear" else 4
+    pad = n // 2
+    # The reference finds the window in coordinates shifted by the edge padding; shifting
+    # rounds x + pad, so the window is found the same way here, to pick the same taps.
+    padded = x + pad
+    p = np.floor(padded)
+    start = p + np.where(padded == p, -(n // 2), -(n // 2) + 1) - pad
+    index = start.astype(np.int64)[:, None] + np.arange(n)[None, :]
+    coeffs = np.stack([1 - ratio, ratio], axis=1) if n == 2 else _cubic_coeffs(ratio, cubic_a)
+    if exclude_outside:
+        coeffs = np.where((index < 0) | (index >= size_in), 0.0, coeffs)
+        total = coeffs.sum(axis=1, keepdims=True)
+        coeffs = coeffs / np.where(total == 0, 1.0, total)
+    return np.clip(index, 0, size_in - 1).astype(np.intp), coeffs
+
+
+def _blend(data: np.ndarray, axis: int, index: np.ndarray, coeffs: np.ndarray) -> np.ndarray:
+    """``sum_k coeffs[:, k] * data[index[:, k]]`` along ``axis``, in tap order (float64)."""
+    shape = [1] * data.ndim
+    shape[axis] = -1
+    acc: np.ndarray = np.take(data, index[:, 0], axis=axis) * coeffs[:, 0].reshape(shape)
+    for k in range(1, index.shape[1]):
+        acc += np.take(data, index[:, k], axis=axis) * coeffs[:, k].reshape(shape)
+    return acc
+
+
+def _check(
+    x: np.ndarray, out: np.ndarray, sizes: Sequence[Any], scales: Sequence[float] | None
+) -> None:
+    if out.ndim != x.ndim or len(sizes) != x.ndim:
+        raise ValueError(
+            f"resize: output {out.shape} and sizes {list(sizes)} for input shape {x.shape}"
+        )
+    if out.dtype != x.dtype:
+        raise ValueError(f"resize: output dtype {out.dtype} for input dtype {x.dtype}")
+    for a, (s, n) in enumerate(zip(sizes, out.shape, strict=True)):
+        if s is not None and s != n:
+            raise ValueError(f"resize: output {out.shape} is not sizes {list(sizes)}")
+        if n > 0 and x.shape[a] == 0:
+            raise ValueError(f"resize: axis {a} of input shape {x.shape} is empty, resized to {n}")
+    if scales is not None:
+        if len(scales) != x.ndim:
+            raise ValueError(f"resize: {len(scales)} scales for input shape {x.shape}")
+        if not all(math.isfinite(s) and s > 0 for s in scales):
+            raise ValueError(f"resize: scales {list(scales)} must be positive numbers")
+
+
+@register_kernel("resize")
+def resize(attrs: Mapping[str, Any]) -> Kernel:
+    """ONNX ``Resize`` of ``x`` into ``out`` (see the module doc)."""
+    sizes, scales, mode = attrs["sizes"], attrs["scales"], attrs["mode"]
+    coord, nearest = attrs["coordinate_transformation_mode"], attrs["nearest_mode"]
+    cubic_a, exclude = float(attrs["cubic_coeff_a"]), bool(attrs["exclude_outside"])
+    if mode not in ("nearest", "linear", "cubic"):
+        raise ValueError(f"resize: unknown mode {mode!r}")
+    if coord not in _COORDINATE_MODES or nearest not in _NEAREST_MODES:
+        raise ValueError(f"resize: unknown mode {coord!r} or nearest mode {nearest!r}")
+
+    def kernel(x: np.ndarray, out: np.ndarray) -> None:
+        _check(x, out, sizes, scales)
+        if mode != "nearest" and x.dtype == np.bool_:
+            raise ValueError(f"resize: {mode} resize of a bool tensor")
+        if out.size == 0:
+            return
+        result = x
+        for a in range(x.ndim):
+            size_in, size_out = x.shape[a], out.shape[a]
+            scale = float(scales[a]) if scales is not None else size_out / size_in
+            if size_out == size_in and math.isclose(scale, 1.0):
+                continue  # the reference leaves such an axis as it is
+            coords = source_coordinates(coord, size_in, size_out, scale)
+            if mode == "nearest":  # exclude_outside does not apply (see ir/ops/image.py)
+                result = np.take(result, nearest_indices(coords, nearest, size_in), axis=a)
+            else:
+                index, coeffs = taps(coords, mode, size_in, cubic_a, exclude)
+                result = _blend(result.astype(np.float64, copy=False), a, index, coeffs)
+        if out.dtype.kind in "iu" and result.dtype != out.dtype:
+            info = np.iinfo(out.dtype)
+            result = np.clip(np.trunc(result), info.min, info.max)
+        np.copyto(out, result, casting="unsafe")
+
+    return kernel
