@@ -30,7 +30,16 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "examples" / "exported"))
 
-from onnx_models import D, cnn, encoder, encoder_numpy, stacked_encoder, weights  # noqa: E402
+from onnx_models import (  # noqa: E402
+    D,
+    cnn,
+    detection,
+    detector_output,
+    encoder,
+    encoder_numpy,
+    stacked_encoder,
+    weights,
+)
 
 import dynshape  # noqa: E402
 import dynshape.onnx  # noqa: E402
@@ -99,6 +108,15 @@ def latency_rows(repeats: int, quick: bool) -> None:
         if sess:
             fns["ort"] = lambda x=x: sess.run(None, {"x": x})
         _row(f"cnn {shape}", medians(fns, repeats))
+    model = detection()
+    vm = dynshape.VirtualMachine(dynshape.compile(dynshape.onnx.load(model)))
+    sess = session(model) if ort else None
+    for batch, classes, n in [(1, 3, 100)] if quick else [(1, 3, 100), (4, 20, 1000)]:
+        boxes, scores = detector_output(rng, batch, classes, n)
+        fns = {"dynshape": lambda b=boxes, s=scores: vm.run(b, s)}
+        if sess:
+            fns["ort"] = lambda b=boxes, s=scores: sess.run(None, {"boxes": b, "scores": s})
+        _row(f"detection {(batch, classes, n)}", medians(fns, repeats))
 
 
 def _row(label: str, t: dict[str, float]) -> None:

@@ -311,3 +311,19 @@ def detection() -> onnx.ModelProto:
         inits,
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def detector_output(
+    rng: np.random.Generator, batch: int, classes: int, n: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """A detector's raw output: boxes jittered around three objects per image (so that NMS
+    suppresses), 30% with their corners swapped, and uniform class scores."""
+    objects = rng.uniform(0, 20, (batch, 3, 2))
+    centers = objects[np.arange(batch)[:, None], rng.integers(0, 3, (batch, n))]
+    centers = centers + rng.normal(0, 0.3, (batch, n, 2))
+    half = rng.uniform(1.8, 2.2, (batch, n, 2))
+    boxes = np.concatenate([centers - half, centers + half], axis=-1)
+    flip = rng.random((batch, n)) < 0.3
+    boxes[flip] = boxes[flip][:, [2, 3, 0, 1]]
+    scores = rng.random((batch, classes, n))
+    return boxes.astype(np.float32), scores.astype(np.float32)

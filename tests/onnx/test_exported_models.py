@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -94,22 +93,8 @@ def test_gru_tagger() -> None:
         np.testing.assert_allclose(vm.run(ids), want, rtol=1e-4, atol=1e-5)
 
 
-def _detector_output(rng: np.random.Generator, batch: int, classes: int, n: int) -> Any:
-    """A detector's raw output: boxes jittered around three objects per image (so that NMS
-    suppresses), 30% with their corners swapped, and uniform class scores."""
-    objects = rng.uniform(0, 20, (batch, 3, 2))
-    centers = objects[np.arange(batch)[:, None], rng.integers(0, 3, (batch, n))]
-    centers = centers + rng.normal(0, 0.3, (batch, n, 2))
-    half = rng.uniform(1.8, 2.2, (batch, n, 2))
-    boxes = np.concatenate([centers - half, centers + half], axis=-1)
-    flip = rng.random((batch, n)) < 0.3
-    boxes[flip] = boxes[flip][:, [2, 3, 0, 1]]
-    scores = rng.random((batch, classes, n))
-    return boxes.astype(np.float32), scores.astype(np.float32)
-
-
 def test_detection_post_processing() -> None:
-    from onnx_models import MAX_PER_CLASS, PRE_NMS, detection
+    from onnx_models import MAX_PER_CLASS, PRE_NMS, detection, detector_output
 
     from dynshape.passes.infer_types import infer_types
 
@@ -130,7 +115,7 @@ def test_detection_post_processing() -> None:
     vm = dynshape.VirtualMachine(dynshape.compile(program))
     rng = np.random.default_rng(5)
     for batch, classes, n in [(1, 3, 7), (2, 4, PRE_NMS), (3, 2, 150)]:
-        boxes, scores = _detector_output(rng, batch, classes, n)
+        boxes, scores = detector_output(rng, batch, classes, n)
         want = _ort(model, {"boxes": boxes, "scores": scores})
         got = vm.run(boxes, scores)
         assert len(got) == len(want) == 5

@@ -131,6 +131,20 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "inputs": [[_X, _i(3, 0, 1)], [_X, _scalar(2, np.int64)], [_X, _i()], [_X, _i(-1)]],
         "attrs": {"axis": st.sampled_from([None, 0, 1])},
     },
+    "non_max_suppression": {
+        # two overlapping boxes and two apart (corners in either order), two classes
+        "inputs": [
+            [
+                np.array([[[0, 0, 2, 2], [0.1, 0.1, 2, 2], [5, 5, 3, 3], [9, 9, 10, 10]]], F32),
+                np.array([[[0.9, 0.8, 0.7, 0.1], [0.2, 0.95, 0.5, 0.6]]], F32),
+                _scalar(limit, np.int64),
+                _scalar(0.5, F32),
+                _scalar(threshold, F32),
+            ]
+            for limit, threshold in [(3, 0.15), (1, 0.0), (0, 0.0), (5, 0.99)]
+        ],
+        "attrs": {"center_point_box": st.sampled_from([0, 1])},
+    },
     "scatter_nd": {
         "inputs": [
             [_X, _i(1, -1, 1).reshape(3, 1), np.ones((3, 5), F32)],
