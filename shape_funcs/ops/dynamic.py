@@ -8,6 +8,7 @@ rank of an input) and each dim that depends on the value is a fresh symbol (prin
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import numpy as np
@@ -190,20 +191,29 @@ def _corners(boxes: np.ndarray, center_point_box: int) -> tuple[np.ndarray, ...]
     return x_min, y_min, x_max, y_max, (x_max - x_min) * (y_max - y_min)
 
 
-def _suppressed(corners: tuple[np.ndarray, ...], top: int, rest: np.ndarray, iou: Any) -> Any:
-    """Which boxes ``rest`` overlap box ``top`` with an IoU above ``iou``: onnxruntime's
-    ``SuppressByIOU`` for one box against many. Empty or inverted boxes (area <= 0) and
-    boxes that do not intersect are never suppressed."""
+def _suppressed(corners: tuple[np.ndarray, ...], top: Any, rest: Any, iou: Any) -> Any:
+    """Which boxes ``rest`` overlap boxes ``top`` with an IoU above ``iou``: onnxruntime's
+    ``SuppressByIOU``, for index arrays that broadcast (one box against many, or every pair).
+    Empty or inverted boxes (area <= 0) and boxes that do not intersect never suppress nor are
+    suppressed."""
     x_min, y_min, x_max, y_max, area = corners
-    if not area[top] > 0:
-        return np.zeros(rest.shape, bool)
     ix = np.minimum(x_max[top], x_max[rest]) - np.maximum(x_min[top], x_min[rest])
     iy = np.minimum(y_max[top], y_max[rest]) - np.maximum(y_min[top], y_min[rest])
     inter = ix * iy
     union = (area[rest] + area[top]) - inter
-    valid = (ix > 0) & (iy > 0) & (inter > 0) & (area[rest] > 0) & (union > 0)
+    valid = (ix > 0) & (iy > 0) & (inter > 0) & (area[rest] > 0) & (area[top] > 0) & (union > 0)
     ratio = np.divide(inter, union, out=np.zeros_like(inter), where=valid)
     return valid & (ratio > iou)
+
+
+#: Up to this many boxes per image, the IoU of every pair is computed once (shared by all
+#: classes) and the greedy selection only reads it; above, one box against the rest at a time
+#: (the pairs would take n**2 memory).
+PAIRWISE_BOXES = 1024
+
+_last = threading.local()
+"""The last selection in this thread, by its inputs' bytes: the shape function and then the
+kernel select from the same inputs, one after the other (see ``select_boxes``)."""
 
 
 def select_boxes(
@@ -221,9 +231,31 @@ def select_boxes(
     remaining box whose IoU with it exceeds ``iou_threshold`` is dropped, until
     ``max_output_boxes_per_class`` are selected (a negative limit is 0) or none remain.
 
-    Vectorised per selected box: one IoU of it against the remaining candidates, a mask. Raises
-    ValueError for inputs onnxruntime refuses (shapes, an IoU threshold outside [0, 1], a
-    ``center_point_box`` other than 0 and 1) and for a threshold or limit not one value."""
+    The run-time shape function needs the count and the kernel the rows, from the same inputs:
+    the last result in each thread is kept with the bytes of its inputs, and a call with equal
+    ones returns a copy of it (an exact match, so never a stale answer). Raises ValueError for
+    inputs onnxruntime refuses (shapes, an IoU threshold outside [0, 1], a ``center_point_box``
+    other than 0 and 1) and for a threshold or limit not one value."""
+    inputs = (boxes, scores, max_output_boxes_per_class, iou_threshold, score_threshold)
+    key = (center_point_box, *((a.dtype.str, a.shape, a.tobytes()) for a in inputs))
+    last = getattr(_last, "entry", None)
+    if last is not None and last[0] == key:
+        return last[1].copy()
+    rows = _select(*inputs, center_point_box)
+    _last.entry = (key, rows)
+    return rows.copy()
+
+
+def _select(
+    boxes: np.ndarray,
+    scores: np.ndarray,
+    max_output_boxes_per_class: np.ndarray,
+    iou_threshold: np.ndarray,
+    score_threshold: np.ndarray,
+    center_point_box: int,
+    pairwise: int = PAIRWISE_BOXES,
+) -> np.ndarray:
+    """``select_boxes`` without the memo; the pairs are computed up to ``pairwise`` boxes."""
     if boxes.ndim != 3 or boxes.shape[2] != 4:
         raise ValueError(f"boxes must have shape (batch, num_boxes, 4), got {boxes.shape}")
     if scores.ndim != 3:
@@ -246,22 +278,48 @@ def select_boxes(
     rows: list[tuple[int, int, int]] = []
     if limit == 0:
         return np.zeros((0, 3), np.int64)
+    n = boxes.shape[1]
     with np.errstate(all="ignore"):  # inf - inf in degenerate boxes: masked as not valid
         corners_all = _corners(boxes, center_point_box)
         for b in range(boxes.shape[0]):
             corners = tuple(c[b] for c in corners_all)
+            every = np.arange(n)
+            pairs = _suppressed(corners, every[:, None], every, iou) if n <= pairwise else None
             for c in range(scores.shape[1]):
                 s = scores[b, c]
                 candidates = np.flatnonzero(s > threshold)
                 # descending by score, stable: equal scores keep the smaller index first
-                left = candidates[np.argsort(-s[candidates], kind="stable")]
-                taken = 0
-                while left.size and taken < limit:
-                    top, left = int(left[0]), left[1:]
-                    rows.append((b, c, top))
-                    taken += 1
-                    left = left[~_suppressed(corners, top, left, iou)]
+                order = candidates[np.argsort(-s[candidates], kind="stable")]
+                kept = _greedy(order, limit, corners, iou, pairs)
+                rows.extend((b, c, int(k)) for k in kept)
     return np.array(rows, np.int64).reshape(len(rows), 3)
+
+
+def _greedy(
+    order: np.ndarray, limit: int, corners: tuple[np.ndarray, ...], iou: Any, pairs: Any
+) -> list[int]:
+    """The boxes of ``order`` (best first) that the greedy selection keeps, at most ``limit``.
+    With ``pairs`` (every pair's suppression), one mask update per kept box; without, the IoU
+    of each kept box against the remaining ones."""
+    kept: list[int] = []
+    if pairs is None:
+        left = order
+        while left.size and len(kept) < limit:
+            top, left = int(left[0]), left[1:]
+            kept.append(top)
+            left = left[~_suppressed(corners, top, left, iou)]
+        return kept
+    over = pairs[np.ix_(order, order)]
+    alive = np.ones(order.size, bool)
+    at = 0
+    while at < order.size and len(kept) < limit:
+        at += int(alive[at:].argmax())
+        if not alive[at]:
+            break
+        kept.append(int(order[at]))
+        alive &= ~over[at]
+        at += 1
+    return kept
 
 
 def _scalar_shape(ctx: ShapeContext, shape: Any, name: str) -> None:

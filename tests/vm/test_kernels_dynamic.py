@@ -215,6 +215,35 @@ def test_non_max_suppression_is_onnxruntimes_loop(center, data):
     assert_same(got, expected)
 
 
+@pytest.mark.parametrize("pairwise", [0, 1 << 20])
+@KERNEL_SETTINGS
+@given(data=st.data())
+def test_non_max_suppression_pairwise_and_one_at_a_time_agree(pairwise, data):
+    """The selection from every pair's IoU (small images) and from one box against the rest
+    (large ones) are the same loop; the memo of the last selection is bypassed by new inputs."""
+    from shape_funcs.ops import dynamic
+
+    boxes, scores, limit, iou, threshold = _nms_inputs(data, 0)
+    expected = _nms_ref(boxes, scores, limit, iou, threshold, 0)
+    scalars = [np.array(limit), np.array(iou), np.array(threshold)]
+    got = dynamic._select(boxes, scores, *scalars, 0, pairwise=pairwise)
+    assert_same(got, expected)
+
+
+def test_the_selection_memo_answers_equal_inputs_only():
+    from shape_funcs.ops.dynamic import select_boxes
+
+    boxes = np.array([[[0, 0, 2, 2], [0, 0, 2, 2.1], [5, 5, 6, 6]]], np.float32)
+    scores = np.array([[[0.9, 0.8, 0.7]]], np.float32)
+    scalars = [np.array(3), np.array(np.float32(0.5)), np.array(np.float32(0))]
+    first = select_boxes(boxes, scores, *scalars)
+    np.testing.assert_array_equal(first, [[0, 0, 0], [0, 0, 2]])
+    first[0, 2] = 99  # a caller changing its copy does not change the memo
+    np.testing.assert_array_equal(select_boxes(boxes, scores, *scalars), [[0, 0, 0], [0, 0, 2]])
+    scores[0, 0, 1] = 0.95  # new values: selected again
+    np.testing.assert_array_equal(select_boxes(boxes, scores, *scalars), [[0, 0, 1], [0, 0, 2]])
+
+
 def test_non_max_suppression_reads_ties_overlaps_and_limits():
     # Three copies of one box with tied scores: the lowest index wins; a far box survives.
     boxes = np.array([[[0, 0, 1, 1], [1, 1, 0, 0], [0, 0, 1, 1], [5, 5, 6, 6]]], np.float32)
