@@ -36,6 +36,7 @@ from .executable import Function, KernelEntry, OpKernel
 from .fused import build_fused
 from .kernels.registry import Kernel, get_kernel_factory
 from .memory.allocator import Allocator
+from .straight import straight_line
 
 
 class Backend(ABC):
@@ -60,6 +61,13 @@ class Backend(ABC):
     def decode(self, function: Function, ctx: DecodeContext) -> list[Step]:
         """The steps of ``function``'s instructions, by pc: exactly one per instruction."""
 
+    def decode_run(self, function: Function, ctx: DecodeContext) -> list[Step]:
+        """The steps the VM runs, by pc: ``decode``'s by default. A backend may let one step
+        run several instructions here (a function without control flow as one function,
+        ``vm/straight.py``); a wrapper, which acts per instruction (the profiler times each,
+        the sanitizer checks each), always gets ``decode``'s steps of its inner backend."""
+        return self.decode(function, ctx)
+
     def layers(self) -> Iterator[Backend]:
         """This backend, then the ones it wraps, outermost first."""
         yield self
@@ -67,7 +75,9 @@ class Backend(ABC):
 
 class ClosureBackend(Backend):
     """The default backend (``"closures"``): kernels from the registry (fused entries compiled
-    by ``fused.build_fused``), instructions decoded into ``decode.py``'s closures."""
+    by ``fused.build_fused``), instructions decoded into ``decode.py``'s closures; a function
+    without control flow runs as one generated function of them (``vm/straight.py``), except
+    for a wrapper (``decode_each``)."""
 
     def bind_kernel(self, index: int, entry: KernelEntry, ctx: DecodeContext) -> Kernel:
         if isinstance(entry, OpKernel):
@@ -76,6 +86,13 @@ class ClosureBackend(Backend):
 
     def decode(self, function: Function, ctx: DecodeContext) -> list[Step]:
         return decode(function.code, ctx)
+
+    def decode_run(self, function: Function, ctx: DecodeContext) -> list[Step]:
+        steps = self.decode(function, ctx)
+        if type(self).decode is not ClosureBackend.decode:
+            return steps  # a subclass's own steps: run as it made them
+        whole = straight_line(function.code, steps, ctx)
+        return steps if whole is None else [whole, *steps[1:]]
 
 
 class BackendWrapper(Backend):
@@ -122,11 +139,14 @@ def backend_named(name: str) -> Backend:
     return factory()
 
 
-def decode_function(backend: Backend, function: Function, ctx: DecodeContext) -> list[Step]:
-    """``backend.decode(function, ctx)``, checked to be one callable step per instruction (the
-    loop indexes the steps by pc and calls them): a VMError naming the backend otherwise. The
-    VM decodes through this, and so do the wrappers for their inner backend."""
-    steps = backend.decode(function, ctx)
+def decode_function(
+    backend: Backend, function: Function, ctx: DecodeContext, run: bool = False
+) -> list[Step]:
+    """``backend.decode(function, ctx)`` (``decode_run`` if ``run``: the VM's), checked to be
+    one callable step per instruction (the loop indexes the steps by pc and calls them): a
+    VMError naming the backend otherwise. The VM decodes through this, and so do the wrappers
+    for their inner backend."""
+    steps = backend.decode_run(function, ctx) if run else backend.decode(function, ctx)
     what = f"backend {type(backend).__name__} decoded function {function.name!r}"
     n = len(function.code)
     if not isinstance(steps, list):

@@ -50,6 +50,7 @@ from .memory.allocator import Allocator, NaiveAllocator, PooledAllocator
 from .memory.storage import Storage
 from .profiler import Profiler, ProfilingBackend
 from .sanitizer import MemorySanitizer, SanitizingBackend
+from .straight import failing_pc
 
 #: How results leave the VM: lent (the pool takes the storage back when the caller lets go of
 #: it), copied out, or transferred (the caller's for good).
@@ -179,7 +180,7 @@ class VirtualMachine:
             names=self._names,
         )
         ctx.kernels = [self._bind_kernel(i, k, ctx) for i, k in enumerate(exe.kernels)]
-        code = [decode_function(backend, f, ctx) for f in exe.functions]
+        code = [decode_function(backend, f, ctx, run=True) for f in exe.functions]
         return _Instance(ctx, code)
 
     def _bind_kernel(self, i: int, entry: KernelEntry, ctx: DecodeContext) -> Callable[..., Any]:
@@ -283,12 +284,13 @@ class VirtualMachine:
                         raise self._stopped(budget < 0)
         except VMError as e:
             if e.where is None:
-                e.where = self._where(fidx, pc, stack)
+                e.where = self._where(fidx, _failing_pc(code, pc, e), stack)
             raise
         except Exception as e:
             # Whatever else fails inside an instruction is reported as the project's error,
             # naming the instruction: a kernel's failure (numpy's, MemoryError included) is a
             # KernelError; anything else a VMError (a value the loader could not rule out).
+            pc = _failing_pc(code, pc, e)
             where = self._where(fidx, pc, stack)
             ins = self.exe.functions[fidx].code[pc] if pc >= 0 else None
             if ins is not None and ins.op == Op.INVOKE:
@@ -410,6 +412,16 @@ def _not_an_executable(value: Any) -> str:
     if isinstance(value, (bytes, bytearray, memoryview)):
         return "VirtualMachine expects an Executable, got bytes: use Executable.from_bytes(data)"
     return f"VirtualMachine expects an Executable, got {kind}"
+
+
+def _failing_pc(code: list[Step], pc: int, error: BaseException) -> int:
+    """The instruction that raised ``error``: ``pc``, or for a straight-line step (which runs
+    a whole function) the one its generated frame stopped at."""
+    if 0 <= pc < len(code):
+        found = failing_pc(code[pc], error.__traceback__)
+        if found is not None:
+            return found
+    return pc
 
 
 def _storage_refs(live: dict[int, Storage], key: int) -> int:
