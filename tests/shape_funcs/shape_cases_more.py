@@ -291,6 +291,8 @@ def _scatter_elements_cases(op: str) -> st.SearchStrategy[Case]:
         attrs = {"axis": axis, "reduction": draw(st.sampled_from(["none", "add", "max"]))}
         return Case([s, m, m], attrs, numpy_shape(lambda: np.zeros(s)))
 
+    return make()
+
 
 @cases("resize")
 def _resize_cases(op: str) -> st.SearchStrategy[Case]:
