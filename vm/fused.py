@@ -47,7 +47,7 @@ import numpy as np
 
 from shape_funcs import concrete_shapes
 
-from . import fused_blocked, fused_expr
+from . import fused_blocked
 from .codegen import UnsafeSourceError, int_literal, make_function
 from .errors import FormatError, KernelError
 from .fused_blocked import plan_blocked
@@ -270,7 +270,7 @@ def _fast_paths(gen: _Generator, spec: FusedKernel, constants: Sequence[np.ndarr
     size = gen.bind("g0", attrgetter("size"))
     if expr is not None:
         e = gen.bind("e0", expr)
-        gen.prelude(f"if {size}(o0) <= {int_literal(fused_expr.EXPR_MAX_ELEMENTS)}:")
+        gen.prelude(f"if {size}(o0) <= {int_literal(expr.max_elements)}:")
         gen.prelude(f"    if {e}({args}):")
         gen.prelude("        return None")
     if blocked is not None:

@@ -4,8 +4,8 @@ A fused kernel whose steps are all elementwise ops (``ELEMENTWISE``) can run blo
 outputs' leading axis is cut into blocks of about ``BLOCK_ELEMENTS`` elements, and each block
 runs every step before the next block starts, so the intermediate values of a block stay in
 cache instead of making one pass over memory per step. Above ``THREAD_MIN_ELEMENTS`` the blocks
-are split in two contiguous halves, one run by the calling thread and one by a persistent
-worker thread (numpy releases the GIL inside its ufunc loops, so both cores work).
+are shared by the calling thread and a persistent worker thread, each taking the next block
+when it is done with one (numpy releases the GIL inside its ufunc loops, so both cores work).
 
 Operands are cut the way broadcasting reads them: an operand with the outputs' rank and their
 leading dim is sliced to the block's rows; any other operand (leading dim 1, a lower rank, a
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -92,8 +92,8 @@ _pool_lock = threading.Lock()
 
 
 def _worker_pool() -> ThreadPoolExecutor:
-    """The process's one worker thread (made on first use): a blocked kernel runs half of its
-    blocks there, the other half on the calling thread."""
+    """The process's one worker thread (made on first use): a blocked kernel runs blocks there
+    and on the calling thread at once."""
     global _pool
     if _pool is None:
         with _pool_lock:
@@ -152,15 +152,17 @@ class BlockedPlan:
 
         ins = [(a, cut(a)) for a in inputs]
         consts = [(c, cut(c)) for c in self.constants]
-        starts = list(range(0, rows, block))
+        # The two threads take the next block from one shared iterator (``next`` on it is
+        # atomic under the GIL): on a loaded machine the thread that gets more CPU does more
+        # blocks, where fixed halves would wait for the slower one.
+        starts = iter(range(0, rows, block))
         try:
             if use_threads() and outputs[0].size >= THREAD_MIN_ELEMENTS:
-                half = len(starts) // 2
                 fut: Future[None] = _worker_pool().submit(
-                    self._run_blocks, starts[half:], block, rows, ins, consts, outputs, passed
+                    self._run_blocks, starts, block, rows, ins, consts, outputs, passed
                 )
                 try:
-                    self._run_blocks(starts[:half], block, rows, ins, consts, outputs, passed)
+                    self._run_blocks(starts, block, rows, ins, consts, outputs, passed)
                 finally:
                     fut.result()
             else:
@@ -171,7 +173,7 @@ class BlockedPlan:
 
     def _run_blocks(
         self,
-        starts: Sequence[int],
+        starts: Iterator[int],
         block: int,
         rows: int,
         ins: list[tuple[Any, bool]],
@@ -179,7 +181,7 @@ class BlockedPlan:
         outputs: Sequence[np.ndarray],
         passed: dict[int, np.ndarray],
     ) -> None:
-        """Every step on each block starting at a row of ``starts``."""
+        """Every step on each block starting at a row taken from ``starts``."""
         tail = outputs[0].shape[1:]
         # This thread's scratch: one buffer per tmp, of a full block's shape (a shorter last
         # block uses a leading slice of it).

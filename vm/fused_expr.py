@@ -4,10 +4,10 @@ A fused chain of ``k`` elementwise steps costs ``k`` numpy calls, ~0.2-0.3 us ea
 handful of elements. ``numexpr`` (optional: the ``fast`` extra) evaluates a whole expression in
 one call; this module translates a fused kernel into one when every step is an op of
 ``EXPRESSIONS`` and every value has one float dtype, compiles it once per kernel (at decode
-time) and runs it where that was measured faster (design/vm.md, "Fused kernels as one
-expression"): kernels of at least ``EXPR_MIN_STEPS`` steps, on outputs of at most
-``EXPR_MAX_ELEMENTS`` elements. numexpr's loops were measured slower than numpy's per element on
-the benchmark machine, so large arrays keep numpy (and the blocked runner).
+time) and runs it where that was measured faster (design/vm.md, "Fast paths of fused
+kernels"): kernels of at least ``EXPR_MIN_STEPS`` steps, on outputs up to a size set per kernel
+by a measured cost model (``size_limit``). numexpr's loops were measured slower than numpy's per
+element on the benchmark machine (its float32 ``tanh`` ~50x), so large arrays keep numpy.
 
 Safety: the expression text is made only from generated names (``i0``, ``c0``) and the fixed
 templates of ``EXPRESSIONS``, looked up by op name; no string of the executable enters it.
@@ -23,7 +23,7 @@ the plain kernel). Values agree with numpy's within float rounding (numexpr's ``
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -47,8 +47,17 @@ EXPRESSIONS: dict[str, str] = {
 #: Steps from which a kernel runs as one expression: below, numexpr's fixed cost per call
 #: (~3 us measured) is more than the numpy calls it replaces.
 EXPR_MIN_STEPS = 8
-#: Output elements up to which the expression runs (above, numpy's per-element loops win).
+#: Output elements up to which the expression may run, whatever the cost model says.
 EXPR_MAX_ELEMENTS = 4096
+#: The cost model that sets each kernel's size limit (measured on the benchmark machine, numpy
+#: 2.4, numexpr 2.14 without VML): one expression costs ``EXPR_CALL_NS`` plus, per element, the
+#: ``EXPR_ELEMENT_NS`` of each op (numexpr's float32 ``tanh`` is scalar libm, ~50 ns per
+#: element, against ~1 ns for numpy's SIMD loop); it saves ``STEP_CALL_NS`` per step (one numpy
+#: call on a few elements). The expression runs up to the size where the two meet.
+EXPR_CALL_NS = 3000
+STEP_CALL_NS = 400
+EXPR_ELEMENT_NS = {"tanh": 50.0, "exp": 11.0, "log": 11.0, "sin": 11.0, "cos": 11.0}
+EXPR_ELEMENT_NS_DEFAULT = 1.5
 #: Longest expression text translated: values read by several steps are repeated in the text
 #: (numexpr merges equal subtrees again), so a kernel whose text would grow past this (a deep
 #: tree of shared values) is not translated.
@@ -115,9 +124,16 @@ class ExprPlan:
     False (doing nothing) when the call's dtypes are not the compiled ones."""
 
     def __init__(
-        self, nex: Any, operands: list[tuple[str, int]], constants: Sequence[np.ndarray], dt: Any
+        self,
+        nex: Any,
+        operands: list[tuple[str, int]],
+        constants: Sequence[np.ndarray],
+        dt: Any,
+        max_elements: int,
     ) -> None:
         self.nex = nex
+        self.max_elements = max_elements
+        """Outputs up to this many elements run as the expression (``size_limit``)."""
         self.dtype = dt
         self.inputs = [i for kind, i in operands if kind == "in"]
         # Each operand: an input index, or a constant (bound now).
@@ -139,10 +155,23 @@ class ExprPlan:
         return True
 
 
-def plan_expr(spec: Any, constants: Sequence[np.ndarray]) -> Callable[..., bool] | None:
+def size_limit(ops: Sequence[str]) -> int:
+    """Output elements up to which the expression of a kernel of ``ops`` is cheaper than its
+    steps, by the cost model above (0: never), at most ``EXPR_MAX_ELEMENTS``."""
+    per_element = sum(EXPR_ELEMENT_NS.get(op, EXPR_ELEMENT_NS_DEFAULT) for op in ops)
+    saved = len(ops) * STEP_CALL_NS - EXPR_CALL_NS
+    if saved <= 0:
+        return 0
+    return min(EXPR_MAX_ELEMENTS, int(saved / per_element))
+
+
+def plan_expr(spec: Any, constants: Sequence[np.ndarray]) -> ExprPlan | None:
     """The one-expression runner of ``spec``, or None: numexpr not installed, fewer than
     ``EXPR_MIN_STEPS`` steps, an op or dtype that is not translated (see the module doc)."""
     if len(spec.steps) < EXPR_MIN_STEPS:
+        return None
+    limit = size_limit([s.op for s in spec.steps])
+    if limit < 1:
         return None
     ne = numexpr_module()
     if ne is None:
@@ -164,4 +193,4 @@ def plan_expr(spec: Any, constants: Sequence[np.ndarray]) -> Callable[..., bool]
         nex = ne.NumExpr(text, signature)
     except (ValueError, TypeError, KeyError, SyntaxError, RecursionError, MemoryError):
         return None  # numexpr refused it (too deep, too many registers): the plain kernel runs
-    return ExprPlan(nex, operands, constants, dt)
+    return ExprPlan(nex, operands, constants, dt, limit)

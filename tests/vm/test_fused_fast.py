@@ -288,12 +288,12 @@ def test_expression_chain_matches_plain(monkeypatch, shape, check_memory):
 def test_expression_float64_and_broadcasting(monkeypatch):
     taken = _calls(monkeypatch, fused_expr, fused_expr.ExprPlan)
     rng = np.random.default_rng(5)
-    x = rng.standard_normal((4, 3))
+    x = rng.standard_normal((2, 3))
     y = rng.standard_normal((3,))
     _check(
         _chain(12),
-        [("float64", (4, 3)), ("float64", (3,))],
-        [("float64", (4, 3))],
+        [("float64", (2, 3)), ("float64", (3,))],
+        [("float64", (2, 3))],
         [x, y],
         consts=[np.array(0.25)],
     )
@@ -314,7 +314,8 @@ def test_expression_thresholds(monkeypatch):
     """Short kernels and large outputs keep the plain kernel."""
     taken = _calls(monkeypatch, fused_expr, fused_expr.ExprPlan)
     assert fused_expr.plan_expr(SEED, []) is None  # 2 steps: below EXPR_MIN_STEPS
-    n = fused_expr.EXPR_MAX_ELEMENTS + 1
+    plan = fused_expr.plan_expr(_chain(12), [np.array(0.5, np.float32)])
+    n = plan.max_elements + 1
     s = ("float32", (n,))
     _check(
         _chain(12), [s, s], [s], [np.ones(n, np.float32)] * 2, consts=[np.array(0.5, np.float32)]
@@ -343,6 +344,15 @@ def test_expression_shared_vm_under_threads():
     for t in threads:
         t.join()
     assert errors == []
+
+
+def test_size_limit_follows_the_cost_model():
+    """Transcendental ops lower the limit; too few steps to pay the call give 0."""
+    arith = fused_expr.size_limit(["add", "multiply"] * 50)
+    tanh = fused_expr.size_limit(["add", "tanh"] * 50)
+    assert fused_expr.EXPR_MAX_ELEMENTS >= arith > tanh > 0
+    assert fused_expr.size_limit(["add"] * 7) == 0
+    assert fused_expr.size_limit(["add", "tanh", "multiply", "subtract"] * 50) >= 16
 
 
 def test_translation_uses_only_generated_names_and_fixed_text():
