@@ -102,6 +102,17 @@ def _worker_pool() -> ThreadPoolExecutor:
     return _pool
 
 
+def _forget_pool() -> None:
+    # A forked child has no worker thread, but would inherit a pool that believes it has an
+    # idle one and never starts another: the child makes its own pool on first use.
+    global _pool
+    _pool = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
+
+
 def use_threads() -> bool:
     """Whether blocked kernels share their blocks with a worker thread: only with 2+ cores."""
     return (os.cpu_count() or 1) >= 2

@@ -375,3 +375,22 @@ def test_without_numexpr_chains_run_plain(monkeypatch):
     s = ("float32", (1, 16))
     x = np.linspace(-1, 1, 16, dtype=np.float32).reshape(1, 16)
     _check(_chain(20), [s, s], [s], [x, x], consts=[np.array(0.5, np.float32)])
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs os.fork")
+def test_blocked_threads_work_in_a_forked_child(tiny_blocks):
+    """The worker pool made in the parent is not reused by a child (it has no thread there)."""
+    import os
+    import signal
+
+    s = ("float32", (50,))
+    m = _vm(_exe(SEED, [s, s], [s]), True)
+    x = np.arange(50, dtype=np.float32)
+    np.testing.assert_array_equal(m.run(x, x), x)  # the parent's pool now exists
+    pid = os.fork()
+    if pid == 0:  # the child: exit 0 only if the blocked, threaded call completes correctly
+        signal.alarm(20)  # a child waiting for a worker that does not exist dies, not hangs
+        ok = np.array_equal(m.run(x, x), x)
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
