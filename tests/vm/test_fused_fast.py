@@ -185,6 +185,24 @@ def test_blocked_with_scratch_two_outputs_and_other_dtypes(tiny_blocks, monkeypa
     assert taken == [True]
 
 
+@pytest.mark.parametrize("fast_path", ["blocked", "expression"])
+def test_fast_paths_read_non_contiguous_inputs(tiny_blocks, monkeypatch, fast_path):
+    """Strided and transposed views as inputs (the VM passes caller arrays as they are)."""
+    if fast_path == "expression" and fused_expr.numexpr_module() is None:
+        pytest.skip("numexpr (the fast extra) not installed")
+    base = np.arange(60, dtype=np.float32).reshape(10, 6) / 10
+    x, y = base[::2, ::2], base[:6, :5].T[:, 1:4]  # (5, 3) each, neither contiguous
+    if fast_path == "blocked":
+        taken = _calls(monkeypatch, fused_blocked, fused_blocked.BlockedPlan)
+        kernel, consts = SEED, []
+    else:  # an output small enough for the 12-step chain's limit
+        taken = _calls(monkeypatch, fused_expr, fused_expr.ExprPlan)
+        kernel, consts, x, y = _chain(12), [np.array(0.5, np.float32)], x[:2], y[:2]
+    s = ("float32", x.shape)
+    _check(kernel, [s, s], [s], [x, y], consts=consts)
+    assert taken == [True]
+
+
 def test_blocked_not_planned_for_non_elementwise_steps():
     kernel = FusedKernel(
         "center",
@@ -266,7 +284,7 @@ needs_numexpr = pytest.mark.skipif(
 
 
 @needs_numexpr
-@pytest.mark.parametrize("shape", [(1, 16), (3, 5), (0, 4), (7,)])
+@pytest.mark.parametrize("shape", [(1, 16), (3, 5), (0, 4), (7,), ()])
 @pytest.mark.parametrize("check_memory", [False, True])
 def test_expression_chain_matches_plain(monkeypatch, shape, check_memory):
     taken = _calls(monkeypatch, fused_expr, fused_expr.ExprPlan)
