@@ -47,11 +47,9 @@ import numpy as np
 
 from shape_funcs import concrete_shapes
 
-from . import fused_blocked
+from . import fused_blocked, fused_expr
 from .codegen import UnsafeSourceError, int_literal, make_function
 from .errors import FormatError, KernelError
-from .fused_blocked import plan_blocked
-from .fused_expr import plan_expr
 from .kernels.registry import Kernel, get_kernel_factory, has_kernel
 from .memory.allocator import Allocator
 from .memory.storage import Storage, tensor_view
@@ -262,8 +260,8 @@ def _fast_paths(gen: _Generator, spec: FusedKernel, constants: Sequence[np.ndarr
     """
     if spec.num_outputs == 0:
         return
-    expr = plan_expr(spec, constants)
-    blocked = plan_blocked(spec, constants)
+    expr = fused_expr.plan_expr(spec, constants)
+    blocked = fused_blocked.plan_blocked(spec, constants)
     if expr is None and blocked is None:
         return
     args = ", ".join(gen.params)

@@ -13,7 +13,6 @@ import threading
 import numpy as np
 import pytest
 
-import vm.fused as fused_mod
 from vm import (
     Assembler,
     FusedKernel,
@@ -49,12 +48,10 @@ def _vm(exe, fast, **kw):
     """A VM whose fused kernels have their fast paths (``fast``) or only the plain steps."""
     if fast:
         return VirtualMachine(exe, **kw)
-    saved = fused_mod.plan_expr, fused_mod.plan_blocked
-    fused_mod.plan_expr = fused_mod.plan_blocked = lambda *a: None
-    try:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fused_expr, "plan_expr", lambda *a: None)
+        mp.setattr(fused_blocked, "plan_blocked", lambda *a: None)
         return VirtualMachine(exe, **kw)
-    finally:
-        fused_mod.plan_expr, fused_mod.plan_blocked = saved
 
 
 def _same(a, b):
@@ -333,6 +330,7 @@ def test_expression_thresholds(monkeypatch):
     taken = _calls(monkeypatch, fused_expr, fused_expr.ExprPlan)
     assert fused_expr.plan_expr(SEED, []) is None  # 2 steps: below EXPR_MIN_STEPS
     plan = fused_expr.plan_expr(_chain(12), [np.array(0.5, np.float32)])
+    assert plan is not None
     n = plan.max_elements + 1
     s = ("float32", (n,))
     _check(
@@ -375,7 +373,9 @@ def test_size_limit_follows_the_cost_model():
 
 def test_translation_uses_only_generated_names_and_fixed_text():
     """Op names outside the table are refused; the text names operands ``v<k>`` only."""
-    text, operands = fused_expr.translate(_chain(8), 1)
+    found = fused_expr.translate(_chain(8), 1)
+    assert found is not None
+    text, operands = found
     assert operands == [("in", 0), ("in", 1), ("const", 0)]
     assert set(text) <= set("v012 +-*()tanh")
     odd = FusedKernel("odd", 1, 1, (FusedStep("nn.relu", {}, (IN0,), (OUT0,)),))
