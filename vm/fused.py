@@ -33,6 +33,12 @@ With scratch, ``held = []`` comes first, then one ``t0 = n0(held, ...)`` line pe
 the ``try``, and a ``finally: free(held)``. ``fail`` finds the failing step from the line number
 of ``run``'s frame in the traceback, so the fast path pays nothing for naming it. The source
 holds only generated names; op names, attributes and constants are values in the namespace.
+
+Faster runners come first when a kernel has them (design/vm.md, "Fast paths of fused
+kernels"): ``if g0(o0) <= N: if e0(...): return None`` for one ``numexpr`` expression
+(``fused_expr.py``: long float chains on small outputs) and ``if g0(o0) >= M: if b0(...):
+return None`` for the blocked, threaded runner (``fused_blocked.py``: elementwise chains on
+large outputs). A runner returns False when a call does not fit it, and the steps run.
 """
 
 from __future__ import annotations
