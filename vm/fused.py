@@ -33,6 +33,12 @@ With scratch, ``held = []`` comes first, then one ``t0 = n0(held, ...)`` line pe
 the ``try``, and a ``finally: free(held)``. ``fail`` finds the failing step from the line number
 of ``run``'s frame in the traceback, so the fast path pays nothing for naming it. The source
 holds only generated names; op names, attributes and constants are values in the namespace.
+
+Faster runners come first when a kernel has them (design/vm.md, "Fast paths of fused
+kernels"): ``if g0(o0) <= N: if e0(...): return None`` for one ``numexpr`` expression
+(``fused_expr.py``: long float chains on small outputs) and ``if g0(o0) >= M: if b0(...):
+return None`` for the blocked, threaded runner (``fused_blocked.py``: elementwise chains on
+large outputs). A runner returns False when a call does not fit it, and the steps run.
 """
 
 from __future__ import annotations
@@ -40,13 +46,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
 
 from shape_funcs import concrete_shapes
 
-from .codegen import UnsafeSourceError, make_function
+from . import fused_blocked, fused_expr
+from .codegen import UnsafeSourceError, int_literal, make_function
 from .errors import FormatError, KernelError
 from .kernels.registry import Kernel, get_kernel_factory, has_kernel
 from .memory.allocator import Allocator
@@ -242,11 +250,38 @@ def build_fused(
         # Scratch is made before step 0, and its failures are reported as step 0's.
         gen.setup(f"t{t} = {gen.bind(f'n{t}', maker)}({', '.join(args)})")
 
+    _fast_paths(gen, spec, constants)
+
     def free(held: list[Storage]) -> None:
         for st in held:
             allocator.free(st)
 
     return gen.finish(free)
+
+
+def _fast_paths(gen: _Generator, spec: FusedKernel, constants: Sequence[np.ndarray]) -> None:
+    """Put the size tests of the kernel's faster runners before its steps: one expression
+    (``fused_expr``, small outputs of long chains) and blocks (``fused_blocked``, large outputs
+    of elementwise chains). A runner returns False when a call does not fit it; the steps run.
+    """
+    if spec.num_outputs == 0:
+        return
+    expr = fused_expr.plan_expr(spec, constants)
+    blocked = fused_blocked.plan_blocked(spec, constants)
+    if expr is None and blocked is None:
+        return
+    args = ", ".join(gen.params)
+    size = gen.bind("g0", attrgetter("size"))
+    if expr is not None:
+        e = gen.bind("e0", expr)
+        gen.prelude(f"if {size}(o0) <= {int_literal(expr.max_elements)}:")
+        gen.prelude(f"    if {e}({args}):")
+        gen.prelude("        return None")
+    if blocked is not None:
+        b = gen.bind("b0", blocked)
+        gen.prelude(f"if {size}(o0) >= {int_literal(fused_blocked.BLOCKED_MIN_ELEMENTS)}:")
+        gen.prelude(f"    if {b}({args}):")
+        gen.prelude("        return None")
 
 
 #: Ref kinds a step may write.
@@ -277,6 +312,7 @@ class _Generator:
         self.namespace: dict[str, Any] = {"KERNEL_FAILURES": KERNEL_FAILURES}
         self.const_names: dict[int, str] = {}
         self.setup_lines: list[str] = []
+        self.prelude_lines: list[str] = []
         self.step_lines: list[tuple[int, str]] = []
 
     def bind(self, name: str, value: Any) -> str:
@@ -311,6 +347,10 @@ class _Generator:
         """Step ``index`` is the call ``line``."""
         self.step_lines.append((index, line))
 
+    def prelude(self, line: str) -> None:
+        """A ``line`` of ``run`` before everything else (a dispatch to a faster runner)."""
+        self.prelude_lines.append(line)
+
     def setup(self, line: str) -> None:
         """A scratch allocation ``line``, run before the steps."""
         self.setup_lines.append(line)
@@ -321,6 +361,7 @@ class _Generator:
         body: list[tuple[int, str]] = [(0, line) for line in self.setup_lines]
         body += self.step_lines
         lines = [f"def run({', '.join(self.params)}):"]
+        lines += [f"    {line}" for line in self.prelude_lines]
         if self.setup_lines:
             lines.append("    held = []")
             self.bind("free", free)

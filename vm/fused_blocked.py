@@ -1,0 +1,236 @@
+"""The blocked runner of an elementwise fused kernel: every step over one block of rows at a time.
+
+A fused kernel whose steps are all elementwise ops (``ELEMENTWISE``) can run block by block: the
+outputs' leading axis is cut into blocks of about ``BLOCK_ELEMENTS`` elements, and each block
+runs every step before the next block starts, so the intermediate values of a block stay in
+cache instead of making one pass over memory per step. Above ``THREAD_MIN_ELEMENTS`` the blocks
+are shared by the calling thread and a persistent worker thread, each taking the next block
+when it is done with one (numpy releases the GIL inside its ufunc loops, so both cores work).
+
+Operands are cut the way broadcasting reads them: an operand with the outputs' rank and their
+leading dim is sliced to the block's rows; any other operand (leading dim 1, a lower rank, a
+0-d constant) is read whole by every block, which is what broadcasting does with it. Scratch
+buffers (``tmp`` refs) are per-block arrays of the block's shape, one set per thread, reused
+from block to block.
+
+The runner is a plan made at decode time (``plan_blocked``) and a call-time check: when the
+call does not fit (outputs of different shapes, fewer than two blocks, a scratch argument of
+another shape) it says so and the caller runs the plain step-by-step kernel. A failure inside a
+block also runs the plain kernel, which reports the failing step as usual.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from .kernels.registry import Kernel, get_kernel_factory
+
+#: Ops whose result element ``i`` depends only on element ``i`` of each (broadcast) operand, so
+#: a block of rows computes the same values it would as part of the whole array.
+ELEMENTWISE = frozenset(
+    (
+        "exp",
+        "log",
+        "sqrt",
+        "sin",
+        "cos",
+        "tanh",
+        "floor",
+        "ceil",
+        "round",
+        "negative",
+        "abs",
+        "logical_not",
+        "add",
+        "subtract",
+        "multiply",
+        "floor_divide",
+        "mod",
+        "power",
+        "equal",
+        "not_equal",
+        "less",
+        "less_equal",
+        "greater",
+        "greater_equal",
+        "logical_and",
+        "logical_or",
+        "divide",
+        "rsqrt",
+        "sigmoid",
+        "copy",
+        "nn.relu",
+        "maximum",
+        "minimum",
+        "where",
+        "cast",
+        "clip",
+        "nn.leaky_relu",
+    )
+)
+
+#: Elements per block (all steps of one block run before the next). Measured on the benchmark
+#: machine (2 cores, 1 MiB L2 each, 32 MiB shared L3): 256 Ki elements (1 MiB of float32 per
+#: operand) keeps a block's values in cache and makes the per-block Python calls negligible;
+#: 64 Ki was 1.17x numpy ``out=`` at 1e7 elements, 256 Ki 0.96x (design/vm.md).
+BLOCK_ELEMENTS = 1 << 18
+#: Output elements from which the blocked runner is used: below, the whole arrays of a chain
+#: stay in the L3 cache anyway and one numpy call per step is cheaper (at 1e6 elements blocks
+#: of 16 Ki were 2.4x slower than the plain kernel).
+BLOCKED_MIN_ELEMENTS = 1 << 22
+#: Output elements from which the blocks are shared with the worker thread.
+THREAD_MIN_ELEMENTS = 1 << 22
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _worker_pool() -> ThreadPoolExecutor:
+    """The process's one worker thread (made on first use): a blocked kernel runs blocks there
+    and on the calling thread at once."""
+    global _pool
+    if _pool is None:
+        with _pool_lock:
+            if _pool is None:
+                _pool = ThreadPoolExecutor(1, thread_name_prefix="dynshape-blocks")
+    return _pool
+
+
+def _forget_pool() -> None:
+    # A forked child has no worker thread, but would inherit a pool that believes it has an
+    # idle one and never starts another: the child makes its own pool on first use.
+    global _pool
+    _pool = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
+
+
+def use_threads() -> bool:
+    """Whether blocked kernels share their blocks with a worker thread: only with 2+ cores."""
+    return (os.cpu_count() or 1) >= 2
+
+
+class BlockedPlan:
+    """How to run one fused kernel block by block; ``__call__(*inputs, *destinations)`` returns
+    False (and does nothing) when this call does not fit the plan."""
+
+    def __init__(self, spec: Any, constants: Sequence[np.ndarray]) -> None:
+        self.num_inputs = spec.num_inputs
+        self.num_outputs = spec.num_outputs
+        self.arg_tmps = {s.shape[1]: t for t, s in enumerate(spec.scratch) if s.shape[0] == "arg"}
+        self.scratch_dtypes = [np.dtype(s.dtype) for s in spec.scratch]
+        self.constants = constants
+        # One (kernel, input refs, output refs) triple per step, refs as (kind, index).
+        self.steps: list[tuple[Kernel, list[tuple[str, int]], list[tuple[str, int]]]] = [
+            (
+                get_kernel_factory(s.op)(dict(s.attrs)),
+                [(r.kind, r.index) for r in s.inputs],
+                [(r.kind, r.index) for r in s.outputs],
+            )
+            for s in spec.steps
+        ]
+
+    def __call__(self, *args: np.ndarray) -> bool:
+        ni, no = self.num_inputs, self.num_outputs
+        inputs, outputs = args[:ni], args[ni : ni + no]
+        shape = outputs[0].shape
+        if any(o.shape != shape for o in outputs) or not shape:
+            return False
+        rows = shape[0]
+        row_elems = outputs[0].size // rows if rows else 0
+        if row_elems == 0:
+            return False
+        block = max(1, BLOCK_ELEMENTS // row_elems)
+        nblocks = -(-rows // block)
+        if nblocks < 2:
+            return False
+        passed = {t: args[ni + no + j] for j, t in self.arg_tmps.items()}
+        if any(a.shape != shape for a in passed.values()):
+            return False
+        ndim = len(shape)
+
+        def cut(a: Any) -> bool:
+            # Sliced by rows: an operand with the outputs' rank and leading dim.
+            return isinstance(a, np.ndarray) and a.ndim == ndim and a.shape[0] == rows != 1
+
+        ins = [(a, cut(a)) for a in inputs]
+        consts = [(c, cut(c)) for c in self.constants]
+        # The two threads take the next block from one shared iterator (``next`` on it is
+        # atomic under the GIL): on a loaded machine the thread that gets more CPU does more
+        # blocks, where fixed halves would wait for the slower one.
+        starts = iter(range(0, rows, block))
+        try:
+            if use_threads() and outputs[0].size >= THREAD_MIN_ELEMENTS:
+                fut: Future[None] = _worker_pool().submit(
+                    self._run_blocks, starts, block, rows, ins, consts, outputs, passed
+                )
+                try:
+                    self._run_blocks(starts, block, rows, ins, consts, outputs, passed)
+                finally:
+                    fut.result()
+            else:
+                self._run_blocks(starts, block, rows, ins, consts, outputs, passed)
+        except (ValueError, TypeError, IndexError, ArithmeticError):
+            return False  # the plain kernel runs again and names the failing step
+        return True
+
+    def _run_blocks(
+        self,
+        starts: Iterator[int],
+        block: int,
+        rows: int,
+        ins: list[tuple[Any, bool]],
+        consts: list[tuple[Any, bool]],
+        outputs: Sequence[np.ndarray],
+        passed: dict[int, np.ndarray],
+    ) -> None:
+        """Every step on each block starting at a row taken from ``starts``."""
+        tail = outputs[0].shape[1:]
+        # This thread's scratch: one buffer per tmp, of a full block's shape (a shorter last
+        # block uses a leading slice of it).
+        scratch = {
+            t: np.empty((block, *tail), dt)
+            for t, dt in enumerate(self.scratch_dtypes)
+            if t not in passed
+        }
+        steps = self.steps
+        for lo in starts:
+            hi = min(lo + block, rows)
+            values: dict[tuple[str, int], Any] = {}
+            for i, (a, sliced) in enumerate(ins):
+                values["in", i] = a[lo:hi] if sliced else a
+            for c, (a, sliced) in enumerate(consts):
+                values["const", c] = a[lo:hi] if sliced else a
+            for j, o in enumerate(outputs):
+                values["out", j] = o[lo:hi]
+            for t, buf in scratch.items():
+                values["tmp", t] = buf[: hi - lo]
+            for t, buf in passed.items():
+                values["tmp", t] = buf[lo:hi]
+            for kernel, src, dst in steps:
+                kernel(*[values[r] for r in src], *[values[r] for r in dst])
+
+
+def plan_blocked(spec: Any, constants: Sequence[np.ndarray]) -> Callable[..., bool] | None:
+    """The blocked runner of ``spec`` (a valid ``FusedKernel``), or None when it cannot run
+    blocked: a step that is not elementwise or takes a tuple operand, or scratch whose shape is
+    not the outputs' (only ``("like", out)`` and ``("arg", j)`` scratch can be, the latter
+    checked at call time)."""
+    for step in spec.steps:
+        if step.op not in ELEMENTWISE or any(type(a) is tuple for a in step.inputs):
+            return None
+    for s in spec.scratch:
+        kind = s.shape[0]
+        if kind == "arg":
+            continue
+        if kind != "like" or getattr(s.shape[1], "kind", None) != "out":
+            return None
+    return BlockedPlan(spec, constants)
