@@ -24,25 +24,28 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from .blas_threads import matmul as _matmul
 from .registry import Kernel, register_kernel
 
 F16 = np.dtype(np.float16)
 
 
 def _dense(data: np.ndarray, weight: np.ndarray, out: np.ndarray) -> None:
-    np.matmul(data, weight.T, out=out)
+    _matmul(data, weight.T, out)
 
 
 @register_kernel("nn.dense")
 def dense(attrs: Mapping[str, Any]) -> Kernel:
-    """``data @ weight.T`` (``np.matmul`` with ``out=``)."""
+    """``data @ weight.T`` (``np.matmul`` with ``out=``; BLAS threads by size, see
+    ``blas_threads``)."""
     return _dense
 
 
 @register_kernel("nn.matmul")
 def matmul(attrs: Mapping[str, Any]) -> Kernel:
-    """``a @ b`` (``np.matmul``: batched and broadcasting, with ``out=``)."""
-    return np.matmul
+    """``a @ b`` (``np.matmul``: batched and broadcasting, with ``out=``; BLAS threads by size,
+    see ``blas_threads``)."""
+    return _matmul
 
 
 @register_kernel("nn.batch_matmul")
@@ -51,7 +54,7 @@ def batch_matmul(attrs: Mapping[str, Any]) -> Kernel:
     ta, tb = attrs["transpose_a"], attrs["transpose_b"]
 
     def kernel(x: np.ndarray, y: np.ndarray, out: np.ndarray) -> None:
-        np.matmul(x.swapaxes(-1, -2) if ta else x, y.swapaxes(-1, -2) if tb else y, out=out)
+        _matmul(x.swapaxes(-1, -2) if ta else x, y.swapaxes(-1, -2) if tb else y, out)
 
     return kernel
 
