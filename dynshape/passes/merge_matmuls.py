@@ -2,8 +2,9 @@
 
 Assumes: a typed module (``InferTypes`` output), in graph form. Guarantees: a typed module in
 which every set of two or more ``nn.dense(X, C_i)`` (or ``nn.matmul(X, C_i)``) calls with the
-*same* input node ``X``, 2-d constant weights ``C_i`` of one dtype, and only elementwise /
-broadcast / injective op calls as users, is one call against the concatenated constant,
+*same* input node ``X``, 2-d constant weights ``C_i`` of one dtype, and as users only
+``INJECTIVE`` op calls (layout: reshape, transpose, ...), directly or after one bias ``add``
+(see ``_layout_users``), is one call against the concatenated constant,
 ``nn.dense(X, concat(C_i, axis=0))`` (``nn.matmul``: ``axis=1``), and each old call is the
 columns it owned: ``take(merged, const([o_i, ..., o_i + n_i - 1]), axis=-1)``. When every
 call of a set is used only by ``add(call, b_i)`` with ``b_i`` a constant of shape ``(n_i,)``
@@ -14,8 +15,10 @@ number of steps it had: the ``take`` stands where the ``add`` was).
 Why: one BLAS call of width ``sum(n_i)`` instead of ``len(C_i)`` calls (each a kernel
 dispatch in the VM, and a narrow GEMM that uses the BLAS poorly), as onnxruntime's
 "MatMul with shared input" fusion does. The ``take`` is injective, so ``fuse_ops`` puts it in
-the group of its users (which is why users must be ``<= INJECTIVE``: an anchor as user would
-leave the ``take`` alone, a copy kernel of its own, and the rewrite would not pay); the
+the group of its users. The users must be layout ops because only then was each matmul
+alone in its group before (an elementwise user takes the matmul as its epilogue's anchor, an
+anchor as user would leave the ``take`` a copy kernel of its own): 2n dispatches become n + 1,
+where otherwise n would become n + 1. The
 ``take`` kernel recognises a constant contiguous range and copies a strided slice
 (``vm/kernels/transform.py``).
 
@@ -83,12 +86,25 @@ def _candidate(call: Expr, graph: UseGraph) -> bool:
         return False
     if not isinstance(call.ty, TensorType) or not call.ty.shape:
         return False
-    for parent, use in graph.uses[call]:
+    bias = _bias(call, graph)
+    return _layout_users(bias[0] if bias is not None else call, graph)
+
+
+def _layout_users(node: Expr, graph: UseGraph) -> bool:
+    """True if every user of ``node`` is an ``INJECTIVE`` op call (reshape, transpose, ...).
+
+    Then the matmul was alone in its group before the rewrite (an injective consumer is not an
+    elementwise epilogue), and the ``take`` joins its users' group after it: one dispatch per
+    projection saved. An elementwise user would have taken the matmul as its epilogue anchor,
+    and the merged form (one matmul, then one ``take`` group per projection) would dispatch
+    one kernel *more*."""
+    uses = graph.uses[node]
+    for parent, use in uses:
         if use is not Use.OPERAND or not isinstance(parent, Call) or parent.op is None:
             return False
-        if parent.op.pattern > OpPattern.INJECTIVE:
+        if parent.op.pattern != OpPattern.INJECTIVE:
             return False
-    return True
+    return bool(uses)
 
 
 def _groups(graph: UseGraph) -> list[list[Call]]:
