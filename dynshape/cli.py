@@ -1,7 +1,7 @@
 """The command-line interface: ``python -m dynshape`` or ``dynshape``.
 
     dynshape demo
-    dynshape compile FILE --emit {parsed,types,fused,anf,manifest,bytecode} [-o OUT]
+    dynshape compile FILE --emit {parsed,types,rewritten,fused,anf,manifest,bytecode} [-o OUT]
     dynshape compile FILE -o OUT.dsx            (save the executable)
     dynshape run FILE|EXECUTABLE --input x=3,4 --input y=y.npy [--seed N] [--profile]
     dynshape explain FILE [--bind n=128 ...] [--svg out.svg]   (the memory report)

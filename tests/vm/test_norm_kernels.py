@@ -1,0 +1,78 @@
+"""Layer norm and softmax in few passes (vm/kernels/nn.py) against the plain numpy formulas:
+both reduction paths (matrix-vector up to MATVEC_NORM_MAX, ufunc reduce above it or off the
+last axis), odd sizes, strided inputs, 0-size tensors, in place."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from vm.kernels import nn
+from vm.kernels.registry import get_kernel_factory
+
+SHAPES = [(8, 64), (67, 129), (3, 5, 64), (1, 1), (513, 1023), (0, 64), (4, 0)]
+
+
+def _plain_layer_norm(x: np.ndarray, g: np.ndarray, b: np.ndarray, axis: int) -> np.ndarray:
+    if x.size == 0:
+        return x.copy()
+    shape = [1] * x.ndim
+    shape[axis] = -1
+    mean = x.mean(axis=axis, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=axis, keepdims=True)
+    return (x - mean) / np.sqrt(var + 1e-5) * g.reshape(shape) + b.reshape(shape)
+
+
+def _plain_softmax(x: np.ndarray, axis: int) -> np.ndarray:
+    if x.size == 0:
+        return x.copy()  # numpy's max has no identity: nothing to compute
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _data(shape: tuple[int, ...], dtype: str = "float32") -> np.ndarray:
+    rng = np.random.default_rng(sum(shape) + len(shape))
+    return (rng.standard_normal(shape) * 3 + 1).astype(dtype)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("axis", [-1, 0])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_layer_norm_equals_the_plain_formula(shape: tuple[int, ...], axis: int, dtype: str) -> None:
+    x = _data(shape, dtype)
+    g = _data((shape[axis],), dtype)
+    b = _data((shape[axis],), dtype)
+    out = np.full_like(x, np.nan)
+    get_kernel_factory("nn.layer_norm")({"axis": axis, "epsilon": 1e-5})(x, g, b, out)
+    np.testing.assert_allclose(out, _plain_layer_norm(x, g, b, axis), rtol=1e-4, atol=1e-4)
+
+
+def test_both_layer_norm_paths_are_exercised() -> None:
+    assert 8 * 64 <= nn.MATVEC_NORM_MAX < 513 * 1023
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("axis", [-1, 0])
+def test_softmax_equals_the_plain_formula(shape: tuple[int, ...], axis: int) -> None:
+    x = _data(shape)
+    out = np.full_like(x, np.nan)
+    get_kernel_factory("nn.softmax")({"axis": axis})(x, out)
+    np.testing.assert_allclose(out, _plain_softmax(x, axis), rtol=1e-5, atol=1e-6)
+
+
+def test_strided_and_in_place_inputs() -> None:
+    base = _data((40, 130))
+    x = base[::3, 1::2]  # not contiguous: the reduce path
+    g, b = _data((65,)), _data((65,))
+    ln = get_kernel_factory("nn.layer_norm")({"axis": -1, "epsilon": 1e-5})
+    out = np.empty(x.shape, np.float32)
+    ln(x, g, b, out)
+    np.testing.assert_allclose(out, _plain_layer_norm(x, g, b, -1), rtol=1e-4, atol=1e-4)
+    y = _data((9, 33))
+    expected = _plain_layer_norm(y, g[:33], b[:33], -1)
+    ln(y, g[:33], b[:33], y)  # out is the input: the matvec path reads the mean before writing
+    np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-4)
+    z = _data((9, 33))
+    expected = _plain_softmax(z, -1)
+    get_kernel_factory("nn.softmax")({"axis": -1})(z, z)
+    np.testing.assert_allclose(z, expected, rtol=1e-5, atol=1e-6)
