@@ -1,6 +1,6 @@
 """The compilation pipeline: one readable list of passes, and ``compile``.
 
-    parse -> infer_types -> fuse_ops -> to_anf -> manifest_alloc -> kill -> plan_memory
+    parse -> infer_types -> select -> fuse_ops -> to_anf -> manifest_alloc -> kill -> plan_memory
           -> lower -> vm.Executable
 
 Every stage's output is a module that prints as text and parses back (``stages`` returns them
@@ -25,6 +25,7 @@ from .passes.infer_types import InferTypes, stale_type
 from .passes.kill import KillAfterLastUse
 from .passes.manifest_alloc import ManifestAlloc
 from .passes.plan_memory import PlanMemory
+from .passes.select import SimplifySelection
 from .passes.to_anf import ToANF
 
 
@@ -33,6 +34,7 @@ def default_passes(planner: PlanMemory | None = None) -> list[tuple[str, ModuleP
     (``planner``: the memory planner with its options, default ``PlanMemory()``)."""
     return [
         ("types", InferTypes()),
+        ("selected", SimplifySelection()),
         ("fused", FuseOps()),
         ("anf", ToANF()),
         ("manifest", ManifestAlloc()),

@@ -51,7 +51,7 @@ def test_correct_pipeline_passes_every_stage() -> None:
 def test_a_pass_that_changes_meaning_is_named() -> None:
     # Squaring hides the swap: the broken pass is caught only where it changes a result.
     passes = default_passes()
-    passes.insert(2, ("broken", SwapSubtract()))
+    passes.insert([stage for stage, _ in passes].index("fused") + 1, ("broken", SwapSubtract()))
     check_stages(PROGRAM, *_inputs(), passes=passes)
     program = PROGRAM.replace("multiply(%d, %d)", "multiply(%d, %x)")
     with pytest.raises(StageMismatch) as info:
