@@ -87,6 +87,7 @@ declare(
     doc="indices of the non-zero elements, shape (count, rank)",
 )
 
+
 def _compress(dtypes: Sequence[Any], attrs: Attrs) -> str:
     input_dtype(dtypes, 1, "compress's mask")  # any dtype: non-zero selects, as in argwhere
     return input_dtype(dtypes, 0, "the data")
