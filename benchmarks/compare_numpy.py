@@ -646,6 +646,10 @@ def targets(rows: list[Row]) -> list[str]:
             q = r.ds / r.np_out
             lines.append(f"{verdict(q <= 1.0)} chain <=1.00x np-out: {q:.2f}x")
     for r in ok:
+        if r.workload.startswith("x[x>0]") and r.size >= 1_000_000:
+            q = r.ds / r.np_out  # np out= of this workload is its np.compress version
+            lines.append(f"{verdict(q <= 0.8)} x[x>0]*2 <=0.80x np.compress {r.size:,}: {q:.2f}x")
+    for r in ok:
         if r.workload.startswith("seed") and r.size == 10:
             lines.append(
                 f"{verdict(r.ds < 10e-6)} seed n=10 per call < 10 us: {r.ds * 1e6:.1f} us "

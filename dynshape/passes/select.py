@@ -20,18 +20,19 @@ output-buffered ``mode="raise"``; ``compress``'s kernel is one ``np.flatnonzero`
 unchecked ``np.take`` straight into the output, sized by one ``np.count_nonzero`` over the mask
 the program has computed already (design/compiler_fusion.md, "Boolean selection").
 
-Only the rewritten calls and their users are rebuilt, then typed by ``CompleteTypes`` (the rest
-keeps its types); a module without a selection is returned as it is.
+Only the rewritten calls and their users are rebuilt, each with its original's type (see
+``_Rewriter``); a module without a selection is returned as it is.
 """
 
 from __future__ import annotations
 
-import ir
-from ir import Call, Expr, Function, Module, TensorType
+import dataclasses
 
-from ..analysis.dataflow import use_graph
+import ir
+from ir import Call, Expr, Function, If, Let, Module, TensorType, Tuple, TupleGetItem
+
+from ..analysis.dataflow import UseGraph, use_graph
 from .base import ModulePass
-from .infer_types import CompleteTypes
 
 _COMPRESS = ir.get_op("compress")
 
@@ -57,9 +58,7 @@ class SimplifySelection(ModulePass):
             assert isinstance(new, Function)
             self.rewritten += rewriter.count
             out[name] = new
-        if not self.rewritten:
-            return module
-        return CompleteTypes().run(Module(out))
+        return Module(out) if self.rewritten else module
 
 
 def _single_use(node: Expr, uses: dict[Expr, list[object]]) -> bool:
@@ -112,27 +111,48 @@ def _rewrite(take: Call, uses: dict[Expr, list[object]]) -> Call | None:
     return Call(_COMPRESS, (data, mask), ir.Attrs({"axis": int(axis)}), span=take.span)
 
 
+def _has_let(graph: UseGraph) -> bool:
+    return any(isinstance(node, Let) for node in graph.order)
+
+
 class _Rewriter(ir.ExprMutator):
-    """Rewrites the ``take`` calls of one function (its graph's uses decide sharing)."""
+    """Rewrites the ``take`` calls of one function in graph form (a function with lets is left
+    as it is: its graph's uses decide sharing, and a let is a binding the rewrite would have to
+    see through). ``compress`` has the type of the ``take`` it replaces (the same dims: the
+    axis dim is the mask's count either way), so every rebuilt node keeps its original's type
+    and facts: the pipeline's passes build typed nodes and never re-infer."""
 
     def __init__(self, fn: Function) -> None:
         super().__init__()
         graph = use_graph(fn.body)
+        self.enabled = not _has_let(graph)
         self.uses: dict[Expr, list[object]] = {k: list(v) for k, v in graph.uses.items()}
         self.count = 0
 
+    def _typed(self, old: Expr, new: Expr) -> Expr:
+        if new is old:
+            return new
+        return dataclasses.replace(new, ty=old.ty, facts=old.facts)
+
     def visit_call(self, call: Call) -> Expr:
-        if call.op is not None and call.op.name == "take":
+        if self.enabled and call.op is not None and call.op.name == "take":
             new = _rewrite(call, self.uses)
             if new is not None:
                 self.count += 1
-                data, mask = new.args
-                return Call(
-                    new.callee, (self.visit(data), self.visit(mask)), new.attrs, span=new.span
-                )
-        return super().visit_call(call)
+                data, mask = (self.visit(a) for a in new.args)
+                return Call(new.callee, (data, mask), new.attrs, span=new.span, ty=call.ty)
+        return self._typed(call, super().visit_call(call))
+
+    def visit_tuple(self, tup: Tuple) -> Expr:
+        return self._typed(tup, super().visit_tuple(tup))
+
+    def visit_tuple_getitem(self, item: TupleGetItem) -> Expr:
+        return self._typed(item, super().visit_tuple_getitem(item))
+
+    def visit_if(self, node: If) -> Expr:
+        return self._typed(node, super().visit_if(node))
 
     def visit_function(self, fn: Function) -> Expr:
         if fn.is_primitive:  # kernel code, not part of this function's graph
             return fn
-        return super().visit_function(fn)
+        return self._typed(fn, super().visit_function(fn))
