@@ -276,11 +276,16 @@ def select_plain(x: np.ndarray) -> np.ndarray:
 
 
 def select_out(x: np.ndarray) -> Fn:
+    """numpy's fastest spelling of ``x[x > 0] * 2`` (issue 16): the mask into a reused buffer,
+    ``np.compress``, the multiply in place. ``np.compress`` is used without ``out=``: with it
+    numpy computes into a buffered copy of ``out`` (``mode="raise"``), measured slower than the
+    one allocation (1.85 vs 1.60 ms at 1e6); ``x[mask]`` is slower still (~5.6 ms at 1e6 with
+    a random mask: a branch per element)."""
     mask = np.empty(x.shape, np.bool_)
 
     def run(x: np.ndarray) -> np.ndarray:
         np.greater(x, 0, out=mask)
-        sel = x[mask]  # the size depends on the data: this one allocation is unavoidable
+        sel = np.compress(mask, x)  # the size depends on the data: one allocation
         np.multiply(sel, 2, out=sel)
         return sel
 

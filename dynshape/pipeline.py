@@ -1,7 +1,7 @@
 """The compilation pipeline: one readable list of passes, and ``compile``.
 
-    parse -> infer_types -> merge_matmuls -> fuse_ops -> to_anf -> manifest_alloc -> kill
-          -> plan_memory -> lower -> vm.Executable
+    parse -> infer_types -> select -> merge_matmuls -> fuse_ops -> to_anf -> manifest_alloc
+          -> kill -> plan_memory -> lower -> vm.Executable
 
 Every stage's output is a module that prints as text and parses back (``stages`` returns them
 all), so ``dynshape compile --emit=STAGE`` can show any of them. With ``debug=True`` the IR is
@@ -26,6 +26,7 @@ from .passes.kill import KillAfterLastUse
 from .passes.manifest_alloc import ManifestAlloc
 from .passes.merge_matmuls import MergeSharedMatmuls
 from .passes.plan_memory import PlanMemory
+from .passes.select import SimplifySelection
 from .passes.to_anf import ToANF
 
 
@@ -34,6 +35,7 @@ def default_passes(planner: PlanMemory | None = None) -> list[tuple[str, ModuleP
     (``planner``: the memory planner with its options, default ``PlanMemory()``)."""
     return [
         ("types", InferTypes()),
+        ("selected", SimplifySelection()),
         ("rewritten", MergeSharedMatmuls()),
         ("fused", FuseOps()),
         ("anf", ToANF()),

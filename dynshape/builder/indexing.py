@@ -14,8 +14,9 @@ How a key becomes ops (each exact, so ``x[:, 1:3]`` of an ``(n, 8)`` tensor has 
   drops the axis; statically out-of-range indices fail at build time;
 - ``None``: ``expand_dims``;
 - an integer tensor: ``take`` along its axis (``x[idx]``, ``x[:, idx]``);
-- a bool mask of x's shape, or over x's first axis: ``argwhere`` then ``take`` (a
-  data-dependent size, ``?``).
+- a bool mask of x's shape, or over x's first axis: ``compress`` (of the flattened x and
+  mask for a mask of x's shape; a data-dependent size, ``?``). The mask must be as long as the
+  axis, as numpy requires.
 """
 
 from __future__ import annotations
@@ -142,11 +143,10 @@ def _int_index(x: Value, index: int, axis: int) -> Value:
 
 def _tensor_index(x: Value, key: Value) -> Value:
     if key.dtype == "bool":
-        if key.ndim == x.ndim:
-            flat_index = apply("argwhere", key.flatten()).flatten()
-            return apply_one("take", x.flatten(), flat_index, axis=0)
+        if key.ndim == x.ndim and x.ndim != 1:
+            return apply_one("compress", x.flatten(), key.flatten(), axis=0)
         if key.ndim == 1:
-            return apply_one("take", x, apply("argwhere", key).flatten(), axis=0)
+            return apply_one("compress", x, key, axis=0)
         raise fail(
             f"a bool mask must have the tensor's rank ({x.ndim}) or be 1-d over its first axis, "
             f"got rank {key.ndim}"

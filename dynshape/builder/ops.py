@@ -120,6 +120,7 @@ global_max_pool2d = op_function("nn.global_max_pool2d")
 # ---- shapes and data-dependent sizes --------------------------------------------------------
 shape_of = op_function("shape_of")
 argwhere = op_function("argwhere")
+compress = op_function("compress")
 topk = op_function("topk")
 dyn_reshape = op_function("dyn.reshape")
 dyn_zeros = op_function("dyn.zeros")

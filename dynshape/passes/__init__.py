@@ -1,6 +1,7 @@
 """The passes of the pipeline, one file each, in the order ``dynshape/pipeline.py`` runs them:
 
 - ``infer_types.py`` (stage ``types``): every node's type, deferred shape facts as checks;
+- ``select.py`` (``selected``): gathers by a 1-d mask's positions as ``compress``;
 - ``merge_matmuls.py`` (``rewritten``): matmuls sharing an input with constant weights merged;
 - ``fuse_ops.py`` (``fused``): groups of elementwise/injective ops into primitive functions;
 - ``to_anf.py`` (``anf``): every intermediate value bound by a ``let``;

@@ -370,6 +370,16 @@ OPS.update(
 
 
 # ---- creation and data-dependent ops ---------------------------------------------------------
+def _compress(ins: Sequence[Any], attrs: Mapping[str, Any]) -> np.ndarray:
+    """numpy's own ``compress`` (non-zero selects), after the op's checks: numpy would accept
+    a shorter mask (and pad a longer one with False only if the extra entries are zero)."""
+    x, mask = ins
+    axis = attrs["axis"]
+    if mask.ndim != 1 or mask.shape[0] != x.shape[axis]:
+        raise ValueError(f"compress: mask {mask.shape} is not as long as axis {axis} of {x.shape}")
+    return np.compress(mask, x, axis=axis)
+
+
 def _full(shape: Sequence[int], fill: Any, dtype: str) -> np.ndarray:
     return np.full([int(d) for d in shape], np.asarray(fill).astype(dtype), dtype)
 
@@ -459,6 +469,7 @@ OPS.update(
             ins[0], ins[1].tolist(), ins[2].tolist(), ins[3].tolist()
         ),
         "argwhere": lambda ins, attrs: np.argwhere(ins[0]).astype(np.int64),
+        "compress": _compress,
         "topk": lambda ins, attrs: _topk(ins[0], attrs["k"], attrs),
         "dyn.topk": lambda ins, attrs: _topk(ins[0], int(ins[1]), attrs),
     }

@@ -87,6 +87,24 @@ declare(
     doc="indices of the non-zero elements, shape (count, rank)",
 )
 
+
+def _compress(dtypes: Sequence[Any], attrs: Attrs) -> str:
+    input_dtype(dtypes, 1, "compress's mask")  # any dtype: non-zero selects, as in argwhere
+    return input_dtype(dtypes, 0, "the data")
+
+
+declare(
+    "compress",
+    ["x", "mask"],
+    OpPattern.OPAQUE,
+    _compress,
+    [attr("axis", INT, 0)],
+    doc="the slices of x along axis where the 1-d mask (mask.shape[0] == x.shape[axis]) is "
+    "non-zero, in order: x[mask] for a 1-d x, take(x, squeeze(argwhere(mask), axis=[1]), "
+    "axis) without the index tensor; the axis dim becomes the mask's non-zero count",
+)
+
+
 _TOPK_ATTRS = [
     attr("axis", INT, -1),
     attr("ret_type", choice("both", "values", "indices"), "both"),

@@ -104,6 +104,19 @@ def argwhere(ctx: ShapeContext, x: Any) -> Shape:
     return (ctx.fresh("argwhere"), rank)
 
 
+@register_shape_func("compress", data_dependent=[False, True])
+def compress(ctx: ShapeContext, x: Shape, mask: Any, *, axis: int = 0) -> Shape:
+    """``x``'s shape with the ``axis`` dim replaced by the mask's non-zero count (a fresh dim
+    until run time). The mask is 1-d and as long as that axis. At run time the count is one
+    ``np.count_nonzero`` over the mask the program computed already (no second mask)."""
+    at = normalize_axis(axis, len(x), "x")
+    if len(mask.shape) != 1:
+        fail(f"mask must be 1-d, got shape {tuple(mask.shape)}")
+    ctx.check_equal(mask.shape[0], x[at], "mask.shape[0] == x.shape[{}]", at)
+    count = int(np.count_nonzero(mask)) if ctx.is_known(mask) else ctx.fresh("compress")
+    return (*x[:at], count, *x[at + 1 :])
+
+
 def _topk_shapes(
     ctx: ShapeContext, x: Shape, k: Dim | None, axis: int, ret_type: str
 ) -> Shape | list[Shape]:

@@ -137,6 +137,20 @@ def test_tensor_indices_and_masks() -> None:
     want = [xv[iv], xv[:, iv], xv[xv > 0] * 2, xv[xv[:, 0] > 0]]
     for g, w in zip(got, want, strict=True):
         np.testing.assert_array_equal(g, w)
+    # a mask selects with compress, never through an index tensor
+    assert "compress(" in str(program) and "argwhere" not in str(program)
+
+
+def test_mask_of_a_vector_and_its_length() -> None:
+    v, m = ds.tensor("v", ("n",)), ds.tensor("m", ("k",), "bool")
+    program = ds.build((v[m] + 1, v[v < 0]), [v, m])
+    vv = rand(7)
+    mv = np.array([1, 0, 0, 1, 1, 0, 1], bool)
+    got = run(program, vv, mv)
+    for g, w in zip(got, [vv[mv] + 1, vv[vv < 0]], strict=True):
+        np.testing.assert_array_equal(g, w)
+    with pytest.raises(Exception, match=r"mask\.shape\[0\] == x\.shape\[0\]"):
+        run(program, vv, mv[:5])  # numpy refuses a shorter mask too
 
 
 def test_layout_reduction_and_cast_methods() -> None:

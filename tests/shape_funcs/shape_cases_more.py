@@ -116,6 +116,18 @@ def _argwhere(op: str) -> st.SearchStrategy[Case]:
     return make()
 
 
+@cases("compress")
+def _compress(op: str) -> st.SearchStrategy[Case]:
+    @st.composite
+    def make(draw: st.DrawFn) -> Case:
+        s, axis = _axis_case(draw)
+        mask = draw(hnp.arrays(np.int8, (s[axis],), elements=st.integers(0, 2)))
+        expected = numpy_shape(lambda: np.compress(mask, np.zeros(s), axis=axis))
+        return Case([s, mask], {"axis": axis}, expected)
+
+    return make()
+
+
 def _topk_reference(x: np.ndarray, k: int, axis: int, ret_type: str) -> Any:
     order = np.argsort(-x, axis=axis, kind="stable")
     indices = np.take(order, np.arange(k), axis=axis)

@@ -46,6 +46,15 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "attrs": {"dtype": st.sampled_from(["float32", "int64"])},
     },
     "argwhere": {"inputs": [[_X > 7], [np.zeros((2, 3), F32)], [_f(0, 1, 2)], [_scalar(1, F32)]]},
+    "compress": {
+        # masks as long as axis 0: bool, float (non-zero selects), none selected, 0-size
+        "inputs": [
+            [_X, _X[:, 0] > 7],
+            [_f(1, -2, 3), _f(1, 0, 0.5)],
+            [_X, np.zeros(4, np.bool_)],
+            [_f(), np.zeros(0, np.bool_)],
+        ]
+    },
     "broadcast_to": {
         "shapes": [[(5,)], [(1, 5)], [(3, 1)], [()]],
         "attrs": {"shape": st.sampled_from([[3, 5], [2, 3, 5]])},

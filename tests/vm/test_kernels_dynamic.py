@@ -85,6 +85,31 @@ def test_argwhere(x):
     assert_same(run_like("argwhere", {}, [x], e), e)
 
 
+@KERNEL_SETTINGS
+@given(data=st.data())
+def test_compress(data):
+    # any data dtype, a bool or numeric mask (non-zero selects, NaN too), every axis, 0-size
+    x = data.draw(st.sampled_from(ALL).flatmap(lambda d: arrays(d, shapes(min_dims=1))))
+    axis = data.draw(st.integers(-x.ndim, x.ndim - 1))
+    mask = data.draw(st.sampled_from(ALL).flatmap(lambda d: arrays(d, (x.shape[axis],))))
+    e = np.compress(mask, x, axis=axis)
+    assert_same(run_like("compress", {"axis": axis}, [x, mask], e), e)
+    # the positions of the mask, gathered: what the select pass replaced
+    e = np.take(x, np.argwhere(mask)[:, 0], axis=axis)
+    assert_same(run_like("compress", {"axis": axis}, [x, mask], e), e)
+
+
+def test_compress_refuses_a_mask_or_output_that_does_not_fit():
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    with pytest.raises(ValueError, match="does not select along axis 1"):
+        run_kernel("compress", {"axis": 1}, [x, np.ones(2, bool)], [((2, 2), "float32")])
+    with pytest.raises(ValueError, match="does not select along axis 2"):
+        run_kernel("compress", {"axis": 2}, [x, np.ones(3, bool)], [((2, 3), "float32")])
+    with pytest.raises(ValueError, match="selects 2 of 3, but the output is"):
+        mask = np.array([1, 0, 1], bool)
+        run_kernel("compress", {"axis": 1}, [x, mask], [((2, 3), "float32")])
+
+
 def _topk_ref(x, k, axis, ascending):
     moved = np.moveaxis(x, axis, -1)
     idx = np.empty((*moved.shape[:-1], k), np.int64)

@@ -105,6 +105,30 @@ def test_take(data, dtype, itype):
     assert_same(run_like("take", {"axis": axis}, [x, idx], e), e)
 
 
+@pytest.mark.parametrize("itype", ["int32", "int64", "uint16"])
+@pytest.mark.parametrize("axis", [None, 0, 1, -1])
+def test_take_of_many_indices_checks_them_all(axis, itype):
+    # at and above CHECKED_TAKE_MIN the kernel checks the indices with min/max, then wraps:
+    # in-range ones (negative too) gather as np.take, one out of range raises numpy's error
+    from vm.kernels.transform import CHECKED_TAKE_MIN
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((37, 129)).astype(np.float32)
+    n = x.size if axis is None else x.shape[axis]
+    for size in (CHECKED_TAKE_MIN - 1, CHECKED_TAKE_MIN, 3 * CHECKED_TAKE_MIN + 5):
+        low = 0 if itype.startswith("u") else -n
+        idx = rng.integers(low, n, size).astype(itype)
+        e = np.take(x, idx, axis=axis)
+        assert_same(run_like("take", {"axis": axis}, [x, idx], e), e)
+        for bad in (n, -n - 1):
+            if bad < 0 and itype.startswith("u"):
+                continue
+            wrong = idx.astype(np.int64)
+            wrong[size // 2] = bad
+            with pytest.raises(IndexError, match="out of bounds"):
+                run_like("take", {"axis": axis}, [x, wrong], e)
+
+
 @KERNEL_SETTINGS
 @given(data=st.data(), dtype=DTYPE)
 def test_tile_repeat_broadcast_pad(data, dtype):

@@ -44,6 +44,7 @@ BUILTIN_SCHEMAS: dict[str, dict[str, str]] = {
     "cast": {"dtype": "dtype"},
     "ceil": {},
     "clip": {"a_min": "float", "a_max": "float"},
+    "compress": {"axis": "int"},
     "concatenate": {"axis": "int"},
     "copy": {},
     "cos": {},

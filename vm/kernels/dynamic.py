@@ -60,6 +60,35 @@ def _argwhere(x: np.ndarray, out: np.ndarray) -> None:
     np.copyto(out, np.argwhere(x))
 
 
+@register_kernel("compress")
+def compress(attrs: Mapping[str, Any]) -> Kernel:
+    """The slices of ``x`` along ``axis`` where the 1-d ``mask`` is non-zero, into ``out``
+    (sized by the shape function's ``np.count_nonzero``). It is ``np.flatnonzero`` then
+    ``np.take(..., mode="wrap")``, not ``np.compress``: ``np.compress`` is the same two steps
+    with ``mode="raise"``, which bounds-checks every index and, with ``out=``, fills a buffered
+    copy of ``out`` (numpy's note on ``take``); the positions of a mask are in range by
+    construction, so ``wrap`` never changes one and skips both (measured ~0.86x of
+    ``np.compress`` at 1e6 float32 elements, design/compiler_fusion.md)."""
+    axis = attrs["axis"]
+
+    def kernel(x: np.ndarray, mask: np.ndarray, out: np.ndarray) -> None:
+        if mask.ndim != 1 or not -x.ndim <= axis < x.ndim or mask.shape[0] != x.shape[axis]:
+            raise ValueError(
+                f"compress: mask of shape {mask.shape} does not select along axis {axis} of "
+                f"an input of shape {x.shape}"
+            )
+        positions = np.flatnonzero(mask)
+        a = axis % x.ndim
+        if out.shape != (*x.shape[:a], positions.size, *x.shape[a + 1 :]):
+            raise ValueError(
+                f"compress: the mask selects {positions.size} of {mask.shape[0]}, but the "
+                f"output is {out.shape} for an input of shape {x.shape}"
+            )
+        np.take(x, positions, axis=a, out=out, mode="wrap")
+
+    return kernel
+
+
 register_table(
     {
         "shape_of": _shape_of,

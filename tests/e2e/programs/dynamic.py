@@ -176,6 +176,20 @@ def @main(%x: Tensor[(n,), float32], %y: Tensor[(n, m), int32]) {
         bindings=[{"n": 0, "m": 3}, {"n": 1, "m": 1}, {"n": 6, "m": 4}, {"n": 20, "m": 2}],
     ),
     Case(
+        # compress written out (columns by an integer mask), and a selection the select pass
+        # rewrites into it, with the multiply after it
+        name="compress_and_selection",
+        source="""
+def @main(%x: Tensor[(n, m), float32], %keep: Tensor[(m,), int32], %v: Tensor[(n,), float32]) {
+  %cols = compress(%x, %keep, axis=1);
+  %idx = squeeze(argwhere(greater(%v, 0f)), axis=[1]);
+  (%cols, multiply(take(%v, %idx, axis=0), 2f))
+}
+""",
+        reference=lambda x, keep, v: (np.compress(keep, x, axis=1), v[v > 0] * 2),
+        bindings=[{"n": 0, "m": 3}, {"n": 1, "m": 1}, {"n": 6, "m": 0}, {"n": 13, "m": 7}],
+    ),
+    Case(
         name="argwhere_of_bool_and_rank0",
         source="""
 def @main(%b: bool, %f: Tensor[(n, 3), bool]) -> (Tensor[(?, 0), int64], Tensor[(?, 2), int64]) {
