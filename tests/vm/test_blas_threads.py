@@ -10,6 +10,21 @@ import pytest
 from vm.kernels import blas_threads as bt
 from vm.kernels.registry import get_kernel_factory
 
+@pytest.fixture(autouse=True)
+def switching_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The switch is off by default (HIGH = 0); these tests turn it on, as
+    DYNSHAPE_BLAS_SINGLE_THREAD_BELOW=1073741824 does, and look for OpenBLAS again."""
+    monkeypatch.setattr(bt, "HIGH", 1 << 30)
+    monkeypatch.setattr(bt, "_looked", False)
+    monkeypatch.setattr(bt, "_switch", None)
+
+
+def test_by_default_no_matmul_is_switched(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bt, "HIGH", 0)
+    assert not bt.wants_one_thread(*_operands(8, 512, 512))
+    assert bt.switch() is None
+
+
 # Shapes below LOW, inside (LOW, HIGH), batched, vector-shaped, and 0-size.
 SHAPES = [(8, 64, 64), (8, 512, 512), (67, 129, 65), (1, 512, 600), (0, 64, 64), (5, 0, 7)]
 

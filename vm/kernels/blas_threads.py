@@ -21,8 +21,13 @@ changes its speed, and its result only within float rounding (OpenBLAS partition
 differently on 1 and 2 threads; the results are not bit for bit the same, measured), as any
 change of ``OPENBLAS_NUM_THREADS`` does (``tests/vm/test_blas_threads.py``).
 
-``DYNSHAPE_BLAS_SINGLE_THREAD_BELOW`` (an integer, read at import) overrides ``HIGH``; ``0``
-turns the switch off.
+Off by default. On the same machine without other load (2026-12-01 21:31, load 1.0), two
+threads were never slower than one, from (1, 512, 512) to (512, 512, 512) (0.61-1.02x of one
+thread's time), and the MLP of ``benchmarks/compare_numpy.py`` ran 1.55-1.87x numpy-with-out=
+with the switch and 1.04-1.29x without: it pays only where the cores are oversubscribed (other
+processes, several VM processes on one host). ``DYNSHAPE_BLAS_SINGLE_THREAD_BELOW`` (an
+integer, read at import) turns it on, up to that per-matrix work (``1073741824``, 2**30, is
+what the loaded measurements above support); ``0``, the default, leaves BLAS alone.
 """
 
 from __future__ import annotations
@@ -40,10 +45,9 @@ import numpy as np
 #: thread: switching would only cost the pair of calls (~4 us: OpenBLAS's setter locks).
 LOW = 65536 * 4
 
-#: From this per-matrix work up, the process's BLAS setting is used. Measured under the shared
-#: load: two threads did not pay even at 1024 x 1024 x 1024 (52 ms against 30 ms), so the bound
-#: is set there; on a quiet machine a lower one may pay (set the environment variable).
-HIGH = int(os.environ.get("DYNSHAPE_BLAS_SINGLE_THREAD_BELOW", str(1 << 30)))
+#: From this per-matrix work up, the process's BLAS setting is used; 0 (the default): always
+#: (see the module doc for both measurements: quiet, and oversubscribed).
+HIGH = int(os.environ.get("DYNSHAPE_BLAS_SINGLE_THREAD_BELOW", "0"))
 
 _BLAS_DTYPES = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128))
 
