@@ -10,6 +10,7 @@ import pytest
 from vm.kernels import blas_threads as bt
 from vm.kernels.registry import get_kernel_factory
 
+
 @pytest.fixture(autouse=True)
 def switching_on(monkeypatch: pytest.MonkeyPatch) -> None:
     """The switch is off by default (HIGH = 0); these tests turn it on, as
