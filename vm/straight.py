@@ -64,10 +64,10 @@ def straight_line(
     try:
         for pc, ins in enumerate(code):
             lines.append("    " + _line(pc, ins, steps[pc], ctx, namespace))
+        lines.append(f"    return {int_literal(RET)}")
+        run = make_function("\n".join(lines) + "\n", namespace, "run", ("r",))
     except UnsafeSourceError:
         return None  # an operand the generator refuses: the loop runs the function instead
-    lines.append(f"    return {int_literal(RET)}")
-    run = make_function("\n".join(lines) + "\n", namespace, "run", ("r",))
     _MADE.add(run)
     return run
 
