@@ -172,15 +172,18 @@ def _hw(values: Sequence[Any], one: bool, fill: Any) -> list[Any]:
     return [fill, *values] if one else list(values)
 
 
-@converter("Conv")
-def conv(node: Node) -> Any:
-    """1-d and 2-d convolution: ``nn.conv2d`` (group, dilations, strides, pads, auto_pad),
-    plus ``nn.bias_add`` of the optional bias."""
+def _window(
+    node: Node, what: str
+) -> tuple[Sequence[ir.Dim], Any, bool, list[Any], list[int], list[int]]:
+    """What Conv and ConvTranspose read alike: the input's shape, the input as 2-d (and
+    whether it was 1-d), the kernel's extent (checked against ``kernel_shape``), strides and
+    dilations."""
     x_shape = _shape(node.input(0))
     w_shape = _shape(node.input(1))
     rank = len(x_shape)
     if len(w_shape) != rank:
         raise NodeError(f"the weight has rank {len(w_shape)} but the input has rank {rank}")
+    x, one = _to_2d(node.tensor(0), rank, what)
     n = rank - 2
     kernel = list(w_shape[2:])
     given = node.attr("kernel_shape")
@@ -188,11 +191,33 @@ def conv(node: Node) -> Any:
         raise NodeError(f"kernel_shape={list(given)} differs from the weight's {kernel}")
     strides = _ints(node, "strides", [1] * n, n)
     dilations = _ints(node, "dilations", [1] * n, n)
-    x, one = _to_2d(node.tensor(0), rank, "convolutions")
-    begin, end = _spatial_pads(node, x_shape[2:], kernel, strides, dilations)
+    return x_shape, x, one, kernel, strides, dilations
+
+
+def _weight_and_finish(node: Node, one: bool) -> tuple[Any, Any]:
+    """The weight (with a height of 1 for a 1-d convolution) and the function that adds the
+    optional bias and drops that height again."""
     w = node.tensor(1)
     if one:
         w = trace.apply("expand_dims", w, axis=2)
+
+    def finish(out: Any) -> Any:
+        if node.input(2) is not None:
+            out = trace.apply("nn.bias_add", out, node.tensor(2), axis=1)
+        if one:
+            out = trace.apply("squeeze", out, axis=[2])
+        return out
+
+    return w, finish
+
+
+@converter("Conv")
+def conv(node: Node) -> Any:
+    """1-d and 2-d convolution: ``nn.conv2d`` (group, dilations, strides, pads, auto_pad),
+    plus ``nn.bias_add`` of the optional bias."""
+    x_shape, x, one, kernel, strides, dilations = _window(node, "convolutions")
+    begin, end = _spatial_pads(node, x_shape[2:], kernel, strides, dilations)
+    w, finish = _weight_and_finish(node, one)
     out = trace.apply(
         "nn.conv2d",
         x,
@@ -202,11 +227,7 @@ def conv(node: Node) -> Any:
         dilation=_hw(dilations, one, 1),
         groups=int(node.attr("group", 1)),
     )
-    if node.input(2) is not None:
-        out = trace.apply("nn.bias_add", out, node.tensor(2), axis=1)
-    if one:
-        out = trace.apply("squeeze", out, axis=[2])
-    return out
+    return finish(out)
 
 
 def _transpose_pads(
@@ -268,19 +289,8 @@ def conv_transpose(node: Node) -> Any:
 
     A negative crop that ``output_shape`` or SAME asks for (an output wider than the full
     result) is zeros: at the end it is more output_padding, at the start an ``nn.pad``."""
-    x_shape = _shape(node.input(0))
-    w_shape = _shape(node.input(1))
-    rank = len(x_shape)
-    if len(w_shape) != rank:
-        raise NodeError(f"the weight has rank {len(w_shape)} but the input has rank {rank}")
-    x, one = _to_2d(node.tensor(0), rank, "transposed convolutions")
-    n = rank - 2
-    kernel = list(w_shape[2:])
-    given = node.attr("kernel_shape")
-    if given is not None and [int(v) for v in given] != kernel:
-        raise NodeError(f"kernel_shape={list(given)} differs from the weight's {kernel}")
-    strides = _ints(node, "strides", [1] * n, n)
-    dilations = _ints(node, "dilations", [1] * n, n)
+    x_shape, x, one, kernel, strides, dilations = _window(node, "transposed convolutions")
+    n = len(x_shape) - 2
     output_padding = _ints(node, "output_padding", [0] * n, n)
     if min(strides + dilations) < 1:
         raise NodeError(f"strides={strides} and dilations={dilations} must be >= 1")
@@ -295,9 +305,7 @@ def conv_transpose(node: Node) -> Any:
     if group < 1:
         raise NodeError(f"group={group} must be >= 1")
     begin, end = _transpose_pads(node, x_shape[2:], kernel, strides, dilations, output_padding)
-    w = node.tensor(1)
-    if one:
-        w = trace.apply("expand_dims", w, axis=2)
+    w, finish = _weight_and_finish(node, one)
     out = trace.apply(
         "nn.conv2d_transpose",
         x,
@@ -314,11 +322,7 @@ def conv_transpose(node: Node) -> Any:
         lead = [[max(-b, 0), 0] for b in begin]
         pad_width = [[0, 0], [0, 0], *([[0, 0]] if one else []), *lead]
         out = trace.apply("nn.pad", out, pad_width=pad_width, pad_value=0.0)
-    if node.input(2) is not None:
-        out = trace.apply("nn.bias_add", out, node.tensor(2), axis=1)
-    if one:
-        out = trace.apply("squeeze", out, axis=[2])
-    return out
+    return finish(out)
 
 
 def _pool(node: Node, op: str) -> Any:
