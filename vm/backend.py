@@ -33,6 +33,7 @@ from typing import TypeVar
 from .decode import DecodeContext, Step, decode
 from .errors import VMError
 from .executable import Function, KernelEntry, OpKernel
+from .fresh_results import with_fresh_results
 from .fused import build_fused
 from .kernels.registry import Kernel, get_kernel_factory
 from .memory.allocator import Allocator
@@ -77,7 +78,8 @@ class ClosureBackend(Backend):
     """The default backend (``"closures"``): kernels from the registry (fused entries compiled
     by ``fused.build_fused``), instructions decoded into ``decode.py``'s closures; a function
     without control flow runs as one generated function of them (``vm/straight.py``), except
-    for a wrapper (``decode_each``)."""
+    for a wrapper (``decode_each``); there, small results are numpy's own arrays where the
+    allocator allows it (``vm/fresh_results.py``; the sanitizer's does not)."""
 
     def bind_kernel(self, index: int, entry: KernelEntry, ctx: DecodeContext) -> Kernel:
         if isinstance(entry, OpKernel):
@@ -85,7 +87,9 @@ class ClosureBackend(Backend):
         return build_fused(entry, ctx.constants, ctx.allocator)
 
     def decode(self, function: Function, ctx: DecodeContext) -> list[Step]:
-        return decode(function.code, ctx)
+        steps = decode(function.code, ctx)
+        with_fresh_results(function.code, steps, ctx)  # small results: numpy's own arrays
+        return steps
 
     def decode_run(self, function: Function, ctx: DecodeContext) -> list[Step]:
         steps = self.decode(function, ctx)

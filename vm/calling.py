@@ -88,15 +88,17 @@ def tensor_converter(spec: TensorSpec, what: str) -> Converter:
     if not static:
 
         def convert_symbolic(a: Any) -> Any:
-            if type(a) is ndarray and a.dtype == dt and a.ndim == rank:
-                return a  # the common case: one type, one dtype and one rank comparison
+            # The common case: a type, a dtype identity (numpy's built-in dtypes are
+            # singletons; an equal dtype that is another object takes ``convert``) and a rank.
+            if type(a) is ndarray and a.dtype is dt and a.ndim == rank:
+                return a
             return convert(a)
 
     full = tuple(d for _, d in static)
     if len(static) == rank:
 
         def convert_static(a: Any) -> Any:
-            if type(a) is ndarray and a.dtype == dt and a.shape == full:
+            if type(a) is ndarray and a.dtype is dt and a.shape == full:
                 return a  # a weight: one type, one dtype and one shape comparison
             return convert(a)
 

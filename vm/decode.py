@@ -63,7 +63,7 @@ class DecodeContext:
     -> list), for listings in messages and reports (``isa.format_instruction``)."""
 
 
-def _getter(v: Any) -> Callable[[list[Any]], Any]:
+def operand_getter(v: Any) -> Callable[[list[Any]], Any]:
     """Reads a VAL/SHAPE operand: from a register, or the immediate itself."""
     if isinstance(v, Reg):
         i = v.index
@@ -181,7 +181,7 @@ def _alloc_tensor(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
         def static(r: list[Any]) -> int:
             st = r[s]
             if end > st.nbytes:
-                raise view_error(st, offset, shape, dtype)
+                raise view_error(st.nbytes, offset, shape, dtype)
             r[d] = ndarray(shape, dtype, st.buf, offset)  # positional: half the call's cost
             return nxt
 
@@ -195,26 +195,26 @@ def _alloc_tensor(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
         def dyn_shape(r: list[Any]) -> int:
             st, shp = r[s], r[sh]
             if offset + prod(shp) * itemsize > st.nbytes:
-                raise view_error(st, offset, shp, dtype)
+                raise view_error(st.nbytes, offset, shp, dtype)
             try:
                 r[d] = ndarray(shp, dtype, st.buf, offset)
             except ValueError:  # a negative dim (numpy refuses it): say which view
-                raise view_error(st, offset, shp, dtype) from None
+                raise view_error(st.nbytes, offset, shp, dtype) from None
             return nxt
 
         return dyn_shape
-    get_off, get_shape = _getter(offset), _getter(shape)
+    get_off, get_shape = operand_getter(offset), operand_getter(shape)
 
     def dyn(r: list[Any]) -> int:
         # Offsets and shapes in registers come from shape programs (ints); numpy refuses a
         # negative dim itself, which becomes the same named error.
         st, off, shp = r[s], get_off(r), get_shape(r)
         if off < 0 or off + prod(shp) * itemsize > st.nbytes:
-            raise view_error(st, off, shp, dtype)
+            raise view_error(st.nbytes, off, shp, dtype)
         try:
             r[d] = ndarray(shp, dtype, st.buf, off)
         except ValueError:
-            raise view_error(st, off, shp, dtype) from None
+            raise view_error(st.nbytes, off, shp, dtype) from None
         return nxt
 
     return dyn
@@ -241,7 +241,7 @@ def _dim(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
 
 
 def _reshape(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
-    d, s, get_shape = ops[0].index, ops[1].index, _getter(ops[2])
+    d, s, get_shape = ops[0].index, ops[1].index, operand_getter(ops[2])
 
     def step(r: list[Any]) -> int:
         r[d] = r[s].reshape(get_shape(r))
@@ -351,7 +351,7 @@ def _shape_func(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
 
 
 def _check(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
-    get_a, cmp, get_b, message = _getter(ops[0]), ops[1], _getter(ops[2]), ops[3]
+    get_a, cmp, get_b, message = operand_getter(ops[0]), ops[1], operand_getter(ops[2]), ops[3]
     f = CMP[cmp]
 
     templated = "{a}" in message or "{b}" in message
@@ -368,7 +368,7 @@ def _check(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
 
 
 def _check_values(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
-    get_a, cmp, get_b, message = _getter(ops[0]), ops[1], _getter(ops[2]), ops[3]
+    get_a, cmp, get_b, message = operand_getter(ops[0]), ops[1], operand_getter(ops[2]), ops[3]
     f = CMP[cmp]
     shown = [r.index for r in ops[4]]
 

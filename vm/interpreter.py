@@ -11,7 +11,9 @@ returns, storages still live are either handed to the caller with the arrays tha
 given back to the allocator. Handing over is *lending* by default: the caller owns the array,
 and a pooled allocator takes the storage back once no view of it is left (see
 ``memory/allocator.py``), so results cost neither a copy nor, in steady state, a fresh buffer.
-``output_policy`` can force a copy instead, or a transfer that the pool never takes back.
+``output_policy`` can force a copy instead, or a transfer that the pool never takes back. A
+small result of a function without control flow skips all this: it is an array numpy
+allocates, which the caller simply owns (``fresh_results.py``; cheaper than lending below 1 MiB).
 
 Backends: what the loop runs comes from a backend (``backend.py``): it binds the kernels and
 decodes each function into its steps (the default, ``"closures"``, into ``decode.py``'s
@@ -38,11 +40,12 @@ from time import perf_counter, perf_counter_ns
 from typing import Any
 
 import numpy as np
+from numpy import ndarray
 
 from . import kernels as _kernels  # noqa: F401  (registers the built-in kernels)
 from .backend import BACKENDS, Backend, backend_named, decode_function, find_layer
 from .calling import arguments_checker
-from .decode import BACK, CALL, TAIL, DecodeContext, Step
+from .decode import BACK, CALL, RET, TAIL, DecodeContext, Step
 from .errors import KernelError, StepLimitError, VMError
 from .executable import Executable, KernelEntry
 from .isa import Kind, Op, format_instruction
@@ -159,6 +162,7 @@ class VirtualMachine:
         self._frame_sizes = [f.num_registers for f in exe.functions]
         self._checkers = [arguments_checker(f) for f in exe.functions]
         self._index = {f.name: i for i, f in enumerate(exe.functions)}
+        self._main = self._index.get("main")
         # What _storage_refs counts for a storage only ``live`` holds (measured, not assumed).
         self._storage_alone = _storage_refs({0: Storage(0)}, 0)
         # Idle decoded instances; a call pops one (list.pop/append are atomic) and puts it back.
@@ -195,26 +199,38 @@ class VirtualMachine:
 
     def run(self, *args: Any) -> Any:
         """Run ``main`` on ``args`` (numpy arrays or Python scalars)."""
-        return self.invoke("main", *args)
+        fidx = self._main
+        if fidx is None:
+            raise self._no_function("main")
+        return self._call(fidx, args)
 
     def invoke(self, name: str, *args: Any) -> Any:
         """Run function ``name`` on ``args``; returns arrays, ints or tuples of them."""
-        t0 = perf_counter_ns() if self.profiler is not None else 0
-        try:
-            fidx = self._index[name]
-        except KeyError:
-            raise VMError(
-                f"the executable has no function {name!r} (it has: {', '.join(self._index)})"
-            ) from None
+        fidx = self._index.get(name)
+        if fidx is None:
+            raise self._no_function(name)
+        return self._call(fidx, args)
+
+    def _no_function(self, name: str) -> VMError:
+        return VMError(
+            f"the executable has no function {name!r} (it has: {', '.join(self._index)})"
+        )
+
+    def _call(self, fidx: int, args: tuple[Any, ...]) -> Any:
+        profiler = self.profiler
+        t0 = perf_counter_ns() if profiler is not None else 0
         regs = self._checkers[fidx](args)
         idle = self._idle
         try:
             inst = idle.pop()
         except IndexError:  # every instance is busy in another thread (or this one, re-entered)
             inst = self._decode()
-        live = inst.ctx.live
+        ctx = inst.ctx
+        live = ctx.live
         try:
-            result = self._take_outputs(inst.ctx, self._execute(inst, fidx, regs))
+            result = self._execute(inst, fidx, regs)
+            if result.__class__ is not ndarray or result.base is not None:
+                result = self._take_outputs(ctx, result)  # a fresh array needs nothing
         finally:
             # Whatever the call did not kill or hand over goes back (also after an error).
             if live:
@@ -222,11 +238,11 @@ class VirtualMachine:
                 for st in live.values():
                     free(st)
                 live.clear()
-            inst.ctx.state[0] = None
+            ctx.state[0] = None
             self.allocator.end_call()
             idle.append(inst)
-        if self.profiler is not None:
-            self.profiler.count_run(perf_counter_ns() - t0)
+        if profiler is not None:
+            profiler.count_run(perf_counter_ns() - t0)
         return result
 
     run_function = invoke
@@ -235,14 +251,18 @@ class VirtualMachine:
         codes, state, live = inst.code, inst.ctx.state, inst.ctx.live
         code, pc = codes[fidx], 0
         stack: list[tuple[list[Step], list[Any], int, int, int]] = []
-        # Steps left before the run is stopped; the clock is read only if a timeout is set.
-        budget = self.max_steps if self.max_steps is not None else 1 << 62
+        # The clock is read only if a timeout is set.
         deadline = perf_counter() + self.timeout if self.timeout is not None else None
-        sizes = self._frame_sizes
-        held = sizes[fidx]  # registers of all frames on the stack (see MAX_STACK_REGISTERS)
         try:
+            pc = code[0](regs)
+            if pc == RET:  # a function without control flow, run whole by one step
+                value, state[0] = state[0], None
+                return value
+            # Steps left before the run is stopped.
+            budget = self.max_steps if self.max_steps is not None else 1 << 62
+            sizes = self._frame_sizes
+            held = sizes[fidx]  # registers of all frames on the stack (see MAX_STACK_REGISTERS)
             while True:
-                pc = code[pc](regs)
                 if pc < 0:
                     if pc == CALL:
                         callee, argv, dst, ret_pc = state[0]
@@ -282,6 +302,7 @@ class VirtualMachine:
                     budget -= 1
                     if budget < 0 or (deadline is not None and perf_counter() > deadline):
                         raise self._stopped(budget < 0)
+                pc = code[pc](regs)
         except VMError as e:
             if e.where is None:
                 e.where = self._where(fidx, _failing_pc(code, pc, e), stack)

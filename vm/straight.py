@@ -8,7 +8,7 @@ registers that does them all, one source line per instruction, and returns ``RET
     def run(r):
         r[2] = 0
         r[3] = shape(r[0])[0]
-        s2(r)
+        if shape(r[1])[0] != r[3]: s2(r)
         s3(r)
         s4(r)
         s5(r)
@@ -16,8 +16,9 @@ registers that does them all, one source line per instruction, and returns ``RET
         state[0] = r[7]
         return -2
 
-Moves, constants, dims, tuple reads and builds, kernel calls and the return are written out;
-the other instructions (allocations, kills, checks, shape programs) call their closure from
+Moves, constants, dims, tuple reads and builds, kernel calls and the return are written out,
+and so is the comparison of a ``check_dim`` (its closure runs only to raise its error); the
+other instructions (allocations, kills, checks, shape programs) call their closure from
 ``decode.py``, so they keep its run-time checks. The function is step 0 of the decoded
 function; the other steps are the instructions' own closures (never reached: nothing jumps).
 An error names its instruction: ``failing_pc`` reads the line the generated frame stopped at
@@ -97,6 +98,10 @@ def _line(pc: int, ins: Instruction, step: Step, ctx: DecodeContext, ns: dict[st
         ns[f"k{pc}"] = ctx.kernels[ops[0]]
         args = ", ".join(reg(a) for a in (*ops[1], *ops[2]))
         return f"k{pc}({args})"
+    if op is Op.CHECK_DIM:
+        # The comparison inline; the step, which makes the message, only when it fails.
+        ns[f"s{pc}"] = step
+        return f"if shape({reg(ops[0])})[{int_literal(ops[1])}] != {reg(ops[2])}: s{pc}(r)"
     if op is Op.RET:
         return f"state[0] = {reg(ops[0])}"
     ns[f"s{pc}"] = step

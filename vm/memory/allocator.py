@@ -45,6 +45,9 @@ from .storage import MIN_ALIGNMENT, Storage, check_alignment
 MAX_STORAGE_BYTES = 1 << 40
 #: Most lent storages the pool watches; older ones are forgotten (the caller's for good).
 MAX_LENT = 64
+#: Results of at most this many bytes are numpy's own arrays, not pooled storages (the pooled
+#: allocator's default; see ``vm/fresh_results.py`` for the measurements behind it).
+FRESH_RESULT_BYTES = 1 << 20
 
 
 def size_class(nbytes: int) -> int:
@@ -70,6 +73,13 @@ class Allocator:
         # Bound methods, not ``with``: half the cost on the hot path (~0.1 us here).
         lock = threading.Lock()
         self._acquire, self._release = lock.acquire, lock.release
+
+    @property
+    def fresh_result_bytes(self) -> int:
+        """Results of at most this many bytes may be made by numpy instead of this allocator
+        (``vm/fresh_results.py``): 0 here, so that an allocator sees every byte unless it says
+        otherwise."""
+        return 0
 
     def alloc(self, nbytes: int, alignment: int = MIN_ALIGNMENT) -> Storage:
         """A storage of at least ``nbytes`` usable bytes, aligned to ``max(alignment, 64)``."""
@@ -180,13 +190,19 @@ class PooledAllocator(Allocator):
     """Reuses freed buffers of the same size class and alignment, across calls.
 
     ``max_cached_bytes`` caps the free buffers kept (None: the larger of twice the peak of live
-    bytes so far and the most bytes one call requested; see the module doc).
+    bytes so far and the most bytes one call requested; see the module doc). Results of at most
+    ``FRESH_RESULT_BYTES`` are numpy's own arrays, unless a memory limit is set (which then
+    bounds every byte); ``fresh_results=False`` pools them too.
     """
 
     def __init__(
-        self, memory_limit: int | None = None, max_cached_bytes: int | None = None
+        self,
+        memory_limit: int | None = None,
+        max_cached_bytes: int | None = None,
+        fresh_results: bool = True,
     ) -> None:
         super().__init__(memory_limit)
+        self._fresh = FRESH_RESULT_BYTES if fresh_results and memory_limit is None else 0
         self.max_cached_bytes = max_cached_bytes
         """Cap on cached bytes, or None for "the peak live bytes"."""
         self._free: dict[tuple[int, int], list[Storage]] = {}
@@ -199,6 +215,10 @@ class PooledAllocator(Allocator):
         """Capacity requested since the current call began."""
         self._most_per_call = 0
         """The most capacity one call has requested (part of the default cache cap)."""
+
+    @property
+    def fresh_result_bytes(self) -> int:
+        return self._fresh
 
     def alloc(self, nbytes: int, alignment: int = MIN_ALIGNMENT) -> Storage:
         self._acquire()

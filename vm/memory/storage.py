@@ -58,14 +58,14 @@ def check_alignment(alignment: int) -> None:
         raise VMError(f"alignment {alignment} is not a power of two in [1, {MAX_ALIGNMENT}]")
 
 
-def view_error(storage: Storage, offset: int, shape: Sequence[int], dtype: np.dtype) -> VMError:
-    """The error for a view that does not fit (called only on failure)."""
+def view_error(nbytes: int, offset: int, shape: Sequence[int], dtype: np.dtype) -> VMError:
+    """The error for a view that does not fit a storage of ``nbytes`` (called on failure)."""
     if any(d < 0 for d in shape):
         return VMError(f"tensor shape {tuple(shape)} has a negative dim")
     need = math.prod(shape) * dtype.itemsize
     return OutOfBoundsError(
         f"tensor of shape {tuple(shape)} {dtype.name} needs {need} bytes at offset {offset}, "
-        f"but the storage holds {storage.nbytes} bytes"
+        f"but the storage holds {nbytes} bytes"
     )
 
 
@@ -73,6 +73,6 @@ def tensor_view(storage: Storage, offset: int, shape: Sequence[int], dtype: np.d
     """A C-contiguous ``dtype`` view of ``storage`` at byte ``offset``, bounds-checked."""
     nbytes = math.prod(shape) * dtype.itemsize
     if offset < 0 or offset + nbytes > storage.nbytes or any(d < 0 for d in shape):
-        raise view_error(storage, offset, shape, dtype)
+        raise view_error(storage.nbytes, offset, shape, dtype)
     view: np.ndarray = np.ndarray(tuple(shape), dtype, buffer=storage.buf, offset=offset)
     return view
