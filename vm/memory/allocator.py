@@ -229,7 +229,11 @@ class PooledAllocator(Allocator):
             s = self.stats
             s.requests += 1
             s.bytes_requested += nbytes
-            capacity = size_class(nbytes)
+            if nbytes <= MIN_ALIGNMENT:  # size_class inline: a call is a third of a pool hit
+                capacity = MIN_ALIGNMENT
+            else:
+                step = 1 << (nbytes.bit_length() - 3)
+                capacity = -(-nbytes // step) * step if step > MIN_ALIGNMENT else size_class(nbytes)
             self._call_requested += capacity
             key = (capacity, alignment if alignment > MIN_ALIGNMENT else MIN_ALIGNMENT)
             bucket = self._free.get(key)
@@ -309,7 +313,11 @@ class PooledAllocator(Allocator):
             return
         if self._cached_bytes + storage.capacity > cap:
             self._evict(self._cached_bytes + storage.capacity - cap)
-        self._free.setdefault((storage.capacity, storage.alignment), []).append(storage)
+        key = (storage.capacity, storage.alignment)
+        bucket = self._free.get(key)
+        if bucket is None:
+            bucket = self._free[key] = []
+        bucket.append(storage)
         self._order[id(storage.raw)] = storage
         self._cached_bytes += storage.capacity
 
