@@ -64,7 +64,7 @@ class Backend(ABC):
 
     def decode_run(self, function: Function, ctx: DecodeContext) -> list[Step]:
         """The steps the VM runs, by pc: ``decode``'s by default. A backend may let one step
-        run several instructions here (a function without control flow as one function,
+        run several instructions here (a function without loops or calls as one function,
         ``vm/straight.py``); a wrapper, which acts per instruction (the profiler times each,
         the sanitizer checks each), always gets ``decode``'s steps of its inner backend."""
         return self.decode(function, ctx)
@@ -77,7 +77,7 @@ class Backend(ABC):
 class ClosureBackend(Backend):
     """The default backend (``"closures"``): kernels from the registry (fused entries compiled
     by ``fused.build_fused``), instructions decoded into ``decode.py``'s closures; a function
-    without control flow runs as one generated function of them (``vm/straight.py``), except
+    without loops or calls runs as one generated function of them (``vm/straight.py``), except
     for a wrapper (``decode_each``); there, small results are numpy's own arrays where the
     allocator allows it (``vm/fresh_results.py``; the sanitizer's does not)."""
 

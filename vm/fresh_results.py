@@ -14,8 +14,9 @@ that the limit bounds every byte).
 Which storages: one that the function writes once (an ``alloc_storage``) and reads once, by an
 ``alloc_tensor`` at offset 0. Nothing else can reach its memory then (no kill, no second view,
 no other tensor in it), so the memory plan puts nothing else there: it is a result, or a value
-nobody frees. Only functions without control flow are rewritten (``straight.CONTROL``): in a
-loop a register may hold the previous iteration's storage, and a second view of it would alias.
+nobody frees. Only functions without loops or calls are rewritten (``straight.forward_only``:
+each instruction runs at most once a call); in a loop a register may hold the previous
+iteration's storage, and a second view of it would alias.
 The storage register then holds the byte count (an int) instead of a ``Storage``; the view step
 allocates ``shape`` with the same bounds check the view would have made, so a malformed file
 gets the same ``OutOfBoundsError`` as before. Larger requests take the pool path unchanged.
@@ -33,13 +34,13 @@ from .decode import DecodeContext, Step, operand_getter
 from .isa import SIGNATURES, Instruction, Kind, Op, Reg
 from .memory.allocator import MAX_STORAGE_BYTES
 from .memory.storage import view_error
-from .straight import CONTROL
+from .straight import forward_only
 
 
 def result_sites(code: Sequence[Instruction]) -> dict[int, int]:
     """The ``alloc_storage`` pcs whose storage only one ``alloc_tensor`` at offset 0 reads, each
-    mapped to that instruction's pc (empty for a function with control flow)."""
-    if any(ins.op in CONTROL for ins in code):
+    mapped to that instruction's pc (empty for a function with loops or calls)."""
+    if not forward_only(code):
         return {}
     writes: dict[int, list[int]] = {}
     reads: dict[int, list[int]] = {}

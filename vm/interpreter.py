@@ -12,7 +12,7 @@ given back to the allocator. Handing over is *lending* by default: the caller ow
 and a pooled allocator takes the storage back once no view of it is left (see
 ``memory/allocator.py``), so results cost neither a copy nor, in steady state, a fresh buffer.
 ``output_policy`` can force a copy instead, or a transfer that the pool never takes back. A
-small result of a function without control flow skips all this: it is an array numpy
+small result of a function without loops or calls skips all this: it is an array numpy
 allocates, which the caller simply owns (``fresh_results.py``; cheaper than lending below 1 MiB).
 
 Backends: what the loop runs comes from a backend (``backend.py``): it binds the kernels and
@@ -255,7 +255,7 @@ class VirtualMachine:
         deadline = perf_counter() + self.timeout if self.timeout is not None else None
         try:
             pc = code[0](regs)
-            if pc == RET:  # a function without control flow, run whole by one step
+            if pc == RET:  # a function without loops or calls, run whole by one step
                 value, state[0] = state[0], None
                 return value
             # Steps left before the run is stopped.

@@ -1,8 +1,8 @@
-"""A function without control flow as one generated Python function.
+"""A function without loops or calls as one generated Python function.
 
 The loop (``interpreter.py``) pays for every instruction: a call of its closure, the returned
-pc, a test of it. A function whose bytecode has no jump, call or tail call runs its
-instructions in order, once each, so ``ClosureBackend`` compiles it into one function of the
+pc, a test of it. A function whose bytecode has no call, tail call or backward jump runs each
+instruction at most once, in order, so ``ClosureBackend`` compiles it into one function of the
 registers that does them all, one source line per instruction, and returns ``RET``::
 
     def run(r):
@@ -16,13 +16,19 @@ registers that does them all, one source line per instruction, and returns ``RET
         state[0] = r[7]
         return -2
 
-Moves, constants, dims, tuple reads and builds, kernel calls and the return are written out,
-and so is the comparison of a ``check_dim`` (its closure runs only to raise its error); the
-other instructions (allocations, kills, checks, shape programs) call their closure from
-``decode.py``, so they keep its run-time checks. The function is step 0 of the decoded
-function; the other steps are the instructions' own closures (never reached: nothing jumps).
-An error names its instruction: ``failing_pc`` reads the line the generated frame stopped at
-from the traceback (nothing is paid for it on the fast path).
+Forward branches become nested ``if``/``else`` blocks: ``jump_if_not %c, T`` opens
+``if r[c]:`` over the instructions up to ``T``; when the last of them is ``jump E`` (the end of
+the then-branch), the instructions from ``T`` to ``E`` are its ``else:``. That is the shape the
+compiler emits for ``if``/``else`` and for the choice between memory plans; any other forward
+jump (into the middle of a branch, past the end of the enclosing one) keeps the loop.
+
+Moves, constants, dims, tuple reads and builds, kernel calls, the comparison of a
+``check_dim`` (its closure runs only to raise its error), branch conditions and returns are
+written out; the other instructions (allocations, kills, checks, shape programs) call their
+closure from ``decode.py``, so they keep its run-time checks. The function is step 0 of the
+decoded function; the other steps are the instructions' own closures (never reached: nothing
+jumps). An error names its instruction: ``failing_pc`` maps the line the generated frame
+stopped at, read from the traceback, to its pc (nothing is paid for it on the fast path).
 
 Generated source follows ``codegen.py``'s safety rule: only generated names, int literals and
 fixed text; constants, kernels and closures are values of the namespace.
@@ -40,37 +46,119 @@ from .codegen import UnsafeSourceError, int_literal, make_function
 from .decode import RET, DecodeContext, Step
 from .isa import Instruction, Op
 
-#: Opcodes that change the order of execution: a function using one keeps the loop.
-CONTROL = frozenset({Op.JUMP, Op.JUMP_IF_NOT, Op.CALL, Op.TAIL_CALL})
+#: Opcodes after which execution may not go on with the next instruction or come back.
+CALLS = frozenset({Op.CALL, Op.TAIL_CALL})
+#: The deepest nesting of branches generated (deeper functions keep the loop).
+MAX_DEPTH = 40
 
-#: Lines before the first instruction's (``def run(r):``).
-_HEADER_LINES = 1
+#: The straight-line steps made, each with its source and the pc of every line of it (None for
+#: a line that is no instruction's: the ``def``, an ``else:``).
+_MADE: weakref.WeakKeyDictionary[Step, tuple[str, tuple[int | None, ...]]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
-#: The straight-line steps made (``failing_pc`` recognises them).
-_MADE: weakref.WeakSet[Step] = weakref.WeakSet()
+class _Unstructured(Exception):
+    """A jump the generator does not turn into ``if``/``else`` (the loop runs the function)."""
+
+
+def forward_only(code: Sequence[Instruction]) -> bool:
+    """True if ``code`` has no call or tail call and every jump goes forward: each instruction
+    then runs at most once per call, in order."""
+    for pc, ins in enumerate(code):
+        if ins.op in CALLS:
+            return False
+        if ins.op is Op.JUMP and ins.operands[0] <= pc:
+            return False
+        if ins.op is Op.JUMP_IF_NOT and ins.operands[1] <= pc:
+            return False
+    return True
 
 
 def straight_line(
     code: Sequence[Instruction], steps: list[Step], ctx: DecodeContext
 ) -> Step | None:
     """One step running all of ``code`` (its closures are ``steps``), or None if the function
-    has control flow or does not end in its only ``ret``."""
-    if not code or code[-1].op is not Op.RET:
-        return None
-    if any(ins.op in CONTROL or ins.op is Op.RET for ins in code[:-1]):
+    has loops or calls, jumps the generator cannot nest, or does not end in a ``ret``."""
+    if not code or code[-1].op is not Op.RET or not forward_only(code):
         return None
     namespace: dict[str, Any] = {"shape": operator.attrgetter("shape"), "state": ctx.state}
-    lines = ["def run(r):"]
+    out = _Source(code, steps, ctx, namespace)
     try:
-        for pc, ins in enumerate(code):
-            lines.append("    " + _line(pc, ins, steps[pc], ctx, namespace))
-        lines.append(f"    return {int_literal(RET)}")
-        run = make_function("\n".join(lines) + "\n", namespace, "run", ("r",))
-    except UnsafeSourceError:
-        return None  # an operand the generator refuses: the loop runs the function instead
-    _MADE.add(run)
+        out.block(0, len(code), 1)
+        source = out.text()
+        run = make_function(source, namespace, "run", ("r",))
+    except (UnsafeSourceError, _Unstructured):
+        return None  # an operand or a jump the generator refuses: the loop runs the function
+    _MADE[run] = (source, tuple(out.pcs))
     return run
+
+
+def generated_source(step: Step) -> str | None:
+    """The Python source of a straight-line ``step`` (None for any other step): what a
+    function runs as, for reading and for tests."""
+    made = _MADE.get(step)
+    return made[0] if made is not None else None
+
+
+class _Source:
+    """The lines of the generated function and the pc of each."""
+
+    def __init__(
+        self, code: Sequence[Instruction], steps: list[Step], ctx: DecodeContext, ns: dict[str, Any]
+    ) -> None:
+        self.code, self.steps, self.ctx, self.ns = code, steps, ctx, ns
+        self.lines = ["def run(r):"]
+        self.pcs: list[int | None] = [None]
+
+    def emit(self, depth: int, text: str, pc: int | None) -> None:
+        self.lines.append("    " * depth + text)
+        self.pcs.append(pc)
+
+    def text(self) -> str:
+        return "\n".join(self.lines) + "\n"
+
+    def block(self, start: int, end: int, depth: int) -> None:
+        """Emit the instructions ``start .. end - 1`` (at least a ``pass``) at ``depth``."""
+        if depth > MAX_DEPTH:
+            raise _Unstructured
+        code, pc = self.code, start
+        if start == end:
+            self.emit(depth, "pass", None)
+        while pc < end:
+            ins = code[pc]
+            if ins.op is Op.JUMP_IF_NOT:
+                pc = self.branch(pc, end, depth)
+            elif ins.op is Op.RET:  # two lines, both this instruction's
+                self.emit(depth, f"state[0] = r[{int_literal(ins.operands[0].index)}]", pc)
+                self.emit(depth, f"return {int_literal(RET)}", pc)
+                pc += 1
+            elif ins.op is Op.JUMP:
+                if ins.operands[0] != pc + 1:
+                    raise _Unstructured  # skips code that only another jump could reach
+                self.emit(depth, "pass", pc)
+                pc += 1
+            else:
+                self.emit(depth, _line(pc, ins, self.steps[pc], self.ctx, self.ns), pc)
+                pc += 1
+
+    def branch(self, pc: int, end: int, depth: int) -> int:
+        """Emit the ``if`` of the ``jump_if_not`` at ``pc`` (and its ``else``); the pc after."""
+        cond, target = self.code[pc].operands
+        target = int(target)
+        if not pc < target <= end:
+            raise _Unstructured
+        last = self.code[target - 1]
+        self.emit(depth, f"if r[{int_literal(cond.index)}]:", pc)
+        if target - 1 > pc and last.op is Op.JUMP and target <= last.operands[0] <= end:
+            join = int(last.operands[0])
+            self.block(pc + 1, target - 1, depth + 1)
+            self.emit(depth + 1, "pass", target - 1)  # the then-branch's jump to the join
+            self.emit(depth, "else:", None)
+            self.block(target, join, depth + 1)
+            return join
+        self.block(pc + 1, target, depth + 1)
+        return target
 
 
 def _line(pc: int, ins: Instruction, step: Step, ctx: DecodeContext, ns: dict[str, Any]) -> str:
@@ -102,8 +190,6 @@ def _line(pc: int, ins: Instruction, step: Step, ctx: DecodeContext, ns: dict[st
         # The comparison inline; the step, which makes the message, only when it fails.
         ns[f"s{pc}"] = step
         return f"if shape({reg(ops[0])})[{int_literal(ops[1])}] != {reg(ops[2])}: s{pc}(r)"
-    if op is Op.RET:
-        return f"state[0] = {reg(ops[0])}"
     ns[f"s{pc}"] = step
     return f"s{pc}(r)"
 
@@ -111,11 +197,14 @@ def _line(pc: int, ins: Instruction, step: Step, ctx: DecodeContext, ns: dict[st
 def failing_pc(step: Step, tb: TracebackType | None) -> int | None:
     """The pc of the instruction a straight-line ``step`` failed in, from the traceback of the
     exception it raised (None if ``step`` is not one, or its frame is not in ``tb``)."""
-    if step not in _MADE:
+    made = _MADE.get(step)
+    if made is None:
         return None
+    pcs = made[1]
     code: CodeType = step.__code__
     while tb is not None:
         if tb.tb_frame.f_code is code:
-            return max(tb.tb_lineno - 1 - _HEADER_LINES, 0)
+            line = tb.tb_lineno - 1
+            return pcs[line] if 0 <= line < len(pcs) else None
         tb = tb.tb_next
     return None

@@ -8,7 +8,7 @@ import pytest
 
 import dynshape
 from vm import KernelError, RunTimeShapeError, VirtualMachine
-from vm.straight import straight_line
+from vm.straight import generated_source, straight_line
 
 SEED = """
 def @main(%x: Tensor[(n,), float32], %y: Tensor[(n,), float32]) -> Tensor[(n,), float32] {
@@ -35,22 +35,103 @@ def test_a_function_without_control_flow_runs_as_one_step() -> None:
     assert "alloc_storage" in report and "invoke" in report and "check_dim" in report
 
 
-def test_a_function_with_control_flow_keeps_the_loop() -> None:
-    exe = dynshape.compile(
-        """
+IF_ELSE = """
 def @main(%x: Tensor[(n,), float32], %c: bool) -> Tensor[(n,), float32] {
   if (%c) { add(%x, %x) } else { multiply(%x, %x) }
 }
 """
-    )
-    vm = VirtualMachine(exe)
-    main = next(f for f in exe.functions if f.name == "main")
-    steps = vm._code[exe.functions.index(main)]
-    assert straight_line(main.code, steps, vm._ctx) is None
-    assert steps[0].__name__ != "run"
+
+
+def test_an_if_else_runs_as_one_step_with_nested_blocks() -> None:
+    vm = _vm(IF_ELSE)
+    step = vm._code[0][0]
+    assert step.__name__ == "run"
+    source = generated_source(step)
+    assert source is not None
+    lines = source.splitlines()
+    # The compiler ends each branch in its own ret: ``if`` over the first, the second after.
+    branch = next(i for i, line in enumerate(lines) if line.startswith("    if r["))
+    rets = [i for i, line in enumerate(lines) if line.strip() == "return -2"]
+    assert len(rets) == 2 and lines[rets[0]] == "        return -2" and rets[1] == len(lines) - 1
+    assert all(line.startswith("        ") for line in lines[branch + 1 : rets[0] + 1])
     x = np.arange(3, dtype=np.float32)
     np.testing.assert_array_equal(vm.run(x, np.array(True)), x + x)
     np.testing.assert_array_equal(vm.run(x, np.array(False)), x * x)
+
+
+def _diamond(jump_to_join: bool = True):  # type: ignore[no-untyped-def]
+    """main(x) = copy(x) if c else negative(x), c = 1, as a then-branch ending in a jump to
+    the join and an else-branch (``jump_to_join=False``: the jump skips into the else)."""
+    from vm import Assembler, tensor
+
+    asm = Assembler()
+    copy, neg = asm.kernel("copy"), asm.kernel("negative")
+    f = asm.function("main", [("x", tensor("float32", (4,))), ("c", tensor("int64", ()))])
+    x, c = f.params
+    other, join = f.label(), f.label()
+    out = f.empty((4,), "float32")
+    f.jump_if_not(c, other)
+    if not jump_to_join:
+        f.jump(other)
+    f.invoke(copy, [x], [out])
+    f.jump(join)
+    f.place(other)
+    f.invoke(neg, [x], [out])
+    f.place(join)
+    f.ret(out)
+    return asm.build()
+
+
+def test_a_then_branch_ending_in_a_jump_and_its_else_nest() -> None:
+    exe = _diamond()
+    vm = VirtualMachine(exe)
+    source = generated_source(vm._code[0][0])
+    assert source is not None
+    body = [line.strip() for line in source.splitlines()[1:]]
+    assert body[body.index("else:") - 1] == "pass"  # the jump to the join
+    x = np.arange(4, dtype=np.float32)
+    np.testing.assert_array_equal(vm.run(x, 1), x)
+    np.testing.assert_array_equal(vm.run(x, 0), -x)
+
+
+def test_a_loop_keeps_the_interpreter_loop() -> None:
+    from pathlib import Path
+
+    text = (Path(__file__).parents[1] / "ir" / "corpus" / "40_counter_loop.txt").read_text()
+    exe = dynshape.compile(text)  # a tail-recursive @loop called by @main
+    vm = VirtualMachine(exe)
+    for i, f in enumerate(exe.functions):
+        assert straight_line(f.code, vm._code[i], vm._ctx) is None, f.name
+        assert generated_source(vm._code[i][0]) is None
+    x = np.arange(3, dtype=np.float32)
+    np.testing.assert_array_equal(vm.run(x), 1024 * x)
+
+
+def test_a_jump_into_another_branch_keeps_the_loop() -> None:
+    exe = _diamond(jump_to_join=False)
+    vm = VirtualMachine(exe)
+    assert straight_line(exe.functions[0].code, vm._code[0], vm._ctx) is None
+    assert generated_source(vm._code[0][0]) is None
+    x = np.arange(4, dtype=np.float32)
+    np.testing.assert_array_equal(vm.run(x, 1), -x)  # the jump skips the copy
+
+
+def test_an_error_in_a_branch_names_its_instruction() -> None:
+    vm = _vm(
+        """
+def @main(%x: Tensor[(n,), float32], %i: Tensor[(k,), int64], %c: bool) -> Tensor[(k,), float32] {
+  if (%c) { multiply(take(%x, %i, axis=0), 2f) } else { take(%x, %i, axis=0) }
+}
+"""
+    )
+    assert vm._code[0][0].__name__ == "run"
+    listing = vm.exe.functions[0].code
+    invokes = [pc for pc, ins in enumerate(listing) if ins.op.name == "INVOKE"]
+    x, bad = np.arange(3, dtype=np.float32), np.array([0, 7])
+    for flag, pc in ((True, invokes[0]), (False, invokes[-1])):
+        with pytest.raises(KernelError) as info:
+            vm.run(x, bad, np.array(flag))
+        assert f"main@{pc}: invoke" in str(info.value)
 
 
 def test_a_failed_check_names_its_instruction() -> None:
