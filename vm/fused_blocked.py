@@ -21,6 +21,7 @@ block also runs the plain kernel, which reports the failing step as usual.
 
 from __future__ import annotations
 
+import operator
 import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -77,9 +78,12 @@ ELEMENTWISE = frozenset(
 
 #: Elements per block (all steps of one block run before the next). Measured on the benchmark
 #: machine (2 cores, 1 MiB L2 each, 32 MiB shared L3): 256 Ki elements (1 MiB of float32 per
-#: operand) keeps a block's values in cache and makes the per-block Python calls negligible;
-#: 64 Ki was 1.17x numpy ``out=`` at 1e7 elements, 256 Ki 0.96x (design/vm.md).
-BLOCK_ELEMENTS = 1 << 18
+#: operand) kept a block's values in cache and made the per-block Python calls negligible;
+#: 64 Ki was 1.17x numpy ``out=`` at 1e7 elements, 256 Ki 0.96x (design/vm.md). Since a block
+#: picks its operands by position (no dict per block and step), the seed at 1e7 / 4.2e6
+#: elements ran at 0.82 / 0.88x numpy ``out=`` with 32 Ki, 0.77 / 0.77x with 64 Ki, 0.80 / 0.69x
+#: with 128 Ki and 0.80 / 0.75x with 256 Ki (medians of 15, interleaved).
+BLOCK_ELEMENTS = 1 << 17
 #: Output elements from which the blocked runner is used: below, the whole arrays of a chain
 #: stay in the L3 cache anyway and one numpy call per step is cheaper (at 1e6 elements blocks
 #: of 16 Ki were 2.4x slower than the plain kernel).
@@ -194,29 +198,40 @@ class BlockedPlan:
     ) -> None:
         """Every step on each block starting at a row taken from ``starts``."""
         tail = outputs[0].shape[1:]
-        # This thread's scratch: one buffer per tmp, of a full block's shape (a shorter last
-        # block uses a leading slice of it).
-        scratch = {
-            t: np.empty((block, *tail), dt)
-            for t, dt in enumerate(self.scratch_dtypes)
-            if t not in passed
-        }
-        steps = self.steps
+        # Every operand once, with how a block reads it: rows ``lo:hi`` (CUT), a leading
+        # ``hi - lo`` rows of this thread's scratch (HEAD: one buffer per tmp, of a full
+        # block's shape) or whole (WHOLE, broadcast); each step picks its operands from that
+        # list by position (an itemgetter: no dict or list built per step and block).
+        operands: list[tuple[Any, int]] = []
+        where: dict[tuple[str, int], int] = {}
+        for kind, values in (("in", ins), ("const", consts)):
+            for i, (a, sliced) in enumerate(values):
+                where[kind, i] = len(operands)
+                operands.append((a, CUT if sliced else WHOLE))
+        for j, o in enumerate(outputs):
+            where["out", j] = len(operands)
+            operands.append((o, CUT))
+        for t, dt in enumerate(self.scratch_dtypes):
+            where["tmp", t] = len(operands)
+            if t in passed:
+                operands.append((passed[t], CUT))
+            else:
+                operands.append((np.empty((block, *tail), dt), HEAD))
+        steps = [
+            (kernel, operator.itemgetter(*[where[r] for r in (*src, *dst)], -1))
+            for kernel, src, dst in self.steps
+        ]
         for lo in starts:
             hi = min(lo + block, rows)
-            values: dict[tuple[str, int], Any] = {}
-            for i, (a, sliced) in enumerate(ins):
-                values["in", i] = a[lo:hi] if sliced else a
-            for c, (a, sliced) in enumerate(consts):
-                values["const", c] = a[lo:hi] if sliced else a
-            for j, o in enumerate(outputs):
-                values["out", j] = o[lo:hi]
-            for t, buf in scratch.items():
-                values["tmp", t] = buf[: hi - lo]
-            for t, buf in passed.items():
-                values["tmp", t] = buf[lo:hi]
-            for kernel, src, dst in steps:
-                kernel(*[values[r] for r in src], *[values[r] for r in dst])
+            n = hi - lo
+            vals = [a[lo:hi] if how == CUT else a[:n] if how == HEAD else a for a, how in operands]
+            vals.append(None)  # the itemgetter's last index: it always returns a tuple
+            for kernel, pick in steps:
+                kernel(*pick(vals)[:-1])
+
+
+#: How a block reads an operand (``BlockedPlan._run_blocks``).
+CUT, HEAD, WHOLE = 0, 1, 2
 
 
 def plan_blocked(spec: Any, constants: Sequence[np.ndarray]) -> Callable[..., bool] | None:
