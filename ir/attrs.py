@@ -10,10 +10,11 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import sympy
 
 from .dims import check_dim
-from .dtypes import DTYPES
+from .dtypes import DTYPES, dtype_name
 from .errors import IRError
 
 
@@ -29,11 +30,17 @@ class AttrKind:
         return self.name
 
 
+# numpy scalars are accepted where Python's are (``axis=np.int64(1)``, as numpy takes them);
+# bools are never ints or numbers here.
+_BOOLS = (bool, np.bool_)
+_NUMBERS = (int, float, np.integer, np.floating)
+
+
 class _Int(AttrKind):
     name = "int"
 
     def normalize(self, value: Any) -> Any:
-        if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, _BOOLS) or not isinstance(value, (int, np.integer)):
             raise TypeError("expected an int")
         return int(value)
 
@@ -42,7 +49,7 @@ class _Float(AttrKind):
     name = "float"
 
     def normalize(self, value: Any) -> Any:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if isinstance(value, _BOOLS) or not isinstance(value, _NUMBERS):
             raise TypeError("expected a number")
         return float(value)
 
@@ -51,9 +58,9 @@ class _Bool(AttrKind):
     name = "bool"
 
     def normalize(self, value: Any) -> Any:
-        if not isinstance(value, bool):
+        if not isinstance(value, _BOOLS):
             raise TypeError("expected True or False")
-        return value
+        return bool(value)
 
 
 class _Str(AttrKind):
@@ -69,18 +76,27 @@ class _DType(AttrKind):
     name = "dtype"
 
     def normalize(self, value: Any) -> Any:
-        if not isinstance(value, str) or value not in DTYPES:
-            raise TypeError(f"expected a dtype, one of {', '.join(sorted(DTYPES))}")
-        return value
+        try:
+            return dtype_name(value)  # any numpy spelling: np.int32, "i4", np.dtype(...)
+        except IRError:
+            raise TypeError(f"expected a dtype, one of {', '.join(sorted(DTYPES))}") from None
 
 
 class _IntList(AttrKind):
     name = "list[int]"
 
     def normalize(self, value: Any) -> Any:
+        value = _listed(value)
         if not isinstance(value, (list, tuple)):
             raise TypeError("expected a list of ints")
         return tuple(INT.normalize(v) for v in value)
+
+
+def _listed(value: Any) -> Any:
+    """A 1-d numpy array as the list of its items (numpy takes one where it takes a list)."""
+    if isinstance(value, np.ndarray) and value.ndim == 1:
+        return value.tolist()
+    return value
 
 
 class _Optional(AttrKind):
@@ -138,6 +154,8 @@ class _Dim(AttrKind):
     name = "dim"
 
     def normalize(self, value: Any) -> Any:
+        if isinstance(value, np.integer) and not isinstance(value, np.bool_):
+            value = int(value)
         if isinstance(value, bool) or not isinstance(value, (int, sympy.Expr)):
             raise TypeError("expected a dim (an int or an expression of symbols)")
         try:
@@ -155,10 +173,13 @@ class _IntOrDimList(AttrKind):
     name = "list[int | dim]"
 
     def normalize(self, value: Any) -> Any:
+        value = _listed(value)
         if not isinstance(value, (list, tuple)):
             raise TypeError("expected a list of ints or dims")
         out: list[Any] = []
         for v in value:
+            if isinstance(v, np.integer) and not isinstance(v, np.bool_):
+                v = int(v)
             if isinstance(v, sympy.Integer):
                 v = int(v)  # a folded dim (n - n + 3) is the int it is, negative or not
             if isinstance(v, sympy.Expr):

@@ -18,6 +18,7 @@ import operator
 from collections.abc import Callable, Mapping
 from typing import Any, TypeAlias
 
+import numpy as np
 import sympy
 
 from . import dim_proofs
@@ -98,8 +99,10 @@ def check_dim(dim: object) -> Dim:
     Raises IRError naming the dim when it is negative, not an integer expression, or mentions
     a symbol that is not a non-negative integer.
     """
-    if isinstance(dim, bool):
+    if isinstance(dim, (bool, np.bool_)):
         raise IRError(f"bad dim {dim!r}: a dim is an int or a symbolic expression, not a bool")
+    if isinstance(dim, np.integer):
+        return check_dim(int(dim))  # a numpy integer, as numpy takes it in a shape
     if isinstance(dim, int):
         if dim < 0:
             raise IRError(f"bad dim {dim}: dims are non-negative")

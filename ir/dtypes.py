@@ -22,6 +22,30 @@ FLOAT_DTYPES: frozenset[str] = frozenset({"float16", "float32", "float64"})
 INT_DTYPES: frozenset[str] = frozenset({"int8", "int16", "int32", "int64", "uint8"})
 
 
+def dtype_name(value: object, what: str = "dtype") -> str:
+    """The IR's name of a dtype given in any spelling numpy accepts (``"float32"``, ``"f4"``,
+    ``np.float32``, ``np.dtype("float32")``, ``float`` is float64 as in numpy), or IRError
+    naming ``what`` when numpy does not know it or the IR does not support it."""
+    if isinstance(value, str) and value in DTYPES:
+        return value  # the common case, without numpy
+    import numpy as np
+
+    supported = ", ".join(sorted(DTYPES))
+    if value is None:
+        raise IRError(f"bad {what} None: expected one of {supported} (or a numpy dtype)")
+    try:
+        dt = np.dtype(value)  # type: ignore[call-overload]  # numpy's check, any object
+    except (TypeError, ValueError):
+        raise IRError(
+            f"bad {what} {value!r}: expected one of {supported} (or a numpy dtype)"
+        ) from None
+    if dt.byteorder == ">" or dt.name not in DTYPES:
+        kind = f"big-endian {dt.name}" if dt.byteorder == ">" else dt.name
+        said = "" if str(value) == kind else f" ({kind})"
+        raise IRError(f"{what} {value!r}{said} is not supported: use one of {supported}")
+    return str(dt.name)
+
+
 def check_dtype(dtype: object, what: str = "dtype") -> str:
     """Return ``dtype`` if it names a supported element type, else raise an IRError."""
     if not isinstance(dtype, str) or dtype not in DTYPES:

@@ -7,6 +7,7 @@ defaults, its fusion pattern and how its result dtype follows from its inputs. S
 
 from __future__ import annotations
 
+import difflib
 import enum
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -88,8 +89,11 @@ class OpDef:
         for key in given:
             if key not in self.attr_index:
                 known = ", ".join(self.attr_index) or "none"
+                close = difflib.get_close_matches(key, list(self.attr_index), n=1)
+                hint = f"did you mean {close[0]!r}? " if close else ""
                 raise IRError(
-                    f"op {self.name} has no attribute {key!r} (its attributes: {known})", span
+                    f"op {self.name} has no attribute {key!r} ({hint}its attributes: {known})",
+                    span,
                 )
         values: dict[str, Any] = {}
         for a in self.attrs:

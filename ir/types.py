@@ -13,7 +13,7 @@ from typing import TypeAlias
 import sympy
 
 from .dims import Dim, check_dim, free_symbols, simplify
-from .dtypes import ITEMSIZE, check_dtype
+from .dtypes import ITEMSIZE, dtype_name
 from .errors import IRError
 
 
@@ -31,7 +31,7 @@ class TensorType:
             raise IRError(f"bad shape {self.shape!r}: expected a tuple of dims")
         shape = tuple(simplify(check_dim(d)) for d in self.shape)
         object.__setattr__(self, "shape", shape)
-        check_dtype(self.dtype)
+        object.__setattr__(self, "dtype", dtype_name(self.dtype))
 
     @property
     def rank(self) -> int:

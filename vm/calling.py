@@ -7,9 +7,10 @@ the function, the parameter (by its name in the signature) and the axis.
 
 from __future__ import annotations
 
+import difflib
 import math
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -190,3 +191,38 @@ def _call_py(convert: Converter, value: Any) -> Any:
 
 #: ``f(x)`` as a C function where Python has one (3.11): no Python frame per argument.
 _call: Callable[[Converter, Any], Any] = getattr(operator, "call", _call_py)
+
+
+def positional(fn: Function, args: Sequence[Any], named: Mapping[str, Any]) -> tuple[Any, ...]:
+    """The arguments of a call of ``fn`` by position, from ``args`` and ``named``: positional
+    arguments first, then names for the rest (as in Python), or one mapping of names to
+    arguments (``run({"x": x})``, as ``InferenceSession.run`` takes its feeds). An unknown,
+    missing or doubly given parameter is a VMArgumentError naming it."""
+    if not named and len(args) == 1 and isinstance(args[0], Mapping):
+        named, args = args[0], ()
+    names = [p.name for p in fn.params]
+    for key in named:
+        if not isinstance(key, str) or key not in names:
+            close = difflib.get_close_matches(str(key), names, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise VMArgumentError(
+                f"{fn.name} has no parameter {key!r} (its parameters: {', '.join(names)}{hint})"
+                f"\n  signature: {fn.signature}"
+            )
+    if len(args) > len(names):
+        raise VMArgumentError(
+            f"{fn.name} takes {len(names)} argument(s) ({', '.join(names)}), got {len(args)}"
+            f"\n  signature: {fn.signature}"
+        )
+    twice = [n for n in names[: len(args)] if n in named]
+    if twice:
+        raise VMArgumentError(
+            f"{fn.name}: parameter {twice[0]!r} given both by position and by name"
+        )
+    missing = [n for n in names[len(args) :] if n not in named]
+    if missing:
+        raise VMArgumentError(
+            f"{fn.name}: missing argument(s) {', '.join(map(repr, missing))}"
+            f"\n  signature: {fn.signature}"
+        )
+    return (*args, *(named[n] for n in names[len(args) :]))

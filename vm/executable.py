@@ -66,6 +66,9 @@ class Param:
     type: TypeSpec
     """Its type."""
 
+    def __str__(self) -> str:
+        return f"{self.name}: {self.type}"
+
 
 @dataclass(frozen=True)
 class Function:
@@ -127,6 +130,10 @@ class ShapeFuncEntry:
     """The attributes it is called with."""
 
 
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}" if n == 1 else f"{n} {what}s"
+
+
 def _frozen(c: np.ndarray) -> np.ndarray:
     if not isinstance(c, np.ndarray) or not c.flags.writeable:
         return c
@@ -135,7 +142,7 @@ def _frozen(c: np.ndarray) -> np.ndarray:
     return view
 
 
-@dataclass
+@dataclass(repr=False)
 class Executable:
     """Everything a VM needs to run a compiled program."""
 
@@ -165,6 +172,39 @@ class Executable:
     def signature(self, name: str = "main") -> str:
         """The symbolic signature of function ``name`` as text."""
         return self.functions[self.function_index(name)].signature
+
+    @property
+    def inputs(self) -> tuple[Param, ...]:
+        """``main``'s parameters (as ONNX Runtime's ``get_inputs()``): each has a ``name`` and a
+        ``type`` whose ``dtype`` and ``shape`` (ints, and symbolic dims as text: ``"batch"``,
+        ``"2*n"``) say what ``run`` accepts. Empty without a ``main``."""
+        main = self._main()
+        return main.params if main is not None else ()
+
+    @property
+    def outputs(self) -> tuple[TypeSpec, ...]:
+        """The types of ``main``'s results: its result's, or the fields of a tuple result."""
+        main = self._main()
+        if main is None or main.ret is None:
+            return ()
+        return main.ret.fields if isinstance(main.ret, TupleSpec) else (main.ret,)
+
+    def _main(self) -> Function | None:
+        return next((f for f in self.functions if f.name == "main"), None)
+
+    def __repr__(self) -> str:
+        main = self._main()
+        head = main.signature if main is not None else "no main"
+        bytes_ = sum(c.nbytes for c in self.constants)
+        counts = ", ".join(
+            _count(n, what)
+            for n, what in (
+                (len(self.functions), "function"),
+                (len(self.kernels), "kernel"),
+                (len(self.constants), "constant"),
+            )
+        )
+        return f"<Executable {head}; {counts} ({bytes_:,} bytes of constants)>"
 
     def validate(self) -> None:
         """Raise FormatError naming the first thing that is malformed."""

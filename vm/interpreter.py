@@ -35,7 +35,7 @@ by the loop only there (straight-line code costs nothing extra), and a run stops
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from time import perf_counter, perf_counter_ns
 from typing import Any
 
@@ -44,10 +44,10 @@ from numpy import ndarray
 
 from . import kernels as _kernels  # noqa: F401  (registers the built-in kernels)
 from .backend import BACKENDS, Backend, backend_named, decode_function, find_layer
-from .calling import arguments_checker
+from .calling import arguments_checker, positional
 from .decode import BACK, CALL, RET, TAIL, DecodeContext, Step
 from .errors import KernelError, StepLimitError, VMError
-from .executable import Executable, KernelEntry
+from .executable import Executable, KernelEntry, Param, TypeSpec
 from .isa import Kind, Op, format_instruction
 from .memory.allocator import Allocator, NaiveAllocator, PooledAllocator
 from .memory.storage import Storage
@@ -197,19 +197,38 @@ class VirtualMachine:
 
     # Calling ----------------------------------------------------------------------------
 
-    def run(self, *args: Any) -> Any:
-        """Run ``main`` on ``args`` (numpy arrays or Python scalars)."""
+    def run(self, *args: Any, **named: Any) -> Any:
+        """Run ``main``: ``run(x, y)``, ``run(x=x, y=y)`` (positional first, then names, as in
+        Python) or ``run({"x": x, "y": y})``; arguments are numpy arrays or Python scalars.
+        Returns an array, an int or a tuple of them (see ``outputs``)."""
         fidx = self._main
         if fidx is None:
             raise self._no_function("main")
+        if named or (len(args) == 1 and isinstance(args[0], Mapping)):
+            args = positional(self.exe.functions[fidx], args, named)
         return self._call(fidx, args)
 
-    def invoke(self, name: str, *args: Any) -> Any:
-        """Run function ``name`` on ``args``; returns arrays, ints or tuples of them."""
+    __call__ = run
+
+    def invoke(self, name: str, *args: Any, **named: Any) -> Any:
+        """Run function ``name`` on ``args`` (and ``named``, as ``run`` takes them); returns
+        arrays, ints or tuples of them."""
         fidx = self._index.get(name)
         if fidx is None:
             raise self._no_function(name)
+        if named or (len(args) == 1 and isinstance(args[0], Mapping)):
+            args = positional(self.exe.functions[fidx], args, named)
         return self._call(fidx, args)
+
+    @property
+    def inputs(self) -> tuple[Param, ...]:
+        """``main``'s parameters: name and type (dtype and symbolic shape) of each."""
+        return self.exe.inputs
+
+    @property
+    def outputs(self) -> tuple[TypeSpec, ...]:
+        """The types of ``main``'s results: one, or the fields of a tuple result."""
+        return self.exe.outputs
 
     def _no_function(self, name: str) -> VMError:
         return VMError(

@@ -1,8 +1,9 @@
 """The op functions of the builder: ``ds.exp(x)``, ``ds.softmax(x, axis=-1)``, ``ds.conv2d(...)``.
 
-Most are thin wrappers made from the op catalogue by ``op_function``: positional arguments are
-the op's operands (Values, numbers, numpy arrays; a list for a tuple operand), keywords are its
-attributes, checked by the op declaration. The names drop the ``nn.`` prefix (``ds.relu`` is
+Most are thin wrappers made from the op catalogue by ``op_function``: the op's operands (Values,
+numbers, numpy arrays; a list for a tuple operand), then its attributes, positionally in the
+order the catalogue declares them or by keyword (``signature.py``: ``ds.reshape(x, (-1,))``),
+checked by the op declaration. The names drop the ``nn.`` prefix (``ds.relu`` is
 ``nn.relu``) and spell ``dyn.`` as ``dyn_``. ``tests/builder`` checks that every op of the
 catalogue has one. A few are written out because numpy spells them differently (``ds.full``
 takes the shape first, ``ds.arange`` takes numbers, ``ds.sum`` takes ``axis`` positionally).
@@ -16,18 +17,24 @@ from typing import Any
 import ir
 
 from .location import fail, user_span
+from .signature import bind, describe, op_signature
 from .trace import apply, constant
 
 
 def op_function(op_name: str) -> Callable[..., Any]:
-    """A builder function calling op ``op_name``: ``f(*operands, **attrs) -> Value``."""
+    """A builder function calling op ``op_name``: ``f(*operands, *attributes) -> Value``, the
+    attributes positionally in declaration order or by keyword (``signature.py``)."""
+    op = ir.get_op(op_name)
+    name = builder_name(op_name)
+    sig = op_signature(op)
 
-    def call_op(*args: Any, **attrs: Any) -> Any:
-        return apply(op_name, *args, **attrs)
+    def call_op(*args: Any, **kwargs: Any) -> Any:
+        operands, attrs = bind(op, name, sig, args, kwargs)
+        return apply(op_name, *operands, **attrs)
 
-    call_op.__name__ = call_op.__qualname__ = builder_name(op_name)
-    doc = ir.get_op(op_name).doc if ir.has_op(op_name) else ""
-    call_op.__doc__ = f"``{op_name}``: {doc}" if doc else f"``{op_name}``"
+    call_op.__name__ = call_op.__qualname__ = name
+    call_op.__signature__ = sig  # type: ignore[attr-defined]  # what help() and IDEs show
+    call_op.__doc__ = describe(op)
     return call_op
 
 

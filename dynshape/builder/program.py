@@ -21,6 +21,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import sympy
 
 import ir
@@ -63,7 +64,7 @@ class Program(Module):
         return compile(self, **options)
 
 
-def tensor(name: str, shape: Sequence[Any], dtype: str = "float32") -> Value:
+def tensor(name: str, shape: Sequence[Any], dtype: Any = "float32") -> Value:
     """Declare an input of the program: a tensor with symbolic dims (see the module doc)."""
     span = user_span()
     if not isinstance(shape, (tuple, list)):
@@ -85,6 +86,8 @@ def _dim(d: Any) -> ir.Dim:
         ty = ir.parse_type(f"Tensor[({d},), int32]", source_name="<dim>")
         assert isinstance(ty, TensorType)
         return ty.shape[0]
+    if isinstance(d, np.integer) and not isinstance(d, np.bool_):
+        d = int(d)  # numpy's own shapes hold numpy ints
     if isinstance(d, bool) or not isinstance(d, (int, sympy.Expr)):
         raise fail(f"bad dim {d!r}: an int, a name, '?', or an expression such as '2*n'")
     return ir.check_dim(d)

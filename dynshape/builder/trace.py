@@ -115,9 +115,10 @@ def constant(value: Any, dtype: str | None, span: ir.Span | None = None) -> Any:
     array = np.asarray(value, dtype=dtype)
     if given.dtype.kind == "f" and array.dtype.kind in "iu" and not np.array_equal(array, given):
         raise fail(f"{value!r} is not a whole number: it cannot be a {dtype} constant")
-    if array.dtype == np.float64 and dtype is None and not isinstance(value, np.ndarray):
+    python_number = not isinstance(value, (np.ndarray, np.generic))  # numpy's keep their dtype
+    if array.dtype == np.float64 and dtype is None and python_number:
         array = array.astype(np.float32)  # Python floats default to float32, as in the text
-    if array.dtype == np.int64 and dtype is None and not isinstance(value, np.ndarray):
+    if array.dtype == np.int64 and dtype is None and python_number:
         array = array.astype(np.int32)  # and Python ints to int32
     with errors_at(span):
         node = Constant(array, span=span)

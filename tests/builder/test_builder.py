@@ -224,7 +224,7 @@ def test_nn_and_creation_functions() -> None:
 def test_every_op_of_the_catalogue_has_a_builder_function() -> None:
     missing = [op.name for op in ir.tensor_ops() if not hasattr(ds, builder_name(op.name))]
     assert not [m for m in missing if not m.startswith(("test_custom.", "example."))]
-    assert ds.relu.__doc__ == "``nn.relu``: max(x, 0)"
+    assert ds.relu.__doc__ is not None and ds.relu.__doc__.startswith("max(x, 0)\n")
 
 
 # ---- control flow -------------------------------------------------------------------------

@@ -15,7 +15,7 @@ CASES = [
         "def @main(%x: float32) {\n  sum(%x, axes=1)\n}",
         2,
         11,
-        "op sum has no attribute 'axes' (its attributes: axis, keepdims, exclude)",
+        "op sum has no attribute 'axes' (did you mean 'axis'? its attributes: axis, keepdims, exclude)",
         id="unknown-attribute",
     ),
     pytest.param(
