@@ -95,7 +95,9 @@ def test_explain_prints_the_report_and_draws_an_svg(
     root = ET.parse(svg).getroot()
     assert root.tag.endswith("svg")
     rects = [e for e in root.iter() if e.tag.endswith("rect")]
-    assert len(rects) == 1 + 3  # the arena and its three tensors
+    boxes = [r for r in rects if r.get("fill-opacity") == "0.8"]  # tensors, not their legend
+    assert len(boxes) == 3  # the arena's three tensors
+    assert any(r.get("stroke") == "#999" for r in rects)  # the arena's band
     texts = " ".join(e.text or "" for e in root.iter() if e.tag.endswith("text"))
     assert "%arena" in texts
 
