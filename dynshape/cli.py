@@ -3,21 +3,26 @@
     dynshape demo
     dynshape compile FILE --emit {parsed,types,rewritten,fused,anf,manifest,bytecode} [-o OUT]
     dynshape compile FILE -o OUT.dsx            (save the executable)
-    dynshape run FILE|EXECUTABLE --input x=3,4 --input y=y.npy [--seed N] [--profile]
+    dynshape run FILE|EXECUTABLE --input x=3,4 --input y=y.npy [-o out.npz] [--stats|--profile]
     dynshape explain FILE [--bind n=128 ...] [--svg out.svg]   (the memory report)
     dynshape import MODEL.onnx [-o OUT.txt] [--dim batch=1:64 ...] [--stats]
 
 ``compile``, ``run`` and ``explain`` take an ONNX model (``.onnx``) wherever they take program
-text; ``--dim`` (repeatable) renames, fixes or bounds its dim names there too.
+text; ``--dim`` (repeatable) renames, fixes or bounds its dim names there too. ``--import
+MODULE`` (repeatable) imports a module first, the one that registers custom ops. The common
+options (``--full-errors``, ``--import``) go before or after the subcommand.
 
 Errors of ours (bad files, bad programs, bad arguments) are reported in one line with a non-zero
 exit status, never as a traceback; ``--full-errors`` shows the whole message (the source line
-with a caret, the function with the failing expression marked).
+with a caret, the function with the failing expression marked). A reader that closes the pipe
+(``| head``) ends the command quietly.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -37,21 +42,54 @@ from .pipeline import STAGES, compile, stages
 EMIT_CHOICES = (*STAGES, "bytecode")
 
 
-def _build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="dynshape", description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--full-errors", action="store_true", help="print whole error messages, not one line"
-    )
-    sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("demo", help="the seed program through every stage, run against numpy")
+#: Results up to this many elements are printed whole by ``run`` (numpy's own default is 1000).
+PRINT_ELEMENTS = 1000
 
-    comp = sub.add_parser("compile", help="compile a program; print a stage or save it")
+DESCRIPTION = (
+    "dynshape: compile tensor programs with symbolic dimensions once, run them on any shapes."
+)
+
+
+def _common_options(parser: argparse.ArgumentParser, top: bool) -> None:
+    """The options every command takes, before or after its name (two destinations, merged
+    by ``_options``: argparse lets a subcommand's defaults overwrite the top level's)."""
+    where = "top" if top else "sub"
+    parser.add_argument(
+        "--full-errors",
+        dest=f"full_errors_{where}",
+        action="store_true",
+        help="print whole error messages, not one line",
+    )
+    parser.add_argument(
+        "--import",
+        dest=f"imports_{where}",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import this module first (the one that registers custom ops); repeatable",
+    )
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dynshape", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"dynshape {_version()}")
+    _common_options(parser, top=True)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def command(name: str, help: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help, description=help)
+        _common_options(p, top=False)
+        return p
+
+    command("demo", "the seed program through every stage, run against numpy")
+
+    comp = command("compile", "compile a program; print a stage or save it")
     comp.add_argument("file", help="a program in the text format, or an ONNX model (.onnx)")
     _dim_option(comp)
     comp.add_argument("--emit", choices=EMIT_CHOICES, help="print the program after this stage")
     comp.add_argument("-o", "--output", help="write here (the executable, without --emit)")
 
-    run = sub.add_parser("run", help="run a program or a saved executable")
+    run = command("run", "run a program or a saved executable")
     run.add_argument("file", help="a program (text or .onnx), or a saved executable")
     _dim_option(run)
     run.add_argument(
@@ -63,9 +101,11 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--function", default="main", help="the function to run (default main)")
     run.add_argument("--seed", type=int, default=0, help="seed for random inputs")
+    run.add_argument("-o", "--output", metavar="FILE.npz", help="save the results (np.load)")
+    run.add_argument("--stats", action="store_true", help="print the allocator's statistics")
     run.add_argument("--profile", action="store_true", help="print the profiler's table")
 
-    explain = sub.add_parser("explain", help="the memory report: peak bytes, plan, layout")
+    explain = command("explain", "the memory report: peak bytes, plan, layout")
     explain.add_argument("file", help="a program in the text format, or an ONNX model (.onnx)")
     _dim_option(explain)
     explain.add_argument(
@@ -73,12 +113,13 @@ def _build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="NAME=INT",
-        help="a symbol's value, to evaluate the formulas (n=128); repeatable",
+        help="a symbol's value, to evaluate the formulas (n=128); repeatable; with one, "
+        "every symbol must be given",
     )
     explain.add_argument("--function", help="only this function (default: all)")
     explain.add_argument("--svg", help="draw the layout of the function (main) to this file")
 
-    imp = sub.add_parser("import", help="import an ONNX model: print (or save) its program")
+    imp = command("import", "import an ONNX model: print (or save) its program")
     imp.add_argument("file", help="an ONNX model (.onnx)")
     imp.add_argument("-o", "--output", help="write the program text here")
     _dim_option(imp)
@@ -86,6 +127,30 @@ def _build_parser() -> argparse.ArgumentParser:
         "--stats", action="store_true", help="how many node outputs have symbolic shapes"
     )
     return parser
+
+
+def _version() -> str:
+    """The installed distribution's version (the CLI does not import the package's face)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("dynshape")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
+def _options(args: argparse.Namespace) -> tuple[bool, list[str]]:
+    """``--full-errors`` and the ``--import`` modules, from before and after the subcommand."""
+    full = args.full_errors_top or getattr(args, "full_errors_sub", False)
+    return full, [*args.imports_top, *getattr(args, "imports_sub", [])]
+
+
+def _import_modules(names: Sequence[str]) -> None:
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except Exception as e:  # the user's module: whatever it raises is reported, named
+            raise DynShapeError(f"--import {name}: {type(e).__name__}: {e}") from None
 
 
 def _dim_option(parser: argparse.ArgumentParser) -> None:
@@ -243,21 +308,37 @@ def _inputs(exe: Executable, args: argparse.Namespace) -> list[object]:
     return values
 
 
-def _summary(value: object, name: str) -> str:
+def _results(value: object, name: str = "out") -> dict[str, np.ndarray]:
+    """The arrays of a result by name: ``out``, or ``out.0``, ``out.1.0``... for tuples."""
     if isinstance(value, tuple):
-        return "\n".join(_summary(v, f"{name}.{i}") for i, v in enumerate(value))
-    arr = np.asarray(value)
-    text = np.array2string(arr, threshold=20, edgeitems=3, precision=4)
-    return f"{name}: {arr.dtype}{list(arr.shape)}\n{text}"
+        named: dict[str, np.ndarray] = {}
+        for i, v in enumerate(value):
+            named.update(_results(v, f"{name}.{i}"))
+        return named
+    return {name: np.asarray(value)}
+
+
+def _summary(name: str, arr: np.ndarray) -> str:
+    text = np.array2string(arr, threshold=PRINT_ELEMENTS, edgeitems=3, precision=4)
+    cut = "" if arr.size <= PRINT_ELEMENTS else "  (summarised: -o FILE.npz saves it whole)"
+    return f"{name}: {arr.dtype}{list(arr.shape)}{cut}\n{text}"
 
 
 def _run_cmd(args: argparse.Namespace) -> int:
     exe = _load_program(args)
     vm = VirtualMachine(exe, profile=args.profile)
-    result = vm.invoke(args.function, *_inputs(exe, args))
-    print(_summary(result, "out"))
-    print()
-    print(vm.profile_report() if args.profile else vm.allocator.stats.format())
+    results = _results(vm.invoke(args.function, *_inputs(exe, args)))
+    if args.output:
+        try:
+            with open(args.output, "wb") as f:  # as given: np.savez would add ".npz"
+                np.savez(f, **results)  # type: ignore[arg-type]  # numpy stubs type **kwds as bool
+        except OSError as e:
+            raise DynShapeError(f"cannot write {args.output}: {e.strerror}") from None
+    print("\n".join(_summary(n, a) for n, a in results.items()))
+    if args.profile:
+        print("\n" + vm.profile_report())
+    elif args.stats:
+        print("\n" + vm.allocator.stats.format())
     return 0
 
 
@@ -284,28 +365,43 @@ def _explain_cmd(args: argparse.Namespace) -> int:
         if args.function not in report:
             raise DynShapeError(f"the program has no function {args.function!r}")
         names = [args.function]
-    print("\n\n".join(report[n].format() for n in names))
-    if args.svg:
+    if args.svg:  # before the report: a closed pipe must not lose the picture
         target = args.function or ("main" if "main" in report else names[0])
-        Path(args.svg).write_text(layout_svg(report[target]), encoding="utf-8")
+        try:
+            Path(args.svg).write_text(layout_svg(report[target]), encoding="utf-8")
+        except OSError as e:
+            raise DynShapeError(f"cannot write {args.svg}: {e.strerror}") from None
+    print("\n\n".join(report[n].format() for n in names))
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; return the exit status."""
     args = _build_parser().parse_args(argv)
+    full_errors, imports = _options(args)
     try:
-        if args.command == "demo":
-            return run_demo(sys.stdout)
-        if args.command == "compile":
-            return _compile_cmd(args)
-        if args.command == "explain":
-            return _explain_cmd(args)
-        if args.command == "import":
-            return _import_cmd(args)
-        return _run_cmd(args)
+        return _dispatch(args, imports)
     except DynShapeError as e:
-        text = str(e) if args.full_errors else str(e).splitlines()[0]
+        text = str(e) if full_errors else str(e).splitlines()[0]
         kind = "compile error" if isinstance(e, CompileError) else "error"
         print(f"dynshape: {kind}: {text}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        # The reader went away (``| head``): nothing more to say, and Python's final flush of
+        # stdout must not fail again at exit.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, as a shell reports a command its pipe reader ended
+
+
+def _dispatch(args: argparse.Namespace, imports: Sequence[str]) -> int:
+    _import_modules(imports)
+    if args.command == "demo":
+        return run_demo(sys.stdout)
+    if args.command == "compile":
+        return _compile_cmd(args)
+    if args.command == "explain":
+        return _explain_cmd(args)
+    if args.command == "import":
+        return _import_cmd(args)
+    return _run_cmd(args)

@@ -29,19 +29,21 @@ For each global function (``memory_report(program)``):
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import sympy
 
 import ir
+from dynshape_errors import DynShapeError
 from ir import Call, Expr, Function, GlobalVar, If, Module, Var
 
 from .analysis.dim_bounds import evaluate
 from .analysis.liveness import END, StorageLife, chain, timeline
 from .analysis.memory_check import symbol_values
 from .analysis.peak import max_of, walk
-from .dialect.memory import AllocStorage, memory_op
+from .dialect.memory import AllocStorage, Invoke, memory_op
 from .inference.type_relations import bind_plain_symbols
 from .pipeline import stages
 
@@ -66,6 +68,11 @@ class FunctionMemory:
     """Symbol values of the binding the report was made at (None: formulas only)."""
     names: dict[Var, str] = field(default_factory=dict)
     """The printed IR's name of each variable of the planned function."""
+    bound: dict[str, int] = field(default_factory=dict)
+    """The named symbol values the report was asked for (``memory_report``'s bindings)."""
+    steps: list[str] = field(default_factory=list)
+    """What each program step (the time axis of ``layout``) does: ``alloc_tensor``, the
+    invoked primitive's name, ``kill``..."""
 
     def name_of(self, var: Var) -> str:
         """``%name`` of ``var`` as the printed planned IR shows it."""
@@ -121,6 +128,90 @@ class FunctionMemory:
         return "\n".join(lines)
 
 
+def step_name(value: Expr) -> str:
+    """A short name of what a let of the planned function computes (a time axis label)."""
+    op = memory_op(value)
+    if isinstance(op, Invoke):
+        callee = op.fn
+        if isinstance(callee, GlobalVar):
+            return callee.name
+        if isinstance(callee, Function):  # a primitive: its ops in order, as its kernel's name
+            return "+".join(_op_names(callee.body)) or "invoke"
+        return "invoke"
+    if op is not None:
+        return op.NAME.removeprefix("memory.")
+    if isinstance(value, Call):
+        target = value.callee
+        if isinstance(target, GlobalVar):
+            return f"@{target.name}"
+        return str(getattr(target, "name", "call"))
+    if isinstance(value, If):
+        return "if"
+    return type(value).__name__.lower()
+
+
+def _op_names(expr: Expr) -> list[str]:
+    """The ops ``expr`` calls, operands first (lets in order)."""
+    lets, result = chain(expr)
+    names: list[str] = []
+    for e in (*(let.value for let in lets), result):
+        if isinstance(e, Call):
+            for arg in e.args:
+                names += _op_names(arg)
+            if isinstance(e.callee, ir.OpDef):
+                names.append(e.callee.name.split(".")[-1])
+    return names
+
+
+def named_symbols(module: Module) -> dict[str, tuple[int, int | None]]:
+    """The named symbols a caller binds: those of ``main``'s signature (of every function's
+    without a ``main``; a callee's are bound by its call), with their declared ranges
+    (``(0, None)`` without one)."""
+    found: dict[str, tuple[int, int | None]] = {}
+    entry = [module["main"]] if "main" in module else list(module.values())
+    for fn in entry:
+        types = [p.ty or p.type_annotation for p in fn.params]
+        for ty in types:
+            for d in getattr(ty, "shape", ()):
+                for s in ir.free_symbols(d):
+                    if not ir.is_anonymous(s):
+                        found.setdefault(s.name, (0, None))
+        for s, bound in fn.ranges.items():
+            found[s.name] = bound
+    return found
+
+
+def check_bindings(module: Module, bindings: Mapping[str, int]) -> None:
+    """A DynShapeError naming every binding that is not a symbol of ``module``, negative or
+    outside its declared range, and every symbol left unbound."""
+    symbols = named_symbols(module)
+    problems = []
+    for name, value in bindings.items():
+        if name not in symbols:
+            close = difflib.get_close_matches(name, list(symbols), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            problems.append(f"{name} is not a symbol of the program{hint}")
+        elif value < 0:
+            problems.append(f"{name}={value} is negative: a size is >= 0")
+        else:
+            lo, hi = symbols[name]
+            if value < lo or (hi is not None and value > hi):
+                top = "" if hi is None else str(hi)
+                problems.append(f"{name}={value} is outside its range [{lo}, {top or 'inf'}]")
+    missing = [s for s in symbols if s not in bindings]
+    if missing:
+        problems.append(
+            "no value for "
+            + ", ".join(missing)
+            + " (give each: "
+            + " ".join(f"--bind {s}=INT" for s in missing)
+            + ")"
+        )
+    if problems:
+        known = ", ".join(symbols) or "none"
+        raise DynShapeError(f"bindings: {'; '.join(problems)} (the program's symbols: {known})")
+
+
 def memory_report(
     program: Module | str,
     bindings: Mapping[str, int] | None = None,
@@ -130,13 +221,16 @@ def memory_report(
 ) -> dict[str, FunctionMemory]:
     """The memory figures of every global function of ``program`` (text or module).
 
-    With ``bindings`` (symbol name -> value) the figures are also evaluated there; symbols the
-    binding does not give (``?`` unknowns bound at run time) take ``default``.
+    With ``bindings`` (symbol name -> value) the figures are also evaluated there: every named
+    symbol of the program must be given, within its declared range (a DynShapeError lists what
+    is unknown, missing, negative or out of range); the ``?`` sizes known only at run time
+    take ``default``.
     """
     out = stages(program, source_name=source_name)
     planned, killed = out["planned"], out["kill"]
     values = None
     if bindings is not None:
+        check_bindings(killed, bindings)
         values = symbol_values(killed, bindings, default)
         values.update(symbol_values(planned, bindings, default))
     report = {}
@@ -151,15 +245,18 @@ def memory_report(
         params = tuple(p.ty or p.type_annotation for p in fn.params)
         planned_calls[name] = _Summary(params, _max(peak), end, allocs, missing=frozenset(missing))
         killed_calls[name] = _Summary(params, _max(upeak), uend, uallocs, bound, total=utotal)
+        tl = timeline(fn)
         report[name] = FunctionMemory(
             name=name,
+            bound=dict(bindings or {}),
             planned_peak=_max(peak),
             unplanned_peak=_max(upeak),
             unplanned_total=utotal,
             lower_bound=bound,
             allocations=allocs,
             unplanned_allocations=uallocs,
-            layout=list(timeline(fn).storages.values()),
+            layout=list(tl.storages.values()),
+            steps=[step_name(let.value) for let in tl.steps],
             calls=sorted(missing),
             values=values,
             names=ir.text.printed_names(name, fn),

@@ -11,7 +11,10 @@ that breaks an invariant is named.
 
 from __future__ import annotations
 
+import difflib
+import os
 from collections.abc import Callable
+from pathlib import Path
 
 import ir
 from ir import Module
@@ -50,29 +53,72 @@ def default_passes(planner: PlanMemory | None = None) -> list[tuple[str, ModuleP
 STAGES = ("parsed", *(stage for stage, _ in default_passes()))
 
 
-def as_module(program: Module | str, source_name: str = "<string>") -> Module:
+def as_module(program: Module | str | os.PathLike[str], source_name: str = "<string>") -> Module:
     """A module from a module or program text, nested at most ``ir.MAX_NESTING`` levels (the
     passes rely on that bound; the parser checks text)."""
-    if isinstance(program, Module):
+    if isinstance(program, os.PathLike):
+        path = Path(program)
+        try:
+            program = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise CompileError(f"cannot read the program {path}: {e}") from None
+        source_name = str(path) if source_name == "<string>" else source_name
+    if isinstance(program, str):
+        _not_a_path(program)
+        module = ir.parse(program, source_name=source_name)
+    elif isinstance(program, Module):
         too_deep = ir.find_too_deep(program)
         if too_deep is not None:
             name, node = too_deep
             raise CompileError(ir.too_deep_message(f"@{name}"), node.span)
-        return program
-    if isinstance(program, str):
-        return ir.parse(program, source_name=source_name)
-    raise CompileError(f"expected a Module or program text, got {type(program).__name__}")
+        module = program
+    else:
+        raise CompileError(
+            f"expected a Module, program text or a path, got {type(program).__name__}"
+        )
+    if not len(module):
+        raise CompileError(
+            f"{source_name}: the program is empty: it defines no function "
+            "(write def @main(%x: Tensor[(n,), float32]) { ... })"
+        )
+    return module
+
+
+def _not_a_path(text: str) -> None:
+    """A CompileError if ``text`` is the name of a file rather than program text."""
+    if "\n" in text or "{" in text or len(text) > 4096:
+        return
+    try:
+        is_file = Path(text.strip()).is_file()
+    except (OSError, ValueError):
+        return
+    if is_file:
+        raise CompileError(
+            f"{text.strip()!r} is the name of a file, not program text: pass "
+            f"pathlib.Path({text.strip()!r}) to read it, or its text"
+        )
+
+
+class StageModules(dict[str, Module]):
+    """``stages``' result: the module after each stage, by name; a name that is no stage is a
+    KeyError with the closest stage name and the list."""
+
+    def __missing__(self, key: str) -> Module:
+        close = difflib.get_close_matches(str(key), STAGES, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        ran = f"; this run has: {', '.join(self)}" if set(self) != set(STAGES) else ""
+        raise KeyError(f"no stage {key!r} ({hint}stages: {', '.join(STAGES)}{ran})")
 
 
 def stages(
-    program: Module | str,
+    program: Module | str | os.PathLike[str],
     *,
     debug: bool = False,
     start: str = "parsed",
     source_name: str = "<string>",
     on_stage: Callable[[str, Module], None] | None = None,
     plan_memory: bool | PlanMemory = True,
-) -> dict[str, Module]:
+) -> StageModules:
     """The module after every stage, by stage name (see ``STAGES``); types inferred on each.
 
     ``start`` names the stage the input is already at (``"manifest"`` for the printed output
@@ -88,7 +134,7 @@ def stages(
     module = as_module(program, source_name)
     if start != "parsed":
         module = InferTypes().run(module)
-    out = {start: module}
+    out = StageModules({start: module})
     done = STAGES.index(start)
     planner = plan_memory if isinstance(plan_memory, PlanMemory) else None
     for stage, p in default_passes(planner):
@@ -106,7 +152,7 @@ def stages(
 
 
 def compile(
-    program: Module | str,
+    program: Module | str | os.PathLike[str],
     *,
     debug: bool = False,
     start: str = "parsed",

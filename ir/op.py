@@ -159,7 +159,9 @@ def get_op(name: str, span: Span | None = None) -> OpDef:
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise IRError(f"unknown op {name!r}", span) from None
+        close = difflib.get_close_matches(str(name), list(_REGISTRY), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise IRError(f"unknown op {name!r}{hint}", span) from None
 
 
 def has_op(name: str) -> bool:

@@ -231,8 +231,9 @@ def validate_executable(exe: Executable) -> None:
         if isinstance(k, OpKernel):
             if not isinstance(k.op, str) or not has_kernel(k.op):
                 raise FormatError(
-                    f"{what}: op {k.op!r} has no registered kernel in this "
-                    "process (register it with vm.register_kernel)"
+                    f"{what}: op {k.op!r} has no registered kernel in this process: import "
+                    "the module that registers it first (dynshape.register_op or "
+                    "vm.register_kernel; on the command line, --import MODULE)"
                 )
             check_attrs(k.attrs, f"{what} ({k.op})")
             check_kernel_attrs(k.op, k.attrs, f"{what} ({k.op})")

@@ -60,7 +60,7 @@ def test_compile_saves_and_run_loads_an_executable(
     assert main(["compile", str(program), "-o", str(exe)]) == 0
     y = tmp_path / "y.npy"
     np.save(y, np.zeros((1, 4), np.float32))
-    assert main(["run", str(exe), "--input", "x=3,4", "--input", f"y={y}"]) == 0
+    assert main(["run", str(exe), "--input", "x=3,4", "--input", f"y={y}", "--stats"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("out: int64[")
     assert "peak live bytes" in out
