@@ -68,6 +68,11 @@ class FunctionMemory:
     """Symbol values of the binding the report was made at (None: formulas only)."""
     names: dict[Var, str] = field(default_factory=dict)
     """The printed IR's name of each variable of the planned function."""
+    branches: bool = False
+    """The function branches (an ``if``, or the run-time choice between memory plans): its
+    allocation counts are the longer branch's."""
+    default: int = 3
+    """The value the sizes known only at run time (``?``) take in ``values``."""
     bound: dict[str, int] = field(default_factory=dict)
     """The named symbol values the report was asked for (``memory_report``'s bindings)."""
     steps: list[str] = field(default_factory=list)
@@ -106,12 +111,27 @@ class FunctionMemory:
         row("tensor bytes live (max)", "lower_bound", self.lower_bound)
         row("unplanned peak (kills)", "unplanned_peak", self.unplanned_peak)
         row("unplanned total", "unplanned_total", self.unplanned_total)
+        most = "at most " if self.branches else ""
+        longer = " (the longer branch)" if self.branches else ""
         lines.append(
-            f"  {'allocations per call':<28}{self.allocations} planned, "
-            f"{self.unplanned_allocations} unplanned"
+            f"  {'allocations per call':<28}{most}{self.allocations} planned, "
+            f"{self.unplanned_allocations} unplanned{longer}"
         )
-        if self.calls:
-            lines.append(f"  (not included: the memory of {', '.join(self.calls)} (recursive))")
+        guessed = sorted(str(s) for s in (values or {}) if ir.is_anonymous(s))
+        if guessed:
+            lines.append(
+                f"  (sizes known only at run time, {', '.join(guessed)}, evaluated at "
+                f"{self.default}: the figures hold for those sizes)"
+            )
+        own = f"@{self.name}"
+        others = [c for c in self.calls if c != own]
+        if own in self.calls:
+            lines.append(
+                f"  (one call of {own}: not included, the memory of its own recursive calls)"
+            )
+        if others:
+            what = "which is recursive" if len(others) == 1 else "which are recursive"
+            lines.append(f"  (not included: the memory of {', '.join(others)}, {what})")
         lines.append("  layout:")
         for st in self.layout:
             kill = "returned or freed at the end" if st.kill is None else f"killed at {st.kill}"
@@ -249,6 +269,8 @@ def memory_report(
         report[name] = FunctionMemory(
             name=name,
             bound=dict(bindings or {}),
+            branches=any(isinstance(let.value, If) for let in tl.steps),
+            default=default,
             planned_peak=_max(peak),
             unplanned_peak=_max(upeak),
             unplanned_total=utotal,

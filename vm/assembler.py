@@ -82,6 +82,8 @@ class FunctionBuilder:
         self.name = name
         self.param_specs = tuple(Param(n, t) for n, t in params)
         self.ret_type = ret
+        self.ranges: list[tuple[str, int, int | None]] = []
+        """Declared symbol ranges ``(name, lo, hi)``, for the function's description."""
         self.code: list[tuple[Op, list[Any]]] = []
         self.num_registers = len(self.param_specs)
         self.params = [Reg(i) for i in range(len(self.param_specs))]
@@ -281,7 +283,14 @@ class FunctionBuilder:
                     v = functions[v]
                 ops.append(v)
             code.append(Instruction(op, tuple(ops)))
-        return Function(self.name, self.param_specs, self.ret_type, self.num_registers, tuple(code))
+        return Function(
+            self.name,
+            self.param_specs,
+            self.ret_type,
+            self.num_registers,
+            tuple(code),
+            tuple(self.ranges),
+        )
 
 
 class Assembler:

@@ -84,13 +84,19 @@ class Function:
     """Size of its register file."""
     code: tuple[Instruction, ...]
     """The instructions; the last one is a ``ret`` or a ``jump``."""
+    ranges: tuple[tuple[str, int, int | None], ...] = ()
+    """Declared ranges of the signature's symbols, ``(name, lo, hi)`` (``hi`` None: no upper
+    bound), for describing the function; the bytecode's own checks enforce them."""
 
     @property
     def signature(self) -> str:
         """The symbolic signature as text: ``main(x: Tensor[(n, 16), float32]) -> ...``."""
         params = ", ".join(f"{p.name}: {p.type}" for p in self.params)
         ret = f" -> {self.ret}" if self.ret is not None else ""
-        return f"{self.name}({params}){ret}"
+        where = ", ".join(
+            f"{s} in [{lo}, {'inf' if hi is None else hi}]" for s, lo, hi in self.ranges
+        )
+        return f"{self.name}({params}){ret}" + (f" where {where}" if where else "")
 
 
 @dataclass(frozen=True)
@@ -188,6 +194,12 @@ class Executable:
         if main is None or main.ret is None:
             return ()
         return main.ret.fields if isinstance(main.ret, TupleSpec) else (main.ret,)
+
+    @property
+    def ranges(self) -> dict[str, tuple[int, int | None]]:
+        """``main``'s declared symbol ranges by name (``{"batch": (1, 4096)}``)."""
+        main = self._main()
+        return {s: (lo, hi) for s, lo, hi in main.ranges} if main is not None else {}
 
     def _main(self) -> Function | None:
         return next((f for f in self.functions if f.name == "main"), None)

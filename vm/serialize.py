@@ -47,7 +47,7 @@ from .executable import (
 from .fused import FusedKernel, FusedStep, Ref, Scratch
 from .isa import Instruction, Op, Reg
 from .shape_program import ShapeProgram
-from .validate import MAX_RANK, validate_executable
+from .validate import MAX_RANK, check_ranges, validate_executable
 
 MAGIC = b"DSHVMEXE"
 VERSION = 1
@@ -157,6 +157,7 @@ def to_bytes(exe: Executable) -> bytes:
                 "ret": _enc_type(f.ret),
                 "num_registers": f.num_registers,
                 "code": [[int(i.op), *(_enc(o) for o in i.operands)] for i in f.code],
+                **({"ranges": [list(r) for r in f.ranges]} if f.ranges else {}),
             }
             for f in exe.functions
         ],
@@ -317,6 +318,7 @@ def _dec_function(d: Any, what: str) -> Function:
         None if ret is None else _dec_type(ret, what),
         _get(d, "num_registers", int, what),
         code,
+        check_ranges(d.get("ranges", []), what),
     )
 
 

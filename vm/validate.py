@@ -216,6 +216,31 @@ def _check_instruction(
         raise FormatError(f"{_where(f, pc, ins)}: axis out of range")
 
 
+#: Most declared symbol ranges one function may carry.
+MAX_RANGES = 1024
+
+
+def check_ranges(ranges: Any, what: str) -> tuple[tuple[str, int, int | None], ...]:
+    """``ranges`` as ``((name, lo, hi), ...)``, or FormatError: entries of an identifier and
+    two ints ``0 <= lo <= hi`` (``hi`` None: unbounded), at most ``MAX_RANGES``."""
+    if not isinstance(ranges, (list, tuple)) or len(ranges) > MAX_RANGES:
+        raise FormatError(f"{what}: ranges must be a list of at most {MAX_RANGES} entries")
+    out = []
+    for r in ranges:
+        ok = (
+            isinstance(r, (list, tuple))
+            and len(r) == 3
+            and isinstance(r[0], str)
+            and r[0].isidentifier()
+            and _is_int(r[1], 0, MAX_INT)
+            and (r[2] is None or _is_int(r[2], r[1], MAX_INT))
+        )
+        if not ok:
+            raise FormatError(f"{what}: bad range entry {r!r} (expected [name, lo, hi or null])")
+        out.append((r[0], r[1], r[2]))
+    return tuple(out)
+
+
 def validate_executable(exe: Executable) -> None:
     """Raise FormatError naming the first malformed part of ``exe`` (see the module doc)."""
     _count(len(exe.functions), "functions")
@@ -279,6 +304,7 @@ def validate_executable(exe: Executable) -> None:
             check_type(p.type, f"function {f.name!r}, parameter {p.name!r}")
         if f.ret is not None:
             check_type(f.ret, f"function {f.name!r}, result")
+        check_ranges(f.ranges, f"function {f.name!r}")
         if not _is_int(f.num_registers, len(f.params), MAX_REGISTERS):
             raise FormatError(
                 f"function {f.name!r}: {f.num_registers!r} registers cannot hold "

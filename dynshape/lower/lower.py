@@ -119,6 +119,7 @@ class _FunctionLowering:
             [(p.name_hint, type_spec(_param_type(p, name))) for p in fn.params],
             None if ret_ty is None else type_spec(ret_ty),
         )
+        self.b.ranges = [(s.name, lo, hi) for s, (lo, hi) in fn.ranges.items()]
         self.regs: dict[Var, Reg] = dict(zip(fn.params, self.b.params, strict=True))
         self.constants: dict[Constant, Reg] = {}
         self.unit = self.b.load_int(0)

@@ -152,7 +152,8 @@ def test_a_recursive_callee_is_named_as_not_included() -> None:
     """
     report = memory_report(textwrap.dedent(source), {"n": 8})
     assert report["main"].calls == ["@count"] and report["count"].calls == ["@count"]
-    assert "(not included: the memory of @count (recursive))" in report["main"].format()
+    assert "(not included: the memory of @count, which is recursive)" in report["main"].format()
+    assert "its own recursive calls" in report["count"].format()
 
 
 def test_the_layout_names_variables_as_the_printed_ir_does() -> None:

@@ -127,3 +127,33 @@ def test_named_calls_from_threads_give_the_answers_they_give_alone():
     for t in threads:
         t.join()
     assert wrong == []
+
+
+def test_the_declared_ranges_are_described_and_survive_a_file():
+    import dynshape
+
+    exe = dynshape.compile(
+        "def @main(%x: Tensor[(batch, 3), float32]) -> Tensor[(batch, 3), float32] "
+        "where batch in [1, 4096] { exp(%x) }"
+    )
+    assert exe.ranges == {"batch": (1, 4096)}
+    assert exe.signature().endswith("where batch in [1, 4096]")
+    assert "where batch in [1, 4096]" in repr(exe)
+    again = Executable.from_bytes(exe.to_bytes())
+    assert again.ranges == exe.ranges
+    assert Executable.from_bytes(_seed().to_bytes()).ranges == {}  # none declared: none kept
+
+
+@pytest.mark.parametrize(
+    "ranges",
+    [[("n", -1, 4)], [("n", 5, 4)], [("2n", 1, 4)], [("n", 1)], [("n", True, 4)]],
+)
+def test_malformed_ranges_are_refused_by_the_validator(ranges):
+    from vm import FormatError
+
+    asm = Assembler()
+    f = asm.function("main", [("x", tensor("float32", ("n",)))])
+    f.ranges = ranges
+    f.ret(f.params[0])
+    with pytest.raises(FormatError, match=r"function 'main': bad range entry"):
+        asm.build()
