@@ -246,15 +246,25 @@ def _compile_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
+def _is_executable(path: str) -> bool:
+    """True if ``path`` starts like a saved executable (or any binary file)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return False  # the reader of the program says why
+    return head.startswith(MAGIC[:5]) or b"\0" in head
+
+
 def _load_program(args: argparse.Namespace) -> Executable:
     path = args.file
     if _is_onnx(path):
         return compile(_source(args), source_name=path)
     try:
-        data = Path(path).read_bytes()
+        Path(path).stat()
     except OSError as e:
         raise DynShapeError(f"cannot read {path}: {e.strerror}") from None
-    if data.startswith(MAGIC[:5]) or b"\0" in data[:4096]:  # binary: an executable, or junk
+    if _is_executable(path):  # binary: an executable, or junk
         return Executable.load(path)
     return compile(_source(args), source_name=path)
 
@@ -346,6 +356,12 @@ def _explain_cmd(args: argparse.Namespace) -> int:
     from .memory_report import memory_report
     from .svg_layout import layout_svg
 
+    if _is_executable(args.file):
+        raise DynShapeError(
+            f"{args.file} is a compiled executable: it keeps the bytecode, not the memory "
+            f"plan's formulas. Explain the program it was compiled from, or measure it: "
+            f"dynshape run {args.file} --input ... --stats"
+        )
     bindings: dict[str, int] = {}
     for item in args.bind:
         name, sep, value = item.partition("=")

@@ -168,3 +168,11 @@ def test_an_empty_program_is_a_compile_error(work: Path) -> None:
     assert proc.returncode == 1
     assert "compile error: empty.txt: the program is empty: it defines no function" in proc.stderr
     assert not (work / "e.dsx").exists()
+
+
+def test_explain_of_an_executable_says_what_to_do_instead(work: Path) -> None:
+    assert cli("compile", "prog.txt", "-o", "prog.dsx", cwd=work).returncode == 0
+    proc = cli("explain", "prog.dsx", cwd=work)
+    assert proc.returncode == 1
+    assert "prog.dsx is a compiled executable" in proc.stderr
+    assert "dynshape run prog.dsx --input ... --stats" in proc.stderr
