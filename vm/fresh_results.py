@@ -11,8 +11,8 @@ an array numpy allocates, exactly as numpy makes its own results: the caller own
 VM's allocator never sees it (its counters do not count it; a memory limit turns this off, so
 that the limit bounds every byte).
 
-Which storages: one that the function writes once (an ``alloc_storage``) and reads once, by an
-``alloc_tensor`` at offset 0. Nothing else can reach its memory then (no kill, no second view,
+Which storages: one that the function writes once (an ``alloc_storage`` asking for at most the
+64-byte alignment every storage has) and reads once, by an ``alloc_tensor`` at offset 0. Nothing else can reach its memory then (no kill, no second view,
 no other tensor in it), so the memory plan puts nothing else there: it is a result, or a value
 nobody frees. Only functions without loops or calls are rewritten (``straight.forward_only``:
 each instruction runs at most once a call); in a loop a register may hold the previous
@@ -33,7 +33,7 @@ import numpy as np
 from .decode import DecodeContext, Step, operand_getter
 from .isa import SIGNATURES, Instruction, Kind, Op, Reg
 from .memory.allocator import MAX_STORAGE_BYTES
-from .memory.storage import view_error
+from .memory.storage import MIN_ALIGNMENT, view_error
 from .straight import forward_only
 
 
@@ -53,7 +53,9 @@ def result_sites(code: Sequence[Instruction]) -> dict[int, int]:
                     into.setdefault(reg.index, []).append(pc)
     sites: dict[int, int] = {}
     for pc, ins in enumerate(code):
-        if ins.op is not Op.ALLOC_STORAGE:
+        # A storage that asks for more than the cache-line alignment keeps it (numpy's own
+        # arrays are 16-byte aligned).
+        if ins.op is not Op.ALLOC_STORAGE or ins.operands[2] > MIN_ALIGNMENT:
             continue
         reg = ins.operands[0].index
         readers = reads.get(reg, [])

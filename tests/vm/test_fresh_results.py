@@ -186,3 +186,17 @@ def test_threads_sharing_a_vm_get_their_own_fresh_results():
         t.join()
     assert wrong == []
     assert m.allocator.stats.live_bytes == 0
+
+
+def test_a_storage_asking_for_a_larger_alignment_keeps_it():
+    asm = Assembler()
+    copy = asm.kernel("copy")
+    f = asm.function("main", [("x", F4)])
+    (x,) = f.params
+    out = f.alloc_tensor(f.alloc_storage(16, alignment=4096), 0, (4,), "float32")
+    f.invoke(copy, [x], [out])
+    f.ret(out)
+    exe = asm.build()
+    assert result_sites(exe.functions[0].code) == {}
+    got = VirtualMachine(exe).run(np.arange(4, dtype=np.float32))
+    assert got.ctypes.data % 4096 == 0 and got.base is not None
