@@ -12,11 +12,12 @@ VM's allocator never sees it (its counters do not count it; a memory limit turns
 that the limit bounds every byte).
 
 Which storages: one that the function writes once (an ``alloc_storage`` asking for at most the
-64-byte alignment every storage has) and reads once, by an ``alloc_tensor`` at offset 0. Nothing else can reach its memory then (no kill, no second view,
-no other tensor in it), so the memory plan puts nothing else there: it is a result, or a value
-nobody frees. Only functions without loops or calls are rewritten (``straight.forward_only``:
-each instruction runs at most once a call); in a loop a register may hold the previous
-iteration's storage, and a second view of it would alias.
+64-byte alignment every storage has) and reads once, by an ``alloc_tensor`` at offset 0.
+Nothing else can reach its memory then (no kill, no second view, no other tensor in it), so the
+memory plan puts nothing else there: it is a result, or a value nobody frees. Only functions
+without loops or calls are rewritten (``straight.forward_only``: each instruction runs at most
+once a call); in a loop a register may hold the previous iteration's storage, and a second view
+of it would alias.
 The storage register then holds the byte count (an int) instead of a ``Storage``; the view step
 allocates ``shape`` with the same bounds check the view would have made, so a malformed file
 gets the same ``OutOfBoundsError`` as before. Larger requests take the pool path unchanged.
