@@ -32,6 +32,7 @@ function, if data-dependent) registered in the loading process, and names the op
 from __future__ import annotations
 
 import inspect
+import keyword
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -125,7 +126,16 @@ def register_op(
             f"register_op: {name!r} is already registered ({', '.join(taken)}); "
             f"dynshape.unregister_op({name!r}) removes it"
         )
-    operands = [i.lstrip("*") for i in inputs]
+    operands = [i.lstrip("*") if isinstance(i, str) else i for i in inputs]
+    names_used = [*operands, *(attrs or {})]
+    for n in names_used:
+        if not isinstance(n, str) or not n.isidentifier() or keyword.iskeyword(n) or n == "ctx":
+            raise BuildError(
+                f"register_op {name!r}: input and attribute names are Python identifiers "
+                f"(not a keyword, not 'ctx': the shape function's first argument), got {n!r}"
+            )
+    if len(set(names_used)) != len(names_used):
+        raise BuildError(f"register_op {name!r}: inputs and attributes need distinct names")
     attr_defs = [_attr_def(name, k, v) for k, v in (attrs or {}).items()]
     op_pattern = _pattern(name, pattern)
     flags = _data_dependent(name, operands, data_dependent)

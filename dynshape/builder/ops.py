@@ -29,11 +29,14 @@ def op_function(op_name: str) -> Callable[..., Any]:
     sig = op_signature(op)
 
     def call_op(*args: Any, **kwargs: Any) -> Any:
+        if sig is None:  # names no Python signature can hold: operands, then keywords
+            return apply(op_name, *args, **kwargs)
         operands, attrs = bind(op, name, sig, args, kwargs)
         return apply(op_name, *operands, **attrs)
 
     call_op.__name__ = call_op.__qualname__ = name
-    call_op.__signature__ = sig  # type: ignore[attr-defined]  # what help() and IDEs show
+    if sig is not None:
+        call_op.__signature__ = sig  # type: ignore[attr-defined]  # what help() and IDEs show
     call_op.__doc__ = describe(op)
     return call_op
 

@@ -33,18 +33,22 @@ NUMPY_NAMES: Mapping[str, Mapping[str, str]] = {
 _REQUIRED = inspect.Parameter.empty
 
 
-def op_signature(op: ir.OpDef) -> inspect.Signature:
-    """``(operands..., attributes...)`` of ``op`` as a Python signature."""
+def op_signature(op: ir.OpDef) -> inspect.Signature | None:
+    """``(operands..., attributes...)`` of ``op`` as a Python signature; None when its names
+    cannot be one (a custom op whose operand and attribute share a name, or a keyword)."""
     params: list[inspect.Parameter] = []
-    for operand in op.operands:
-        params.append(inspect.Parameter(operand.name, inspect.Parameter.POSITIONAL_OR_KEYWORD))
     kind: inspect._ParameterKind = inspect.Parameter.POSITIONAL_OR_KEYWORD
-    for a in op.attrs:
-        default = _REQUIRED if a.required else a.default
-        if a.required and kind is inspect.Parameter.POSITIONAL_OR_KEYWORD and _has_default(params):
-            kind = inspect.Parameter.KEYWORD_ONLY
-        params.append(inspect.Parameter(a.name, kind, default=default))
-    return inspect.Signature(params)
+    try:
+        for operand in op.operands:
+            params.append(inspect.Parameter(operand.name, kind))
+        for a in op.attrs:
+            default = _REQUIRED if a.required else a.default
+            if a.required and kind is not inspect.Parameter.KEYWORD_ONLY and _has_default(params):
+                kind = inspect.Parameter.KEYWORD_ONLY
+            params.append(inspect.Parameter(a.name, kind, default=default))
+        return inspect.Signature(params)
+    except ValueError:
+        return None
 
 
 def _has_default(params: list[inspect.Parameter]) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -231,3 +232,23 @@ def test_a_custom_op_declared_in_place_is_written_over_its_dying_input(in_place:
         np.testing.assert_allclose(got, want, rtol=1e-5)
     finally:
         unregister_op(name)
+
+
+@pytest.mark.parametrize(
+    ("inputs", "attrs", "message"),
+    [
+        (("lambda",), None, "names are Python identifiers (not a keyword, not 'ctx'"),
+        (("ctx",), None, "got 'ctx'"),
+        (("x",), {"x": 1}, "inputs and attributes need distinct names"),
+    ],
+)
+def test_names_that_cannot_be_arguments_are_refused(inputs, attrs, message) -> None:
+    with pytest.raises(BuildError, match=re.escape(message)):
+        register_op(
+            "test_custom.badnames",
+            inputs=inputs,
+            attrs=attrs,
+            pattern="elementwise",
+            kernel=lambda x, out, **_: np.copyto(out, x),
+        )
+    assert not ir.has_op("test_custom.badnames")
