@@ -60,3 +60,19 @@ class ModelImportError(DynShapeError):
         self.problems = problems
         text = message if not problems else message + "\n" + "\n".join(f"  {p}" for p in problems)
         super().__init__(text)
+
+
+class ServeError(DynShapeError):
+    """A serving problem of ours (``dynshape.serve``): a deployment whose options do not fit
+    its executable (``ServeConfigError``), or a request that cannot be answered
+    (``RequestError``, an HTTP 4xx)."""
+
+
+class ServeConfigError(ServeError):
+    """A deployment's options do not fit its executable (found at start-up): the batch symbol
+    is not the leading dim of every input and output, say."""
+
+
+class RequestError(ServeError):
+    """One request cannot be run as sent (an HTTP 400): its inputs disagree on the batch size,
+    a field is missing or malformed. The message names what is wrong."""

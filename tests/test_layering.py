@@ -95,6 +95,7 @@ INSIDE_DYNSHAPE = {
     "demo": {"pipeline"},
     "onnx": {"builder", "errors", "symbolic_context"},
     "cli": {"demo", "errors", "memory_report", "onnx", "pipeline", "svg_layout"},
+    "serve": {"errors"},
     "__main__": {"cli"},
     "__init__": {"builder", "custom_op", "errors", "passes", "pipeline"},
     "testing": {
