@@ -6,6 +6,7 @@
     dynshape run FILE|EXECUTABLE --input x=3,4 --input y=y.npy [-o out.npz] [--stats|--profile]
     dynshape explain FILE [--bind n=128 ...] [--svg out.svg]   (the memory report)
     dynshape import MODEL.onnx [-o OUT.txt] [--dim batch=1:64 ...] [--stats]
+    dynshape serve MODEL.dsx [--batch-symbol batch] [--max-batch 64] [--replicas 2] [--port N]
 
 ``compile``, ``run`` and ``explain`` take an ONNX model (``.onnx``) wherever they take program
 text; ``--dim`` (repeatable) renames, fixes or bounds its dim names there too. ``--import
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -118,6 +120,14 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     explain.add_argument("--function", help="only this function (default: all)")
     explain.add_argument("--svg", help="draw the layout of the function (main) to this file")
+
+    srv = command("serve", "serve an executable on a local Ray Serve application (extra: serve)")
+    srv.add_argument("file", help="a saved executable (.dsx)")
+    srv.add_argument("--batch-symbol", help="batch requests along this symbol (e.g. batch)")
+    srv.add_argument("--max-batch", type=int, default=64, help="most rows one call (64)")
+    srv.add_argument("--batch-wait", type=float, default=0.005, help="seconds to wait (0.005)")
+    srv.add_argument("--replicas", type=int, default=1, help="replicas of the model (1)")
+    srv.add_argument("--port", type=int, default=8000, help="loopback port (8000; 0: any free)")
 
     imp = command("import", "import an ONNX model: print (or save) its program")
     imp.add_argument("file", help="an ONNX model (.onnx)")
@@ -356,7 +366,7 @@ def _explain_cmd(args: argparse.Namespace) -> int:
     from .memory_report import memory_report
     from .svg_layout import layout_svg
 
-    if _is_executable(args.file):
+    if not _is_onnx(args.file) and _is_executable(args.file):
         raise DynShapeError(
             f"{args.file} is a compiled executable: it keeps the bytecode, not the memory "
             f"plan's formulas. Explain the program it was compiled from, or measure it: "
@@ -420,4 +430,48 @@ def _dispatch(args: argparse.Namespace, imports: Sequence[str]) -> int:
         return _explain_cmd(args)
     if args.command == "import":
         return _import_cmd(args)
+    if args.command == "serve":
+        return _serve_cmd(args)
     return _run_cmd(args)
+
+
+def _serve_cmd(args: argparse.Namespace) -> int:
+    """Start Ray (this machine's CPUs), serve the executable on 127.0.0.1, print the URL,
+    and stop cleanly on Ctrl-C."""
+    try:
+        import ray
+        from ray import serve
+
+        from .serve.deployment import deployment
+    except ImportError as e:
+        raise DynShapeError(f"serve needs the extra: pip install -e '.[serve]' ({e})") from None
+    app = deployment(
+        args.file,
+        batch_symbol=args.batch_symbol,
+        max_batch=args.max_batch,
+        batch_wait_s=args.batch_wait,
+        replicas=args.replicas,
+    )
+    port = args.port or _free_port()
+    ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        serve.start(http_options={"host": "127.0.0.1", "port": port})
+        serve.run(app, name="dynshape", route_prefix="/")
+        stop = {signal.SIGINT, signal.SIGTERM}
+        signal.pthread_sigmask(signal.SIG_BLOCK, stop)  # delivered to sigwait, not as an error
+        print(f"serving {args.file} at http://127.0.0.1:{port}/ (Ctrl-C stops)", flush=True)
+        signal.sigwait(stop)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, stop)
+    finally:
+        serve.shutdown()
+        ray.shutdown()
+    print("stopped", flush=True)
+    return 0
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

@@ -55,6 +55,9 @@ def test_imports_respect_the_layering(package: str) -> None:
         ("ir", ["dynshape", "vm", "shape_funcs"]),
         ("shape_funcs", ["dynshape", "vm", "ir", "sympy"]),
         ("vm", ["dynshape", "ir", "sympy"]),
+        # the extras load only where they are asked for
+        ("dynshape", ["onnx", "onnxruntime", "ray", "starlette"]),
+        ("dynshape.serve", ["ray", "starlette"]),
     ],
 )
 def test_importing_a_package_loads_nothing_forbidden(package: str, forbidden: list[str]) -> None:
@@ -94,7 +97,7 @@ INSIDE_DYNSHAPE = {
     "svg_layout": {"analysis", "memory_report"},
     "demo": {"pipeline"},
     "onnx": {"builder", "errors", "symbolic_context"},
-    "cli": {"demo", "errors", "memory_report", "onnx", "pipeline", "svg_layout"},
+    "cli": {"demo", "errors", "memory_report", "onnx", "pipeline", "serve", "svg_layout"},
     "serve": {"errors"},
     "__main__": {"cli"},
     "__init__": {"builder", "custom_op", "errors", "passes", "pipeline"},

@@ -1,0 +1,88 @@
+"""``python -m dynshape serve`` (issue 18, item 4): starts a local Ray Serve application on the
+loopback address, prints its URL, answers HTTP, and stops cleanly on Ctrl-C (SIGINT)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("ray.serve")
+
+import dynshape
+
+PROGRAM = """
+def @main(%x: Tensor[(batch, 3), float32]) -> Tensor[(batch, 3), float32] { exp(%x) }
+"""
+
+
+def test_serve_prints_its_url_answers_and_stops_on_ctrl_c(tmp_path: Path) -> None:
+    dynshape.compile(PROGRAM).save(tmp_path / "m.dsx")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "dynshape",
+            "serve",
+            "m.dsx",
+            "--batch-symbol",
+            "batch",
+            "--port",
+            "0",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = ""
+        for _ in range(200):  # Ray's own start-up lines may come first
+            line = proc.stdout.readline()
+            if line.startswith("serving ") or not line:
+                break
+        assert line.startswith("serving m.dsx at http://127.0.0.1:"), line
+        url = line.split(" at ")[1].split()[0]
+        x = np.array([[0.0, 1.0, 2.0]], np.float32)
+        body = json.dumps(
+            {"inputs": {"x": {"dtype": "float32", "shape": [1, 3], "data": x.ravel().tolist()}}}
+        )
+        req = urllib.request.Request(
+            url, data=body.encode(), headers={"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(req, timeout=60) as r:
+            (out,) = json.loads(r.read())["outputs"]
+        np.testing.assert_allclose(
+            np.array(out["data"], np.float32).reshape(1, 3), np.exp(x), rtol=1e-6
+        )
+        proc.send_signal(signal.SIGINT)
+        rest, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err[-2000:]
+    assert "stopped" in rest and "Traceback" not in err
+
+
+def test_serve_of_a_program_that_cannot_batch_says_why(tmp_path: Path) -> None:
+    dynshape.compile(PROGRAM.replace("batch, 3", "3, batch")).save(tmp_path / "m.dsx")
+    proc = subprocess.run(
+        [sys.executable, "-m", "dynshape", "serve", "m.dsx", "--batch-symbol", "batch"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 1
+    assert (
+        "parameter 'x' is Tensor[(3, batch), float32], whose leading dim is not batch"
+        in proc.stderr
+    )

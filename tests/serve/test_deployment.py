@@ -1,0 +1,198 @@
+"""Serving an executable on Ray Serve (issue 18): a local Ray instance (2 CPUs, loopback only,
+shut down at the end), an MLP batched along ``batch`` and a data-dependent model served one
+request per call, mixed-size requests sent concurrently through the handle and over HTTP, each
+answer compared with the VM run directly; bad requests get a 400 with the project's message;
+batching is observed (fewer model calls than requests) and never mixes rows."""
+
+from __future__ import annotations
+
+import io
+import json
+import socket
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+import pytest
+
+ray = pytest.importorskip("ray")
+serve = pytest.importorskip("ray.serve")
+
+import dynshape  # noqa: E402
+from dynshape.serve.deployment import deployment  # noqa: E402
+from vm import VMArgumentError  # noqa: E402
+
+MLP = """
+def @main(%x: Tensor[(batch, 8), float32], %w: Tensor[(batch, 8), float32])
+    -> Tensor[(batch, 8), float32] {
+  tanh(add(multiply(%x, 2f), %w))
+}
+"""
+SELECT = """
+def @main(%x: Tensor[(n,), float32]) {
+  take(%x, squeeze(argwhere(greater(%x, 0f)), axis=[1]), axis=0)
+}
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[int]:
+    port = _free_port()
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        configure_logging=False,
+        _node_ip_address="127.0.0.1",
+    )
+    serve.start(http_options={"host": "127.0.0.1", "port": port})
+    try:
+        yield port
+    finally:
+        serve.shutdown()
+        ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def mlp(cluster: int) -> tuple[Any, Any, str]:
+    exe = dynshape.compile(MLP)
+    handle = serve.run(
+        deployment(exe, batch_symbol="batch", max_batch=64, batch_wait_s=0.05, name="mlp"),
+        name="mlp",
+        route_prefix="/mlp",
+    )
+    return handle, dynshape.VirtualMachine(exe), f"http://127.0.0.1:{cluster}/mlp"
+
+
+def _requests(sizes: list[int], seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    return [
+        (
+            rng.standard_normal((n, 8)).astype(np.float32),
+            rng.standard_normal((n, 8)).astype(np.float32),
+        )
+        for n in sizes
+    ]
+
+
+def _post(url: str, body: bytes, ctype: str = "application/json") -> tuple[int, bytes]:
+    req = urllib.request.Request(url, data=body, headers={"Content-Type": ctype}, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def _json_body(**arrays: np.ndarray) -> bytes:
+    return json.dumps(
+        {
+            "inputs": {
+                k: {"dtype": a.dtype.name, "shape": list(a.shape), "data": a.ravel().tolist()}
+                for k, a in arrays.items()
+            }
+        }
+    ).encode()
+
+
+def test_handle_calls_are_batched_and_each_gets_its_own_rows(mlp) -> None:
+    handle, vm, _ = mlp
+    before = handle.stats.remote().result()
+    sizes = [1, 3, 2, 5, 1, 4, 2, 7, 1, 1, 6, 3] * 2
+    requests = _requests(sizes)
+    responses = [handle.run.remote(x, w) for x, w in requests]
+    for (x, w), response in zip(requests, responses, strict=True):
+        np.testing.assert_array_equal(response.result(), vm.run(x, w))
+    after = handle.stats.remote().result()
+    made, answered = after["calls"] - before["calls"], after["requests"] - before["requests"]
+    assert answered == len(requests)
+    assert made < answered, (made, answered)  # batching happened
+    # by name too
+    x, w = requests[0]
+    np.testing.assert_array_equal(handle.run.remote(x=x, w=w).result(), vm.run(x, w))
+
+
+def test_http_json_and_npz_bodies_concurrently(mlp) -> None:
+    _, vm, url = mlp
+    requests = _requests([2, 1, 4, 3, 1, 2, 5, 1], seed=1)
+
+    def send(req: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+        status, body = _post(url, _json_body(x=req[0], w=req[1]))
+        assert status == 200, body
+        (out,) = json.loads(body)["outputs"]
+        return np.array(out["data"], dtype=out["dtype"]).reshape(out["shape"])
+
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(send, requests))
+    for (x, w), g in zip(requests, got, strict=True):
+        np.testing.assert_allclose(g, vm.run(x, w), rtol=1e-6)
+    buf = io.BytesIO()
+    x, w = requests[2]
+    np.savez(buf, x=x, w=w)
+    status, body = _post(url, buf.getvalue(), "application/x-npz")
+    assert status == 200
+    with np.load(io.BytesIO(body)) as data:
+        np.testing.assert_array_equal(data["out"], vm.run(x, w))
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b"not json", "the body is not JSON"),
+        (b'{"inputs": {"x": 1}}', "input 'x': expected {dtype, shape, data}"),
+        ("f64", "expected dtype float32, got float64"),
+        ("rank", "expected rank 2"),
+        ("disagree", "the inputs disagree on batch, their leading dim (x: 2, w: 3)"),
+        ("missing", "missing input(s) 'w' (the model takes: x, w)"),
+    ],
+)
+def test_bad_requests_get_a_400_with_the_projects_message(mlp, body, message) -> None:
+    _, _, url = mlp
+    x = np.ones((2, 8), np.float32)
+    bodies = {
+        "f64": _json_body(x=x.astype(np.float64), w=x.astype(np.float64)),
+        "rank": _json_body(x=np.ones((2, 8, 1), np.float32), w=np.ones((2, 8, 1), np.float32)),
+        "disagree": _json_body(x=x, w=np.ones((3, 8), np.float32)),
+        "missing": _json_body(x=x),
+    }
+    status, reply = _post(url, bodies.get(body, body) if isinstance(body, str) else body)
+    assert status == 400, reply
+    error = json.loads(reply)["error"]
+    assert message in error and "Traceback" not in error
+
+
+def test_a_bad_request_batched_with_good_ones_fails_alone(mlp) -> None:
+    handle, vm, _ = mlp
+    good = _requests([2, 3], seed=2)
+    bad = (np.ones((2, 8), np.float64), np.ones((2, 8), np.float64))
+    responses = [handle.run.remote(*r) for r in (good[0], bad, good[1])]
+    np.testing.assert_array_equal(responses[0].result(), vm.run(*good[0]))
+    np.testing.assert_array_equal(responses[2].result(), vm.run(*good[1]))
+    with pytest.raises(Exception) as info:
+        responses[1].result()
+    assert "expected dtype float32, got float64" in str(info.value)
+    assert isinstance(info.value, VMArgumentError) or "VMArgumentError" in repr(info.value)
+
+
+def test_a_data_dependent_model_is_served_one_request_per_call(cluster: int) -> None:
+    exe = dynshape.compile(SELECT)
+    handle = serve.run(
+        deployment(exe, batch_symbol="n", name="select"), name="select", route_prefix="/select"
+    )
+    vm = dynshape.VirtualMachine(exe)
+    rng = np.random.default_rng(3)
+    xs = [rng.standard_normal(n).astype(np.float32) for n in (5, 0, 9, 1)]
+    responses = [handle.run.remote(x) for x in xs]
+    for x, r in zip(xs, responses, strict=True):
+        np.testing.assert_array_equal(r.result(), vm.run(x))
+    stats = handle.stats.remote().result()
+    assert stats["calls"] == stats["requests"] == len(xs)
