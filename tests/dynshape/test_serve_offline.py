@@ -43,4 +43,3 @@ def test_a_missing_column_and_a_wrong_name_count_say_so(saved):
         MapBatches(saved)({"y": np.ones((2, 3), np.float32)})
     with pytest.raises(RequestError, match=r"output_names has 1 name\(s\) for 2 result\(s\)"):
         MapBatches(saved, output_names=("only",))({"x": np.ones((2, 3), np.float32)})
-
