@@ -32,7 +32,7 @@ import sympy
 import ir
 
 from .analysis.dim_bounds import evaluate
-from .analysis.liveness import END, TensorLife
+from .analysis.liveness import END, StorageLife, TensorLife
 from .memory_report import FunctionMemory
 
 #: Font size (px) of every label, and the width of one monospace character at it.
@@ -200,14 +200,14 @@ def _fit(text: str, chars: int) -> str:
 
 
 def _in_place(
-    storages: Sequence[tuple[object, int]], values: Mapping[sympy.Basic, int]
+    storages: Sequence[tuple[StorageLife, int]], values: Mapping[sympy.Basic, int]
 ) -> dict[int, TensorLife]:
     """By ``id``, each tensor made while another of its storage is still live, at the same
     offset: the one it is written over (a correct plan overlaps two live tensors only so: an
     output the planner put over the input its kernel reads for the last time)."""
     found: dict[int, TensorLife] = {}
     for st, _ in storages:
-        ts = st.tensors  # type: ignore[attr-defined]
+        ts = st.tensors
         for t in ts:
             for old in ts:
                 if (
@@ -222,7 +222,7 @@ def _in_place(
 
 def _peak_line(
     d: Drawing,
-    storages: Sequence[tuple[object, int]],
+    storages: Sequence[tuple[StorageLife, int]],
     steps: int,
     step_w: float,
     top: float,
@@ -232,7 +232,7 @@ def _peak_line(
     """A dashed line at the step with the most tensor bytes live, labelled above the plot."""
     live = [0] * steps
     for st, _ in storages:
-        for t in st.tensors:  # type: ignore[attr-defined]
+        for t in st.tensors:
             stop = steps - 1 if t.end == END else t.end
             for s in range(t.start, stop + 1):
                 live[s] += evaluate(t.nbytes, values)

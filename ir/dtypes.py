@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from .errors import IRError
 
 #: Every dtype the IR accepts, with its size in bytes.
@@ -27,9 +29,7 @@ def dtype_name(value: object, what: str = "dtype") -> str:
     ``np.float32``, ``np.dtype("float32")``, ``float`` is float64 as in numpy), or IRError
     naming ``what`` when numpy does not know it or the IR does not support it."""
     if isinstance(value, str) and value in DTYPES:
-        return value  # the common case, without numpy
-    import numpy as np
-
+        return value  # the common case
     supported = ", ".join(sorted(DTYPES))
     if value is None:
         raise IRError(f"bad {what} None: expected one of {supported} (or a numpy dtype)")

@@ -11,9 +11,36 @@ It is an option of the test run, not of the VM: the VM is told what to do by its
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def load_example_module(name: str) -> ModuleType:
+    """A fresh module of ``examples/<name>.py`` (a test may change it), with its folder on
+    ``sys.path`` as when the script runs and itself in ``sys.modules`` (``main()`` finds it)."""
+    if str(EXAMPLES) not in sys.path:
+        sys.path.insert(0, str(EXAMPLES))
+    spec = importlib.util.spec_from_file_location(f"examples_{name}", EXAMPLES / f"{name}.py")
+    assert spec is not None and spec.loader is not None, name
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture()
+def load_example() -> Callable[[str], ModuleType]:
+    """``load_example("mlp")``: an example model's module (see ``load_example_module``)."""
+    return load_example_module
+
 
 #: The ``--vm-backend`` words that wrap the backend, and the VirtualMachine flag of each.
 VM_BACKEND_WRAPPERS = {"sanitized": "check_memory", "profiled": "profile"}

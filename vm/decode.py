@@ -81,7 +81,8 @@ def _move(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
     return step
 
 
-def _load(value: Any, d: int, nxt: int) -> Step:
+def load_step(value: Any, d: int, nxt: int) -> Step:
+    """The step writing ``value`` into register ``d``."""
     def step(r: list[Any]) -> int:
         r[d] = value
         return nxt
@@ -90,11 +91,11 @@ def _load(value: Any, d: int, nxt: int) -> Step:
 
 
 def _load_const(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
-    return _load(ctx.constants[ops[1]], ops[0].index, nxt)
+    return load_step(ctx.constants[ops[1]], ops[0].index, nxt)
 
 
 def _load_int(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
-    return _load(ops[1], ops[0].index, nxt)
+    return load_step(ops[1], ops[0].index, nxt)
 
 
 def _call(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from .decode import DecodeContext, Step, operand_getter
+from .decode import DecodeContext, Step, load_step, operand_getter
 from .isa import SIGNATURES, Instruction, Kind, Op, Reg
 from .memory.allocator import MAX_STORAGE_BYTES
 from .memory.storage import MIN_ALIGNMENT, view_error
@@ -85,7 +85,7 @@ def _sized(ins: Instruction, pooled: Step, nxt: int, limit: int) -> Step:
     d, size = ins.operands[0].index, ins.operands[1]
     if not isinstance(size, Reg):
         if isinstance(size, int) and 0 <= size <= limit:
-            return _load_count(d, size, nxt)
+            return load_step(size, d, nxt)  # the byte count itself
         return pooled
     s, limit = size.index, min(limit, MAX_STORAGE_BYTES)
 
@@ -95,14 +95,6 @@ def _sized(ins: Instruction, pooled: Step, nxt: int, limit: int) -> Step:
             r[d] = n
             return nxt
         return pooled(r)  # anything else: the pool's own checks and messages
-
-    return step
-
-
-def _load_count(d: int, n: int, nxt: int) -> Step:
-    def step(r: list[Any]) -> int:
-        r[d] = n
-        return nxt
 
     return step
 

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from vm import Executable
-from vm.executable import Function, TensorSpec
+from vm.executable import Function, TensorSpec, TupleSpec
 
 from ..errors import RequestError, ServeConfigError
 
@@ -182,8 +182,6 @@ def _check_params(main: Function, symbol: str) -> None:
 
 
 def _result_problem(main: Function, symbol: str) -> str:
-    from vm.executable import TupleSpec
-
     ret = main.ret
     results = ret.fields if isinstance(ret, TupleSpec) else (ret,)
     for k, spec in enumerate(results):

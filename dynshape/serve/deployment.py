@@ -33,6 +33,7 @@ from starlette.responses import Response
 
 from dynshape_errors import DynShapeError
 from vm import Executable, VirtualMachine
+from vm.calling import positional
 
 from ..errors import RequestError, ServeConfigError
 from .batching import BatchPlan
@@ -50,6 +51,7 @@ class ExecutableServer:
         self, executable: bytes, batch_symbol: str | None, max_batch: int, wait_s: float
     ) -> None:
         self.exe = Executable.from_bytes(executable)
+        self.main = next(f for f in self.exe.functions if f.name == "main")
         self.vm = VirtualMachine(self.exe)
         self.plan = BatchPlan.for_executable(self.exe, batch_symbol)
         self.max_batch = max_batch if self.plan.batches else 1
@@ -90,11 +92,8 @@ class ExecutableServer:
     async def run(self, *arrays: Any, **named: Any) -> Any:
         """Run the model on one request: arrays by position, by name, or one mapping of names
         to arrays; returns what ``VirtualMachine.run`` returns, or raises its error."""
-        from vm.calling import positional
-
-        main = next(f for f in self.exe.functions if f.name == "main")
         if named or (len(arrays) == 1 and isinstance(arrays[0], dict)):
-            arrays = positional(main, arrays, named)
+            arrays = positional(self.main, arrays, named)
         answer = await self._batched(tuple(arrays))
         if isinstance(answer, Exception):
             raise answer

@@ -3,10 +3,10 @@ and says its numpy check passed; each exposes the same structure for the benchma
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -17,19 +17,9 @@ import dynshape
 
 ROOT = Path(__file__).resolve().parents[2]
 # Every example script; example_runner.py is their shared run loop, not an example.
+Loader = Callable[[str], ModuleType]
 SCRIPTS = sorted(p for p in (ROOT / "examples").glob("*.py") if p.stem != "example_runner")
 NAMES = ("build_model", "numpy_reference", "make_params", "make_inputs", "SIZES", "SMALL_SIZES")
-
-
-def load(script: Path) -> ModuleType:
-    if str(script.parent) not in sys.path:  # as when the script runs: its folder on the path
-        sys.path.insert(0, str(script.parent))
-    spec = importlib.util.spec_from_file_location(f"examples_{script.stem}", script)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # main() finds its module in sys.modules
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_the_five_examples_exist() -> None:
@@ -59,16 +49,18 @@ def test_example_runs_small_and_passes_its_numpy_check(script: Path) -> None:
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda s: s.stem)
-def test_example_has_the_shared_structure(script: Path) -> None:
-    module = load(script)
+def test_example_has_the_shared_structure(script: Path, load_example: Loader) -> None:
+    module = load_example(script.stem)
     for name in NAMES:
         assert hasattr(module, name), f"{script.name} lacks {name}"
     assert module.SIZES and module.SMALL_SIZES
     assert isinstance(module.build_model(), dynshape.Program)
 
 
-def test_a_mismatch_is_reported_and_exits_non_zero(capsys: pytest.CaptureFixture[str]) -> None:
-    mlp = load(ROOT / "examples" / "mlp.py")
+def test_a_mismatch_is_reported_and_exits_non_zero(
+    capsys: pytest.CaptureFixture[str], load_example: Loader
+) -> None:
+    mlp = load_example("mlp")
     reference = mlp.numpy_reference
     mlp.numpy_reference = lambda *args: reference(*args) + 1e-2
     assert mlp.main(["--small"]) == 1
@@ -77,12 +69,14 @@ def test_a_mismatch_is_reported_and_exits_non_zero(capsys: pytest.CaptureFixture
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda s: s.stem)
-def test_planning_never_needs_more_memory_than_kills_alone(script: Path) -> None:
+def test_planning_never_needs_more_memory_than_kills_alone(
+    script: Path, load_example: Loader
+) -> None:
     """The planner's guarantee on the example models, at every size they run at (measured by
     the VM with exact byte counts)."""
     from vm.memory.allocator import NaiveAllocator
 
-    model = load(script)
+    model = load_example(script.stem)
     program = model.build_model()
     exes = [dynshape.compile(program, plan_memory=p) for p in (True, False)]
     rng = np.random.default_rng(0)

@@ -8,10 +8,8 @@ function that branches counts the allocations of its longer branch ("at most")."
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
+from typing import Any
 
 import numpy as np
 import pytest
@@ -32,18 +30,6 @@ MODELS = sorted(
 EXACT = {"mlp"}
 
 
-def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"report_example_{name}", EXAMPLES / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(EXAMPLES))
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(EXAMPLES))
-    return module
-
-
 def _measured(exe: object, args: tuple[np.ndarray, ...]) -> dict[str, int]:
     """One call's peak live bytes, bytes requested and requests, exact byte counts."""
     vm = VirtualMachine(exe, allocator=NaiveAllocator())  # type: ignore[arg-type]
@@ -53,9 +39,9 @@ def _measured(exe: object, args: tuple[np.ndarray, ...]) -> dict[str, int]:
 
 
 @pytest.mark.parametrize("name", MODELS)
-def test_the_reports_figures_are_the_vms(name: str) -> None:
+def test_the_reports_figures_are_the_vms(name: str, load_example: Any) -> None:
     assert len(MODELS) >= 5, MODELS
-    model = _load(name)
+    model = load_example(name)
     program = model.build_model()
     planned = dynshape.compile(program)
     unplanned = dynshape.compile(program, plan_memory=False)
