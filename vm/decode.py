@@ -83,6 +83,7 @@ def _move(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
 
 def load_step(value: Any, d: int, nxt: int) -> Step:
     """The step writing ``value`` into register ``d``."""
+
     def step(r: list[Any]) -> int:
         r[d] = value
         return nxt
