@@ -151,7 +151,7 @@ def test_http_json_and_npz_bodies_concurrently(mlp) -> None:
         (b'{"inputs": {"x": 1}}', "input 'x': expected {dtype, shape, data}"),
         ("f64", "expected dtype float32, got float64"),
         ("rank", "expected rank 2"),
-        ("disagree", "the inputs disagree on batch, their leading dim (x: 2, w: 3)"),
+        ("disagree", "the inputs disagree on batch (x axis 0: 2, w axis 0: 3)"),
         ("missing", "missing input(s) 'w' (the model takes: x, w)"),
     ],
 )
