@@ -6,7 +6,8 @@
     dynshape run FILE|EXECUTABLE --input x=3,4 --input y=y.npy [-o out.npz] [--stats|--profile]
     dynshape explain FILE [--bind n=128 ...] [--svg out.svg]   (the memory report)
     dynshape import MODEL.onnx [-o OUT.txt] [--dim batch=1:64 ...] [--stats]
-    dynshape serve MODEL.dsx [--batch-symbol batch] [--max-batch 64] [--replicas 2] [--port N]
+    dynshape serve MODEL.dsx [--batch-symbol batch] [--pad seq=0] [--max-batch 64]
+                   [--replicas 2] [--threads 2] [--port N]
 
 ``compile``, ``run`` and ``explain`` take an ONNX model (``.onnx``) wherever they take program
 text; ``--dim`` (repeatable) renames, fixes or bounds its dim names there too. ``--import
@@ -126,7 +127,18 @@ def _build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--batch-symbol", help="batch requests along this symbol (e.g. batch)")
     srv.add_argument("--max-batch", type=int, default=64, help="most rows one call (64)")
     srv.add_argument("--batch-wait", type=float, default=0.005, help="seconds to wait (0.005)")
+    srv.add_argument(
+        "--pad",
+        action="append",
+        default=[],
+        metavar="SYMBOL=FILL",
+        help="let requests that differ in SYMBOL share a call, padded with FILL (seq=0); only "
+        "for models a padded position cannot change; repeatable",
+    )
     srv.add_argument("--replicas", type=int, default=1, help="replicas of the model (1)")
+    srv.add_argument(
+        "--threads", type=int, default=1, help="calls one replica runs at once on its VM (1)"
+    )
     srv.add_argument("--port", type=int, default=8000, help="loopback port (8000; 0: any free)")
 
     imp = command("import", "import an ONNX model: print (or save) its program")
@@ -448,9 +460,11 @@ def _serve_cmd(args: argparse.Namespace) -> int:
     app = deployment(
         args.file,
         batch_symbol=args.batch_symbol,
+        pad=_pads(args.pad),
         max_batch=args.max_batch,
         batch_wait_s=args.batch_wait,
         replicas=args.replicas,
+        threads=args.threads,
     )
     port = args.port or _free_port()
     ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
@@ -467,6 +481,23 @@ def _serve_cmd(args: argparse.Namespace) -> int:
         ray.shutdown()
     print("stopped", flush=True)
     return 0
+
+
+def _pads(specs: Sequence[str]) -> dict[str, float]:
+    """``--pad`` values as ``deployment``'s ``pad=``."""
+    out: dict[str, float] = {}
+    for item in specs:
+        name, sep, fill = (part.strip() for part in item.partition("="))
+        if not sep or not name.isidentifier():
+            raise DynShapeError(f"--pad {item!r}: expected SYMBOL=FILL (seq=0)")
+        try:  # an int stays exact (a token id of int64 inputs)
+            out[name] = int(fill)
+        except ValueError:
+            try:
+                out[name] = float(fill)
+            except ValueError:
+                raise DynShapeError(f"--pad {item!r}: FILL {fill!r} is not a number") from None
+    return out
 
 
 def _free_port() -> int:

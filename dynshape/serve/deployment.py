@@ -7,12 +7,17 @@
     y = handle.run.remote(x).result()                  # numpy in, numpy out
     # HTTP: POST / with a JSON or .npz body (dynshape/serve/wire.py)
 
-Each replica loads the executable once and keeps one ``VirtualMachine``; requests reach it
-through ``@serve.batch``, which hands the replica the requests that arrived within the wait
-time; ``BatchPlan`` groups those that can share a call (the batch symbol leads every input and
-result, every other dim agrees), each group runs as one call and each request gets its rows
-back. A request the VM refuses (wrong dtype, rank, a broken symbolic relation) is answered with
-the project's message: ``VMArgumentError`` and the like from ``run``, an HTTP 400 with
+Each replica loads the executable once and keeps one ``VirtualMachine``. Requests reach it
+through Ray Serve's ``@serve.batch`` (set up per replica with the deployment's options), which
+hands over the requests that arrived within the wait time; ``BatchPlan`` groups those that can
+share a call (the batch symbol leads every input and result, every other dim agrees or is
+padded where the user allows it), each group runs as one call and each request gets its rows
+back. The calls run on the replica's worker threads (``threads``, sharing its one VM, which is
+thread-safe), never on its event loop: while the model runs, the replica goes on receiving
+requests, which is what fills the next batch.
+
+A request the VM refuses (wrong dtype, rank, a broken symbolic relation) is answered with the
+project's message: ``VMArgumentError`` and the like from ``run``, an HTTP 400 with
 ``{"error": ...}`` over HTTP; anything else is a 500 with a one-line message, never a
 traceback. When a joined call fails, its requests run again one by one so that each gets its
 own answer (a bad request cannot fail its neighbours).
@@ -22,11 +27,17 @@ Only this module imports Ray; ``dynshape`` and ``dynshape.serve`` never do.
 
 from __future__ import annotations
 
+import asyncio
 import json
-from pathlib import Path
+import os
+import resource
+import threading
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
+import ray
 from ray import serve
 from starlette.requests import Request
 from starlette.responses import Response
@@ -37,41 +48,58 @@ from vm.calling import positional
 
 from ..errors import RequestError, ServeConfigError
 from .batching import BatchPlan
+from .source import ExecutableSource, executable_bytes
 from .wire import NPZ, inputs_from_json, inputs_from_npz, outputs_to_json, outputs_to_npz
 
-#: ``@serve.batch``'s bounds until a replica sets its own (``set_max_batch_size``...).
 DEFAULT_MAX_BATCH = 64
 DEFAULT_WAIT_S = 0.005
 
 
 class ExecutableServer:
-    """One replica: the executable, its VM and its batch plan (see the module doc)."""
+    """One replica: the executable, its VM, its batch plan and its worker threads (see the
+    module doc)."""
 
     def __init__(
-        self, executable: bytes, batch_symbol: str | None, max_batch: int, wait_s: float
+        self,
+        executable: bytes,
+        batch_symbol: str | None,
+        max_batch: int,
+        wait_s: float,
+        threads: int,
+        pad: Mapping[str, float] | None = None,
     ) -> None:
         self.exe = Executable.from_bytes(executable)
         self.main = next(f for f in self.exe.functions if f.name == "main")
         self.vm = VirtualMachine(self.exe)
-        self.plan = BatchPlan.for_executable(self.exe, batch_symbol)
+        self.plan = BatchPlan.for_executable(self.exe, batch_symbol, pad)
         self.max_batch = max_batch if self.plan.batches else 1
-        batched: Any = self._batched  # serve.batch's wrapper: its bounds are set per replica
-        batched.set_max_batch_size(self.max_batch)
-        batched.set_batch_wait_timeout_s(wait_s)
+        self.pool = ThreadPoolExecutor(threads, thread_name_prefix="dynshape-vm")
+        # Per replica, so that every option is this deployment's: serve.batch on the bound
+        # method is the decorator's own mechanism, applied when the options are known.
+        self._batched: Any = serve.batch(
+            max_batch_size=self.max_batch,
+            batch_wait_timeout_s=wait_s,
+            max_concurrent_batches=threads,
+        )(self._run_batch)
+        self._lock = threading.Lock()  # the counters: the worker threads update them
         self.calls = 0
         self.requests = 0
 
-    @serve.batch(max_batch_size=DEFAULT_MAX_BATCH, batch_wait_timeout_s=DEFAULT_WAIT_S)
-    async def _batched(self, requests: list[tuple[np.ndarray, ...]]) -> list[Any]:
-        self.requests += len(requests)
+    async def _run_batch(self, requests: list[tuple[np.ndarray, ...]]) -> list[Any]:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.pool, self._answer, requests)
+
+    def _answer(self, requests: list[tuple[np.ndarray, ...]]) -> list[Any]:
+        """Each request's result or error (on a worker thread)."""
         groups, refused = self.plan.group(requests, self.max_batch)
         answers: list[Any] = [None] * len(requests)
         for i, message in refused.items():
             answers[i] = RequestError(message)
+        calls = 0
         for g in groups:
             try:
+                calls += 1
                 result = self.vm.run(*self.plan.join(requests, g))
-                self.calls += 1
                 for i, part in zip(g.indices, self.plan.split(result, g), strict=True):
                     answers[i] = part
             except DynShapeError as e:
@@ -79,12 +107,15 @@ class ExecutableServer:
                     answers[g.indices[0]] = e
                     continue
                 for i in g.indices:  # who was wrong: each alone
+                    calls += 1
                     answers[i] = self._alone(requests[i])
+        with self._lock:
+            self.requests += len(requests)
+            self.calls += calls
         return answers
 
     def _alone(self, inputs: tuple[np.ndarray, ...]) -> Any:
         try:
-            self.calls += 1
             return self.vm.run(*inputs)
         except DynShapeError as e:
             return e
@@ -117,9 +148,17 @@ class ExecutableServer:
         except Exception as e:  # ours to fix, but never a traceback to the client
             return _error(500, f"internal error: {type(e).__name__}: {e}".splitlines()[0])
 
-    def stats(self) -> dict[str, int]:
-        """Requests answered and model calls made by this replica (batching: fewer calls)."""
-        return {"requests": self.requests, "calls": self.calls}
+    def stats(self) -> dict[str, Any]:
+        """This replica's counts (requests answered, model calls made: batching makes fewer),
+        where it runs (``node``, ``pid``) and its peak resident memory in MiB."""
+        with self._lock:
+            counts = {"requests": self.requests, "calls": self.calls}
+        return {
+            **counts,
+            "node": ray.get_runtime_context().get_node_id(),
+            "pid": os.getpid(),
+            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        }
 
 
 def _error(status: int, message: str) -> Response:
@@ -129,41 +168,42 @@ def _error(status: int, message: str) -> Response:
 
 
 def deployment(
-    executable: str | Path | bytes | Executable,
+    executable: ExecutableSource,
     *,
     batch_symbol: str | None = None,
+    pad: Mapping[str, float] | None = None,
     max_batch: int = DEFAULT_MAX_BATCH,
     batch_wait_s: float = DEFAULT_WAIT_S,
     replicas: int = 1,
+    threads: int = 1,
     cpus_per_replica: float = 1.0,
     name: str = "dynshape",
 ) -> Any:
     """The Ray Serve application serving ``executable`` (a path, the bytes of a saved file, or
-    an ``Executable``): ``serve.run(deployment(...))``. The file and the batch symbol are
-    checked here, in the caller's process, before any replica starts (``FormatError``,
-    ``ServeConfigError``)."""
-    if isinstance(executable, Executable):
-        data = executable.to_bytes()
-    elif isinstance(executable, (bytes, bytearray)):
-        data = bytes(executable)
-    else:
-        try:
-            data = Path(executable).read_bytes()
-        except OSError as e:
-            raise ServeConfigError(
-                f"cannot read the executable {executable}: {e.strerror}"
-            ) from None
+    an ``Executable``): ``serve.run(deployment(...))``.
+
+    ``batch_symbol`` joins requests along that symbol (None: one request per call), ``pad``
+    lets requests that differ in the named symbols share a call, padded with the given fill
+    values (``{"seq": 0}``: only for models a padded position cannot change), at most
+    ``max_batch`` rows a call after waiting at most ``batch_wait_s`` for them; ``replicas``
+    processes, each running up to ``threads`` calls at once on its one VM. The file, the
+    batch symbol, the padding and the options are checked here, in the caller's process,
+    before any replica starts (``FormatError``, ``ServeConfigError``)."""
+    data = executable_bytes(executable)
     exe = Executable.from_bytes(data)
-    BatchPlan.for_executable(exe, batch_symbol)
-    if max_batch < 1 or replicas < 1 or batch_wait_s < 0:
+    BatchPlan.for_executable(exe, batch_symbol, pad)
+    if min(max_batch, replicas, threads) < 1 or batch_wait_s < 0:
         raise ServeConfigError(
-            f"max_batch ({max_batch}) and replicas ({replicas}) must be >= 1 and batch_wait_s "
-            f"({batch_wait_s}) >= 0"
+            f"max_batch ({max_batch}), replicas ({replicas}) and threads ({threads}) must be "
+            f">= 1 and batch_wait_s ({batch_wait_s}) >= 0"
         )
     app: Any = serve.deployment(
         ExecutableServer,
         name=name,
         num_replicas=replicas,
+        # Ray Serve's own cap on a replica's requests in flight (default 5) would starve
+        # batching: let in what the batches and the threads can take, and one batch waiting.
+        max_ongoing_requests=max(max_batch * (threads + 1), 8),
         ray_actor_options={"num_cpus": cpus_per_replica},
     )
-    return app.bind(data, batch_symbol, max_batch, batch_wait_s)
+    return app.bind(data, batch_symbol, max_batch, batch_wait_s, threads, dict(pad or {}))

@@ -17,27 +17,24 @@ serves every batch size Ray Data hands it, the last, shorter batch included.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 import numpy as np
 
 from vm import Executable, VirtualMachine
 
 from ..errors import RequestError
+from .source import ExecutableSource, executable_bytes
 
 
 class MapBatches:
     """Runs a saved executable on Ray Data batches (see the module doc)."""
 
-    def __init__(
-        self, executable: str | Path | bytes | Executable, output_names: Sequence[str] = ()
-    ) -> None:
-        if isinstance(executable, Executable):
-            self.exe = executable
-        elif isinstance(executable, (bytes, bytearray)):
-            self.exe = Executable.from_bytes(bytes(executable))
-        else:
-            self.exe = Executable.load(executable)
+    def __init__(self, executable: ExecutableSource, output_names: Sequence[str] = ()) -> None:
+        self.exe = (
+            executable
+            if isinstance(executable, Executable)
+            else Executable.from_bytes(executable_bytes(executable))
+        )
         self.vm = VirtualMachine(self.exe)
         self.params = tuple(p.name for p in self.exe.inputs)
         self.output_names = tuple(output_names)

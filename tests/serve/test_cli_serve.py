@@ -71,10 +71,30 @@ def test_serve_prints_its_url_answers_and_stops_on_ctrl_c(tmp_path: Path) -> Non
     assert "stopped" in rest and "Traceback" not in err
 
 
-def test_serve_of_a_program_that_cannot_batch_says_why(tmp_path: Path) -> None:
-    dynshape.compile(PROGRAM.replace("batch, 3", "3, batch")).save(tmp_path / "m.dsx")
+@pytest.mark.parametrize(
+    ("program", "options", "message"),
+    [
+        (
+            PROGRAM.replace("batch, 3", "3, batch"),
+            ["--batch-symbol", "batch"],
+            "parameter 'x' is Tensor[(3, batch), float32], whose leading dim is not batch",
+        ),
+        (PROGRAM, ["--batch-symbol", "batch", "--pad", "seq"], "--pad 'seq': expected SYMBOL=FILL"),
+        (
+            PROGRAM,
+            ["--batch-symbol", "batch", "--pad", "batch=0"],
+            "cannot pad 'batch': it is the batch symbol",
+        ),
+        (PROGRAM, ["--pad", "seq=0"], "padding (seq) needs a batch symbol"),
+        (PROGRAM, ["--threads", "0"], "threads (0) must be >= 1"),
+    ],
+)
+def test_serve_refuses_what_cannot_be_served_and_says_why(
+    tmp_path: Path, program: str, options: list[str], message: str
+) -> None:
+    dynshape.compile(program).save(tmp_path / "m.dsx")
     proc = subprocess.run(
-        [sys.executable, "-m", "dynshape", "serve", "m.dsx", "--batch-symbol", "batch"],
+        [sys.executable, "-m", "dynshape", "serve", "m.dsx", *options],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -82,7 +102,4 @@ def test_serve_of_a_program_that_cannot_batch_says_why(tmp_path: Path) -> None:
         check=False,
     )
     assert proc.returncode == 1
-    assert (
-        "parameter 'x' is Tensor[(3, batch), float32], whose leading dim is not batch"
-        in proc.stderr
-    )
+    assert message in proc.stderr and "Traceback" not in proc.stderr
