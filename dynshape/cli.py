@@ -450,6 +450,9 @@ def _dispatch(args: argparse.Namespace, imports: Sequence[str]) -> int:
 def _serve_cmd(args: argparse.Namespace) -> int:
     """Start Ray (this machine's CPUs), serve the executable on 127.0.0.1, print the URL,
     and stop cleanly on Ctrl-C."""
+    from .serve.local import keep_ray_on_loopback
+
+    keep_ray_on_loopback()  # before Ray is imported: it reads the switch then
     try:
         import ray
         from ray import serve

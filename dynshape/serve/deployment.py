@@ -31,6 +31,7 @@ import asyncio
 import json
 import os
 import resource
+import sys
 import threading
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -53,6 +54,10 @@ from .wire import NPZ, inputs_from_json, inputs_from_npz, outputs_to_json, outpu
 
 DEFAULT_MAX_BATCH = 64
 DEFAULT_WAIT_S = 0.005
+#: Ray Serve's own default of requests in flight in one replica (``max_ongoing_requests``).
+RAY_DEFAULT_ONGOING = 5
+# getrusage's ru_maxrss is in KiB on Linux, in bytes on macOS.
+_RSS_PER_MIB = 1 << 20 if sys.platform == "darwin" else 1 << 10
 
 
 class ExecutableServer:
@@ -102,7 +107,7 @@ class ExecutableServer:
                 result = self.vm.run(*self.plan.join(requests, g))
                 for i, part in zip(g.indices, self.plan.split(result, g), strict=True):
                     answers[i] = part
-            except DynShapeError as e:
+            except Exception as e:  # not only ours: a failed call must not fail its neighbours
                 if len(g.indices) == 1:
                     answers[g.indices[0]] = e
                     continue
@@ -117,7 +122,7 @@ class ExecutableServer:
     def _alone(self, inputs: tuple[np.ndarray, ...]) -> Any:
         try:
             return self.vm.run(*inputs)
-        except DynShapeError as e:
+        except Exception as e:  # the request's own answer: raised to it, a 400 or a 500
             return e
 
     async def run(self, *arrays: Any, **named: Any) -> Any:
@@ -157,7 +162,7 @@ class ExecutableServer:
             **counts,
             "node": ray.get_runtime_context().get_node_id(),
             "pid": os.getpid(),
-            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / _RSS_PER_MIB,
         }
 
 
@@ -191,19 +196,23 @@ def deployment(
     before any replica starts (``FormatError``, ``ServeConfigError``)."""
     data = executable_bytes(executable)
     exe = Executable.from_bytes(data)
-    BatchPlan.for_executable(exe, batch_symbol, pad)
-    if min(max_batch, replicas, threads) < 1 or batch_wait_s < 0:
+    plan = BatchPlan.for_executable(exe, batch_symbol, pad)
+    if min(max_batch, replicas, threads) < 1 or min(batch_wait_s, cpus_per_replica) < 0:
         raise ServeConfigError(
             f"max_batch ({max_batch}), replicas ({replicas}) and threads ({threads}) must be "
-            f">= 1 and batch_wait_s ({batch_wait_s}) >= 0"
+            f">= 1, batch_wait_s ({batch_wait_s}) and cpus_per_replica ({cpus_per_replica}) "
+            ">= 0"
         )
+    # Ray Serve's cap on a replica's requests in flight would starve batching: let in what
+    # the threads' batches can take and one batch being collected. Without batching, Ray's
+    # own cap, so that the router spreads requests over the replicas instead of queueing them.
+    per_call = max_batch if plan.batches else 1
+    ongoing = max(per_call * (threads + 1), RAY_DEFAULT_ONGOING)
     app: Any = serve.deployment(
         ExecutableServer,
         name=name,
         num_replicas=replicas,
-        # Ray Serve's own cap on a replica's requests in flight (default 5) would starve
-        # batching: let in what the batches and the threads can take, and one batch waiting.
-        max_ongoing_requests=max(max_batch * (threads + 1), 8),
+        max_ongoing_requests=ongoing,
         ray_actor_options={"num_cpus": cpus_per_replica},
     )
     return app.bind(data, batch_symbol, max_batch, batch_wait_s, threads, dict(pad or {}))

@@ -250,3 +250,33 @@ def test_stats_say_where_the_replica_runs(mlp) -> None:
     stats = handle.stats.remote().result()
     assert stats["node"] == ray.get_runtime_context().get_node_id()  # one node here
     assert isinstance(stats["pid"], int) and stats["peak_rss_mib"] > 10
+    assert ray.nodes()[0]["NodeManagerAddress"] == "127.0.0.1"  # tests/serve/conftest.py
+
+
+class _FailsOnNaN:
+    """A VM whose call fails with an error that is not ours when a row holds NaN (a bug, a
+    MemoryError): what a joined call containing one bad request does."""
+
+    def __init__(self, vm: Any) -> None:
+        self.vm = vm
+
+    def run(self, *arrays: np.ndarray) -> Any:
+        if any(np.isnan(a).any() for a in arrays):
+            raise RuntimeError("a failure of the VM itself")
+        return self.vm.run(*arrays)
+
+
+def test_a_joined_call_failing_otherwise_fails_only_its_culprit() -> None:
+    from dynshape.serve.deployment import ExecutableServer
+
+    exe = dynshape.compile(MLP)
+    server = ExecutableServer(exe.to_bytes(), "batch", 64, 0.0, 1)
+    vm = server.vm
+    server.vm = _FailsOnNaN(vm)
+    good = _requests([2, 3], seed=5)
+    poisoned = (np.full((1, 8), np.nan, np.float32), np.ones((1, 8), np.float32))
+    answers = server._answer([good[0], poisoned, good[1]])
+    np.testing.assert_array_equal(answers[0], vm.run(*good[0]))
+    np.testing.assert_array_equal(answers[2], vm.run(*good[1]))
+    assert isinstance(answers[1], RuntimeError)
+    assert server.stats()["calls"] == 4  # the joined call, then each of the three alone
