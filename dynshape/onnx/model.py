@@ -49,15 +49,16 @@ def read(model: Any) -> Any:
     """A ``ModelProto`` from a path, bytes or a ``ModelProto`` (external data loaded)."""
     onnx = onnx_module()
     if isinstance(model, onnx.ModelProto):
+        check_text(model, "model")
         return model
     try:
         if isinstance(model, (bytes, bytearray)):
-            return onnx.load_from_string(bytes(model))
+            return check_text(onnx.load_from_string(bytes(model)), "model")
         if isinstance(model, (str, os.PathLike)):
             path = Path(model)
             if not path.is_file():
                 raise ModelImportError(f"{path}: no such model file")
-            return onnx.load(str(path))
+            return check_text(onnx.load(str(path)), "model")
     except ModelImportError:
         raise
     except Exception as e:  # protobuf's DecodeError, OSError on external data, ...
@@ -67,6 +68,29 @@ def read(model: Any) -> Any:
     raise ModelImportError(
         f"expected a path, bytes or an onnx.ModelProto, got {type(model).__name__}"
     )
+
+
+def check_text(message: Any, where: str) -> Any:
+    """``message``, once every string field in it (nested messages, subgraphs included) is
+    text: ONNX's protos are proto2, whose parser hands a string field holding invalid UTF-8
+    back as ``bytes``, which no name lookup or message expects. Tensor data are ``bytes``
+    fields and are not visited."""
+    from google.protobuf.descriptor import FieldDescriptor  # protobuf comes with onnx
+
+    for field, value in message.ListFields():
+        if field.type not in (FieldDescriptor.TYPE_STRING, FieldDescriptor.TYPE_MESSAGE):
+            continue  # numbers and bytes: the weights, possibly millions of them
+        repeated = getattr(field, "is_repeated", None)  # protobuf 7 has no label any more
+        if repeated is None:
+            repeated = field.label == FieldDescriptor.LABEL_REPEATED
+        items = list(enumerate(value)) if repeated else [(None, value)]
+        for i, item in items:
+            at = f"{where}.{field.name}" + (f"[{i}]" if i is not None else "")
+            if field.type == FieldDescriptor.TYPE_STRING and not isinstance(item, str):
+                raise ModelImportError(f"{at} is not valid UTF-8 text ({bytes(item)[:40]!r})")
+            if field.type == FieldDescriptor.TYPE_MESSAGE:
+                check_text(item, at)
+    return message
 
 
 def opset_of(model: Any) -> int:

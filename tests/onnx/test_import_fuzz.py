@@ -160,6 +160,27 @@ def test_corrupted_bytes_give_the_projects_error(base: str, data: st.DataObject)
     _import_and_compile(bytes(raw))
 
 
+@pytest.mark.parametrize(
+    ("field", "message"),
+    [
+        ("op_type", "model.graph.node[0].op_type is not valid UTF-8 text"),
+        ("name", "model.graph.node[0].name is not valid UTF-8 text"),
+    ],
+)
+def test_text_that_is_not_utf8_is_named(field: str, message: str) -> None:
+    # ONNX's protos are proto2: protobuf hands such a string back as bytes (a flipped bit did
+    # it to an op type, and the importer failed sorting bytes with str)
+    model = type(BASES["cnn"])()
+    model.CopyFrom(BASES["cnn"])
+    setattr(model.graph.node[0], field, "Qzzq")  # a marker found once in the bytes
+    raw = model.SerializeToString()
+    assert raw.count(b"Qzzq") == 1
+    bad = raw.replace(b"Qzzq", b"\xffzzq")
+    with pytest.raises(dynshape.errors.ModelImportError) as info:
+        dynshape.onnx.load(bad)
+    assert str(info.value).startswith(message)
+
+
 def test_the_mutants_run_when_they_import() -> None:
     # A mutant that imports is a real program: it runs (or fails with the project's error).
     model = type(HEADS)()
