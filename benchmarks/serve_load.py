@@ -256,7 +256,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             ]
             print(f"\n## {name}: {layers} dense layers of {width}")
             model_alone(exe, weights, requests[:40], repeats=1 if args.quick else 5)
-            shared_vm(exe, requests[:40], repeats=1 if args.quick else 5)
+            # 200 calls a run: with fewer, starting the threads is a large part of the time
+            shared_vm(exe, requests[: 20 if args.quick else 200], repeats=1 if args.quick else 5)
             if ray is not None:
                 serve_load(exe, requests, args.clients, QUICK_CONFIGS if args.quick else CONFIGS)
     finally:

@@ -325,39 +325,38 @@ def _pad(main: Function, batch: str, symbol: str, fill: float) -> Pad:
     not (the batch symbol, in no parameter, or inside an expression)."""
     if symbol == batch:
         raise ServeConfigError(f"cannot pad {symbol!r}: it is the batch symbol")
-    inputs: list[Axis] = []
-    for j, p in enumerate(main.params):
-        shape = _tensor(p.type).shape
-        for k, d in enumerate(shape):
-            if d == symbol:
-                inputs.append((j, k))
-            elif _uses(d, symbol):
-                raise ServeConfigError(
-                    f"cannot pad {symbol!r}: parameter {p.name!r} is {p.type}, where it stands "
-                    "inside an expression (only a dim that is exactly the symbol can be padded)"
-                )
-        _check_fill(symbol, fill, p.name, _tensor(p.type).dtype, any(jj == j for jj, _ in inputs))
+    params = [(f"parameter {p.name!r}", p.type) for p in main.params]
+    inputs = _exact_axes(params, symbol, "only a dim that is exactly the symbol can be padded")
     if not inputs:
         raise ServeConfigError(
             f"cannot pad {symbol!r}: no parameter has it as a dim (signature: {main.signature})"
         )
-    outputs: list[Axis] = []
-    for k, spec in enumerate(_results(main)):
-        for axis, d in enumerate(getattr(spec, "shape", ())):
-            if d == symbol:
-                outputs.append((k, axis))
-            elif _uses(d, symbol):
-                raise ServeConfigError(
-                    f"cannot pad {symbol!r}: result {k} is {spec}, where it stands inside an "
-                    "expression, so a padded result could not be cut back"
-                )
+    for j, p in enumerate(main.params):
+        if any(jj == j for jj, _ in inputs):
+            _check_fill(symbol, fill, p.name, _tensor(p.type).dtype)
+    results = [(f"result {k}", spec) for k, spec in enumerate(_results(main))]
+    outputs = _exact_axes(results, symbol, "a padded result could not be cut back")
     return Pad(symbol, fill, tuple(inputs), tuple(outputs))
 
 
-def _check_fill(symbol: str, fill: float, param: str, dtype: str, padded: bool) -> None:
+def _exact_axes(specs: Sequence[tuple[str, Any]], symbol: str, why: str) -> list[Axis]:
+    """(index, axis) of every dim of ``specs`` (labelled types) that is exactly ``symbol``;
+    ServeConfigError naming the one where it stands inside an expression."""
+    axes: list[Axis] = []
+    for j, (label, spec) in enumerate(specs):
+        for k, d in enumerate(getattr(spec, "shape", ())):
+            if d == symbol:
+                axes.append((j, k))
+            elif _uses(d, symbol):
+                raise ServeConfigError(
+                    f"cannot pad {symbol!r}: {label} is {spec}, where it stands inside an "
+                    f"expression ({why})"
+                )
+    return axes
+
+
+def _check_fill(symbol: str, fill: float, param: str, dtype: str) -> None:
     """The fill value must be exactly representable in every padded input's dtype."""
-    if not padded:
-        return
     with np.errstate(all="ignore"):
         try:
             held = np.array(fill).astype(dtype)

@@ -129,6 +129,11 @@ def inputs_from_npz(body: bytes, params: Sequence[str]) -> tuple[np.ndarray, ...
         return tuple(_npy_data(data, name) for name in params)
 
 
+def request_to_json(inputs: Mapping[str, np.ndarray]) -> bytes:
+    """The JSON request body of named input arrays: what a Python client sends."""
+    return json.dumps({"inputs": {n: _encode(np.asarray(a)) for n, a in inputs.items()}}).encode()
+
+
 def outputs_to_json(result: Any) -> bytes:
     """The JSON response of a result (an array, an int, or a tuple of them)."""
     return json.dumps({"outputs": [_encode(a) for a in _leaves(result)]}).encode()

@@ -275,7 +275,7 @@ def test_padding_checks_its_symbol_at_start_up(pad, message):
             "def @main(%x: Tensor[(batch, seq), float32]) { concatenate((%x, %x), axis=1) }",
             {"seq": 0},
             "cannot pad 'seq': result 0 is Tensor[(batch, 2*seq), float32], where it stands "
-            "inside an expression, so a padded result could not be cut back",
+            "inside an expression (a padded result could not be cut back)",
         ),
         (
             "def @main(%x: Tensor[(batch, seq), int32]) { %x }",

@@ -25,6 +25,7 @@ from dynshape.serve.wire import (
     inputs_from_npz,
     outputs_to_json,
     outputs_to_npz,
+    request_to_json,
 )
 from vm.executable import DTYPES
 
@@ -510,3 +511,12 @@ def _check_npz(body: bytes, declared: dict[str, _Declared]) -> None:
 @given(_npz_bodies())
 def test_a_mutated_npz_body_gives_the_declared_arrays_or_a_request_error(case):
     _check_npz(*case)
+
+
+def test_a_client_body_from_request_to_json_reads_back_exactly():
+    x = np.array([[0.5, np.nan], [np.inf, -np.inf]], np.float32)
+    w = np.array([[1, 2]], np.int64)
+    got = inputs_from_json(request_to_json({"w": w, "x": x}), PARAMS)
+    assert [a.dtype for a in got] == [np.float32, np.int64]
+    np.testing.assert_array_equal(got[0], x)  # NaN and the infinities as their strings
+    np.testing.assert_array_equal(got[1], w)

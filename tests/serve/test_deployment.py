@@ -24,6 +24,7 @@ serve = pytest.importorskip("ray.serve")
 
 import dynshape  # noqa: E402
 from dynshape.serve.deployment import deployment  # noqa: E402
+from dynshape.serve.wire import request_to_json  # noqa: E402
 from vm import VMArgumentError  # noqa: E402
 
 MLP = """
@@ -104,17 +105,6 @@ def _post(url: str, body: bytes, ctype: str = "application/json") -> tuple[int, 
         return e.code, e.read()
 
 
-def _json_body(**arrays: np.ndarray) -> bytes:
-    return json.dumps(
-        {
-            "inputs": {
-                k: {"dtype": a.dtype.name, "shape": list(a.shape), "data": a.ravel().tolist()}
-                for k, a in arrays.items()
-            }
-        }
-    ).encode()
-
-
 def test_handle_calls_are_batched_and_each_gets_its_own_rows(mlp) -> None:
     handle, vm, _ = mlp
     before = handle.stats.remote().result()
@@ -137,7 +127,7 @@ def test_http_json_and_npz_bodies_concurrently(mlp) -> None:
     requests = _requests([2, 1, 4, 3, 1, 2, 5, 1], seed=1)
 
     def send(req: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
-        status, body = _post(url, _json_body(x=req[0], w=req[1]))
+        status, body = _post(url, request_to_json({"x": req[0], "w": req[1]}))
         assert status == 200, body
         (out,) = json.loads(body)["outputs"]
         return np.array(out["data"], dtype=out["dtype"]).reshape(out["shape"])
@@ -170,10 +160,12 @@ def test_bad_requests_get_a_400_with_the_projects_message(mlp, body, message) ->
     _, _, url = mlp
     x = np.ones((2, 8), np.float32)
     bodies = {
-        "f64": _json_body(x=x.astype(np.float64), w=x.astype(np.float64)),
-        "rank": _json_body(x=np.ones((2, 8, 1), np.float32), w=np.ones((2, 8, 1), np.float32)),
-        "disagree": _json_body(x=x, w=np.ones((3, 8), np.float32)),
-        "missing": _json_body(x=x),
+        "f64": request_to_json({"x": x.astype(np.float64), "w": x.astype(np.float64)}),
+        "rank": request_to_json(
+            {"x": np.ones((2, 8, 1), np.float32), "w": np.ones((2, 8, 1), np.float32)}
+        ),
+        "disagree": request_to_json({"x": x, "w": np.ones((3, 8), np.float32)}),
+        "missing": request_to_json({"x": x}),
     }
     status, reply = _post(url, bodies.get(body, body) if isinstance(body, str) else body)
     assert status == 400, reply

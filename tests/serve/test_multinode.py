@@ -40,6 +40,7 @@ from ray.cluster_utils import Cluster
 
 import dynshape
 from dynshape.serve.deployment import deployment
+from dynshape.serve.wire import request_to_json
 
 MLP = """
 def @main(%x: Tensor[(batch, 8), float32], %w: Tensor[(batch, 8), float32])
@@ -130,20 +131,9 @@ def _requests(sizes: list[int], seed: int) -> list[tuple[np.ndarray, np.ndarray]
     ]
 
 
-def _json_body(**arrays: np.ndarray) -> bytes:
-    return json.dumps(
-        {
-            "inputs": {
-                k: {"dtype": a.dtype.name, "shape": list(a.shape), "data": a.ravel().tolist()}
-                for k, a in arrays.items()
-            }
-        }
-    ).encode()
-
-
 def _post_json(url: str, x: np.ndarray, w: np.ndarray) -> np.ndarray:
     req = urllib.request.Request(
-        url, data=_json_body(x=x, w=w), headers={"Content-Type": "application/json"}
+        url, data=request_to_json({"x": x, "w": w}), headers={"Content-Type": "application/json"}
     )
     try:
         with urllib.request.urlopen(req, timeout=TIMEOUT_S) as r:
