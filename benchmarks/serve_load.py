@@ -83,7 +83,7 @@ def model_alone(exe: Any, weights: list[np.ndarray], requests: list[Request], re
     vm = dynshape.VirtualMachine(exe)
     ref = _numpy_mlp(weights)
     rows = np.concatenate([r[0] for r in requests])[:64]
-    per = {"vm": [], "numpy": [], "vm64": [], "numpy64": []}  # type: dict[str, list[float]]
+    per: dict[str, list[float]] = {"vm": [], "numpy": [], "vm64": [], "numpy64": []}
     for _ in range(repeats):  # interleaved: the same moments of the machine for both
         per["vm"].append(_median_time(lambda: [vm.run(*r) for r in requests], 1) / len(requests))
         per["numpy"].append(_median_time(lambda: [ref(*r) for r in requests], 1) / len(requests))
