@@ -272,3 +272,31 @@ def test_a_joined_call_failing_otherwise_fails_only_its_culprit() -> None:
     np.testing.assert_array_equal(answers[2], vm.run(*good[1]))
     assert isinstance(answers[1], RuntimeError)
     assert server.stats()["calls"] == 4  # the joined call, then each of the three alone
+
+
+SEQ = """
+def @main(%x: Tensor[(batch, seq, 4), float32], %mask: Tensor[(batch, seq), float32])
+    -> Tensor[(batch, seq), float32] {
+  multiply(sum(%x, axis=[2]), %mask)
+}
+"""
+
+
+def test_a_broken_symbolic_relation_is_a_400_with_the_vms_message(cluster: int) -> None:
+    exe = dynshape.compile(SEQ)
+    good = (np.ones((2, 3, 4), np.float32), np.ones((2, 3), np.float32))
+    broken = (np.ones((1, 3, 4), np.float32), np.ones((1, 4), np.float32))  # seq 3 and 4
+    url = f"http://127.0.0.1:{cluster}/seq"
+    app = deployment(exe, batch_symbol="batch", batch_wait_s=0.05, name="seq")
+    with _deployed(app, "seq"), ThreadPoolExecutor(2) as pool:
+        bodies = [request_to_json({"x": x, "mask": m}) for x, m in (good, broken)]
+        (ok, ok_body), (status, reply) = pool.map(lambda b: _post(url, b), bodies)
+    assert ok == 200, ok_body
+    (out,) = json.loads(ok_body)["outputs"]
+    np.testing.assert_array_equal(
+        np.array(out["data"], np.float32).reshape(out["shape"]), 4.0 * good[1]
+    )
+    assert status == 400, reply
+    assert json.loads(reply)["error"].startswith(
+        "mask.shape[1] = 4 but seq = 3 was bound by x.shape[1]"
+    )
