@@ -1,4 +1,5 @@
-"""BLAS threads by matmul size (vm/kernels/blas_threads.py): same results, setting restored."""
+"""BLAS threads chosen per matmul (vm/kernels/blas_threads.py): the adaptive policy's choices
+on a driven clock, the same results under every policy, the process's setting restored."""
 
 from __future__ import annotations
 
@@ -12,18 +13,13 @@ from vm.kernels.registry import get_kernel_factory
 
 
 @pytest.fixture(autouse=True)
-def switching_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The switch is off by default (HIGH = 0); these tests turn it on, as
-    DYNSHAPE_BLAS_SINGLE_THREAD_BELOW=1073741824 does, and look for OpenBLAS again."""
-    monkeypatch.setattr(bt, "HIGH", 1 << 30)
+def fresh_policy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test starts from the default policy with nothing measured, and looks for OpenBLAS
+    again."""
+    monkeypatch.setattr(bt, "_policy", "adaptive")
+    monkeypatch.setattr(bt, "_adaptive", bt.AdaptivePolicy())
     monkeypatch.setattr(bt, "_looked", False)
     monkeypatch.setattr(bt, "_switch", None)
-
-
-def test_by_default_no_matmul_is_switched(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(bt, "HIGH", 0)
-    assert not bt.wants_one_thread(*_operands(8, 512, 512))
-    assert bt.switch() is None
 
 
 # Shapes below LOW, inside (LOW, HIGH), batched, vector-shaped, and 0-size.
@@ -43,14 +39,6 @@ def test_switched_matmul_equals_numpy(shape: tuple[int, int, int]) -> None:
     np.testing.assert_allclose(out, a @ b, rtol=1e-4, atol=3e-4)
 
 
-def test_the_work_bounds_decide_the_switch() -> None:
-    small, mid = _operands(8, 64, 64), _operands(8, 512, 512)
-    assert not bt.wants_one_thread(*small)  # 32,768 <= LOW: OpenBLAS is single-threaded there
-    assert bt.wants_one_thread(*mid) == (bt.LOW < 8 * 512 * 512 < bt.HIGH)
-    ints = (np.ones((64, 512), np.int64), np.ones((512, 512), np.int64))
-    assert not bt.wants_one_thread(*ints)  # numpy's integer matmul is not BLAS
-
-
 def test_dense_and_batch_matmul_kernels_equal_numpy() -> None:
     a, w = _operands(33, 512, 300)
     out = np.empty((33, 300), np.float32)
@@ -67,7 +55,7 @@ def test_dense_and_batch_matmul_kernels_equal_numpy() -> None:
 def test_the_thread_count_is_restored() -> None:
     sw = bt.switch()
     if sw is None:
-        pytest.skip("no switchable OpenBLAS (threadpoolctl missing, or another BLAS)")
+        pytest.skip("no switchable OpenBLAS (another BLAS, or its OpenMP layer)")
     before = int(sw._get())
     a, b = _operands(8, 512, 512)
     bt.matmul(a, b, np.empty((8, 512), np.float32))
@@ -109,3 +97,101 @@ def test_threads_sharing_the_switch_get_their_own_answers() -> None:
     assert not failures
     if sw is not None:
         assert int(sw._get()) == before
+
+
+class _Machine:
+    """A driven clock and a fake matmul: one thread costs ``one`` seconds per unit of work, the
+    process's setting ``process``; ``run`` advances the clock by what the policy chose."""
+
+    def __init__(self, one: float, process: float) -> None:
+        self.now = 0.0
+        self.one, self.process = one, process
+        self.policy = bt.AdaptivePolicy(clock=lambda: self.now)
+
+    def run(self, bucket: int = 20, work: int = 1 << 20) -> bool:
+        one = self.policy.one_thread(bucket, self.now)
+        self.now += (self.one if one else self.process) * work
+        self.policy.record(bucket, one, self.one if one else self.process, self.now)
+        return one
+
+
+def test_quiet_machine_keeps_the_process_setting_and_probes_rarely() -> None:
+    m = _Machine(one=1e-9, process=0.6e-9)  # two threads 0.6x of one: the quiet machine
+    choices = [m.run() for _ in range(2000)]
+    assert choices[:2] == [False, True]  # each mode measured once
+    probes = sum(choices[2:])
+    # Each probe that loses doubles the pause (0.25 s up to 16 s); 2,000 calls of ~0.6 ms
+    # last ~1.3 s of the driven clock: a handful of probes, not one per call.
+    assert 1 <= probes <= 6, probes
+
+
+def test_busy_machine_runs_on_one_thread() -> None:
+    m = _Machine(one=1e-9, process=200e-9)  # two threads collapsed: the busy machine
+    choices = [m.run() for _ in range(3000)]
+    collapsed = choices.count(False)
+    assert choices[-1] is True
+    # The first call learns the process's setting; then only probes, paused ever longer: over
+    # ~3 s of driven time (3,000 calls of ~1 ms) 0.25 + 0.5 + 1 + ... gives at most a few.
+    assert collapsed <= 5, collapsed
+
+
+def test_the_choice_follows_the_load_both_ways() -> None:
+    m = _Machine(one=1e-9, process=0.6e-9)
+    for _ in range(500):
+        m.run()
+    m.process = 200e-9  # another process starts using the cores
+    for _ in range(500):
+        m.run()
+    assert [m.run() for _ in range(20)].count(True) >= 19
+    m.process = 0.6e-9  # and stops
+    for _ in range(20000):  # ~20 s of driven time: the probes find two threads pay again
+        m.run()
+    assert [m.run() for _ in range(20)].count(False) >= 19
+
+
+def test_one_slow_call_does_not_turn_the_choice() -> None:
+    m = _Machine(one=1e-9, process=200e-9)
+    for _ in range(100):
+        m.run()
+    m.one = 400e-9  # one call of one thread loses its core for a while
+    m.run()
+    m.one = 1e-9
+    assert m.policy.estimates()[20][0] == 1e-9  # the median of the last 5 ignores it
+    # The slow call itself lasted 0.4 s of driven time, so a probe came due: one call at most.
+    assert [m.run() for _ in range(50)].count(False) <= 1
+
+
+def test_buckets_are_measured_apart() -> None:
+    m = _Machine(one=1e-9, process=0.5e-9)
+    for _ in range(50):
+        m.run(bucket=20)
+    assert m.policy.estimates() == {20: (1e-9, 0.5e-9)}
+    assert m.run(bucket=30) is False  # a new size learns the process's setting first
+
+
+@pytest.mark.parametrize("policy", bt.POLICIES)
+def test_every_policy_gives_numpys_answer(policy: str) -> None:
+    bt.set_policy(policy)
+    for shape in SHAPES:
+        a, b = _operands(*shape)
+        out = np.full((shape[0], shape[2]), np.nan, np.float32)
+        for _ in range(3):  # adaptive: the process's setting, then one thread, then the best
+            bt.matmul(a, b, out)
+            np.testing.assert_allclose(out, a @ b, rtol=1e-4, atol=3e-4)
+
+
+def test_an_unknown_policy_is_named() -> None:
+    with pytest.raises(ValueError, match="must be one of adaptive, process, one, got 'two'"):
+        bt.set_policy("two")
+
+
+def test_the_switch_is_found_without_threadpoolctl(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The core install has no threadpoolctl: the loaded OpenBLAS is found from the process's
+    shared objects, and reports the same thread count."""
+    with_tpc = bt.switch()
+    if with_tpc is None:
+        pytest.skip("no switchable OpenBLAS (another BLAS, or its OpenMP layer)")
+    monkeypatch.setattr(bt, "_openblas_by_threadpoolctl", lambda: None)
+    found = bt._find_switch()
+    assert found is not None
+    assert found.threads() == with_tpc.threads()

@@ -1,59 +1,74 @@
-"""BLAS threads chosen per matmul: one thread for a matmul below a measured size.
+"""BLAS threads chosen per matmul, by measured speed: the policy that holds on a busy machine.
 
 OpenBLAS (numpy's BLAS) splits a GEMM over all its threads once the product is past its own
-small threshold (``m * n * k > 65536 * GEMM_MULTITHREAD_THRESHOLD``, 262,144 by default; a
-GEMV past 9,216). On this 2-core machine, shared with other processes, the second thread then
-waits for a core: a (256, 64) x (64, 64) product took 8 ms with 2 threads and 56 us with one,
-(64, 512) x (512, 512) 24 ms against 0.9 ms (design/compiler_fusion.md, "BLAS threads", has the
-table). So a matmul whose per-matrix work ``m * n * k`` lies in ``(LOW, HIGH)`` runs with one
-BLAS thread, and the process's own setting is restored when the last such call returns.
+small threshold (``m * n * k > 65536 * GEMM_MULTITHREAD_THRESHOLD``, 262,144 by default). On a
+quiet 2-core machine two threads pay from there up (0.6-1.0x of one thread's time). When another
+process uses a core they collapse: the second thread waits a scheduler quantum for a core at
+each synchronisation, and a (256, 32) x (32, 128) product took 12 ms with two threads against
+64 us with one (188x; ``design/vm.md``, "BLAS threads on a busy machine", has the table). No
+fixed size rule is right for both machines, and which one a user has can change from one minute
+to the next. So the choice is made per call, from measurements:
 
-The switch is optional and lazy: it needs ``threadpoolctl`` (the ``blas`` extra) only to find
-the loaded OpenBLAS and its ``openblas_set_num_threads`` symbol, which is then called
-directly through ctypes (threadpoolctl's own ``set_num_threads`` adds its Python bookkeeping).
-Without threadpoolctl, without OpenBLAS, or with OpenBLAS's OpenMP layer (whose limit is per
-calling thread), nothing is switched and matmuls run as numpy runs them.
+* a matmul of per-matrix work ``m * k * n`` at most ``LOW`` runs as numpy runs it (OpenBLAS is
+  single-threaded there already, and the timing would cost more than it could save);
+* above it, the work's power of two (its *bucket*) keeps two running estimates of seconds per
+  unit of work: with one BLAS thread and with the process's setting. Each call runs the mode
+  whose estimate is lower and measures itself; the other mode is tried again after a pause that
+  doubles each time it loses (``PROBE_FIRST`` up to ``PROBE_MAX`` seconds) and restarts when it
+  wins. On a quiet machine that is two threads, probed rarely; under load one thread, with a
+  collapsed call at most every ``PROBE_MAX`` seconds per bucket once the load has lasted.
+
+The switch itself: the process's OpenBLAS is found through ``threadpoolctl`` when it is
+installed (extra ``blas``), else, on Linux, from the shared objects the process has loaded
+(``/proc/self/maps``), so the core install needs nothing but numpy; its
+``openblas_set_num_threads`` is then called through ctypes. Without OpenBLAS, with its OpenMP
+layer (whose limit is per calling thread), or where the process runs BLAS on one thread already
+(Ray sets ``OMP_NUM_THREADS=1`` per replica), nothing is switched.
 
 Threads: the thread count is process-wide, so calls from several Python threads share one
 counter under a lock: the first single-thread call saves and lowers it, the last one restores
-it. A large matmul running while a small one is in flight may thus run on one thread: that
-changes its speed, and its result only within float rounding (OpenBLAS partitions the work
-differently on 1 and 2 threads; the results are not bit for bit the same, measured), as any
-change of ``OPENBLAS_NUM_THREADS`` does (``tests/vm/test_blas_threads.py``).
+it. A matmul meant for two threads that runs while a one-thread call is in flight thus runs on
+one: that changes its speed, and its result only within float rounding (OpenBLAS partitions the
+work differently on 1 and 2 threads), as any change of ``OPENBLAS_NUM_THREADS`` does.
 
-Off by default. On the same machine without other load (2026-12-01 21:31, load 1.0), two
-threads were never slower than one, from (1, 512, 512) to (512, 512, 512) (0.61-1.02x of one
-thread's time), and the MLP of ``benchmarks/compare_numpy.py`` ran 1.55-1.87x numpy-with-out=
-with the switch and 1.04-1.29x without: it pays only where the cores are oversubscribed (other
-processes, several VM processes on one host). ``DYNSHAPE_BLAS_SINGLE_THREAD_BELOW`` (an
-integer, read at import) turns it on, up to that per-matrix work (``1073741824``, 2**30, is
-what the loaded measurements above support); ``0``, the default, leaves BLAS alone.
+``set_policy("adaptive" | "process" | "one")`` chooses the policy for the process (BLAS's
+thread count is process-wide too): ``adaptive`` (the default) as above, ``process`` leaves BLAS
+alone, ``one`` always runs above ``LOW`` on one thread.
 """
 
 from __future__ import annotations
 
+import ctypes
 import importlib
 import os
+import re
 import threading
+import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 #: At or below this per-matrix work OpenBLAS already runs a GEMM on one thread (65536 *
-#: GEMM_MULTITHREAD_THRESHOLD), and a GEMV this small (1 x 512 x 512) measured no faster on one
-#: thread: switching would only cost the pair of calls (~4 us: OpenBLAS's setter locks).
+#: GEMM_MULTITHREAD_THRESHOLD): nothing to choose, and timing the call would cost ~0.3 us.
 LOW = 65536 * 4
 
-#: From this per-matrix work up, the process's BLAS setting is used; 0 (the default): always
-#: (see the module doc for both measurements: quiet, and oversubscribed).
-HIGH = int(os.environ.get("DYNSHAPE_BLAS_SINGLE_THREAD_BELOW", "0"))
+#: The first pause, in seconds, before the mode that lost is tried again; it doubles each time
+#: that mode loses again, up to ``PROBE_MAX``, and starts again here when it wins.
+PROBE_FIRST = 0.25
+PROBE_MAX = 16.0
+
+#: How many recent calls of a mode its estimate is the median of.
+WINDOW = 5
+
+POLICIES = ("adaptive", "process", "one")
 
 _BLAS_DTYPES = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128))
 
 
 class _Switch:
-    """Lowers OpenBLAS to one thread while at least one caller is inside ``single``."""
+    """Lowers OpenBLAS to one thread while at least one caller is inside ``enter``/``leave``."""
 
     def __init__(self, get: Callable[[], int], set_: Callable[[int], None]) -> None:
         self._get = get
@@ -61,6 +76,11 @@ class _Switch:
         self._lock = threading.Lock()
         self._inside = 0
         self._saved = 1
+
+    def threads(self) -> int:
+        """The process's BLAS thread count (its own setting while nobody is inside)."""
+        with self._lock:
+            return self._saved if self._inside else int(self._get())
 
     def enter(self) -> None:
         with self._lock:
@@ -77,64 +97,204 @@ class _Switch:
                 self._set(self._saved)
 
 
-def _find_switch() -> _Switch | None:
-    """The switch for the loaded OpenBLAS (pthreads layer), or None."""
-    try:
-        threadpoolctl: Any = importlib.import_module("threadpoolctl")
-        controllers = threadpoolctl.ThreadpoolController().select(internal_api="openblas")
-    except Exception:  # not installed, or it failed to inspect the process: no switching
-        return None
-    for lib in controllers.lib_controllers:
-        if getattr(lib, "threading_layer", None) != "pthreads":
-            continue
-        dynlib = getattr(lib, "dynlib", None)
-        for prefix in ("", "scipy_"):
-            for suffix in ("", "64_", "_64"):
-                get = getattr(dynlib, f"{prefix}openblas_get_num_threads{suffix}", None)
-                set_ = getattr(dynlib, f"{prefix}openblas_set_num_threads{suffix}", None)
-                if get is not None and set_ is not None:
-                    return _Switch(get, set_)
+def _symbol(dynlib: Any, name: str) -> Any:
+    """OpenBLAS's function ``name`` in ``dynlib``, under any of its builds' decorations
+    (``scipy_`` prefix, ``64_`` suffix of the ILP64 builds), or None."""
+    for prefix in ("", "scipy_"):
+        for suffix in ("", "64_", "_64"):
+            found = getattr(dynlib, f"{prefix}{name}{suffix}", None)
+            if found is not None:
+                return found
     return None
 
 
+def _openblas_by_threadpoolctl() -> list[Any] | None:
+    """The loaded OpenBLAS libraries with the pthreads layer, as threadpoolctl finds them (None
+    when threadpoolctl is not installed or fails)."""
+    try:
+        threadpoolctl: Any = importlib.import_module("threadpoolctl")
+        controllers = threadpoolctl.ThreadpoolController().select(internal_api="openblas")
+    except Exception:  # not installed, or it failed to inspect the process
+        return None
+    return [
+        lib.dynlib
+        for lib in controllers.lib_controllers
+        if getattr(lib, "threading_layer", None) == "pthreads" and hasattr(lib, "dynlib")
+    ]
+
+
+def _openblas_by_maps() -> list[Any]:
+    """The OpenBLAS shared objects this process has loaded (Linux: ``/proc/self/maps``), opened
+    without loading anything new; those built with OpenMP are left out (see the module doc)."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
+            maps = f.read()
+    except OSError:
+        return []
+    libs = []
+    for path in sorted(set(re.findall(r"(/\S*openblas\S*\.so[^\s/]*)$", maps, re.MULTILINE))):
+        try:
+            dynlib = ctypes.CDLL(path, mode=getattr(os, "RTLD_NOLOAD", 0) | ctypes.RTLD_GLOBAL)
+        except OSError:
+            continue
+        parallel = _symbol(dynlib, "openblas_get_parallel")
+        # openblas_get_parallel: 0 sequential, 1 pthreads, 2 OpenMP.
+        if parallel is not None and parallel() == 1:
+            libs.append(dynlib)
+    return libs
+
+
+def _find_switch() -> _Switch | None:
+    """The switch for the loaded OpenBLAS (pthreads layer), or None."""
+    dynlibs = _openblas_by_threadpoolctl()
+    for dynlib in _openblas_by_maps() if dynlibs is None else dynlibs:
+        get = _symbol(dynlib, "openblas_get_num_threads")
+        set_ = _symbol(dynlib, "openblas_set_num_threads")
+        if get is not None and set_ is not None:
+            return _Switch(get, set_)
+    return None
+
+
+class _Estimate:
+    """One bucket's recent measurements per mode (seconds per unit of work) and when to try the
+    mode that lost again. A mode's estimate is the median of its last ``WINDOW`` calls: on a busy
+    machine a one-thread call also loses its core now and then, and one such call must not
+    turn the choice (the collapse of two threads, in contrast, is in every call)."""
+
+    __slots__ = ("one", "pause", "probe_at", "process")
+
+    def __init__(self) -> None:
+        self.one: deque[float] = deque(maxlen=WINDOW)
+        self.process: deque[float] = deque(maxlen=WINDOW)
+        self.probe_at = 0.0
+        self.pause = PROBE_FIRST
+
+
+def _median(samples: deque[float]) -> float:
+    return sorted(samples)[len(samples) // 2]
+
+
+class AdaptivePolicy:
+    """Chooses one BLAS thread or the process's setting per call, from measured speed (the
+    module doc has the rule). ``clock`` is injectable so that tests can drive it."""
+
+    def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
+        self.clock = clock
+        self._buckets: dict[int, _Estimate] = {}
+        self._lock = threading.Lock()
+
+    def one_thread(self, bucket: int, now: float) -> bool:
+        """Whether the next call of ``bucket`` should run on one thread."""
+        with self._lock:
+            est = self._buckets.get(bucket)
+            if est is None:
+                est = self._buckets[bucket] = _Estimate()
+            if not est.process:  # learn the process's setting first: the quiet default
+                return False
+            if not est.one:
+                return True
+            best_one = _median(est.one) < _median(est.process)
+            if now >= est.probe_at:  # time to try the mode that lost
+                est.probe_at = now + est.pause
+                return not best_one
+            return best_one
+
+    def record(self, bucket: int, one: bool, seconds_per_work: float, now: float) -> None:
+        """Adds a measured call to ``bucket``'s estimates. A mode that loses is tried again
+        after the pause; a probe that lost again doubles the pause, one that won restarts it."""
+        with self._lock:
+            est = self._buckets[bucket]
+            mine, other = (est.one, est.process) if one else (est.process, est.one)
+            lost_before = bool(mine) and bool(other) and _median(mine) >= _median(other)
+            mine.append(seconds_per_work)
+            if not other:
+                return
+            if _median(mine) < _median(other):
+                if lost_before:  # a probe that won: the other mode starts its pauses afresh
+                    est.pause = PROBE_FIRST
+            else:
+                est.pause = min(est.pause * 2, PROBE_MAX) if lost_before else PROBE_FIRST
+                est.probe_at = max(est.probe_at, now + est.pause)
+
+    def estimates(self) -> dict[int, tuple[float | None, float | None]]:
+        """``{bucket: (one thread, process setting)}``: the estimates in seconds per unit of
+        work (None for a mode not measured yet)."""
+        with self._lock:
+            return {
+                b: (_median(e.one) if e.one else None, _median(e.process) if e.process else None)
+                for b, e in sorted(self._buckets.items())
+            }
+
+
+_policy = "adaptive"
+_adaptive = AdaptivePolicy()
 _switch: _Switch | None = None
 _looked = False
 _look_lock = threading.Lock()
 
 
+def set_policy(name: str) -> None:
+    """Chooses how matmuls pick BLAS threads, for the whole process: ``adaptive`` (the
+    default: by measured speed), ``process`` (as numpy runs them) or ``one`` (one thread above
+    ``LOW``). A ValueError names the choices for anything else."""
+    global _policy
+    if name not in POLICIES:
+        raise ValueError(f"BLAS thread policy must be one of {', '.join(POLICIES)}, got {name!r}")
+    _policy = name
+
+
+def policy() -> str:
+    """The process's BLAS thread policy (see ``set_policy``)."""
+    return _policy
+
+
 def switch() -> _Switch | None:
-    """The process's switch, found on first use (None when switching is unavailable or off)."""
+    """The process's switch, found on first use (None when switching is unavailable)."""
     global _switch, _looked
     if not _looked:
         with _look_lock:
             if not _looked:
-                _switch = _find_switch() if HIGH > 0 else None
+                _switch = _find_switch()
                 _looked = True
     return _switch
 
 
-def wants_one_thread(a: np.ndarray, b: np.ndarray) -> bool:
-    """True if ``np.matmul(a, b)`` (its last two axes: (m, k) x (k, n)) should run on one
-    BLAS thread: a BLAS dtype and per-matrix work in ``(LOW, HIGH)``."""
+def _work(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> tuple[int, int]:
+    """``np.matmul(a, b, out=out)``'s per-matrix work ``m * k * n`` and its total over the batch
+    (``out.size * k``); (0, 0) where BLAS is not used (other dtypes)."""
     if a.dtype not in _BLAS_DTYPES or a.ndim < 1 or b.ndim < 1:
-        return False
-    m = a.shape[-2] if a.ndim >= 2 else 1
-    n = b.shape[-1] if b.ndim >= 2 else 1
-    work = int(m) * int(a.shape[-1]) * int(n)
-    return LOW < work < HIGH
+        return 0, 0
+    m = int(a.shape[-2]) if a.ndim >= 2 else 1
+    n = int(b.shape[-1]) if b.ndim >= 2 else 1
+    k = int(a.shape[-1])
+    return m * k * n, int(out.size) * k
 
 
 def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
-    """``np.matmul(a, b, out=out)``, on one BLAS thread when ``wants_one_thread`` says so."""
-    if HIGH <= 0:  # off (the default): not even the size test (~0.4 us a call, measured)
-        np.matmul(a, b, out=out)
-        return
-    sw = switch() if wants_one_thread(a, b) else None
+    """``np.matmul(a, b, out=out)``, on the number of BLAS threads the policy chooses."""
+    per_matrix, total = _work(a, b, out)
+    sw = switch() if per_matrix > LOW and _policy != "process" else None
     if sw is None:
         np.matmul(a, b, out=out)
         return
-    sw.enter()
-    try:
+    if _policy == "one":
+        sw.enter()
+        try:
+            np.matmul(a, b, out=out)
+        finally:
+            sw.leave()
+        return
+    clock = _adaptive.clock
+    bucket = per_matrix.bit_length()
+    start = clock()
+    one = _adaptive.one_thread(bucket, start)
+    if one:
+        sw.enter()
+        try:
+            np.matmul(a, b, out=out)
+        finally:
+            sw.leave()
+    else:
         np.matmul(a, b, out=out)
-    finally:
-        sw.leave()
+    end = clock()
+    _adaptive.record(bucket, one, (end - start) / total, end)
