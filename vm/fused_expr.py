@@ -47,8 +47,12 @@ EXPRESSIONS: dict[str, str] = {
 #: Steps from which a kernel runs as one expression: below, numexpr's fixed cost per call
 #: (~3 us measured) is more than the numpy calls it replaces.
 EXPR_MIN_STEPS = 8
-#: Output elements up to which the expression may run, whatever the cost model says.
-EXPR_MAX_ELEMENTS = 4096
+#: Output elements up to which the expression may run, whatever the cost model says. Below
+#: 2 x 1024 elements (2 x its BLOCK_SIZE1) numexpr evaluates serially on the calling thread;
+#: from there up it hands blocks to its thread pool, whose threads wait for a core when another
+#: process keeps the cores busy (the failure of OpenBLAS's threads, design/vm.md "BLAS threads on
+#: a busy machine"). So the expression stays in the serial range and never wakes the pool.
+EXPR_MAX_ELEMENTS = 2 * 1024 - 1
 #: The cost model that sets each kernel's size limit (measured on the benchmark machine, numpy
 #: 2.4, numexpr 2.14 without VML): one expression costs ``EXPR_CALL_NS`` plus, per element, the
 #: ``EXPR_ELEMENT_NS`` of each op (numexpr's float32 ``tanh`` is scalar libm, ~50 ns per
