@@ -66,7 +66,9 @@ def test_rsqrt_sigmoid_erf(dtype, data):
     expected = _ref(lambda v: (1 / (1 + np.exp(-v.astype(np.float64)))).astype(dtype), x)
     assert_same(run_like("sigmoid", {}, [x], expected), expected, tol(dtype))
     expected = np.array([math.erf(v) for v in x.ravel().tolist()]).astype(dtype).reshape(x.shape)
-    assert_same(run_like("erf", {}, [x], expected), expected)
+    # erf is Cody's rational approximation in float64: float64 within a few ulp of math.erf
+    # (tests/vm/test_erf.py), narrower floats rounded once from it.
+    assert_same(run_like("erf", {}, [x], expected), expected, 1e-15 if dtype == "float64" else None)
 
 
 @pytest.mark.parametrize("dtype", NUMERIC)

@@ -69,23 +69,230 @@ def _sigmoid(x: np.ndarray, out: np.ndarray) -> None:
     np.multiply(out, 0.5, out)
 
 
-#: Elements ``erf`` converts to Python floats at a time: its temporaries (a list of floats, ~32
-#: bytes each, and their float64 array) stay a fixed size whatever the input's.
-ERF_CHUNK = 1 << 14
+# ---- erf: W. J. Cody's rational Chebyshev approximations, vectorised -------------------------
+#
+# numpy has no erf ufunc and the VM may import numpy only. Cody, "Rational Chebyshev
+# approximations for the error function", Math. Comp. 23 (1969), 631-638, as in his CALERF
+# (SPECFUN, netlib): for |x| <= 0.46875 erf is x times a rational function of x^2 (A/B); for
+# 0.46875 < |x| <= 4, erfc(|x|) = exp(-x^2) R(|x|) with R rational in |x| (C/D); for |x| > 4,
+# erfc(|x|) = exp(-x^2) / |x| * (1/sqrt(pi) - z R(z)) with z = 1/x^2 (P/Q). erf = 1 - erfc there.
+# The coefficients are the published double-precision ones (as printed in CALERF).
+_ERF_A = (
+    3.16112374387056560e00,
+    1.13864154151050156e02,
+    3.77485237685302021e02,
+    3.20937758913846947e03,
+    1.85777706184603153e-1,
+)
+_ERF_B = (
+    2.36012909523441209e01,
+    2.44024637934444173e02,
+    1.28261652607737228e03,
+    2.84423683343917062e03,
+)
+_ERF_C = (
+    5.64188496988670089e-1,
+    8.88314979438837594e00,
+    6.61191906371416295e01,
+    2.98635138197400131e02,
+    8.81952221241769090e02,
+    1.71204761263407058e03,
+    2.05107837782607147e03,
+    1.23033935479799725e03,
+    2.15311535474403846e-8,
+)
+_ERF_D = (
+    1.57449261107098347e01,
+    1.17693950891312499e02,
+    5.37181101862009858e02,
+    1.62138957456669019e03,
+    3.29079923573345963e03,
+    4.36261909014324716e03,
+    3.43936767414372164e03,
+    1.23033935480374942e03,
+)
+_ERF_P = (
+    3.05326634961232344e-1,
+    3.60344899949804439e-1,
+    1.25781726111229246e-1,
+    1.60837851487422766e-2,
+    6.58749161529837803e-4,
+    1.63153871373020978e-2,
+)
+_ERF_Q = (
+    2.56852019228982242e00,
+    1.87295284992346047e00,
+    5.27905102951428412e-1,
+    6.05183413124413191e-2,
+    2.33520497626869185e-3,
+)
+_ERF_THRESH = 0.46875
+_ONE_OVER_SQRT_PI = 5.6418958354775628695e-1
+#: 2/sqrt(pi) (A[3]/B[3]): erf(x) = x * (2/sqrt(pi) + N1(x^2)/B(x^2)) with ``N1 = A - 2/sqrt(pi) B``
+#: (coefficients below, computed exactly from A and B and rounded once). Adding the leading
+#: constant last keeps the small-|x| results within ~1 ulp where x * A/B was off by up to 3.
+_TWO_OVER_SQRT_PI = 1.1283791670955126
+_ERF_N1 = (
+    -0.9426014609109095,
+    -23.47008128331435,
+    -161.48816355220197,
+    -1069.7925297128231,
+    -2.8063891728300123e-13,
+)
+
+
+def _stacked(num: tuple[float, ...], den: tuple[float, ...]) -> np.ndarray:
+    """Numerator and denominator coefficients, highest degree first, as ``(degree + 1, 2, 1)``:
+    row ``k`` is the column added at Horner step ``k`` to the stacked ``(2, n)`` accumulator, so
+    both polynomials advance in one ufunc call (half the calls, same arithmetic)."""
+    table: np.ndarray = np.array([num, den], dtype=np.float64).T.reshape(len(num), 2, 1).copy()
+    return table
+
+
+# Highest degree first: Cody's A[4] (or C[8], P[5]) leads, the denominators are monic.
+_ERF_R1 = _stacked(_ERF_N1, (1.0, *_ERF_B))
+_ERF_R2 = _stacked((_ERF_C[8], *_ERF_C[:8]), (1.0, *_ERF_D))
+_ERF_R3 = _stacked((_ERF_P[5], *_ERF_P[:5]), (1.0, *_ERF_Q))
+#: Beyond this |x|, erf is +-1 in float64 (erfc(6) = 2.2e-17 < 2^-54): |x| is clipped to it, so
+#: infinities need no case of their own.
+_ERF_ONE = 6.0
+
+#: Elements per chunk: every temporary is a float64 array of at most this many elements (the
+#: stacked numerator/denominator twice that), allocated once per call and reused by every chunk,
+#: so the scratch is at most ~1.8 MB whatever the input's size. Measured (CPU time, 1e6 float32
+#: elements, loaded 2-core machine): chunks of 4 Ki 44 ms, 8 Ki 35, 16 Ki 27, 32 Ki 25-27: the
+#: ~40 ufunc calls per chunk cost ~1 us each, which small chunks pay per few thousand elements.
+ERF_CHUNK = 1 << 15
+
+
+def _rational(coefs: np.ndarray, y: np.ndarray, nd: np.ndarray) -> np.ndarray:
+    """``num(y) / den(y)`` by Horner on the stacked ``(2, n)`` accumulator ``nd``; the quotient
+    is written into (and returned as) ``nd[0]``."""
+    np.multiply(y, coefs[0], out=nd)
+    for c in coefs[1:-1]:
+        nd += c
+        nd *= y
+    nd += coefs[-1]
+    num: np.ndarray = nd[0]
+    np.divide(num, nd[1], out=num)
+    return num
+
+
+def _erf_small(x: np.ndarray, y: np.ndarray, nd: np.ndarray, out: np.ndarray) -> None:
+    """erf for |x| <= 0.46875 into ``out`` (may be ``x``: it is read last, element by element);
+    ``y`` and ``nd`` are scratch of at least ``x.size`` elements."""
+    k = x.size
+    y, nd = y[:k], nd[:, :k]
+    np.multiply(x, x, out=y)
+    q = _rational(_ERF_R1, y, nd)
+    q += _TWO_OVER_SQRT_PI
+    np.multiply(q, x, out=out)
+
+
+def _erf_large(
+    x: np.ndarray, ax: np.ndarray, y: np.ndarray, nd: np.ndarray, out: np.ndarray
+) -> None:
+    """erf for |x| > 0.46875 (or NaN) into ``out`` (may be ``x``); the others are scratch."""
+    k = x.size
+    ax, y, nd = ax[:k], y[:k], nd[:, :k]
+    np.absolute(x, out=ax)
+    np.minimum(ax, _ERF_ONE, out=ax)
+    np.minimum(ax, 4.0, out=y)
+    q = _rational(_ERF_R2, y, nd)
+    far = np.flatnonzero(ax > 4.0)  # rare in practice (|x| > 4): its own small arrays
+    if far.size:
+        yf = ax[far]
+        z = yf * yf
+        np.reciprocal(z, out=z)
+        qf = _rational(_ERF_R3, z, np.empty((2, far.size)))
+        qf *= z
+        np.subtract(_ONE_OVER_SQRT_PI, qf, out=qf)
+        qf /= yf
+        q[far] = qf
+    # One exp(-x^2): Cody splits it in two to keep erfc's relative accuracy for large |x|, but
+    # erf = 1 - erfc only needs erfc's absolute accuracy, which the plain product gives.
+    np.multiply(ax, ax, out=y)
+    np.negative(y, out=y)
+    np.exp(y, out=y)
+    q *= y
+    np.subtract(1.0, q, out=q)
+    np.copysign(q, x, out=out)
+
+
+def _erf_chunk(
+    x: np.ndarray,
+    out: np.ndarray,
+    ax: np.ndarray,
+    y: np.ndarray,
+    nd: np.ndarray,
+    xs: np.ndarray,
+    rs: np.ndarray,
+) -> None:
+    """erf of one float64 chunk ``x`` into the float64 ``out`` (may be ``x``); the others are
+    scratch of at least ``x.size`` elements (``nd`` twice that)."""
+    k = x.size
+    np.absolute(x, out=ax[:k])
+    small = ax[:k] <= _ERF_THRESH
+    n_small = int(np.count_nonzero(small))
+    if n_small == k:
+        _erf_small(x, y, nd, out)
+    elif n_small == 0:
+        _erf_large(x, ax, y, nd, out)
+    else:
+        # Each region computes only on its own elements (gathered, then scattered back): both
+        # formulas on every element cost more than the gathers (measured).
+        i_small = np.flatnonzero(small)
+        i_large = np.flatnonzero(np.logical_not(small, out=small))
+        n_large = k - n_small
+        xl, rl = xs[:n_large], rs[:n_large]
+        np.take(x, i_large, out=xl)
+        xm, rm = xs[n_large:k], rs[n_large:k]
+        np.take(x, i_small, out=xm)  # both gathered before out (maybe x) is written
+        _erf_large(xl, ax, y, nd, rl)
+        _erf_small(xm, y, nd, rm)
+        out[i_large] = rl
+        out[i_small] = rm
 
 
 def _erf(x: np.ndarray, out: np.ndarray) -> None:
-    """The error function. numpy has no ``erf`` ufunc (and the VM needs numpy only), so this
-    calls ``math.erf`` per element, over temporary lists of ``ERF_CHUNK`` elements: correct to
-    the last bit, but slow. Safe in place (each chunk is read before it is written)."""
+    """The error function, vectorised: W. J. Cody's rational approximations (1969, as in his
+    CALERF), computed in float64 for every float dtype and rounded once into ``out``.
+
+    Accuracy against ``math.erf`` (tests/vm/test_erf.py, 2e6 points on [-7, 7] and the
+    extremes): float64 within 4 ulp, relative error below 5e-16 (92% of results equal); float32
+    and float16 are the float64 result rounded once, so within 1 ulp of the correctly rounded
+    value (equal on all but a handful of points per million). NaN propagates, erf(+-inf) =
+    +-1, erf(-0.0) = -0.0.
+
+    Works in chunks of ``ERF_CHUNK`` elements with float64 scratch allocated once per call (a
+    fixed ~1.8 MB at most). Safe in place (``out`` may be ``x``); a non-contiguous ``x`` (or one of
+    another dtype) is first copied into ``out`` and computed there in place."""
     if x.shape != out.shape:
         raise ValueError(f"erf: input shape {x.shape} but output shape {out.shape}")
-    src = x.reshape(-1)  # a view (a copy of the input's size if x is not contiguous)
-    dst = out.reshape(-1)  # out is C-contiguous: a view
-    for i in range(0, x.size, ERF_CHUNK):
-        part = src[i : i + ERF_CHUNK].tolist()
-        values = np.fromiter(map(math.erf, part), dtype=np.float64, count=len(part))
-        np.copyto(dst[i : i + ERF_CHUNK], values, casting="unsafe")
+    n = out.size
+    if n == 0:
+        return
+    if x.dtype != out.dtype or not x.flags.c_contiguous:
+        np.copyto(out, x, casting="unsafe")
+        x = out
+    src = x.reshape(-1)  # views: both are C-contiguous
+    dst = out.reshape(-1)
+    m = min(n, ERF_CHUNK)
+    ax, y, xs, rs = (np.empty(m) for _ in range(4))
+    nd = np.empty((2, m))
+    wide = out.dtype == np.float64
+    buf = None if wide else np.empty(m)
+    with np.errstate(all="ignore"):  # underflow to 0 near +-6, NaN inputs: expected, not errors
+        for i in range(0, n, ERF_CHUNK):
+            part = src[i : i + ERF_CHUNK]
+            target = dst[i : i + ERF_CHUNK]
+            if buf is None:
+                _erf_chunk(part, target, ax, y, nd, xs, rs)
+            else:
+                b = buf[: part.size]
+                np.copyto(b, part, casting="unsafe")
+                _erf_chunk(b, b, ax, y, nd, xs, rs)
+                np.copyto(target, b, casting="unsafe")
 
 
 def _copy(x: np.ndarray, out: np.ndarray) -> None:
