@@ -1,14 +1,13 @@
-"""Neural-network kernels: dense and matmul, bias, softmax, layer norm, convolution (plain
-and transposed), pooling.
+"""Neural-network kernels: dense and matmul, bias, softmax, layer norm, global pooling, and
+the padding and window helpers of convolution and pooling (whose kernels are in ``conv``).
 
 Layouts: NCHW data, OIHW weights (a transposed convolution's is (C_in, C_out / groups, KH,
 KW)); padding is ``[top, left, bottom, right]`` (two entries ``[h, w]`` pad both sides alike).
-Convolution and pooling read windows through a strided view of the (padded) input, so the only
-temporary is the padded copy when there is padding; the transposed convolution scatters each
-kernel tap's contributions into strided slices of the output instead.
+Window views are made here (``windows``: ``as_strided`` of this module, which the loader
+fuzzer wraps with a bounds check), and any padded copy is bounded by ``PAD_FACTOR``.
 
-float16: every kernel here that accumulates (softmax, log_softmax, layer_norm, conv2d,
-conv2d_transpose, avg_pool2d, global_avg_pool2d) computes in float32 and rounds once into the
+float16: every kernel here that accumulates (softmax, log_softmax, layer_norm,
+global_avg_pool2d) computes in float32 and rounds once into the
 float16 output, as ONNX does; the temporaries are float32 copies of the operands (2x their
 bytes) and of the result.
 The matmuls need no such path: numpy's float16 ``matmul`` already sums each dot product in
@@ -304,52 +303,6 @@ def _check_hw(
     return oh, ow
 
 
-@register_kernel("nn.conv2d")
-def conv2d(attrs: Mapping[str, Any]) -> Kernel:
-    """2-d convolution, NCHW x OIHW, with strides, dilation, padding and groups.
-
-    Windows are a strided view of the (padded) input, contracted with the weight by
-    ``np.einsum(..., out=)`` per group into a view of ``out``; the padded input is a temporary
-    (bounded by ``PAD_FACTOR``). float16 pads and converts the input and the weight to float32,
-    contracts into a float32 result and rounds it once into ``out``.
-    """
-    strides, dilation, groups = attrs["strides"], attrs["dilation"], attrs["groups"]
-    pad = padding4(attrs["padding"])
-
-    def kernel(data: np.ndarray, weight: np.ndarray, out: np.ndarray) -> None:
-        if weight.ndim != 4:
-            raise ValueError(f"nn.conv2d: expected an OIHW weight, got shape {weight.shape}")
-        o, cg, kh, kw = weight.shape
-        if data.ndim != 4 or groups < 1 or data.shape[1] != cg * groups or o % groups:
-            raise ValueError(
-                f"nn.conv2d: data {data.shape} and weight {weight.shape} do not fit groups={groups}"
-            )
-        shape = _padded_shape("nn.conv2d", data, pad, out)
-        oh, ow = _check_hw("nn.conv2d", shape, (kh, kw), strides, dilation, out)
-        if out.size == 0:
-            return
-        if cg == 0:  # no input channels: every sum is empty (and groups may be anything)
-            out.fill(0)
-            return
-        wide = data.dtype == F16
-        x = _pad_hw(data, pad, 0, np.float32 if wide else None)
-        wt = weight.astype(np.float32) if wide else weight
-        acc = np.empty(out.shape, np.float32) if wide else out
-        win = windows(x, (kh, kw), strides, dilation, (oh, ow))
-        og = o // groups  # groups <= o here, so the loop is bounded by the output's channels
-        for g in range(groups):
-            np.einsum(
-                "nchwij,ocij->nohw",
-                win[:, g * cg : (g + 1) * cg],
-                wt[g * og : (g + 1) * og],
-                out=acc[:, g * og : (g + 1) * og],
-            )
-        if wide:
-            np.copyto(out, acc)
-
-    return kernel
-
-
 def _transpose_span(
     size: int, k: int, stride: int, dilation: int, begin: int, out_size: int
 ) -> tuple[int, int, int | None]:
@@ -360,147 +313,6 @@ def _transpose_span(
     lo = max(0, -(shift // stride))  # the least i with i * stride + shift >= 0
     hi = min(size, (out_size - 1 - shift) // stride + 1) if out_size > 0 else 0
     return lo, hi, (shift + lo * stride if lo < hi else None)
-
-
-@register_kernel("nn.conv2d_transpose")
-def conv2d_transpose(attrs: Mapping[str, Any]) -> Kernel:
-    """2-d transposed convolution, NCHW data x (C_in, C_out / groups, KH, KW) weight.
-
-    One batched ``np.matmul`` per call (the groups are its batch axis) gives every input pixel's
-    contribution to each kernel tap, a (G, N, H, W, O / G, KH, KW) temporary (the input times
-    KH * KW * C_out / C_in); then for each of the KH * KW taps one strided-slice add scatters its
-    plane into ``out``. Padding is applied by clipping each tap's slice to the output (nothing
-    outside it is built), output_padding is rows/columns that no tap reaches (zeros), so the
-    only temporaries are the contributions (and, for float16, float32 copies of the operands
-    and of the result, rounded once into ``out``; for a strided ``out``, a contiguous result).
-    """
-    strides, dilation, groups = attrs["strides"], attrs["dilation"], attrs["groups"]
-    output_padding = attrs["output_padding"]
-    top, left, bottom, right = padding4(attrs["padding"])
-
-    def kernel(data: np.ndarray, weight: np.ndarray, out: np.ndarray) -> None:
-        kind = "nn.conv2d_transpose"
-        if data.ndim != 4 or weight.ndim != 4 or out.ndim != 4:
-            raise ValueError(
-                f"{kind}: expected NCHW data, a 4-d weight and an NCHW output, got "
-                f"{data.shape}, {weight.shape} and {out.shape}"
-            )
-        if (
-            len(strides) != 2
-            or len(dilation) != 2
-            or len(output_padding) != 2
-            or min(*strides, *dilation) < 1
-            or min(top, left, bottom, right, *output_padding) < 0
-        ):
-            raise ValueError(
-                f"{kind}: strides {tuple(strides)} and dilation {tuple(dilation)} must be 2 "
-                f"positive entries, padding {(top, left, bottom, right)} and output_padding "
-                f"{tuple(output_padding)} non-negative"
-            )
-        n, c, h, w = data.shape
-        ci, og, kh, kw = weight.shape
-        if groups < 1 or c != ci or c % groups:
-            raise ValueError(
-                f"{kind}: data {data.shape} and weight {weight.shape} do not fit groups={groups}"
-            )
-        expected = (
-            n,
-            og * groups,
-            (h - 1) * strides[0] - top - bottom + dilation[0] * (kh - 1) + output_padding[0] + 1,
-            (w - 1) * strides[1] - left - right + dilation[1] * (kw - 1) + output_padding[1] + 1,
-        )
-        if out.shape != expected or min(h, w, kh, kw) < 1:
-            raise ValueError(f"{kind}: output should be {expected}, got {out.shape}")
-        wide = data.dtype == F16
-        if out.size == 0:
-            return
-        # The taps add into a contiguous accumulator (its (N, G, Og, OH, OW) view must alias
-        # it): out itself unless it is float16 (float32 sums) or a strided view.
-        direct = not wide and out.flags.c_contiguous
-        acc = out if direct else np.empty(out.shape, np.float32 if wide else out.dtype)
-        acc.fill(0)
-        if c == 0:  # no input channels: every sum is empty
-            np.copyto(out, acc)
-            return
-        dt = np.float32 if wide else None
-        cg = c // groups
-        # (G, N, H*W, Cg) @ (G, 1, Cg, Og*KH*KW): every pixel's contribution to every tap.
-        x = data.reshape(n, groups, cg, h * w).transpose(1, 0, 3, 2)
-        wt = weight.reshape(groups, 1, cg, og * kh * kw)
-        if dt is not None:
-            x, wt = x.astype(dt), wt.astype(dt)
-        parts = np.matmul(x, wt).reshape(groups, n, h, w, og, kh, kw)
-        parts = parts.transpose(1, 0, 4, 2, 3, 5, 6)  # (N, G, Og, H, W, KH, KW), a view
-        target = acc.reshape(n, groups, og, *out.shape[2:])  # a view: acc is contiguous
-        oh, ow = out.shape[2:]
-        for i in range(kh):
-            rlo, rhi, r0 = _transpose_span(h, i, strides[0], dilation[0], top, oh)
-            if r0 is None:
-                continue
-            rows = slice(r0, r0 + (rhi - rlo - 1) * strides[0] + 1, strides[0])
-            for j in range(kw):
-                clo, chi, c0 = _transpose_span(w, j, strides[1], dilation[1], left, ow)
-                if c0 is None:
-                    continue
-                cols = slice(c0, c0 + (chi - clo - 1) * strides[1] + 1, strides[1])
-                target[:, :, :, rows, cols] += parts[:, :, :, rlo:rhi, clo:chi, i, j]
-        if not direct:
-            np.copyto(out, acc)
-
-    return kernel
-
-
-def _pool_setup(
-    attrs: Mapping[str, Any],
-) -> tuple[tuple[int, int], Sequence[int], tuple[int, int, int, int], Sequence[int]]:
-    size = attrs["pool_size"]
-    if len(size) == 1:
-        size = (size[0], size[0])
-    if len(size) != 2:
-        raise ValueError(f"pool_size must have 2 entries, got {tuple(size)}")
-    return (size[0], size[1]), attrs["strides"], padding4(attrs["padding"]), attrs["dilation"]
-
-
-@register_kernel("nn.max_pool2d")
-def max_pool2d(attrs: Mapping[str, Any]) -> Kernel:
-    """Max pooling (NCHW): padding is -inf, so it never wins; windows (dilated by
-    ``dilation``) are a strided view, reduced with ``np.max(..., out=)``. The padded input is a
-    temporary (``PAD_FACTOR``)."""
-    size, strides, pad, dilation = _pool_setup(attrs)
-
-    def kernel(data: np.ndarray, out: np.ndarray) -> None:
-        shape = _padded_shape("nn.max_pool2d", data, pad, out)
-        oh, ow = _check_hw("nn.max_pool2d", shape, size, strides, dilation, out)
-        x = _pad_hw(data, pad, -np.inf)
-        np.max(windows(x, size, strides, dilation, (oh, ow)), axis=(4, 5), out=out)
-
-    return kernel
-
-
-@register_kernel("nn.avg_pool2d")
-def avg_pool2d(attrs: Mapping[str, Any]) -> Kernel:
-    """Average pooling (NCHW), padding excluded from the count: the window sums (windows
-    dilated by ``dilation``) of the zero-padded input divided by the number of real elements in
-    each window. The temporaries
-    are the padded input (``PAD_FACTOR``) and one padded (H, W) plane of counts; float16 sums
-    into a float32 result, rounded once into ``out``."""
-    size, strides, pad, dilation = _pool_setup(attrs)
-
-    def kernel(data: np.ndarray, out: np.ndarray) -> None:
-        shape = _padded_shape("nn.avg_pool2d", data, pad, out)
-        oh, ow = _check_hw("nn.avg_pool2d", shape, size, strides, dilation, out)
-        x = _pad_hw(data, pad, 0)
-        wide = data.dtype == F16
-        acc = np.empty(out.shape, np.float32) if wide else out
-        win = windows(x, size, strides, dilation, (oh, ow))
-        np.sum(win, axis=(4, 5), dtype=acc.dtype, out=acc)
-        ones = _pad_hw(np.ones((1, 1, *data.shape[2:]), dtype=np.float64), pad, 0)
-        counts = windows(ones, size, strides, dilation, (oh, ow)).sum(axis=(4, 5))
-        np.divide(acc, counts, acc, casting="unsafe")
-        if wide:
-            np.copyto(out, acc)
-
-    return kernel
 
 
 def _global_avg(data: np.ndarray, out: np.ndarray) -> None:

@@ -1,0 +1,400 @@
+"""Convolution and pooling on BLAS (``vm/kernels/conv.py``, issue 27) against independent
+oracles: the old einsum contraction of strided windows (float64, written here), a per-tap
+scatter for the transposed convolution, masked window reductions for pooling, and onnxruntime
+on one ``Conv`` node.
+
+Each path is reached on purpose: 1x1 convolutions (plain matmul), one input channel per
+group (depthwise, with and without a multiplier), groups that are neither 1 nor the channel
+count (all on the im2col matmul, the groups its batch axis), the im2col buffer split into
+blocks of rows or refused for the einsum fallback (a tiny ``SCRATCH_FACTOR``), the transposed convolution tap by tap, pooling per tap and by one
+reduction. Every run is made twice, with outputs pre-filled by two different junk values: the
+results must be identical (a kernel never reads ``out`` before writing it); and once more into
+a strided output.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
+from numpy.lib.stride_tricks import sliding_window_view
+from vm_testlib import KERNEL_SETTINGS
+
+import vm.kernels.conv as conv
+from vm.kernels import get_kernel_factory
+
+DTYPES = st.sampled_from(["float16", "float32", "float64"])
+
+
+def run(op: str, attrs: dict[str, Any], inputs: list[np.ndarray], shape: Any, dtype: Any) -> Any:
+    """The kernel's output, run into NaN-filled and 7-filled buffers (which must agree); and
+    once more into a strided (non-contiguous) output buffer."""
+    results = []
+    kernel = get_kernel_factory(op)(attrs)
+    for fill in (np.nan, 7.0):
+        out = np.full(shape, fill, dtype)
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            kernel(*inputs, out)
+        results.append(out)
+    np.testing.assert_array_equal(results[0], results[1])
+    wide = np.full((*shape[:-1], 2 * shape[-1]), np.nan, dtype)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        kernel(*inputs, wide[..., ::2])
+    np.testing.assert_array_equal(wide[..., ::2], results[0])
+    assert np.isnan(wide[..., 1::2]).all()  # nothing written outside the view
+    return results[0]
+
+
+def conv_oracle(x, w, strides, pad4, dilation, groups):
+    """The old kernel's formulation, in float64: einsum of the padded input's windows."""
+    top, left, bottom, right = pad4
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (top, bottom), (left, right)))
+    o, cg, kh, kw = w.shape
+    n = x.shape[0]
+    ext = (dilation[0] * (kh - 1) + 1, dilation[1] * (kw - 1) + 1)
+    oh = (xp.shape[2] - ext[0]) // strides[0] + 1
+    ow = (xp.shape[3] - ext[1]) // strides[1] + 1
+    out = np.zeros((n, o, oh, ow))
+    if min(n, oh, ow, o, cg) == 0:
+        return out
+    win = sliding_window_view(xp, ext, axis=(2, 3))
+    win = win[:, :, :: strides[0], :: strides[1], :: dilation[0], :: dilation[1]][:, :, :oh, :ow]
+    og = o // groups
+    for g in range(groups):
+        out[:, g * og : (g + 1) * og] = np.einsum(
+            "nchwij,ocij->nohw", win[:, g * cg : (g + 1) * cg], w[g * og : (g + 1) * og]
+        )
+    return out
+
+
+def check_close(got: np.ndarray, expected: np.ndarray, x: np.ndarray, w: np.ndarray) -> None:
+    """``got`` within float rounding of the float64 ``expected`` (float16: rounded once from
+    float32 sums, so within a float16 ulp of the result plus float32 error of the terms)."""
+    scale = 1 + float(np.abs(x.astype(np.float64)).max(initial=0)) * float(
+        np.abs(w.astype(np.float64)).max(initial=0)
+    ) * max(1, w[0].size if w.size else 1)
+    dt = got.dtype
+    if dt == np.float16:
+        rtol, atol = 2e-3, 1e-5 * scale
+    elif dt == np.float32:
+        rtol, atol = 1e-5, 1e-6 * scale
+    else:
+        rtol, atol = 1e-12, 1e-13 * scale
+    np.testing.assert_allclose(got.astype(np.float64), expected, rtol=rtol, atol=atol)
+
+
+@st.composite
+def conv_cases(draw: Any, depthwise: bool | None = None) -> Any:
+    kind = draw(st.sampled_from(["plain", "depthwise", "multiplier", "grouped", "1x1"]))
+    if depthwise is not None:
+        kind = "depthwise" if depthwise else kind
+    n = draw(st.integers(0, 3))
+    if kind == "plain":
+        groups, cg, og = 1, draw(st.integers(0, 5)), draw(st.integers(0, 5))
+    elif kind == "depthwise":
+        groups, cg, og = draw(st.integers(1, 7)), 1, 1
+    elif kind == "multiplier":
+        groups, cg, og = draw(st.integers(1, 5)), 1, draw(st.integers(2, 3))
+    elif kind == "grouped":
+        groups, cg, og = draw(st.integers(2, 4)), draw(st.integers(2, 3)), draw(st.integers(1, 3))
+    else:
+        groups, cg, og = draw(st.integers(1, 3)), draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    if kind == "1x1":
+        kh = kw = 1
+        strides, dilation = (1, 1), (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+        pad4 = (0, 0, 0, 0)
+    else:
+        kh, kw = draw(st.integers(1, 5)), draw(st.integers(1, 5))
+        strides = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+        dilation = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+        pad4 = tuple(draw(st.integers(0, 3)) for _ in range(4))
+    h, w = draw(st.integers(0, 13)), draw(st.integers(0, 13))
+    ext = (dilation[0] * (kh - 1) + 1, dilation[1] * (kw - 1) + 1)
+    assume(h + pad4[0] + pad4[2] >= ext[0] - 1 and w + pad4[1] + pad4[3] >= ext[1] - 1)
+    dtype = draw(DTYPES)
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    x = rng.standard_normal((n, cg * groups, h, w)).astype(dtype)
+    wt = rng.standard_normal((og * groups, cg, kh, kw)).astype(dtype)
+    return x, wt, strides, pad4, dilation, groups
+
+
+def attrs_of(strides, pad4, dilation, groups) -> dict[str, Any]:
+    return {"strides": strides, "padding": pad4, "dilation": dilation, "groups": groups}
+
+
+@KERNEL_SETTINGS
+@given(case=conv_cases())
+def test_conv2d_matches_the_einsum_oracle(case):
+    x, w, strides, pad4, dilation, groups = case
+    e = conv_oracle(x, w, strides, pad4, dilation, groups)
+    got = run("nn.conv2d", attrs_of(strides, pad4, dilation, groups), [x, w], e.shape, x.dtype)
+    check_close(got, e, x, w)
+
+
+@KERNEL_SETTINGS
+@given(case=conv_cases(depthwise=True))
+def test_depthwise_conv2d_matches_the_einsum_oracle(case):
+    x, w, strides, pad4, dilation, groups = case
+    e = conv_oracle(x, w, strides, pad4, dilation, groups)
+    got = run("nn.conv2d", attrs_of(strides, pad4, dilation, groups), [x, w], e.shape, x.dtype)
+    check_close(got, e, x, w)
+
+
+@pytest.mark.parametrize("factor", [0, 1])
+@KERNEL_SETTINGS
+@given(case=conv_cases(depthwise=False))
+def test_conv2d_with_a_small_scratch_bound_splits_or_falls_back(factor, case):
+    # factor 1 with no slack: the im2col buffer is filled and multiplied in blocks of rows;
+    # factor 0: not even one row fits, so the einsum contraction runs
+    x, w, strides, pad4, dilation, groups = case
+    e = conv_oracle(x, w, strides, pad4, dilation, groups)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(conv, "SCRATCH_FACTOR", factor)
+        m.setattr(conv, "PAD_SLACK", 0)
+        got = run("nn.conv2d", attrs_of(strides, pad4, dilation, groups), [x, w], e.shape, x.dtype)
+    check_close(got, e, x, w)
+
+
+def test_conv2d_blocks_stay_within_the_bound(monkeypatch):
+    calls: list[tuple[int, ...]] = []
+    real = conv._matmul
+
+    def spy(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+        calls.append(b.shape)
+        real(a, b, out)
+
+    monkeypatch.setattr(conv, "_matmul", spy)
+    monkeypatch.setattr(conv, "SCRATCH_FACTOR", 1)
+    monkeypatch.setattr(conv, "PAD_SLACK", 0)
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((2, 4, 9, 7)), rng.standard_normal((3, 4, 3, 3))
+    e = conv_oracle(x, w, (1, 1), (1, 1, 1, 1), (1, 1), 1)
+    got = run("nn.conv2d", attrs_of((1, 1), (1, 1, 1, 1), (1, 1), 1), [x, w], e.shape, x.dtype)
+    check_close(got, e, x, w)
+    limit = x.size + e.size
+    assert len(calls) > 3  # several blocks (3 runs of the kernel)
+    assert all(np.prod(s) <= limit for s in calls), (calls, limit)
+
+
+def test_one_by_one_conv2d_is_one_matmul_without_im2col(monkeypatch):
+    calls: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
+    real = conv._matmul
+
+    def spy(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+        calls.append((a.shape, b.shape))
+        assert np.shares_memory(b, x)  # the input itself, viewed (N, G, C/G, H*W)
+        real(a, b, out)
+
+    monkeypatch.setattr(conv, "_matmul", spy)
+    x = np.random.default_rng(1).standard_normal((2, 6, 5, 3))
+    w = np.random.default_rng(2).standard_normal((4, 3, 1, 1))
+    e = conv_oracle(x, w, (1, 1), (0, 0, 0, 0), (1, 1), 2)
+    got = run("nn.conv2d", attrs_of((1, 1), (0, 0), (1, 1), 2), [x, w], e.shape, x.dtype)
+    check_close(got, e, x, w)
+    assert calls[0] == ((2, 2, 3), (2, 2, 3, 15))
+
+
+def ort_conv(x, w, strides, pad4, dilation, groups):
+    """onnxruntime's Conv of a float32 x and w (2 threads), as the importer's ONNX node."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    top, left, bottom, right = pad4
+    node = helper.make_node(
+        "Conv",
+        ["x", "w"],
+        ["y"],
+        strides=list(strides),
+        dilations=list(dilation),
+        pads=[top, left, bottom, right],
+        group=groups,
+        kernel_shape=list(w.shape[2:]),
+    )
+    graph = helper.make_graph(
+        [node],
+        "conv",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape)),
+            helper.make_tensor_value_info("w", TensorProto.FLOAT, list(w.shape)),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 2
+    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    return sess.run(None, {"x": x, "w": w})[0]
+
+
+@KERNEL_SETTINGS
+@given(case=conv_cases())
+def test_conv2d_matches_onnxruntime(case):
+    x, w, strides, pad4, dilation, groups = case
+    x, w = x.astype(np.float32), w.astype(np.float32)
+    assume(min(x.shape) > 0 and min(w.shape) > 0)  # onnxruntime refuses some empty shapes
+    e = conv_oracle(x, w, strides, pad4, dilation, groups)
+    assume(min(e.shape) > 0)
+    expected = ort_conv(x, w, strides, pad4, dilation, groups)
+    got = run("nn.conv2d", attrs_of(strides, pad4, dilation, groups), [x, w], e.shape, x.dtype)
+    check_close(got, expected.astype(np.float64), x, w)
+
+
+def test_conv1d_like_wav2vec2_feature_extractor():
+    # the importer's Conv1d: H = 1; kernel 10 stride 5, then kernel 3 stride 2
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 1, 1, 401)).astype(np.float32)
+    w1 = rng.standard_normal((8, 1, 1, 10)).astype(np.float32)
+    e1 = conv_oracle(x, w1, (1, 5), (0, 0, 0, 0), (1, 1), 1)
+    y = run("nn.conv2d", attrs_of((1, 5), (0, 0), (1, 1), 1), [x, w1], e1.shape, np.float32)
+    check_close(y, e1, x, w1)
+    w2 = rng.standard_normal((8, 8, 1, 3)).astype(np.float32)
+    e2 = conv_oracle(y, w2, (1, 2), (0, 0, 0, 0), (1, 1), 1)
+    z = run("nn.conv2d", attrs_of((1, 2), (0, 0), (1, 1), 1), [y, w2], e2.shape, np.float32)
+    check_close(z, e2, y, w2)
+
+
+# ---- transposed convolution ------------------------------------------------------------------
+def transpose_oracle(x, w, strides, pad4, output_padding, dilation, groups):
+    """Per tap, every input pixel's contribution added at ``i * stride + tap * dilation`` of
+    the uncropped output, then cropped by the padding (float64)."""
+    n, c, h, wd = x.shape
+    _, og, kh, kw = w.shape
+    top, left, bottom, right = pad4
+    full = (
+        (h - 1) * strides[0] + dilation[0] * (kh - 1) + 1 + output_padding[0],
+        (wd - 1) * strides[1] + dilation[1] * (kw - 1) + 1 + output_padding[1],
+    )
+    acc = np.zeros((n, og * groups, *full))
+    cg = c // groups
+    x64, w64 = x.astype(np.float64), w.astype(np.float64)
+    for g in range(groups):
+        for i in range(kh):
+            for j in range(kw):
+                contrib = np.einsum(
+                    "nchw,co->nohw",
+                    x64[:, g * cg : (g + 1) * cg],
+                    w64[g * cg : (g + 1) * cg, :, i, j],
+                )
+                r, q = i * dilation[0], j * dilation[1]
+                acc[
+                    :,
+                    g * og : (g + 1) * og,
+                    r : r + (h - 1) * strides[0] + 1 : strides[0],
+                    q : q + (wd - 1) * strides[1] + 1 : strides[1],
+                ] += contrib
+    oh = full[0] - top - bottom
+    ow = full[1] - left - right
+    if min(oh, ow) < 0:
+        return None
+    return acc[:, :, top : top + oh, left : left + ow]
+
+
+@pytest.mark.parametrize("factor", [32, 0])
+@KERNEL_SETTINGS
+@given(data=st.data(), dtype=DTYPES)
+def test_conv2d_transpose_matches_the_scatter_oracle(factor, data, dtype):
+    groups = data.draw(st.sampled_from([1, 2, 3]))
+    cg, og = data.draw(st.integers(0, 3)), data.draw(st.integers(1, 3))
+    kh, kw = data.draw(st.integers(1, 4)), data.draw(st.integers(1, 4))
+    strides = (data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3)))
+    dilation = (data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3)))
+    output_padding = (
+        data.draw(st.integers(0, strides[0] - 1)),
+        data.draw(st.integers(0, strides[1] - 1)),
+    )
+    pad4 = tuple(data.draw(st.integers(0, 3)) for _ in range(4))
+    n, h, w = (
+        data.draw(st.integers(0, 2)),
+        data.draw(st.integers(1, 7)),
+        data.draw(st.integers(1, 7)),
+    )
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    x = rng.standard_normal((n, cg * groups, h, w)).astype(dtype)
+    wt = rng.standard_normal((cg * groups, og, kh, kw)).astype(dtype)
+    e = transpose_oracle(x, wt, strides, pad4, output_padding, dilation, groups)
+    assume(e is not None)
+    attrs = {
+        "strides": strides,
+        "padding": pad4,
+        "dilation": dilation,
+        "groups": groups,
+        "output_padding": output_padding,
+    }
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(conv, "SCRATCH_FACTOR", factor)  # 0: tap by tap
+        m.setattr(conv, "PAD_SLACK", 0 if factor == 0 else conv.PAD_SLACK)
+        got = run("nn.conv2d_transpose", attrs, [x, wt], e.shape, x.dtype)
+    check_close(got, e, x, wt)
+
+
+# ---- pooling ---------------------------------------------------------------------------------
+def pool_oracle(x, size, strides, pad4, dilation, kind):
+    """Max (-inf where a window holds no real element) or mean over real elements (NaN where
+    none) of each dilated window, in float64, from a mask of real positions."""
+    top, left, bottom, right = pad4
+    spec = ((0, 0), (0, 0), (top, bottom), (left, right))
+    xp = np.pad(x.astype(np.float64), spec)
+    real = np.pad(np.ones(x.shape, bool), spec)
+    ext = (dilation[0] * (size[0] - 1) + 1, dilation[1] * (size[1] - 1) + 1)
+    oh = (xp.shape[2] - ext[0]) // strides[0] + 1
+    ow = (xp.shape[3] - ext[1]) // strides[1] + 1
+    if min(oh, ow) == 0:
+        return np.zeros((*x.shape[:2], oh, ow))
+
+    def win(a):
+        v = sliding_window_view(a, ext, axis=(2, 3))
+        return v[:, :, :: strides[0], :: strides[1], :: dilation[0], :: dilation[1]][:, :, :oh, :ow]
+
+    v, m = win(xp), win(real)
+    if kind == "max":
+        return np.where(m, v, -np.inf).max(axis=(4, 5), initial=-np.inf)
+    with np.errstate(all="ignore"):
+        return np.where(m, v, 0).sum(axis=(4, 5)) / m.sum(axis=(4, 5))
+
+
+@pytest.mark.parametrize("taps_min", [0, 10**9])
+@pytest.mark.parametrize("kind", ["max", "avg"])
+@KERNEL_SETTINGS
+@given(data=st.data(), dtype=DTYPES)
+def test_pools_match_the_masked_oracle(taps_min, kind, data, dtype):
+    size = (data.draw(st.integers(1, 4)), data.draw(st.integers(1, 4)))
+    strides = (data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3)))
+    dilation = (data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3)))
+    pad4 = tuple(data.draw(st.integers(0, 4)) for _ in range(4))
+    n, c = data.draw(st.integers(0, 2)), data.draw(st.integers(0, 3))
+    h, w = data.draw(st.integers(0, 11)), data.draw(st.integers(0, 11))
+    ext = (dilation[0] * (size[0] - 1) + 1, dilation[1] * (size[1] - 1) + 1)
+    assume(h + pad4[0] + pad4[2] >= ext[0] - 1 and w + pad4[1] + pad4[3] >= ext[1] - 1)
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    x = (rng.standard_normal((n, c, h, w)) * 10).astype(dtype)
+    e = pool_oracle(x, size, strides, pad4, dilation, kind)
+    attrs = {"pool_size": size, "strides": strides, "padding": pad4, "dilation": dilation}
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(conv, "TAPS_MIN_OUTPUT", taps_min)
+        got = run(f"nn.{kind}_pool2d", attrs, [x], e.shape, x.dtype)
+    if kind == "max":
+        np.testing.assert_array_equal(got, e.astype(dtype))  # max is exact
+    else:
+        rtol = {"float16": 1e-3, "float32": 1e-6, "float64": 1e-14}[dtype]
+        np.testing.assert_allclose(got.astype(np.float64), e, rtol=rtol, atol=rtol * 40)
+
+
+def test_max_pool_keeps_nan():
+    x = np.arange(64, dtype=np.float32).reshape(1, 1, 8, 8)
+    x[0, 0, 3, 3] = np.nan
+    attrs = {"pool_size": (3, 3), "strides": (1, 1), "padding": (1, 1), "dilation": (1, 1)}
+    for taps_min in (0, 10**9):
+        conv.TAPS_MIN_OUTPUT, saved = taps_min, conv.TAPS_MIN_OUTPUT
+        try:
+            got = run("nn.max_pool2d", attrs, [x], (1, 1, 8, 8), np.float32)
+        finally:
+            conv.TAPS_MIN_OUTPUT = saved
+        assert np.isnan(got[0, 0, 2:5, 2:5]).all()
+        assert np.isnan(got).sum() == 9

@@ -1,0 +1,463 @@
+"""Convolution (plain and transposed) and pooling on BLAS and whole-tensor ufuncs (issue 27).
+
+Layouts as in ``nn``: NCHW data, OIHW weights (a transposed convolution's is (C_in,
+C_out / groups, KH, KW)); padding ``[top, left, bottom, right]`` (or ``[h, w]``).
+
+How each op runs (the measurements behind each choice: design/vm.md, "Convolution on BLAS
+(issue 27)"):
+
+- ``nn.conv2d``: an im2col buffer (N, C, KH, KW, OH, OW) filled by one strided slice copy
+  per kernel tap, clipped to the input, so padding is zeros written into the buffer (one fill),
+  never a padded copy of the input; then one ``np.matmul`` of the (G, O/G, C/G*KH*KW) weight by
+  the (N, G, C/G*KH*KW, OH*OW) buffer, written straight into ``out`` viewed as (N, G, O/G,
+  OH*OW): the groups are the batch axis of that one call. Depthwise convolutions (one input
+  channel per group) take the same path: it measured 1.4-3x faster than KH*KW shifted
+  multiply-adds over the whole tensor (clipped or over a padded copy, NCHW or channels-last).
+  The buffer is bounded by ``SCRATCH_FACTOR`` times the input and output (filled and
+  multiplied in blocks of output rows past it; if even one row would pass it, the einsum
+  contraction of the padded input's window view runs instead, as before issue 27).
+- 1x1, stride 1, no padding: the matmul alone over ``data`` viewed as (N, G, C/G, H*W).
+- ``nn.conv2d_transpose``: one batched matmul gives every input pixel's contribution to every
+  tap, then one strided-slice add per tap scatters it into ``out`` (col2im); past
+  ``SCRATCH_FACTOR`` the taps are multiplied one at a time over the input rows and columns that
+  reach the output.
+- ``nn.max_pool2d`` / ``nn.avg_pool2d``: per tap, one ufunc (``maximum`` / ``add``) of the
+  tap's strided view of the input into ``out`` clipped to where it lands (padding is never read:
+  max ignores it, the average divides by the count of real taps, an outer product of the two
+  axes' counts). Windows with many taps over few outputs (a global-like pool) reduce the
+  strided window view of ``nn.windows`` in one call instead.
+
+float16: sums accumulate in float32 and are rounded once into ``out`` (the operands are
+converted in the im2col copy itself, or by the ufunc's type promotion); max pooling needs no
+such path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from .blas_threads import matmul as _matmul
+from .nn import (
+    F16,
+    PAD_SLACK,
+    _check_hw,
+    _pad_hw,
+    _padded_shape,
+    _transpose_span,
+    padding4,
+    windows,
+)
+from .registry import Kernel, register_kernel
+
+#: A convolution's im2col buffer (and a transposed convolution's table of contributions) may
+#: hold at most ``SCRATCH_FACTOR`` times the elements of the input and the output together,
+#: plus ``PAD_SLACK``: a 3x3 convolution at stride 1 needs 9 * C / (C + O) times them, a 7x7
+#: stem at stride 2 about 2 times. Past the bound the work is split into blocks that fit it, so
+#: that no attribute can make a kernel allocate more than its tensors' size allows.
+SCRATCH_FACTOR = 32
+
+
+def _scratch_limit(*arrays: np.ndarray) -> int:
+    """The elements a kernel's scratch may hold for these operands (see ``SCRATCH_FACTOR``)."""
+    return SCRATCH_FACTOR * sum(int(a.size) for a in arrays) + PAD_SLACK
+
+
+def _span(
+    size_in: int, size_out: int, tap: int, stride: int, dilation: int, begin: int
+) -> tuple[int, int, int]:
+    """For kernel tap ``tap`` of an axis: the outputs ``[lo, hi)`` whose input position
+    ``o * stride + tap * dilation - begin`` lies in ``[0, size_in)``, and the first of those
+    input positions (``lo >= hi`` when there is none)."""
+    shift = tap * dilation - begin
+    lo = max(0, -(shift // stride))  # the least o with o * stride + shift >= 0
+    hi = min(size_out, (size_in - 1 - shift) // stride + 1)
+    return lo, hi, lo * stride + shift
+
+
+def _spans(
+    size_in: int, size_out: int, k: int, stride: int, dilation: int, begin: int
+) -> list[tuple[int, int, int, slice]]:
+    """``_span`` for each tap of an axis: ``(tap, lo, hi, input slice)``, the empty ones
+    left out."""
+    found = []
+    for t in range(k):
+        lo, hi, first = _span(size_in, size_out, t, stride, dilation, begin)
+        if lo < hi:
+            found.append((t, lo, hi, slice(first, first + (hi - lo - 1) * stride + 1, stride)))
+    return found
+
+
+def _rows_view(a: np.ndarray, r0: int, r1: int, shape: tuple[int, ...]) -> np.ndarray:
+    """Rows ``[r0, r1)`` of the C-contiguous NCHW ``a`` as a view of ``shape`` (the last axis
+    merges the rows with the full-width columns, which is a view because ``a`` is contiguous)."""
+    return a[:, :, r0:r1].reshape(shape, copy=False)
+
+
+def _accumulator(out: np.ndarray, wide: bool) -> np.ndarray:
+    """Where a kernel sums: ``out`` itself, or a contiguous float32 (float16 output) or
+    contiguous (strided output) array of its shape, copied into ``out`` at the end."""
+    if not wide and out.flags.c_contiguous:
+        return out
+    return np.empty(out.shape, np.float32 if wide else out.dtype)
+
+
+def _conv_im2col(
+    data: np.ndarray,
+    weight: np.ndarray,
+    acc: np.ndarray,
+    groups: int,
+    pad: tuple[int, int, int, int],
+    strides: Sequence[int],
+    dilation: Sequence[int],
+    rows_per_block: int,
+) -> None:
+    n, c, h, w = data.shape
+    o, cg, kh, kw = weight.shape
+    oh, ow = acc.shape[2:]
+    og, k = o // groups, cg * kh * kw
+    wt = weight.reshape(groups, og, k).astype(acc.dtype, copy=False)
+    row_spans = _spans(h, oh, kh, strides[0], dilation[0], pad[0])
+    col_spans = _spans(w, ow, kw, strides[1], dilation[1], pad[1])
+    rows = min(oh, rows_per_block)
+    block = np.empty((n, c, kh, kw, rows, ow), acc.dtype)
+    for r0 in range(0, oh, rows):
+        r1 = min(oh, r0 + rows)
+        if r1 - r0 != block.shape[4]:  # the last, shorter block: a buffer of its own size
+            block = np.empty((n, c, kh, kw, r1 - r0, ow), acc.dtype)
+        # One zero fill when some tap reads padding in this block (one memset: cheaper than
+        # zeroing each tap's borders, up to 4 calls a tap, measured), then one copy per tap.
+        if (
+            not all(lo <= r0 and hi >= r1 for _, lo, hi, _ in row_spans)
+            or len(row_spans) < kh
+            or len(col_spans) < kw
+            or any(clo > 0 or chi < ow for _, clo, chi, _ in col_spans)
+        ):
+            block.fill(0)
+        for i, lo, hi, rsl in row_spans:
+            a, b = max(lo, r0), min(hi, r1)
+            if a >= b:
+                continue
+            first = rsl.start + (a - lo) * strides[0]
+            src_rows = slice(first, first + (b - a - 1) * strides[0] + 1, strides[0])
+            for j, clo, chi, csl in col_spans:
+                np.copyto(block[:, :, i, j, a - r0 : b - r0, clo:chi], data[:, :, src_rows, csl])
+        p = (r1 - r0) * ow
+        flat = block.reshape(n, groups, k, p, copy=False)
+        _matmul(wt, flat, _rows_view(acc, r0, r1, (n, groups, og, p)))
+
+
+@register_kernel("nn.conv2d")
+def conv2d(attrs: Mapping[str, Any]) -> Kernel:
+    """2-d convolution, NCHW x OIHW, with strides, dilation, padding and groups: an im2col
+    buffer and one BLAS matmul (groups as its batch axis), a plain matmul for 1x1 convolutions,
+    depthwise ones on the im2col path too (see the module doc). float16 accumulates in
+    float32 and rounds once into ``out``.
+    """
+    strides, dilation, groups = attrs["strides"], attrs["dilation"], attrs["groups"]
+    pad = padding4(attrs["padding"])
+
+    def kernel(data: np.ndarray, weight: np.ndarray, out: np.ndarray) -> None:
+        if weight.ndim != 4:
+            raise ValueError(f"nn.conv2d: expected an OIHW weight, got shape {weight.shape}")
+        o, cg, kh, kw = weight.shape
+        if data.ndim != 4 or groups < 1 or data.shape[1] != cg * groups or o % groups:
+            raise ValueError(
+                f"nn.conv2d: data {data.shape} and weight {weight.shape} do not fit groups={groups}"
+            )
+        shape = _padded_shape("nn.conv2d", data, pad, out)
+        _, ow = _check_hw("nn.conv2d", shape, (kh, kw), strides, dilation, out)
+        if out.size == 0:
+            return
+        if cg == 0:  # no input channels: every sum is empty (and groups may be anything)
+            out.fill(0)
+            return
+        wide = data.dtype == F16
+        acc = _accumulator(out, wide)
+        n, c, h, w = data.shape
+        og = o // groups
+        if kh == kw == 1 and tuple(strides) == (1, 1) and not any(pad):
+            x = data.reshape(n, groups, cg, h * w)
+            wt = weight.reshape(groups, og, cg)
+            if wide:
+                x, wt = x.astype(np.float32), wt.astype(np.float32)
+            _matmul(wt, x, acc.reshape(n, groups, og, h * w, copy=False))
+        else:
+            per_row = n * c * kh * kw * ow
+            rows = _scratch_limit(data, out) // per_row
+            if rows >= 1:
+                _conv_im2col(data, weight, acc, groups, pad, strides, dilation, rows)
+            else:
+                _conv_einsum(data, weight, acc, groups, pad, strides, dilation)
+        if acc is not out:
+            np.copyto(out, acc)
+
+    return kernel
+
+
+def _conv_einsum(
+    data: np.ndarray,
+    weight: np.ndarray,
+    acc: np.ndarray,
+    groups: int,
+    pad: tuple[int, int, int, int],
+    strides: Sequence[int],
+    dilation: Sequence[int],
+) -> None:
+    """The contraction without im2col, for an output row whose buffer would pass the bound:
+    ``np.einsum`` of the (padded, bounded by ``PAD_FACTOR``) input's windows per group."""
+    o, cg, kh, kw = weight.shape
+    x = _pad_hw(data, pad, 0, acc.dtype)
+    wt = weight.astype(acc.dtype, copy=False)
+    win = windows(x, (kh, kw), strides, dilation, acc.shape[2:])
+    og = o // groups  # groups <= o here, so the loop is bounded by the output's channels
+    for g in range(groups):
+        np.einsum(
+            "nchwij,ocij->nohw",
+            win[:, g * cg : (g + 1) * cg],
+            wt[g * og : (g + 1) * og],
+            out=acc[:, g * og : (g + 1) * og],
+        )
+
+
+@register_kernel("nn.conv2d_transpose")
+def conv2d_transpose(attrs: Mapping[str, Any]) -> Kernel:
+    """2-d transposed convolution, NCHW data x (C_in, C_out / groups, KH, KW) weight.
+
+    One batched matmul per call (the groups are its batch axis) of the transposed weight by the
+    input viewed as (N, G, C_in / G, H*W) gives every input pixel's contribution to each kernel
+    tap, a (N, G, C_out / G, KH, KW, H, W) temporary; then one strided-slice add per tap
+    scatters its plane into ``out`` (col2im). Padding clips each tap's slice to the output,
+    output_padding is rows/columns no tap reaches (zeros). Past ``SCRATCH_FACTOR`` the taps are
+    multiplied one at a time, each over the input rows and columns that reach the output (a
+    temporary of at most the output's size). float16 sums in float32, rounded once into
+    ``out``; a strided ``out`` gets a contiguous result copied into it.
+    """
+    strides, dilation, groups = attrs["strides"], attrs["dilation"], attrs["groups"]
+    output_padding = attrs["output_padding"]
+    top, left, bottom, right = padding4(attrs["padding"])
+
+    def kernel(data: np.ndarray, weight: np.ndarray, out: np.ndarray) -> None:
+        kind = "nn.conv2d_transpose"
+        if data.ndim != 4 or weight.ndim != 4 or out.ndim != 4:
+            raise ValueError(
+                f"{kind}: expected NCHW data, a 4-d weight and an NCHW output, got "
+                f"{data.shape}, {weight.shape} and {out.shape}"
+            )
+        if (
+            len(strides) != 2
+            or len(dilation) != 2
+            or len(output_padding) != 2
+            or min(*strides, *dilation) < 1
+            or min(top, left, bottom, right, *output_padding) < 0
+        ):
+            raise ValueError(
+                f"{kind}: strides {tuple(strides)} and dilation {tuple(dilation)} must be 2 "
+                f"positive entries, padding {(top, left, bottom, right)} and output_padding "
+                f"{tuple(output_padding)} non-negative"
+            )
+        n, c, h, w = data.shape
+        ci, og, kh, kw = weight.shape
+        if groups < 1 or c != ci or c % groups:
+            raise ValueError(
+                f"{kind}: data {data.shape} and weight {weight.shape} do not fit groups={groups}"
+            )
+        expected = (
+            n,
+            og * groups,
+            (h - 1) * strides[0] - top - bottom + dilation[0] * (kh - 1) + output_padding[0] + 1,
+            (w - 1) * strides[1] - left - right + dilation[1] * (kw - 1) + output_padding[1] + 1,
+        )
+        if out.shape != expected or min(h, w, kh, kw) < 1:
+            raise ValueError(f"{kind}: output should be {expected}, got {out.shape}")
+        if out.size == 0:
+            return
+        acc = _accumulator(out, data.dtype == F16)
+        acc.fill(0)
+        if c > 0:  # else no input channels: every sum is empty
+            _transpose_taps(data, weight, acc, groups, (top, left), strides, dilation)
+        if acc is not out:
+            np.copyto(out, acc)
+
+    return kernel
+
+
+def _transpose_taps(
+    data: np.ndarray,
+    weight: np.ndarray,
+    acc: np.ndarray,
+    groups: int,
+    begin: tuple[int, int],
+    strides: Sequence[int],
+    dilation: Sequence[int],
+) -> None:
+    """Add every tap's contributions into the zeroed, contiguous ``acc`` (see
+    ``conv2d_transpose``)."""
+    n, c, h, w = data.shape
+    _, og, kh, kw = weight.shape
+    oh, ow = acc.shape[2:]
+    cg = c // groups
+    dt = acc.dtype
+    # (G, Og*KH*KW, Cg): the weight's groups, each transposed (a view; BLAS reads it so)
+    wt = weight.reshape(groups, cg, og * kh * kw).astype(dt, copy=False).swapaxes(1, 2)
+    target = acc.reshape(n, groups, og, oh, ow, copy=False)
+    spans = []
+    for i in range(kh):
+        rlo, rhi, r0 = _transpose_span(h, i, strides[0], dilation[0], begin[0], oh)
+        if r0 is None:
+            continue
+        rows = slice(r0, r0 + (rhi - rlo - 1) * strides[0] + 1, strides[0])
+        for j in range(kw):
+            clo, chi, c0 = _transpose_span(w, j, strides[1], dilation[1], begin[1], ow)
+            if c0 is not None:
+                cols = slice(c0, c0 + (chi - clo - 1) * strides[1] + 1, strides[1])
+                spans.append((i, j, rlo, rhi, clo, chi, rows, cols))
+    if n * og * groups * kh * kw * h * w <= _scratch_limit(data, acc):
+        x = data.reshape(n, groups, cg, h * w).astype(dt, copy=False)
+        parts = np.empty((n, groups, og * kh * kw, h * w), dt)
+        _matmul(wt, x, parts)
+        taps = parts.reshape(n, groups, og, kh, kw, h, w, copy=False)
+        for i, j, rlo, rhi, clo, chi, rows, cols in spans:
+            region = target[:, :, :, rows, cols]
+            np.add(region, taps[:, :, :, i, j, rlo:rhi, clo:chi], region)
+        return
+    # One tap at a time: its input rows/columns land on distinct outputs, so each product is
+    # at most the output's size.
+    wt = wt.reshape(groups, og, kh, kw, cg)
+    for i, j, rlo, rhi, clo, chi, rows, cols in spans:
+        x = data[:, :, rlo:rhi, clo:chi].astype(dt).reshape(n, groups, cg, -1)
+        part = np.empty((n, groups, og, x.shape[-1]), dt)
+        _matmul(wt[:, :, i, j], x, part)
+        region = target[:, :, :, rows, cols]
+        np.add(region, part.reshape(region.shape), region)
+
+
+def _pool_setup(
+    attrs: Mapping[str, Any],
+) -> tuple[tuple[int, int], Sequence[int], tuple[int, int, int, int], Sequence[int]]:
+    size = attrs["pool_size"]
+    if len(size) == 1:
+        size = (size[0], size[0])
+    if len(size) != 2:
+        raise ValueError(f"pool_size must have 2 entries, got {tuple(size)}")
+    return (size[0], size[1]), attrs["strides"], padding4(attrs["padding"]), attrs["dilation"]
+
+
+#: Pooling runs one ufunc call per tap when the output has at least this many elements per
+#: tap... (below it, one reduction of the window view costs less than the calls' overhead).
+TAPS_MIN_OUTPUT = 1024
+
+
+def _pool_taps(
+    data: np.ndarray,
+    acc: np.ndarray,
+    size: tuple[int, int],
+    strides: Sequence[int],
+    dilation: Sequence[int],
+    pad: tuple[int, int, int, int],
+    op: np.ufunc,
+    fill: Any,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``op``-accumulate each tap's strided view of ``data`` into ``acc`` where it lands (the
+    rest of ``acc`` starts at ``fill``); returns how many taps reach each output row and each
+    output column."""
+    h, w = data.shape[2:]
+    oh, ow = acc.shape[2:]
+    row_spans = _spans(h, oh, size[0], strides[0], dilation[0], pad[0])
+    col_spans = _spans(w, ow, size[1], strides[1], dilation[1], pad[1])
+    first = next(
+        (
+            (i, j, rsl, csl)
+            for i, lo, hi, rsl in row_spans
+            if (lo, hi) == (0, oh)
+            for j, clo, chi, csl in col_spans
+            if (clo, chi) == (0, ow)
+        ),
+        None,
+    )
+    if first is None:
+        acc.fill(fill)
+    else:  # a tap that reaches every output starts the result (no fill pass)
+        np.copyto(acc, data[:, :, first[2], first[3]])
+    for i, lo, hi, rsl in row_spans:
+        for j, clo, chi, csl in col_spans:
+            if first is not None and (i, j) == first[:2]:
+                continue
+            region = acc[:, :, lo:hi, clo:chi]
+            op(region, data[:, :, rsl, csl], region)
+    counts_r = np.zeros(oh, np.int64)
+    counts_c = np.zeros(ow, np.int64)
+    for _, lo, hi, _ in row_spans:
+        counts_r[lo:hi] += 1
+    for _, lo, hi, _ in col_spans:
+        counts_c[lo:hi] += 1
+    return counts_r, counts_c
+
+
+def _lowest(dtype: np.dtype[Any]) -> Any:
+    """The value that never wins a max: -inf, or an integer type's least value."""
+    if dtype.kind == "f":
+        return -np.inf
+    if dtype.kind == "b":
+        return False
+    return np.iinfo(dtype).min
+
+
+@register_kernel("nn.max_pool2d")
+def max_pool2d(attrs: Mapping[str, Any]) -> Kernel:
+    """Max pooling (NCHW), windows dilated by ``dilation``: ``np.maximum`` of each tap's
+    strided view into ``out`` where it lands, so padding is never read and never wins (a
+    window of padding only is -inf). Few outputs per tap: one ``np.max`` over the window view
+    of the -inf-padded input (a temporary bounded by ``PAD_FACTOR``)."""
+    size, strides, pad, dilation = _pool_setup(attrs)
+
+    def kernel(data: np.ndarray, out: np.ndarray) -> None:
+        shape = _padded_shape("nn.max_pool2d", data, pad, out)
+        oh, ow = _check_hw("nn.max_pool2d", shape, size, strides, dilation, out)
+        if out.size == 0:
+            return
+        if out.size >= TAPS_MIN_OUTPUT:
+            _pool_taps(data, out, size, strides, dilation, pad, np.maximum, _lowest(out.dtype))
+            return
+        x = _pad_hw(data, pad, _lowest(data.dtype))
+        np.max(windows(x, size, strides, dilation, (oh, ow)), axis=(4, 5), out=out)
+
+    return kernel
+
+
+@register_kernel("nn.avg_pool2d")
+def avg_pool2d(attrs: Mapping[str, Any]) -> Kernel:
+    """Average pooling (NCHW), padding excluded from the count: the sums of each window's
+    real taps (windows dilated by ``dilation``; one ``np.add`` of each tap's strided view where
+    it lands) divided by their number, the outer product of the rows' and the columns' counts.
+    Few outputs per tap: one ``np.sum`` over the window view of the zero-padded input (bounded
+    by ``PAD_FACTOR``). float16 sums into a float32 result, rounded once into ``out``."""
+    size, strides, pad, dilation = _pool_setup(attrs)
+
+    def kernel(data: np.ndarray, out: np.ndarray) -> None:
+        shape = _padded_shape("nn.avg_pool2d", data, pad, out)
+        oh, ow = _check_hw("nn.avg_pool2d", shape, size, strides, dilation, out)
+        if out.size == 0:
+            return
+        acc = _accumulator(out, data.dtype == F16)
+        h, w = data.shape[2:]
+        if out.size >= TAPS_MIN_OUTPUT:
+            rows, cols = _pool_taps(data, acc, size, strides, dilation, pad, np.add, 0)
+        else:
+            x = _pad_hw(data, pad, 0)
+            win = windows(x, size, strides, dilation, (oh, ow))
+            np.sum(win, axis=(4, 5), dtype=acc.dtype, out=acc)
+            rows = np.zeros(oh, np.int64)
+            cols = np.zeros(ow, np.int64)
+            for _, lo, hi, _ in _spans(h, oh, size[0], strides[0], dilation[0], pad[0]):
+                rows[lo:hi] += 1
+            for _, lo, hi, _ in _spans(w, ow, size[1], strides[1], dilation[1], pad[1]):
+                cols[lo:hi] += 1
+        counts = np.multiply.outer(rows, cols).astype(np.float64)
+        np.divide(acc, counts, acc, casting="unsafe")
+        if acc is not out:
+            np.copyto(out, acc)
+
+    return kernel
