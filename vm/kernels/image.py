@@ -14,10 +14,15 @@ coordinate transformation mode, with the axis's scale: the one given, or out/in)
 
 An axis whose extent and scale (within ``math.isclose``) do not change is skipped, as the
 reference skips it. Shapes, scales and attributes are checked first (ValueError naming them).
+
+The index and weight tables of an axis depend only on its sizes, its scale and the attributes:
+they are computed once per such key (``axis_table``, a bounded LRU cache of read-only arrays) and
+reused by every later call at the same shapes.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -130,6 +135,55 @@ def _blend(data: np.ndarray, axis: int, index: np.ndarray, coeffs: np.ndarray) -
     return acc
 
 
+#: Output axes up to this long have their tables cached (see ``axis_table``); longer ones are
+#: computed per call, so the cache cannot hold more than a bounded amount of memory.
+CACHED_AXIS_MAX = 1 << 12
+
+
+def axis_table(
+    mode: str,
+    coord: str,
+    nearest: str,
+    cubic_a: float,
+    exclude: bool,
+    size_in: int,
+    size_out: int,
+    scale: float,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """One axis's input indices and (linear/cubic) weights, read-only: ``nearest`` gives
+    ``(indices, None)``, else ``taps``'s ``(out, taps)`` pair. Cached (LRU, 128 axes) for an
+    output axis up to ``CACHED_AXIS_MAX`` long, so the cache stays below 128 * 2**12 * 64
+    bytes (cubic's 4 indices and 4 weights an element: 34 MB at worst, a few KB an axis for
+    ordinary images) whatever the shapes."""
+    if size_out <= CACHED_AXIS_MAX:
+        return _cached_axis_table(mode, coord, nearest, cubic_a, exclude, size_in, size_out, scale)
+    return _axis_table(mode, coord, nearest, cubic_a, exclude, size_in, size_out, scale)
+
+
+def _axis_table(
+    mode: str,
+    coord: str,
+    nearest: str,
+    cubic_a: float,
+    exclude: bool,
+    size_in: int,
+    size_out: int,
+    scale: float,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    coords = source_coordinates(coord, size_in, size_out, scale)
+    if mode == "nearest":  # exclude_outside does not apply (see ir/ops/image.py)
+        index = nearest_indices(coords, nearest, size_in)
+        index.flags.writeable = False
+        return index, None
+    index, coeffs = taps(coords, mode, size_in, cubic_a, exclude)
+    index.flags.writeable = False
+    coeffs.flags.writeable = False
+    return index, coeffs
+
+
+_cached_axis_table = functools.lru_cache(maxsize=128)(_axis_table)
+
+
 def _check(
     x: np.ndarray, out: np.ndarray, sizes: Sequence[Any], scales: Sequence[float] | None
 ) -> None:
@@ -174,11 +228,12 @@ def resize(attrs: Mapping[str, Any]) -> Kernel:
             scale = float(scales[a]) if scales is not None else size_out / size_in
             if size_out == size_in and math.isclose(scale, 1.0):
                 continue  # the reference leaves such an axis as it is
-            coords = source_coordinates(coord, size_in, size_out, scale)
-            if mode == "nearest":  # exclude_outside does not apply (see ir/ops/image.py)
-                result = np.take(result, nearest_indices(coords, nearest, size_in), axis=a)
+            index, coeffs = axis_table(
+                mode, coord, nearest, cubic_a, exclude, size_in, size_out, scale
+            )
+            if coeffs is None:
+                result = np.take(result, index, axis=a)
             else:
-                index, coeffs = taps(coords, mode, size_in, cubic_a, exclude)
                 result = _blend(result.astype(np.float64, copy=False), a, index, coeffs)
         if out.dtype.kind in "iu" and result.dtype != out.dtype:
             info = np.iinfo(out.dtype)
