@@ -23,6 +23,7 @@ from vm import Executable
 from .errors import CompileError
 from .lower import lower
 from .passes.base import ModulePass
+from .passes.fuse_attention import FuseAttention, Sequential
 from .passes.fuse_ops import FuseOps
 from .passes.infer_types import InferTypes, stale_type
 from .passes.kill import KillAfterLastUse
@@ -39,7 +40,7 @@ def default_passes(planner: PlanMemory | None = None) -> list[tuple[str, ModuleP
     return [
         ("types", InferTypes()),
         ("selected", SimplifySelection()),
-        ("rewritten", MergeSharedMatmuls()),
+        ("rewritten", Sequential(MergeSharedMatmuls(), FuseAttention())),
         ("fused", FuseOps()),
         ("anf", ToANF()),
         ("manifest", ManifestAlloc()),

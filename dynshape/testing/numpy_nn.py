@@ -47,6 +47,21 @@ def _layer_norm(ins: Sequence[Any], attrs: Mapping[str, Any]) -> np.ndarray:
     return np.asarray(norm * _along(gamma, axis, x.ndim) + _along(beta, axis, x.ndim))
 
 
+def _attention(ins: Sequence[Any], attrs: Mapping[str, Any]) -> np.ndarray:
+    """Written out as the unfused ops compute it: matmul, scale, add the mask, softmax, matmul
+    (each operand permuted first, the result permuted last)."""
+
+    def permuted(x: Any, axes: Any) -> np.ndarray:
+        return np.asarray(x if axes is None else np.transpose(x, axes))
+
+    q, k, v = (permuted(x, attrs[f"{n}_axes"]) for x, n in zip(ins[:3], "qkv", strict=True))
+    dtype = q.dtype
+    scores = np.matmul(q, np.swapaxes(k, -1, -2)) * attrs["scale"] + np.asarray(ins[3])
+    probs = _softmax(scores, -1)
+    out = np.matmul(probs, v.astype(np.float64)).astype(dtype)
+    return permuted(out, attrs["out_axes"])
+
+
 def _batch_matmul(ins: Sequence[Any], attrs: Mapping[str, Any]) -> np.ndarray:
     x, y = ins
     if attrs["transpose_a"]:
@@ -155,6 +170,7 @@ NN_OPS: dict[str, Callable[[Sequence[Any], Mapping[str, Any]], Any]] = {
     "nn.dense": lambda ins, attrs: np.matmul(ins[0], np.swapaxes(ins[1], 0, 1)),
     "nn.matmul": lambda ins, attrs: np.matmul(ins[0], ins[1]),
     "nn.batch_matmul": _batch_matmul,
+    "nn.attention": _attention,
     "nn.bias_add": lambda ins, attrs: ins[0] + _along(ins[1], attrs["axis"], ins[0].ndim),
     "nn.softmax": lambda ins, attrs: _softmax(ins[0], attrs["axis"]),
     "nn.log_softmax": lambda ins, attrs: _log_softmax(ins[0], attrs["axis"]),

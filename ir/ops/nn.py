@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..attrs import BOOL, FLOAT, INT, INT_LIST, attr
+from ..attrs import BOOL, FLOAT, INT, INT_LIST, attr, optional
 from ..op import OpPattern
 from ._declare import all_same_float, all_same_numeric, declare, float_like
 
@@ -53,6 +53,24 @@ declare(
     [attr("axis", INT, -1)],
     doc="log of softmax along axis",
     in_place=True,  # max/sum are taken before the first write; each later step is in place
+)
+declare(
+    "nn.attention",
+    ["q", "k", "v", "mask"],
+    OpPattern.OUT_ELEMWISE_FUSABLE,
+    all_same_float,
+    [
+        attr("scale", FLOAT, 1.0),
+        attr("q_axes", optional(INT_LIST), None),
+        attr("k_axes", optional(INT_LIST), None),
+        attr("v_axes", optional(INT_LIST), None),
+        attr("out_axes", optional(INT_LIST), None),
+    ],
+    doc="softmax(q @ k^T * scale + mask, axis=-1) @ v on (..., S_q, D) x (..., S_k, D) x "
+    "(..., S_k, Dv) -> (..., S_q, Dv), the leading axes broadcasting; each operand is first "
+    "permuted by its *_axes (None: as given) and the result is permuted by out_axes; the "
+    "additive mask broadcasts to the scores (..., S_q, S_k) without widening them (design/"
+    "compiler_fusion.md, 'Attention as one kernel')",
 )
 declare(
     "nn.layer_norm",

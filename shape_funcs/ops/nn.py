@@ -70,6 +70,61 @@ def softmax(ctx: ShapeContext, x: Shape, *, axis: int = -1) -> Shape:
     return x
 
 
+def _permuted(x: Shape, axes: Sequence[int] | None, name: str) -> Shape:
+    """``x`` with its axes permuted by ``axes`` (``None``: as it is); ``axes`` lists every
+    axis of ``x`` once, as non-negative indices."""
+    if axes is None:
+        return x
+    if sorted(axes) != list(range(len(x))):
+        fail(f"{name}={list(axes)} must be a permutation of 0..{len(x) - 1}")
+    return tuple(x[a] for a in axes)
+
+
+@register_shape_func("nn.attention")
+def attention(
+    ctx: ShapeContext,
+    q: Shape,
+    k: Shape,
+    v: Shape,
+    mask: Shape,
+    *,
+    scale: float = 1.0,
+    q_axes: Sequence[int] | None = None,
+    k_axes: Sequence[int] | None = None,
+    v_axes: Sequence[int] | None = None,
+    out_axes: Sequence[int] | None = None,
+) -> Shape:
+    """``softmax(q @ k^T * scale + mask) @ v``: after the permutations, ``(..., S_q, D) x
+    (..., S_k, D) x (..., S_k, Dv) -> (..., S_q, Dv)`` with the leading axes broadcast as
+    numpy's matmul does, then permuted by ``out_axes``; ``mask`` broadcasts to the scores
+    ``(..., S_q, S_k)`` and may not widen them (each of its dims is 1 or the scores')."""
+    q = _permuted(q, q_axes, "q_axes")
+    k = _permuted(k, k_axes, "k_axes")
+    v = _permuted(v, v_axes, "v_axes")
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        require_min_rank(x, 2, f"{name} (permuted)")
+    rq, rk, rv = len(q), len(k), len(v)
+    ctx.check_equal(q[rq - 1], k[rk - 1], "q.shape[-1] == k.shape[-1] (after the permutations)")
+    ctx.check_equal(k[rk - 2], v[rv - 2], "k.shape[-2] == v.shape[-2] (after the permutations)")
+    lead = broadcast_pair(ctx, q[: rq - 2], k[: rk - 2], "q", "k")
+    scores = (*lead, q[rq - 2], k[rk - 2])
+    if len(mask) > len(scores):
+        fail(f"mask has rank {len(mask)}, more than the scores' {len(scores)}")
+    offset = len(scores) - len(mask)
+    for i, m in enumerate(mask):
+        s = scores[offset + i]
+        # The mask is added in place to the scores: it may broadcast, never widen them.
+        ctx.check_equal(
+            ctx.broadcast(s, m, "mask.shape[{}] with the scores' axis {}", i, offset + i),
+            s,
+            "mask.shape[{}] is 1 or the scores' axis {}",
+            i,
+            offset + i,
+        )
+    out = (*broadcast_pair(ctx, lead, v[: rv - 2], "q @ k^T", "v"), q[rq - 2], v[rv - 1])
+    return _permuted(out, out_axes, "out_axes")
+
+
 @register_shape_func("nn.layer_norm")
 def layer_norm(
     ctx: ShapeContext,

@@ -513,3 +513,31 @@ def _global_pool(op: str) -> st.SearchStrategy[Case]:
         return Case([s], {}, numpy_shape(lambda: reduce(np.zeros(s), axis=(2, 3), keepdims=True)))
 
     return shapes(min_rank=4, max_rank=4).map(make)
+
+
+@cases("nn.attention")
+def _attention(op: str) -> st.SearchStrategy[Case]:
+    @st.composite
+    def make(draw: st.DrawFn) -> Case:
+        b, h, s_q, s_k, d, dv = (draw(st.integers(0, 4)) for _ in range(6))
+        # GQA-style broadcasting of the leading axes; a mask that broadcasts to the scores.
+        hq, hk, hv = draw(st.sampled_from([(h, h, h), (1, h, h), (h, 1, 1), (h, h, 1)]))
+        q, k, v = (b, hq, s_q, d), (b, hk, s_k, d), (b, hv, s_k, dv)
+        hs = max(hq, hk) if 0 not in (hq, hk) else 0
+        mask = draw(st.sampled_from([(), (s_k,), (b, 1, 1, s_k), (1, hs, s_q, s_k), (s_q, 1)]))
+        perm = draw(st.sampled_from([None, [0, 2, 1, 3]]))
+        out_perm = draw(st.sampled_from([None, [0, 2, 1, 3]]))
+
+        def given(shape: tuple[int, ...]) -> tuple[int, ...]:
+            return shape if perm is None else tuple(shape[p] for p in perm)  # an involution
+
+        def run() -> np.ndarray:
+            qa, ka, va = np.zeros(q), np.zeros(k), np.zeros(v)
+            out = np.matmul(np.matmul(qa, ka.swapaxes(-1, -2)) + np.zeros(mask), va)
+            return out if out_perm is None else out.transpose(out_perm)
+
+        attrs = {"scale": 0.5, "q_axes": perm, "k_axes": perm, "v_axes": perm}
+        attrs["out_axes"] = out_perm
+        return Case([given(q), given(k), given(v), mask], attrs, numpy_shape(run))
+
+    return make()

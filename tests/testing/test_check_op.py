@@ -45,6 +45,18 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         ],
         "attrs": {"dtype": st.sampled_from(["float32", "int64"])},
     },
+    "nn.attention": {
+        # (..., S_q, D) x (..., S_k, D) x (..., S_k, Dv) and a mask broadcasting to the scores:
+        # heads broadcasting (GQA), S_k = 0, 0-size batch, the head split read through axes.
+        "shapes": [
+            [(2, 3, 4), (2, 5, 4), (2, 5, 6), (2, 3, 5)],
+            [(3, 4), (5, 4), (5, 2), (5,)],
+            [(2, 4, 3, 4), (2, 1, 5, 4), (2, 1, 5, 3), (2, 1, 1, 5)],
+            [(1, 4), (0, 4), (0, 3), ()],
+            [(0, 2, 3), (1, 4, 3), (1, 4, 2), (1, 2, 4)],
+        ],
+        "attrs": {"scale": st.sampled_from([1.0, 0.35])},
+    },
     "argwhere": {"inputs": [[_X > 7], [np.zeros((2, 3), F32)], [_f(0, 1, 2)], [_scalar(1, F32)]]},
     "compress": {
         # masks as long as axis 0: bool, float (non-zero selects), none selected, 0-size

@@ -3,7 +3,7 @@
 Importing this package registers every built-in kernel.
 """
 
-from . import conv, create, dynamic, elementwise, image, nn, reduce, transform
+from . import attention, conv, create, dynamic, elementwise, image, nn, reduce, transform
 from . import registry as _registry
 from .registry import (
     Kernel,
@@ -22,6 +22,7 @@ _registry.mark_builtins()
 __all__ = [
     "Kernel",
     "KernelFactory",
+    "attention",
     "conv",
     "create",
     "dynamic",

@@ -84,6 +84,13 @@ BUILTIN_SCHEMAS: dict[str, dict[str, str]] = {
     "mod": {},
     "multiply": {},
     "negative": {},
+    "nn.attention": {
+        "scale": "float",
+        "q_axes": "list[int] or None",
+        "k_axes": "list[int] or None",
+        "v_axes": "list[int] or None",
+        "out_axes": "list[int] or None",
+    },
     "nn.avg_pool2d": {
         "pool_size": "list[int]",
         "strides": "list[int]",

@@ -1,0 +1,357 @@
+"""Attention as one op: the ``fuse_attention`` pass turns the exported pattern into
+``nn.attention``.
+
+Assumes: a typed module (``InferTypes`` output), in graph form.
+Guarantees: a typed module in which every chain
+
+    P = nn.softmax(S, axis=-1)                      S = add(S1, M) | add(M, S1) | S1
+    S1 = divide(S0, c) | multiply(S0, c) | multiply(c, S0) | S0
+    S0 = nn.matmul(Q, KT)       (or nn.batch_matmul(Q, K), transpose_a=False)
+    R = nn.matmul(P, V)         (or nn.batch_matmul(P, V, transpose_a=False))
+
+whose intermediate values ``S0``, ``S1``, ``S``, ``P`` have no other use, whose dtype is
+floating point, whose operands have at least 2 axes, whose constant ``c`` is a finite
+non-zero scalar of that dtype, and whose mask ``M`` (of that dtype, of no more axes than the
+scores) leaves the scores' type unchanged when added (``str(type(S)) == str(type(S1))``: it
+broadcasts, never widens), is one call ``nn.attention(q, k, v, mask)`` computing the same
+values. Then:
+
+- a ``transpose`` feeding ``Q``, ``KT`` or ``V`` (any number of them, and also when the
+  transpose has other uses) is folded into ``q_axes``/``k_axes``/``v_axes``: the kernel reads
+  the transposed operand as a numpy view, so the head split's transposes and ``k^T`` are
+  never copied (``KT`` itself is ``k`` with its last two axes swapped: also a view);
+- a ``multiply`` or ``divide`` of ``Q`` or ``KT`` by a scalar constant (torch.export scales q
+  and k by ``sqrt(scale)`` each) is folded into ``scale``, as is ``c``;
+- when ``R``'s only use is a ``transpose``, that transpose is folded into ``out_axes`` (the
+  head merge: the kernel writes through the inverse permutation, and the ``reshape`` after it
+  becomes a reshape of a contiguous result, which ``fuse_ops`` makes a view).
+
+Anything else (another use of an intermediate, a softmax on another axis, a mask that widens
+the scores, integer dtypes, a 1-d operand, a function with ``let``s) is left as it is.
+
+Sound because each fold is an identity of the unfused ops: transposes commute into the
+matmuls' operands, scalar factors commute with matmul (up to float rounding: the scale is
+applied once to the scores, not to q and k), and the mask and softmax act on the same
+``(..., S_q, S_k)`` scores. The results differ from the unfused program within float rounding
+only (one multiply by ``1/c`` instead of a divide by ``c``).
+
+Why: the unfused chain is 4-5 kernels with a planned ``(B, H, S_q, S_k)`` tensor between
+each, plus copy kernels for the head split and merge; ``nn.attention`` is one kernel that
+keeps the scores in one temporary and reads its operands as views (design/compiler_fusion.md,
+"Attention as one kernel (issue 27)").
+
+Only the rewritten calls and their users are rebuilt; the users keep their types, the new
+calls are typed by ``CompleteTypes``. A module without the pattern is returned as it is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+import ir
+from ir import Call, Constant, Expr, Function, If, Let, Module, TensorType, Tuple, TupleGetItem
+
+from ..analysis.dataflow import Use, UseGraph, use_graph
+from .base import ModulePass
+from .infer_types import CompleteTypes
+
+_ATTENTION = ir.get_op("nn.attention")
+_FLOATS = frozenset({"float16", "float32", "float64"})
+
+
+class FuseAttention(ModulePass):
+    """Rewrite ``softmax(q @ k^T * c + mask) @ v`` chains into ``nn.attention`` (see the
+    module docstring)."""
+
+    name = "fuse_attention"
+
+    def __init__(self) -> None:
+        self.rewritten = 0
+        """How many attention chains the last ``run`` rewrote."""
+
+    def run(self, module: Module) -> Module:
+        self.rewritten = 0
+        out: dict[str, Function] = {}
+        for name, fn in module.items():
+            if fn.is_primitive:
+                out[name] = fn
+                continue
+            graph = use_graph(fn.body)
+            if any(isinstance(node, Let) for node in graph.order):
+                out[name] = fn
+                continue
+            matches = {}
+            for node in graph.order:
+                found = _match(node, graph)
+                if found is not None:
+                    matches[found.replaces] = found
+            if not matches:
+                out[name] = fn
+                continue
+            new = _Rewriter(matches).visit(fn)
+            assert isinstance(new, Function)
+            out[name] = new
+            self.rewritten += len(matches)
+        if not self.rewritten:
+            return module
+        return CompleteTypes().run(Module(out))
+
+
+def fuse_attention(module: Module) -> Module:
+    """``FuseAttention().run(module)``."""
+    return FuseAttention().run(module)
+
+
+class Sequential(ModulePass):
+    """Several passes run one after the other as one stage (the pipeline's ``rewritten``
+    stage is ``merge_matmuls`` then ``fuse_attention``)."""
+
+    name = "sequential"
+
+    def __init__(self, *passes: ModulePass) -> None:
+        self.passes = passes
+
+    def run(self, module: Module) -> Module:
+        for p in self.passes:
+            module = p.run(module)
+        return module
+
+
+@dataclasses.dataclass
+class _Match:
+    replaces: Call
+    """The node the ``nn.attention`` call stands for (the last matmul or its transpose)."""
+    q: Expr
+    k: Expr
+    v: Expr
+    mask: Expr | None
+    scale: float
+    q_axes: list[int]
+    k_axes: list[int]
+    v_axes: list[int]
+    out_axes: list[int] | None
+
+
+def _op(node: Expr, *names: str) -> Call | None:
+    if isinstance(node, Call) and node.op is not None and node.op.name in names:
+        return node
+    return None
+
+
+def _only_use(node: Expr, parent: Expr, graph: UseGraph) -> bool:
+    uses = graph.uses.get(node, [])
+    return len(uses) == 1 and uses[0][0] is parent and uses[0][1] is Use.OPERAND
+
+
+def _tensor(node: Expr) -> TensorType | None:
+    ty = node.ty
+    return ty if isinstance(ty, TensorType) else None
+
+
+def _scalar(node: Expr, dtype: str) -> float | None:
+    """The value of a finite non-zero scalar constant of ``dtype`` (0-d), else None."""
+    if not isinstance(node, Constant) or node.value.ndim != 0 or node.value.dtype.name != dtype:
+        return None
+    value = float(node.value)
+    return value if math.isfinite(value) and value != 0.0 else None
+
+
+def _scaled(node: Expr, dtype: str) -> tuple[Expr, float] | None:
+    """``(x, f)`` when ``node`` is ``x * c``, ``c * x`` or ``x / c`` with a scalar constant
+    ``c`` of the same type as ``x`` (so the product has ``x``'s type): ``node == x * f``."""
+    call = _op(node, "multiply", "divide")
+    if call is None or _tensor(call) is None:
+        return None
+    a, b = call.args
+    assert call.op is not None
+    pairs = [(a, b)] if call.op.name == "divide" else [(a, b), (b, a)]
+    for x, c in pairs:
+        value = _scalar(c, dtype)
+        if value is not None and str(_tensor(x)) == str(call.ty):
+            return x, (1.0 / value if call.op.name == "divide" else value)
+    return None
+
+
+def _transposed(node: Expr) -> tuple[Expr, list[int]] | None:
+    """``(x, axes)`` when ``node`` is ``transpose(x, axes)`` (``axes=None``: reversed)."""
+    call = _op(node, "transpose")
+    ty = _tensor(node)
+    if call is None or ty is None:
+        return None
+    axes = call.attrs["axes"]
+    rank = len(ty.shape)
+    perm = list(reversed(range(rank))) if axes is None else [a % rank for a in axes]
+    return call.args[0], perm
+
+
+def _unwrap(node: Expr, perm: list[int], dtype: str, scales: bool) -> tuple[Expr, list[int], float]:
+    """Folds transposes (and, with ``scales``, scalar factors) feeding an operand: the operand
+    is ``transpose(x, perm) * factor`` for the returned ``(x, perm, factor)``."""
+    factor = 1.0
+    while True:
+        t = _transposed(node)
+        if t is not None:
+            # node = transpose(x, a), operand = transpose(node, perm) = transpose(x, a[perm]).
+            node, perm = t[0], [t[1][p] for p in perm]
+            continue
+        s = _scaled(node, dtype) if scales else None
+        if s is not None:
+            node, factor = s[0], factor * s[1]
+            continue
+        return node, perm, factor
+
+
+def _swap_last(rank: int) -> list[int]:
+    return [*range(rank - 2), rank - 1, rank - 2]
+
+
+def _matmul_operands(node: Expr) -> tuple[Expr, Expr, bool] | None:
+    """``(a, b, b_is_transposed)`` of ``nn.matmul(a, b)`` or ``nn.batch_matmul(a, b)`` with
+    ``transpose_a=False``: ``node = a @ b`` (``b_is_transposed``: ``node = a @ b^T``)."""
+    call = _op(node, "nn.matmul", "nn.batch_matmul")
+    if call is None:
+        return None
+    a, b = call.args
+    assert call.op is not None
+    if call.op.name == "nn.matmul":
+        return a, b, False
+    if call.attrs["transpose_a"]:
+        return None
+    return a, b, bool(call.attrs["transpose_b"])
+
+
+def _match(node: Expr, graph: UseGraph) -> _Match | None:
+    """The attention chain ending at the matmul ``node``, or None (see the module doc)."""
+    second = _matmul_operands(node)
+    r_ty = _tensor(node)
+    if second is None or r_ty is None or r_ty.dtype not in _FLOATS:
+        return None
+    dtype = r_ty.dtype
+    probs, v, v_transposed = second
+    softmax = _op(probs, "nn.softmax")
+    if softmax is None or not _only_use(softmax, node, graph):
+        return None
+    p_ty, v_ty = _tensor(softmax), _tensor(v)
+    if p_ty is None or v_ty is None or len(p_ty.shape) < 2 or len(v_ty.shape) < 2:
+        return None
+    if softmax.attrs["axis"] not in (-1, len(p_ty.shape) - 1):
+        return None
+    (scores,) = softmax.args
+    mask: Expr | None = None
+    add = _op(scores, "add")
+    if add is not None:
+        if not _only_use(add, softmax, graph):
+            return None
+        found = _masked(add)
+        if found is None:
+            return None
+        scores, mask = found
+    scale = 1.0
+    scaled = _scaled(scores, dtype)
+    if scaled is not None:
+        if not _only_use(scores, add if add is not None else softmax, graph):
+            return None
+        user = scores
+        scores, scale = scaled
+    else:
+        user = add if add is not None else softmax
+    first = _matmul_operands(scores)
+    if first is None or not _only_use(scores, user, graph):
+        return None
+    q, kt, k_transposed = first
+    q_ty, k_ty, s_ty = _tensor(q), _tensor(kt), _tensor(scores)
+    if q_ty is None or k_ty is None or s_ty is None or str(s_ty) != str(p_ty):
+        return None
+    if len(q_ty.shape) < 2 or len(k_ty.shape) < 2 or s_ty.dtype != dtype:
+        return None
+    rq, rk, rv = len(q_ty.shape), len(k_ty.shape), len(v_ty.shape)
+    # The canonical k is (..., S_k, D): kt as given when the matmul transposes it already,
+    # else kt with its last two axes swapped.
+    k_perm = list(range(rk)) if k_transposed else _swap_last(rk)
+    q, q_axes, fq = _unwrap(q, list(range(rq)), dtype, scales=True)
+    k, k_axes, fk = _unwrap(kt, k_perm, dtype, scales=True)
+    v, v_axes, _ = _unwrap(v, _swap_last(rv) if v_transposed else list(range(rv)), dtype, False)
+    assert isinstance(node, Call)
+    replaces = node
+    out_axes = None
+    users = graph.uses.get(node, [])
+    if len(users) == 1 and users[0][1] is Use.OPERAND:
+        parent = users[0][0]
+        t = _transposed(parent) if isinstance(parent, Call) else None
+        if t is not None and t[0] is node and isinstance(parent, Call):
+            out_axes = t[1]
+            replaces = parent
+    return _Match(replaces, q, k, v, mask, scale * fq * fk, q_axes, k_axes, v_axes, out_axes)
+
+
+def _masked(add: Call) -> tuple[Expr, Expr] | None:
+    """``(scores, mask)`` of ``add(scores, mask)`` (or ``add(mask, scores)``) when the mask
+    broadcasts to the scores without widening them: the sum has the scores' type."""
+    a, b = add.args
+    for scores, mask in ((a, b), (b, a)):
+        s_ty, m_ty = _tensor(scores), _tensor(mask)
+        if s_ty is None or m_ty is None or m_ty.dtype != s_ty.dtype:
+            continue
+        if len(m_ty.shape) > len(s_ty.shape) or str(add.ty) != str(s_ty):
+            continue
+        if _matmul_operands(scores) is None and _scaled(scores, s_ty.dtype) is None:
+            continue
+        return scores, mask
+    return None
+
+
+def _axes(perm: Sequence[int]) -> list[int] | None:
+    return None if list(perm) == list(range(len(perm))) else [int(p) for p in perm]
+
+
+class _Rewriter(ir.ExprMutator):
+    """Replaces each matched node by its ``nn.attention`` call (untyped: ``CompleteTypes``
+    types it); every other rebuilt node keeps its original's type and facts."""
+
+    def __init__(self, matches: dict[Call, _Match]) -> None:
+        super().__init__()
+        self.matches = matches
+
+    def _typed(self, old: Expr, new: Expr) -> Expr:
+        if new is old:
+            return new
+        return dataclasses.replace(new, ty=old.ty, facts=old.facts)
+
+    def visit_call(self, call: Call) -> Expr:
+        m = self.matches.get(call)
+        if m is None:
+            return self._typed(call, super().visit_call(call))
+        ty = _tensor(m.replaces)
+        assert ty is not None
+        mask = (
+            self.visit(m.mask) if m.mask is not None else Constant(np.zeros((), np.dtype(ty.dtype)))
+        )
+        attrs = ir.Attrs(
+            {
+                "scale": float(m.scale),
+                "q_axes": _axes(m.q_axes),
+                "k_axes": _axes(m.k_axes),
+                "v_axes": _axes(m.v_axes),
+                "out_axes": None if m.out_axes is None else _axes(m.out_axes),
+            }
+        )
+        args = (self.visit(m.q), self.visit(m.k), self.visit(m.v), mask)
+        return Call(_ATTENTION, args, attrs, span=call.span)
+
+    def visit_tuple(self, tup: Tuple) -> Expr:
+        return self._typed(tup, super().visit_tuple(tup))
+
+    def visit_tuple_getitem(self, item: TupleGetItem) -> Expr:
+        return self._typed(item, super().visit_tuple_getitem(item))
+
+    def visit_if(self, node: If) -> Expr:
+        return self._typed(node, super().visit_if(node))
+
+    def visit_function(self, fn: Function) -> Expr:
+        if fn.is_primitive:
+            return fn
+        return self._typed(fn, super().visit_function(fn))

@@ -1,0 +1,144 @@
+"""The attention kernel: ``softmax(q @ k^T * scale + mask, axis=-1) @ v`` in one call.
+
+Layout: each operand is first permuted by its ``*_axes`` attribute (``None``: as given), which
+is a numpy view, never a copy: the head split ``(B, S, H, D) -> (B, H, S, D)`` and the
+transposed key of an exported model are read in place, and so is the result, written through
+the inverse permutation of ``out_axes`` (the head merge). After the permutations the operands
+are ``(..., S_q, D)``, ``(..., S_k, D)``, ``(..., S_k, Dv)``, the leading axes broadcasting as
+numpy's matmul does (grouped-query attention's shared kv heads can be a 1-axis); ``mask`` is
+additive, of the operands' dtype, broadcast to the scores ``(..., S_q, S_k)``.
+
+Steps: the scores by one batched matmul (BLAS; ``blas_threads.matmul``), the scale and the mask
+applied in place, the softmax in place (max-shifted, exp, sum, one reciprocal of the sums, a
+multiply: the same arithmetic as the ``nn.softmax`` kernel, so a row whose every score is
+``-inf`` gives NaN as the unfused program does), then one batched matmul into ``out``.
+
+The scores are the kernel's one temporary, ``prod(leading) * S_q * S_k`` elements. It is
+bounded: past ``SCORES_MAX_BYTES`` the leading axes are processed in blocks (outermost first),
+so a long sequence never allocates more than the bound (unless one ``(S_q, S_k)`` matrix is
+larger by itself). Ideally it would be scratch planned by the compiler; it is not yet
+(design/compiler_fusion.md, "Attention as one kernel").
+
+float16: computed in float32 (the operands are converted, a copy each) and rounded once into
+``out``, as the softmax kernel does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from .blas_threads import matmul as _matmul
+from .registry import Kernel, register_kernel
+
+#: The largest scores block the kernel allocates at once (bytes): 16 MiB, a (1, 8, 512, 1024)
+#: float32 block, well past the sizes where a block's matmuls stop paying their dispatch.
+SCORES_MAX_BYTES = 1 << 24
+
+_F16 = np.dtype(np.float16)
+
+
+def _view(x: np.ndarray, axes: Sequence[int] | None) -> np.ndarray:
+    return x if axes is None else x.transpose(axes)
+
+
+def _inverse(axes: Sequence[int] | None) -> list[int] | None:
+    if axes is None:
+        return None
+    inv = [0] * len(axes)
+    for i, a in enumerate(axes):
+        inv[a] = i
+    return inv
+
+
+def _is_zero_scalar(mask: np.ndarray) -> bool:
+    """A 0-d zero mask (what the rewrite passes when there is none): adding it is skipped."""
+    return mask.ndim == 0 and not mask
+
+
+def _softmax_rows(s: np.ndarray) -> None:
+    """Softmax along the last axis, in place; the arithmetic of ``nn.softmax``'s kernel."""
+    np.subtract(s, np.maximum.reduce(s, axis=-1, keepdims=True), s)
+    np.exp(s, s)
+    total = np.add.reduce(s, axis=-1, keepdims=True)
+    np.reciprocal(total, total)
+    np.multiply(s, total, s)
+
+
+def _attend(
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    mask: np.ndarray | None,
+    scale: float,
+    out: np.ndarray,
+) -> None:
+    """The whole computation for operands already permuted, of one rank (leading 1-axes where
+    they broadcast), into ``out``; blocks along the outermost leading axis past the bound."""
+    lead = out.shape[:-2]
+    s_q, s_k = q.shape[-2], k.shape[-2]
+    rows = 1
+    for d in lead:
+        rows *= d
+    size = rows * s_q * s_k * out.dtype.itemsize
+    if lead and size > SCORES_MAX_BYTES:
+        n = lead[0]
+        if n == 1:  # every operand's axis is 1 there: the next axis is the one to block
+            _attend(q[0], k[0], v[0], None if mask is None else mask[0], scale, out[0])
+            return
+        step = max(1, n * SCORES_MAX_BYTES // size)
+
+        def part(x: np.ndarray | None, i: int, j: int) -> np.ndarray | None:
+            return x if x is None or x.shape[0] == 1 else x[i:j]
+
+        for i in range(0, n, step):
+            j = min(n, i + step)
+            qb, kb, vb = part(q, i, j), part(k, i, j), part(v, i, j)
+            assert qb is not None and kb is not None and vb is not None
+            _attend(qb, kb, vb, part(mask, i, j), scale, out[i:j])
+        return
+    scores = np.empty((*np.broadcast_shapes(q.shape[:-2], k.shape[:-2]), s_q, s_k), out.dtype)
+    _matmul(q, k.swapaxes(-1, -2), scores)
+    if scores.size:
+        if scale != 1.0:
+            np.multiply(scores, scores.dtype.type(scale), scores)
+        if mask is not None:
+            np.add(scores, mask, scores)
+        _softmax_rows(scores)
+    # With S_k == 0 the scores are empty and the result is 0 (an empty sum), as numpy's.
+    _matmul(scores, v, out)
+
+
+@register_kernel("nn.attention")
+def attention(attrs: Mapping[str, Any]) -> Kernel:
+    """``softmax(q @ k^T * scale + mask, axis=-1) @ v`` with the operands permuted by their
+    ``*_axes`` (views) and the result written through ``out_axes``' inverse (see the module
+    doc)."""
+    scale = float(attrs["scale"])
+    q_axes, k_axes, v_axes = attrs["q_axes"], attrs["k_axes"], attrs["v_axes"]
+    out_inverse = _inverse(attrs["out_axes"])
+
+    def kernel(
+        q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray, out: np.ndarray
+    ) -> None:
+        target = _view(out, out_inverse)
+        if target.size == 0:
+            return
+        ops = [_view(q, q_axes), _view(k, k_axes), _view(v, v_axes)]
+        m: np.ndarray | None = None if _is_zero_scalar(mask) else mask
+        rank = max(x.ndim for x in ops)
+        ops = [x.reshape((1,) * (rank - x.ndim) + x.shape) for x in ops]
+        if m is not None and m.ndim < rank:
+            m = m.reshape((1,) * (rank - m.ndim) + m.shape)
+        if out.dtype == _F16:
+            ops = [x.astype(np.float32) for x in ops]
+            m = None if m is None else m.astype(np.float32)
+            result = np.empty(target.shape, np.float32)
+            _attend(ops[0], ops[1], ops[2], m, scale, result)
+            np.copyto(target, result)
+            return
+        _attend(ops[0], ops[1], ops[2], m, scale, target)
+
+    return kernel
