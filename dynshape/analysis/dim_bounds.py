@@ -3,13 +3,20 @@
 ``dims_le(a, b, ranges)`` answers "is ``a <= b`` for every value of the symbols?" with True only
 when it is proven (False means *not proven*). It tries, in order:
 
-1. ``ir.compare(a, "<=", b)``: sympy alone (symbols are non-negative integers);
+1. ``ir.compare(a, "<=", b, ranges)``: sympy alone (symbols are non-negative integers), then
+   the declared symbol ranges, by substitution and interval arithmetic over
+   ``+ * // % max min floor ceil`` (``ir/ranges.py``), then ``ir.dim_proofs``;
 2. the structure of ``max``/``min``: ``a <= max(b1, b2)`` if ``a <= b1`` or ``a <= b2``;
-   ``max(a1, a2) <= b`` if both are; (and the duals for ``min``) - sympy rarely sees these;
-3. ``ir.compare(a, "<=", b, ranges)``: the declared symbol ranges, by substitution and interval
-   arithmetic over ``+ * // % max min floor ceil`` (``ir/ranges.py``).
+   ``max(a1, a2) <= b`` if both are; (and the duals for ``min``) - sympy rarely sees these.
 
 Each step is sound, so the answer is a proof; the planner reuses a block only on a proof.
+
+Before any of them (issue 27: the planner asked thousands of these about convolution dims, and
+the proofs split cases for minutes), both sides are evaluated at a few sample bindings within
+the ranges (``ir.dim_proofs.sample_points``): a binding with ``a > b`` answers False at once,
+since no proof can exist. Nested floor divisions are folded first (``fold_roundings``: an
+identity). Every proof the steps attempt has
+the budget of ``ir.dim_proofs`` (``MAX_NODES``), past which it answers "not proven".
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from collections.abc import Mapping
 import sympy
 
 import ir
+from ir import dim_proofs
 
 #: Symbol ranges as the planner takes them: symbol (or name) -> ``(lo, hi)``, ``hi`` None for none.
 RangeMap = Mapping[sympy.Symbol, tuple[int, int | None]]
@@ -26,7 +34,32 @@ RangeMap = Mapping[sympy.Symbol, tuple[int, int | None]]
 
 def dims_le(a: ir.Dim, b: ir.Dim, ranges: RangeMap | None = None) -> bool:
     """True if ``a <= b`` is proven for all symbol values (within ``ranges``)."""
-    if ir.compare(a, "<=", b) is True:
+    if isinstance(a, int) and isinstance(b, int):
+        return a <= b
+    return _dims_le(_folded(a), _folded(b), ir.ranges.as_ranges(ranges))
+
+
+def _folded(d: ir.Dim) -> ir.Dim:
+    return d if isinstance(d, int) else ir.check_dim(dim_proofs.fold_roundings(d))
+
+
+def _dims_le(a: ir.Dim, b: ir.Dim, ranges: ir.Ranges) -> bool:
+    # Not cached here: an answer may depend on the proof budget left (the steps below cache
+    # their own work).
+    if isinstance(a, int) and isinstance(b, int):
+        return a <= b
+    if dim_proofs.sample_order(ir.dims.as_expr(a), ir.dims.as_expr(b), ranges)[2]:
+        return False  # a > b at a binding within the ranges: not provable, no search
+    return _proved_le(a, b, ranges or None)
+
+
+def _proved_le(a: ir.Dim, b: ir.Dim, ranges: RangeMap | None) -> bool:
+    # With the ranges at once: a proof without them is a proof with them, and each attempt of
+    # the case-splitting procedure costs. sympy's own query costs too (seconds on the peaks of
+    # a conv stack): one node of the session's budget, so that past it only samples are asked.
+    if not dim_proofs.afford():
+        return False
+    if ir.compare(a, "<=", b, ranges) is True:
         return True
     if isinstance(b, sympy.Max) and any(dims_le(a, x, ranges) for x in b.args):
         return True
@@ -43,8 +76,6 @@ def dims_le(a: ir.Dim, b: ir.Dim, ranges: RangeMap | None = None) -> bool:
             rest_a = sympy.Add(*(x for x in a.args if x not in common))
             rest_b = sympy.Add(*(x for x in b.args if x not in common))
             return dims_le(ir.check_dim(rest_a), ir.check_dim(rest_b), ranges)
-    if ranges:
-        return ir.compare(a, "<=", b, ranges) is True
     return False
 
 
@@ -59,7 +90,7 @@ def upper(dim: ir.Dim, ranges: RangeMap | None) -> int | None:
 
 def evaluate(dim: ir.Dim, values: Mapping[sympy.Basic, int]) -> int:
     """The integer value of ``dim`` for concrete symbol values (every symbol must have one)."""
-    out = ir.dim_eval.value(dim, values)
+    out = dim_proofs.value(dim, values)  # ir.dim_eval's value, with ints where it can
     if out is None:
         raise ValueError(f"the dim {dim} has no integer value at {dict(values)}")
     return out
@@ -68,7 +99,7 @@ def evaluate(dim: ir.Dim, values: Mapping[sympy.Basic, int]) -> int:
 def value_at(dim: ir.Dim, values: Mapping[sympy.Basic, int]) -> int | None:
     """The integer value of ``dim`` at ``values``, or None where it has none (a division by a
     symbol that is 0 there: the run-time checks refuse such bindings)."""
-    return ir.dim_eval.value(dim, values)
+    return dim_proofs.value(dim, values)
 
 
 def defined_at(

@@ -21,6 +21,7 @@ import sympy
 
 import ir
 from ir import Call, Expr, GlobalVar, If, Var
+from ir.dim_proofs import fold_roundings
 
 from ..dialect.memory import AllocStorage, Holds, Kill, memory_op
 from .dim_bounds import defined_at, dims_le, probe_points
@@ -84,7 +85,7 @@ def _walk(
     for let in lets:
         value, op = let.value, memory_op(let.value)
         if isinstance(op, AllocStorage):
-            sizes[let.var] = ir.dims.as_expr(op.size)
+            sizes[let.var] = fold_roundings(ir.dims.as_expr(op.size))  # as dims_le sees it
             live = ir.simplify(live + sizes[let.var])
             out.peaks.append(live)
             out.allocations += 1

@@ -486,15 +486,18 @@ class _FunctionLowering:
         def le(a: sympy.Expr, b: sympy.Expr) -> sympy.Expr:
             return sympy.Min(sympy.Max(b - a + 1, 0, evaluate=False), 1, evaluate=False)
 
-        ne = sympy.Min(_abs(lhs - rhs), 1, evaluate=False)
+        def ne(a: sympy.Expr, b: sympy.Expr) -> sympy.Expr:
+            # Unevaluated too: an evaluated Max(d, -d) of two peaks took 18-33 s (issue 27).
+            return sympy.Min(sympy.Max(a - b, b - a, evaluate=False), 1, evaluate=False)
+
         truth = {
-            "<=": le(lhs, rhs),
-            "<": le(lhs + 1, rhs),
-            ">=": le(rhs, lhs),
-            ">": le(rhs + 1, lhs),
-            "!=": ne,
-            "==": 1 - ne,
-        }[op.kind]
+            "<=": lambda: le(lhs, rhs),
+            "<": lambda: le(lhs + 1, rhs),
+            ">=": lambda: le(rhs, lhs),
+            ">": lambda: le(rhs + 1, lhs),
+            "!=": lambda: ne(lhs, rhs),
+            "==": lambda: 1 - ne(lhs, rhs),
+        }[op.kind]()
         (value,) = self.dims([ir.check_dim(truth)], symbols)
         return value if isinstance(value, Reg) else self.b.load_int(int(value))
 

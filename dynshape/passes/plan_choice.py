@@ -22,6 +22,16 @@ alone, ``K`` (``analysis/peak.py``), and keeps
 Sample bindings (small sizes first: plans tend to lose there) refute a claim before a proof is
 tried, and decide whether a test can pay; they never make a choice unsafe.
 
+**A budget** (issue 27). The proofs of one function's choice, the planner's own placement
+proofs included, may search ``PLAN_PROOF_NODES`` nodes in all (``ir.dim_proofs``
+``proof_session``; each question at most ``MAX_NODES``). A question past its budget is
+"unknown", which is never unsafe: a block not proved large enough is not reused, a plan not
+proved never worse is not kept. When the plan's proof ran out of budget, no partial plans are
+tried (each would be as costly) and the choice is what needs no proof: both bodies behind the
+run-time test where one can be made, else kills alone (freeing after last use). The pass
+records it (``PlanMemory.notes``, in the compile report: ``dynshape.CompileReport``), so a user
+sees why a function runs unplanned.
+
 So for every function and every binding, the peak that runs is at most the peak with kills
 alone. The comparisons are sound in one direction only, and that is the one used: the planned
 side is an upper bound (a tail call counts on top of the frame), the kills side a lower bound
@@ -36,7 +46,7 @@ from typing import Any
 import sympy
 
 import ir
-from ir import Call, Expr, If, TensorType, Var
+from ir import Call, Expr, If, TensorType, Var, dim_proofs
 
 from ..analysis.dim_bounds import defined_at, probe_points
 from ..analysis.peak import if_vars, max_of, paths, walk
@@ -45,6 +55,11 @@ from ..dialect.memory import Holds
 #: Paths through ``if``s compared at most, per function (2**4: four ``if``s).
 MAX_PATHS = 16
 
+#: Nodes the proofs of one function's choice may search in all (module docstring). The
+#: example models and the test corpus need at most 400 (measured when it was set); the conv
+#: stacks of issue 27 spent 3,000-18,000 on proofs that failed.
+PLAN_PROOF_NODES = 1500
+
 
 Plan = Callable[[frozenset[int]], tuple[Expr, int]]
 """The planner on one function: the planned body with the given groups left unplanned, and
@@ -52,27 +67,56 @@ how many groups it planned or left."""
 
 
 def choose(
-    plan: Plan, killed: Expr, ranges: Mapping[Any, Any], bound: frozenset[sympy.Basic]
+    plan: Plan,
+    killed: Expr,
+    ranges: Mapping[Any, Any],
+    bound: frozenset[sympy.Basic],
+    notes: list[str] | None = None,
+    name: str = "main",
 ) -> Expr:
-    """The body to keep (see the module docstring): a plan, ``killed``, or two behind a test."""
+    """The body to keep (see the module docstring): a plan, ``killed``, or two behind a test.
+    A choice made for want of proof budget is described in ``notes`` (``@name: ...``)."""
+    with dim_proofs.proof_session(max_nodes=PLAN_PROOF_NODES) as session:
+        body, kind = _choose(plan, killed, ranges, bound, session)
+    if session.budget and notes is not None:
+        notes.append(
+            f"@{name}: memory plan {kind}: {session.budget} of its size proofs ran out of "
+            f"their budget ({session.nodes:,} nodes searched, at most {PLAN_PROOF_NODES:,} per "
+            f"function and {dim_proofs.MAX_NODES} per question)"
+        )
+    return body
+
+
+def _choose(
+    plan: Plan,
+    killed: Expr,
+    ranges: Mapping[Any, Any],
+    bound: frozenset[sympy.Basic],
+    session: dim_proofs.ProofSession,
+) -> tuple[Expr, str]:
     full, count = plan(frozenset())
     costs = _CallCosts()
     proof = _Proof(killed, costs, ranges)
     if proof.holds(full):
-        return full
+        return full, "kept (proved)"
     fallback, kept = killed, frozenset[int]()
+    out_of_budget = session.budget > 0
     everything = frozenset(range(count))
-    for group in range(count if count > 1 else 0):  # one group: the full plan was that
+    # One group: the full plan was that. Out of budget: each partial plan's proof would cost as
+    # much as the full one's; the fallback is what needs no proof.
+    for group in range(count if count > 1 and not out_of_budget else 0):
+        dim_proofs.checkpoint()
         partial = plan(everything - (kept | {group}))[0]
         if proof.holds(partial):
             fallback, kept = partial, kept | {group}
+    what = "partly kept (the groups proved)" if kept else "not kept: kills alone"
     if if_vars(killed) or costs.seen:
-        return fallback
+        return fallback, what
     most, least = _peak(full, costs), _peak(fallback, costs)
     symbols = ir.free_symbols(most) | ir.free_symbols(least)
     if not symbols <= bound or not _sometimes_no_more(most, least, ranges):
-        return fallback  # the test cannot be made at entry, or the plan is seen to gain nothing
-    return _versioned(full, fallback, most, least)
+        return fallback, what  # the test cannot be made at entry, or the plan gains nothing
+    return _versioned(full, fallback, most, least), "chosen at run time (a test of the peaks)"
 
 
 class _Proof:
@@ -121,14 +165,14 @@ def _le(planned: list[ir.Dim], killed: list[ir.Dim], ranges: Mapping[Any, Any]) 
             for k, values in zip(k_list, k_values, strict=True)
             if all(y >= x for x, y in zip(a_values, values, strict=True))
         ]
-        if any(ir.compare(a, "<=", k, ranges) is True for k in above):
+        if any(dim_proofs.afford() and ir.compare(a, "<=", k, ranges) is True for k in above):
             continue
         rivals = [
             k
             for k, values in zip(k_list, k_values, strict=True)
             if any(y >= x for x, y in zip(a_values, values, strict=True))
         ]
-        if ir.compare(a, "<=", max_of(rivals), ranges) is not True:
+        if not dim_proofs.afford() or ir.compare(a, "<=", max_of(rivals), ranges) is not True:
             return False
     return True
 

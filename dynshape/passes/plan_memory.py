@@ -67,8 +67,8 @@ from typing import Any
 import sympy
 
 import ir
-from ir import Call, Expr, If, Let, Module, StorageType, Var
-from ir.dim_proofs import divisible_by
+from ir import Call, Expr, If, Let, Module, StorageType, Var, dim_proofs
+from ir.dim_proofs import divisible_by, fold_roundings
 
 from ..analysis.dim_bounds import RangeMap, dims_le, evaluate, samples, upper
 from ..analysis.entry_binding import entry_plan
@@ -113,17 +113,22 @@ class PlanMemory(ModulePass):
         self.static_arena = static_arena
         self.returned_in_arena = returned_in_arena
         self.never_worse = never_worse
+        self.notes: list[str] = []
+        """Choices the last ``run`` made for want of proof budget, one line per function
+        (``plan_choice``): the compile report shows them."""
 
     def run(self, module: Module) -> Module:
+        self.notes = []
         out = {}
         called = _called(module)
         for name, fn in module.items():
             if fn.is_primitive:
                 out[name] = fn
                 continue
+            dim_proofs.checkpoint()  # the compile's deadline, if any
             plan = _FunctionPlan(self, name, fn, self.returned_in_arena and name not in called)
             if self.never_worse:
-                body = choose(plan, fn.body, plan.ranges, plan.bound)
+                body = choose(plan, fn.body, plan.ranges, plan.bound, self.notes, name)
             else:
                 body = plan(frozenset())[0]
             out[name] = dataclasses.replace(fn, body=body)
@@ -331,7 +336,12 @@ class _Planner:
             alloc = AllocStorage.of(lets[i].value)
             assert alloc is not None
             sizes = itemsizes.get(s) or [1]
-            out.append(_Tenant(s, alloc.size, i, k[0] if k else NEVER, max(sizes), min(sizes)))
+            # Nested floor divisions folded (an identity, ``ir.dim_proofs.fold_roundings``):
+            # a conv stack's sizes are towers of ``//`` that every proof would split on.
+            size = alloc.size
+            if not isinstance(size, int):
+                size = ir.check_dim(fold_roundings(size))
+            out.append(_Tenant(s, size, i, k[0] if k else NEVER, max(sizes), min(sizes)))
         return out
 
     def groups(
@@ -359,6 +369,7 @@ class _Planner:
             )
 
         for t in tenants:
+            dim_proofs.checkpoint()
             need = ir.free_symbols(t.size)
             spot = self.written_over(t, placed, need)
             if spot is not None:  # the output takes the bytes of the input dying at its kernel
@@ -417,7 +428,7 @@ class _Planner:
             if dims_le(chosen.size, t.size, self.ranges):
                 chosen.size = t.size
             else:
-                chosen.size = ir.dim_max(chosen.size, t.size)
+                chosen.size = _grown(chosen.size, t.size)
         if chosen is None:
             chosen = _Block(t.size, t.kill)
             g.blocks.append(chosen)
@@ -462,6 +473,15 @@ class _Planner:
             if bound is not None:
                 size = bound
         g.size = ir.check_dim(size)
+
+
+def _grown(size: ir.Dim, other: ir.Dim) -> ir.Dim:
+    """``max(size, other)`` for a block neither of whose sizes is proved to hold the other:
+    one flat ``Max``, unevaluated (``ir.dim_max`` would try both proofs again, and sympy's own
+    evaluation compares every pair of arguments: seconds for the sizes of a conv stack)."""
+    args = list(size.args) if isinstance(size, sympy.Max) else [ir.dims.as_expr(size)]
+    args = list(dict.fromkeys([*args, ir.dims.as_expr(other)]))
+    return ir.check_dim(sympy.Max(*args, evaluate=False))
 
 
 def _called(module: Module) -> set[str]:
