@@ -1,0 +1,73 @@
+"""Kernels the kernel audit (benchmarks/kernel_audit.py) found slow, on their fast paths:
+``where`` as a bit select, ``nn.leaky_relu`` as max/min. Same values as the general paths,
+NaN payloads, signed zeros and infinities included, in place too."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from vm.kernels.registry import get_kernel_factory
+
+where = get_kernel_factory("where")({})
+
+
+def _masked_where(cond, x, y, shape, dtype):
+    out = np.empty(shape, dtype)
+    np.copyto(out, y)
+    np.copyto(out, x, where=cond)
+    return out
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "int8", "int64", "bool"])
+def test_where_bit_select_equals_masked_copies(dtype):
+    rng = np.random.default_rng(0)
+    shape = (6, 5)
+    x = (rng.standard_normal(shape) * 10).astype(dtype)
+    for cond, y in [
+        (rng.random(shape) < 0.5, (rng.standard_normal((1, 5)) * 10).astype(dtype)),
+        (rng.random((1, 5)) < 0.5, np.array(3, dtype)),
+        (np.array(True), x[::-1]),
+    ]:
+        want = _masked_where(cond, x, y, shape, dtype)
+        out = np.empty(shape, dtype)
+        where(cond, x, y, out)
+        assert np.array_equal(out.view(np.uint8), want.view(np.uint8))  # bit for bit
+        xx = x.copy()
+        where(cond, xx, y, xx)  # out is x
+        assert np.array_equal(xx, want)
+        yy = np.array(np.broadcast_to(y, shape))
+        where(cond, x, yy, yy)  # out is y
+        assert np.array_equal(yy, want)
+
+
+def test_where_keeps_nan_payloads_signed_zeros_and_mixed_dtypes():
+    x = np.array([np.nan, -0.0, np.inf, 1.0], np.float32)
+    x[0] = np.frombuffer(np.uint32(0x7FC01234).tobytes(), np.float32)[0]
+    y = np.array([0.0, 0.0, -np.inf, -0.0], np.float32)
+    cond = np.array([True, True, True, False])
+    out = np.empty(4, np.float32)
+    where(cond, x, y, out)
+    assert out.view(np.uint32)[0] == 0x7FC01234
+    assert np.signbit(out[1]) and out[2] == np.inf and np.signbit(out[3])
+    # Operands of another dtype than the output take the general path.
+    out64 = np.empty(4, np.float64)
+    where(cond, x.astype(np.float64), np.zeros(4, np.float64), out64)
+    assert np.array_equal(out64[1:], [0.0, np.inf, 0.0])
+
+
+@pytest.mark.parametrize("alpha", [0.01, 0.5, 1.0, 3.0, 0.0, -0.5, 1e-30, 7e4, float("inf")])
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_leaky_relu_equals_the_masked_multiply(alpha, dtype):
+    kernel = get_kernel_factory("nn.leaky_relu")({"alpha": alpha})
+    x = np.array([-2.0, -0.0, 0.0, 3.0, np.nan, -np.inf, np.inf, 1e-40, -1e-45, -7.5], dtype)
+    with np.errstate(all="ignore"):
+        want = x.copy()
+        neg = want < 0
+        want[neg] = want[neg] * dtype(alpha)
+        out = np.empty_like(x)
+        kernel(x, out)
+        assert np.array_equal(out, want, equal_nan=True)
+        assert np.array_equal(np.signbit(out), np.signbit(want))
+        kernel(x, x)  # in place: the general path
+    assert np.array_equal(x, want, equal_nan=True)
