@@ -55,6 +55,7 @@ column is seconds per 1,000 nodes).
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import multiprocessing
 import os
@@ -288,10 +289,7 @@ class Case:
 
 
 def family_cases(sizes: Sequence[str]) -> list[Case]:
-    return [
-        Case(f.name, f.build, lambda size, f=f: f.feeds(size), list(sizes))
-        for f in FAMILIES.values()
-    ]
+    return [Case(f.name, f.build, f.feeds, list(sizes)) for f in FAMILIES.values()]
 
 
 _NP_TYPES = {
@@ -490,8 +488,8 @@ def run_cases(
                 results.rows.append(Row(case.name, size, None))
                 continue
             timing = measure(
-                lambda vm=vm, feeds=feeds: vm.run(feeds),
-                (lambda feeds=feeds, sess=sess: sess.run(None, feeds)) if sess else None,
+                functools.partial(vm.run, feeds),
+                functools.partial(sess.run, None, feeds) if sess else None,
                 conditions,
                 load,
                 repeats,
