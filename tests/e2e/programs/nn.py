@@ -173,6 +173,12 @@ def _attention(x: np.ndarray, wq: np.ndarray, wk: np.ndarray, wv: np.ndarray) ->
     return softmax(scores, axis=-1) @ v
 
 
+def _attention_op(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    qh, kh, vh = (t.transpose(0, 2, 1, 3) for t in (q, k, v))  # (b, heads, s, 8)
+    scores = qh @ kh.transpose(0, 1, 3, 2) * np.float32(0.35355339) + mask
+    return (softmax(scores, axis=-1) @ vh).transpose(0, 2, 1, 3)
+
+
 def _cnn(x: np.ndarray, k: np.ndarray, w: np.ndarray) -> np.ndarray:
     h = np.maximum(conv2d(x, k, padding=(1, 1, 1, 1)), 0)
     p = max_pool2d(h, (2, 2), (2, 2))
@@ -425,6 +431,18 @@ def @main(%x: Tensor[(b, s, 8), float32], %wq: Tensor[(8, 8), float32], %wk: Ten
         # No s = 0 with b > 0: shape_of(x) is then [b, 0, 8], and dyn.reshape reads its 0 as
         # "copy the input's dim 1" (8), as reshape's 0 does, so the element counts differ.
         bindings=[{"b": 0, "s": 3}, {"b": 1, "s": 1}, {"b": 2, "s": 5}, {"b": 3, "s": 2}],
+    ),
+    Case(
+        name="attention_op_head_layout_broadcast_kv",
+        # nn.attention reading the (b, s, heads, 8) head split through its axes (views), one kv
+        # head broadcast against 4 query heads (GQA's limit), an additive (b, 1, 1, s) mask.
+        source="""
+def @main(%q: Tensor[(b, s, 4, 8), float32], %k: Tensor[(b, s, 1, 8), float32], %v: Tensor[(b, s, 1, 8), float32], %mask: Tensor[(b, 1, 1, s), float32]) -> Tensor[(b, s, 4, 8), float32] {
+  nn.attention(%q, %k, %v, %mask, scale=0.35355339, q_axes=[0, 2, 1, 3], k_axes=[0, 2, 1, 3], v_axes=[0, 2, 1, 3], out_axes=[0, 2, 1, 3])
+}
+""",
+        reference=_attention_op,
+        bindings=[{"b": 0, "s": 3}, {"b": 1, "s": 1}, {"b": 2, "s": 5}, {"b": 3, "s": 0}],
     ),
     Case(
         name="cnn_conv_pool_flatten_dense",
