@@ -2,10 +2,11 @@
 
     dynshape demo
     dynshape compile FILE --emit {parsed,types,rewritten,fused,anf,manifest,bytecode} [-o OUT]
-    dynshape compile FILE -o OUT.dsx            (save the executable)
+    dynshape compile FILE -o OUT.dsx [--time-budget SECONDS]   (save the executable)
     dynshape run FILE|EXECUTABLE --input x=3,4 --input y=y.npy [-o out.npz] [--stats|--profile]
+                 [--profile-trace trace.json]
     dynshape explain FILE [--bind n=128 ...] [--svg out.svg]   (the memory report)
-    dynshape import MODEL.onnx [-o OUT.txt] [--dim batch=1:64 ...] [--stats]
+    dynshape import MODEL.onnx [-o OUT.txt] [--dim batch=1:64 ...] [--stats] [--time-budget S]
     dynshape serve MODEL.dsx [--batch-symbol batch] [--pad seq=0] [--max-batch 64]
                    [--replicas 2] [--threads 2] [--port N]
 
@@ -27,6 +28,7 @@ import importlib
 import os
 import signal
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -39,8 +41,8 @@ from vm.executable import TensorSpec, TypeSpec
 from vm.serialize import MAGIC
 
 from .demo import run_demo
-from .errors import CompileError
-from .pipeline import STAGES, compile, stages
+from .errors import CompileError, CompileTimeoutError
+from .pipeline import STAGES, CompileReport, compile, stages
 
 EMIT_CHOICES = (*STAGES, "bytecode")
 
@@ -91,6 +93,7 @@ def _build_parser() -> argparse.ArgumentParser:
     _dim_option(comp)
     comp.add_argument("--emit", choices=EMIT_CHOICES, help="print the program after this stage")
     comp.add_argument("-o", "--output", help="write here (the executable, without --emit)")
+    _time_budget_option(comp)
 
     run = command("run", "run a program or a saved executable")
     run.add_argument("file", help="a program (text or .onnx), or a saved executable")
@@ -107,6 +110,12 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("-o", "--output", metavar="FILE.npz", help="save the results (np.load)")
     run.add_argument("--stats", action="store_true", help="print the allocator's statistics")
     run.add_argument("--profile", action="store_true", help="print the profiler's table")
+    run.add_argument(
+        "--profile-trace",
+        metavar="TRACE.json",
+        help="write a Chrome trace of the run (one event per instruction and kernel call, with "
+        "shapes; open it in Perfetto or chrome://tracing)",
+    )
 
     explain = command("explain", "the memory report: peak bytes, plan, layout")
     explain.add_argument("file", help="a program in the text format, or an ONNX model (.onnx)")
@@ -146,9 +155,21 @@ def _build_parser() -> argparse.ArgumentParser:
     imp.add_argument("-o", "--output", help="write the program text here")
     _dim_option(imp)
     imp.add_argument(
-        "--stats", action="store_true", help="how many node outputs have symbolic shapes"
+        "--stats",
+        action="store_true",
+        help="how many node outputs have symbolic shapes; the import and compile time per pass",
     )
+    _time_budget_option(imp)
     return parser
+
+
+def _time_budget_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--time-budget",
+        type=float,
+        metavar="SECONDS",
+        help="give up (an error naming the pass) if importing and compiling take longer",
+    )
 
 
 def _version() -> str:
@@ -230,7 +251,10 @@ def _import_cmd(args: argparse.Namespace) -> int:
         raise DynShapeError(f"import takes an ONNX model (.onnx), got {args.file}")
     from .onnx import import_model
 
+    t0 = time.perf_counter()
     imported = import_model(args.file, dims=_dims(args.dim) or None)
+    seconds = time.perf_counter() - t0
+    left = _left(args.time_budget, seconds)
     text = str(imported.program) + "\n"
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
@@ -238,7 +262,21 @@ def _import_cmd(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
     if args.stats:
         print(imported.stats.format())
+        report = CompileReport()  # what a compile of the model would cost, pass by pass
+        compile(imported.program, source_name=args.file, time_budget=left, report=report)
+        print(f"import: {seconds:.3f} s")
+        print(report.format())
     return 0
+
+
+def _left(budget: float | None, spent: float) -> float | None:
+    """The time budget left for the compile after ``spent`` seconds of import (the import is
+    not interruptible: past the budget already, the error names it)."""
+    if budget is None:
+        return None
+    if spent >= budget:
+        raise CompileTimeoutError("parsed", "the ONNX import", budget, spent)
+    return budget - spent
 
 
 def _read_text(path: str) -> str:
@@ -251,16 +289,18 @@ def _read_text(path: str) -> str:
 
 
 def _compile_cmd(args: argparse.Namespace) -> int:
+    t0 = time.perf_counter()
     text = _source(args)
+    budget = _left(args.time_budget, time.perf_counter() - t0)
     if args.emit is None:
         if not args.output:
             raise DynShapeError("compile needs --emit STAGE or -o OUTPUT")
-        compile(text, source_name=args.file).save(args.output)
+        compile(text, source_name=args.file, time_budget=budget).save(args.output)
         return 0
     if args.emit == "bytecode":
-        printed = compile(text, source_name=args.file).bytecode
+        printed = compile(text, source_name=args.file, time_budget=budget).bytecode
     else:
-        printed = str(stages(text, source_name=args.file)[args.emit])
+        printed = str(stages(text, source_name=args.file, time_budget=budget)[args.emit])
     if args.output:
         Path(args.output).write_text(printed + "\n", encoding="utf-8")
     else:
@@ -358,8 +398,14 @@ def _summary(name: str, arr: np.ndarray) -> str:
 
 def _run_cmd(args: argparse.Namespace) -> int:
     exe = _load_program(args)
-    vm = VirtualMachine(exe, profile=args.profile)
+    vm = VirtualMachine(exe, profile="trace" if args.profile_trace else args.profile)
     results = _results(vm.invoke(args.function, *_inputs(exe, args)))
+    if args.profile_trace:
+        try:
+            events = vm.write_chrome_trace(args.profile_trace)
+        except OSError as e:
+            raise DynShapeError(f"cannot write {args.profile_trace}: {e.strerror}") from None
+        print(f"wrote {args.profile_trace}: {events} trace events", file=sys.stderr)
     if args.output:
         try:
             with open(args.output, "wb") as f:  # as given: np.savez would add ".npz"

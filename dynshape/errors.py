@@ -5,7 +5,7 @@ from __future__ import annotations
 from dynshape_errors import DynShapeError
 from ir import Span
 
-__all__ = ["BuildError", "CompileError", "DynShapeError", "ModelImportError"]
+__all__ = ["BuildError", "CompileError", "CompileTimeoutError", "DynShapeError", "ModelImportError"]
 
 
 class CompileError(DynShapeError):
@@ -28,6 +28,21 @@ class CompileError(DynShapeError):
     def is_located(self) -> bool:
         """True once the error names where it happened."""
         return self.span is not None or self.listing is not None
+
+
+class CompileTimeoutError(CompileError):
+    """A compile ran out of its time budget (``compile(..., time_budget=seconds)``, the CLI's
+    ``--time-budget``). ``stage`` and ``pass_name`` name what was running when the deadline
+    was checked; ``budget`` and ``elapsed`` are seconds."""
+
+    def __init__(self, stage: str, pass_name: str, budget: float, elapsed: float):
+        self.stage, self.pass_name = stage, pass_name
+        self.budget, self.elapsed = budget, elapsed
+        super().__init__(
+            f"the compile ran out of its time budget of {budget:g} s in {pass_name} (the "
+            f"'{stage}' stage), after {elapsed:.2f} s; pass a larger time_budget= "
+            "(--time-budget), or None for no limit"
+        )
 
 
 class BuildError(DynShapeError):

@@ -7,20 +7,28 @@ Every stage's output is a module that prints as text and parses back (``stages``
 all), so ``dynshape compile --emit=STAGE`` can show any of them. With ``debug=True`` the IR is
 re-checked between passes (types re-inferred, printed text re-parsed and compared), so a pass
 that breaks an invariant is named.
+
+``time_budget=seconds`` bounds a compile: a cooperative deadline, checked between passes and
+inside the expensive loops (the size proofs' search, the memory planner's), raising
+``CompileTimeoutError`` naming the pass that was running. No signal, no thread: a pass is never
+interrupted in the middle of building IR. ``report=CompileReport()`` is filled with the seconds
+of every pass, the size proofs asked, and the memory plans chosen for want of proof budget.
 """
 
 from __future__ import annotations
 
 import difflib
 import os
+import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import ir
 from ir import Module
 from vm import Executable
 
-from .errors import CompileError
+from .errors import CompileError, CompileTimeoutError
 from .lower import lower
 from .passes.base import ModulePass
 from .passes.fuse_attention import FuseAttention, Sequential
@@ -100,6 +108,65 @@ def _not_a_path(text: str) -> None:
         )
 
 
+@dataclass
+class CompileReport:
+    """What one compile spent and chose (``compile(..., report=CompileReport())``; the CLI's
+    ``import --stats``)."""
+
+    passes: list[tuple[str, str, float]] = field(default_factory=list)
+    """``(stage, pass name, seconds)`` of every pass run, then ``("bytecode", "lower", s)``."""
+    notes: list[str] = field(default_factory=list)
+    """What the passes chose for want of budget (a memory plan not kept: ``PlanMemory.notes``)."""
+    proofs: str = ""
+    """The size questions asked during the compile (``ir.dim_proofs.ProofSession.summary``)."""
+
+    @property
+    def seconds(self) -> float:
+        """The compile's total, pass by pass."""
+        return sum(t for _, _, t in self.passes)
+
+    def format(self) -> str:
+        """One line per pass with its seconds and share, then the proofs and the notes."""
+        total = self.seconds or 1.0
+        lines = [f"compile: {self.seconds:.3f} s"]
+        lines += [
+            f"  {stage:<10} {name:<16} {t:8.3f} s {t / total:6.1%}"
+            for stage, name, t in self.passes
+        ]
+        if self.proofs:
+            lines.append(f"size proofs: {self.proofs}")
+        lines += [f"note: {note}" for note in self.notes]
+        return "\n".join(lines)
+
+
+#: The clock of time budgets (a test replaces it to run out of time deterministically).
+_clock: Callable[[], float] = time.perf_counter
+
+
+class _Deadline:
+    """The cooperative deadline of one compile: ``check`` raises once ``budget`` seconds have
+    passed (at once for a budget of 0), naming the pass that runs."""
+
+    def __init__(self, budget: float) -> None:
+        self.budget, self.start = budget, _clock()
+        self.stage, self.pass_name = "parsed", "parse"
+
+    def enter(self, stage: str, pass_name: str) -> None:
+        """The pass that runs from now on; checked on entry."""
+        self.stage, self.pass_name = stage, pass_name
+        self.check()
+
+    def check(self) -> None:
+        """Raise ``CompileTimeoutError`` if the budget is spent."""
+        elapsed = _clock() - self.start
+        if elapsed >= self.budget:
+            raise CompileTimeoutError(self.stage, self.pass_name, self.budget, elapsed)
+
+
+def _pass_name(p: ModulePass) -> str:
+    return str(getattr(p, "name", "") or type(p).__name__)
+
+
 class StageModules(dict[str, Module]):
     """``stages``' result: the module after each stage, by name; a name that is no stage is a
     KeyError with the closest stage name and the list."""
@@ -119,13 +186,47 @@ def stages(
     source_name: str = "<string>",
     on_stage: Callable[[str, Module], None] | None = None,
     plan_memory: bool | PlanMemory = True,
+    time_budget: float | None = None,
+    report: CompileReport | None = None,
 ) -> StageModules:
     """The module after every stage, by stage name (see ``STAGES``); types inferred on each.
 
     ``start`` names the stage the input is already at (``"manifest"`` for the printed output
     of ``--emit manifest``): the passes up to it are skipped. ``plan_memory=False`` stops after
     ``kill`` (no ``planned`` stage); a ``PlanMemory`` instance plans with its options.
+    ``time_budget`` and ``report``: see ``compile``.
     """
+    deadline = _deadline(time_budget)
+    with ir.dim_proofs.proof_session(check=deadline.check if deadline else None) as session:
+        try:
+            return _stages(
+                program, debug, start, source_name, on_stage, plan_memory, deadline, report
+            )
+        finally:
+            if report is not None:
+                report.proofs = session.summary()
+
+
+def _deadline(time_budget: float | None) -> _Deadline | None:
+    if time_budget is None:
+        return None
+    if isinstance(time_budget, bool) or not isinstance(time_budget, (int, float)):
+        raise CompileError(f"time_budget must be seconds or None, got {time_budget!r}")
+    if time_budget < 0:
+        raise CompileError(f"time_budget must be >= 0 seconds, got {time_budget}")
+    return _Deadline(float(time_budget))
+
+
+def _stages(
+    program: Module | str | os.PathLike[str],
+    debug: bool,
+    start: str,
+    source_name: str,
+    on_stage: Callable[[str, Module], None] | None,
+    plan_memory: bool | PlanMemory,
+    deadline: _Deadline | None,
+    report: CompileReport | None,
+) -> StageModules:
     if start not in STAGES:
         raise CompileError(f"unknown stage {start!r} (stages: {', '.join(STAGES)})")
     if not isinstance(plan_memory, (bool, PlanMemory)):
@@ -143,9 +244,15 @@ def stages(
             continue
         # Every pass keeps the types of what it copies and types what it builds (no
         # re-inference: that was ~70% of compile time); debug=True checks both.
+        if deadline is not None:
+            deadline.enter(stage, _pass_name(p))
+        t0 = _clock()
         module = p.run(module)
         if debug:
             _verify(stage, module)
+        if report is not None:
+            report.passes.append((stage, _pass_name(p), _clock() - t0))
+            report.notes += getattr(p, "notes", [])
         out[stage] = module
         if on_stage is not None:
             on_stage(stage, module)
@@ -159,6 +266,8 @@ def compile(
     start: str = "parsed",
     source_name: str = "<string>",
     plan_memory: bool | PlanMemory = True,
+    time_budget: float | None = None,
+    report: CompileReport | None = None,
 ) -> Executable:
     """Compile a module (or program text) to a VM executable.
 
@@ -169,14 +278,31 @@ def compile(
     ``plan_memory=PlanMemory(returned_in_arena=False)`` gives results storages of their own
     (for callers that keep many results: a kept result otherwise keeps its whole arena).
 
+    ``time_budget`` (seconds; default None, no limit) bounds the whole compile, lowering
+    included: past it, ``CompileTimeoutError`` (a ``CompileError``) names the pass that was
+    running. The size proofs have budgets of their own, counted in steps, so a compile's result
+    never depends on the machine's speed; the time budget is the user's bound on top (see
+    design/compiler.md). ``report``: a ``CompileReport`` to fill with the time of every pass,
+    the size proofs asked and the memory plans given up for want of proof budget.
+
     To check every stage on the arguments of one call, use
     ``dynshape.testing.compile_checked(program, args)`` (the reference interpreter, which the
     compiler itself never imports).
     """
-    out = stages(
-        program, debug=debug, start=start, source_name=source_name, plan_memory=plan_memory
-    )
-    return lower(out[max(out, key=STAGES.index)])  # the last stage
+    deadline = _deadline(time_budget)
+    with ir.dim_proofs.proof_session(check=deadline.check if deadline else None) as session:
+        try:
+            out = _stages(program, debug, start, source_name, None, plan_memory, deadline, report)
+            if deadline is not None:
+                deadline.enter("bytecode", "lower")
+            t0 = _clock()
+            exe = lower(out[max(out, key=STAGES.index)])  # the last stage
+            if report is not None:
+                report.passes.append(("bytecode", "lower", _clock() - t0))
+            return exe  # done: a lowering that ended past the deadline is kept (see docs)
+        finally:
+            if report is not None:
+                report.proofs = session.summary()
 
 
 def _verify(stage: str, module: Module) -> None:

@@ -58,7 +58,7 @@ MAX_PATHS = 16
 #: Nodes the proofs of one function's choice may search in all (module docstring). The
 #: example models and the test corpus need at most 400 (measured when it was set); the conv
 #: stacks of issue 27 spent 3,000-18,000 on proofs that failed.
-PLAN_PROOF_NODES = 1500
+PLAN_PROOF_NODES = 500
 
 
 Plan = Callable[[frozenset[int]], tuple[Expr, int]]
