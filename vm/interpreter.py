@@ -34,6 +34,7 @@ by the loop only there (straight-line code costs nothing extra), and a run stops
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from time import perf_counter, perf_counter_ns
@@ -84,7 +85,8 @@ class VirtualMachine:
 
     ``allocator`` is ``"pooled"`` (default), ``"naive"`` or an ``Allocator``;
     ``memory_limit`` (bytes) applies to a named allocator; ``profile`` turns on timing (see
-    ``profile_report``); ``output_policy`` is ``"auto"`` (lend a result's storage to the caller),
+    ``profile_report``; ``profile="trace"`` also records the events ``write_chrome_trace``
+    writes); ``output_policy`` is ``"auto"`` (lend a result's storage to the caller),
     ``"copy"`` or ``"transfer"`` (see the module doc); ``max_call_depth`` bounds bytecode recursion;
     ``check_memory`` turns on the memory sanitizer (``vm/sanitizer.py``): freed storage is
     poisoned, and using a view of freed memory raises ``DeadTensorError``; ``max_steps`` and
@@ -101,7 +103,7 @@ class VirtualMachine:
         exe: Executable,
         allocator: str | Allocator = "pooled",
         memory_limit: int | None = None,
-        profile: bool = False,
+        profile: bool | str = False,
         output_policy: str = "auto",
         max_call_depth: int = 10_000,
         check_memory: bool = False,
@@ -261,7 +263,7 @@ class VirtualMachine:
             self.allocator.end_call()
             idle.append(inst)
         if profiler is not None:
-            profiler.count_run(perf_counter_ns() - t0)
+            profiler.count_run(perf_counter_ns() - t0, t0, self.exe.functions[fidx].name)
         return result
 
     run_function = invoke
@@ -410,10 +412,24 @@ class VirtualMachine:
             raise VMError("this VM was built without profile=True (nor a ProfilingBackend)")
         return self.profiler.report(self.allocator.stats)
 
+    def write_chrome_trace(self, path: str | os.PathLike[str]) -> int:
+        """Write the events recorded since the VM was built (or the profiler reset) to ``path``
+        as a Chrome trace (JSON; open it in Perfetto or ``chrome://tracing``): one event per
+        run, instruction and kernel call, kernels with their operands' shapes and dtypes.
+        Needs ``profile="trace"``. Returns the number of events written."""
+        if self.profiler is None or not self.profiler.trace:
+            raise VMError(
+                'this VM records no trace: build it with profile="trace" '
+                "(or a ProfilingBackend(trace=True))"
+            )
+        return self.profiler.write_chrome_trace(path)
 
-def _choose_backend(backend: object, check_memory: bool, profile: bool) -> Backend:
+
+def _choose_backend(backend: object, check_memory: bool, profile: bool | str) -> Backend:
     """The backend named or given, wrapped by the sanitizer and then the profiler (so the
     sanitizer's checks are timed with their instructions) when asked for."""
+    if profile not in (False, True, "trace"):  # 1 == True: an int flag is fine too
+        raise VMError(f"profile must be False, True or 'trace', got {profile!r}")
     if isinstance(backend, str):
         chosen = backend_named(backend)
     elif isinstance(backend, Backend):
@@ -436,7 +452,7 @@ def _choose_backend(backend: object, check_memory: bool, profile: bool) -> Backe
     if check_memory:
         chosen = SanitizingBackend(chosen)
     if profile:
-        chosen = ProfilingBackend(chosen)
+        chosen = ProfilingBackend(chosen, trace=profile == "trace")
     return chosen
 
 
