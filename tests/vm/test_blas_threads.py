@@ -16,7 +16,7 @@ from vm.kernels.registry import get_kernel_factory
 def fresh_policy(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each test starts from the default policy with nothing measured, and looks for OpenBLAS
     again."""
-    monkeypatch.setattr(bt, "_policy", "adaptive")
+    monkeypatch.setattr(bt, "_policy", "one")
     monkeypatch.setattr(bt, "_adaptive", bt.AdaptivePolicy())
     monkeypatch.setattr(bt, "_looked", False)
     monkeypatch.setattr(bt, "_switch", None)
@@ -195,3 +195,17 @@ def test_the_switch_is_found_without_threadpoolctl(monkeypatch: pytest.MonkeyPat
     found = bt._find_switch()
     assert found is not None
     assert found.threads() == with_tpc.threads()
+
+
+def test_the_default_gives_the_same_bits_on_every_call() -> None:
+    """One thread above LOW whatever the load: a call repeated gives the same bits (OpenBLAS's
+    one- and two-thread partitions do not, for these shapes)."""
+    assert bt.policy() == "one"
+    for shape in [(8, 512, 512), (128, 128, 128), (300, 64, 400)]:
+        a, b = _operands(*shape)
+        first = np.empty((shape[0], shape[2]), np.float32)
+        bt.matmul(a, b, first)
+        for _ in range(5):
+            again = np.empty_like(first)
+            bt.matmul(a, b, again)
+            assert np.array_equal(first, again), shape

@@ -1,4 +1,4 @@
-"""BLAS threads chosen per matmul, by measured speed: the policy that holds on a busy machine.
+"""BLAS threads per matmul: a policy that holds on a busy machine and keeps results repeatable.
 
 OpenBLAS (numpy's BLAS) splits a GEMM over all its threads once the product is past its own
 small threshold (``m * n * k > 65536 * GEMM_MULTITHREAD_THRESHOLD``, 262,144 by default). On a
@@ -7,7 +7,7 @@ process uses a core they collapse: the second thread waits a scheduler quantum f
 each synchronisation, and a (256, 32) x (32, 128) product took 12 ms with two threads against
 64 us with one (188x; ``design/vm.md``, "BLAS threads on a busy machine", has the table). No
 fixed size rule is right for both machines, and which one a user has can change from one minute
-to the next. So the choice is made per call, from measurements:
+to the next. The ``adaptive`` policy makes the choice per call, from measurements:
 
 * a matmul of per-matrix work ``m * k * n`` at most ``LOW`` runs as numpy runs it (OpenBLAS is
   single-threaded there already, and the timing would cost more than it could save);
@@ -31,9 +31,16 @@ it. A matmul meant for two threads that runs while a one-thread call is in fligh
 one: that changes its speed, and its result only within float rounding (OpenBLAS partitions the
 work differently on 1 and 2 threads), as any change of ``OPENBLAS_NUM_THREADS`` does.
 
-``set_policy("adaptive" | "process" | "one")`` chooses the policy for the process (BLAS's
-thread count is process-wide too): ``adaptive`` (the default) as above, ``process`` leaves BLAS
-alone, ``one`` always runs above ``LOW`` on one thread.
+Results and the default. OpenBLAS partitions a GEMM differently on one and on two threads, and
+the results differ in the last bits (measured: (8, 512, 512) and (128, 128, 128) float32 are not
+bit for bit equal). A policy that changes the thread count from call to call thus gives the same
+call different bits as the load changes, and a VM shared by threads different bits than alone.
+So the default, ``one``, runs every matmul above ``LOW`` on one BLAS thread: the same bits on
+every call, no collapse on a busy machine, at the price of the second core on a quiet one for
+large products (two threads took 0.6-0.9x of one thread's time from 2^24 up). ``adaptive`` (the
+rule above) takes that price back where bit-for-bit repeatability does not matter, and
+``process`` leaves BLAS alone: ``set_policy(name)`` chooses, for the whole process, as BLAS's
+thread count is process-wide.
 """
 
 from __future__ import annotations
@@ -226,7 +233,7 @@ class AdaptivePolicy:
             }
 
 
-_policy = "adaptive"
+_policy = "one"
 _adaptive = AdaptivePolicy()
 _switch: _Switch | None = None
 _looked = False
@@ -234,9 +241,10 @@ _look_lock = threading.Lock()
 
 
 def set_policy(name: str) -> None:
-    """Chooses how matmuls pick BLAS threads, for the whole process: ``adaptive`` (the
-    default: by measured speed), ``process`` (as numpy runs them) or ``one`` (one thread above
-    ``LOW``). A ValueError names the choices for anything else."""
+    """Chooses how matmuls pick BLAS threads, for the whole process: ``one`` (the default: one
+    thread above ``LOW``, the same bits on every call), ``adaptive`` (by measured speed; the
+    bits may change with the load) or ``process`` (as numpy runs them). A ValueError names the
+    choices for anything else."""
     global _policy
     if name not in POLICIES:
         raise ValueError(f"BLAS thread policy must be one of {', '.join(POLICIES)}, got {name!r}")
