@@ -398,3 +398,17 @@ def test_max_pool_keeps_nan():
             conv.TAPS_MIN_OUTPUT = saved
         assert np.isnan(got[0, 0, 2:5, 2:5]).all()
         assert np.isnan(got).sum() == 9
+
+
+def test_pools_with_more_taps_than_the_cache_takes():
+    # 70 taps along W: past CACHED_TAPS_MAX, the spans are computed per call
+    assert conv.CACHED_TAPS_MAX < 70
+    x = np.random.default_rng(4).standard_normal((2, 3, 4, 75))
+    attrs = {"pool_size": (2, 70), "strides": (1, 2), "padding": (1, 3, 0, 2), "dilation": (1, 1)}
+    for kind in ("max", "avg"):
+        e = pool_oracle(x, (2, 70), (1, 2), (1, 3, 0, 2), (1, 1), kind)
+        for taps_min in (0, 10**9):
+            with pytest.MonkeyPatch.context() as m:
+                m.setattr(conv, "TAPS_MIN_OUTPUT", taps_min)
+                got = run(f"nn.{kind}_pool2d", attrs, [x], e.shape, x.dtype)
+            np.testing.assert_allclose(got, e, rtol=1e-12)

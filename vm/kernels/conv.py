@@ -34,6 +34,7 @@ such path.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -81,17 +82,47 @@ def _span(
     return lo, hi, lo * stride + shift
 
 
-def _spans(
+#: Axes with at most this many taps and outputs have their spans and tap counts cached (see
+#: ``_axis``); beyond, they are computed per call, so the cache's memory stays bounded.
+CACHED_TAPS_MAX = 64
+CACHED_OUTPUTS_MAX = 1 << 12
+
+
+def _axis(
     size_in: int, size_out: int, k: int, stride: int, dilation: int, begin: int
-) -> list[_Span]:
-    """``_span`` for each tap of an axis: ``(tap, lo, hi, input slice)``, the empty ones
-    left out."""
+) -> tuple[Sequence[_Span], np.ndarray]:
+    """The non-empty ``_span`` of each tap of an axis, ``(tap, lo, hi, input slice)``, and how
+    many taps reach each output (read-only). Cached per shape and attributes (LRU, 512 axes of
+    at most ``CACHED_TAPS_MAX`` taps and ``CACHED_OUTPUTS_MAX`` outputs): the Python loop over
+    the taps costs ~1 us a tap, as much as a small pool itself."""
+    if k <= CACHED_TAPS_MAX and size_out <= CACHED_OUTPUTS_MAX:
+        return _cached_axis(size_in, size_out, k, stride, dilation, begin)
+    return _compute_axis(size_in, size_out, k, stride, dilation, begin)
+
+
+def _compute_axis(
+    size_in: int, size_out: int, k: int, stride: int, dilation: int, begin: int
+) -> tuple[Sequence[_Span], np.ndarray]:
     found = []
+    counts = np.zeros(size_out, np.int64)
     for t in range(k):
         lo, hi, first = _span(size_in, size_out, t, stride, dilation, begin)
         if lo < hi:
             found.append((t, lo, hi, slice(first, first + (hi - lo - 1) * stride + 1, stride)))
-    return found
+            counts[lo:hi] += 1
+    counts.flags.writeable = False
+    return tuple(found), counts
+
+
+_cached_axis = functools.lru_cache(maxsize=512)(_compute_axis)
+
+
+def _spans(
+    size_in: int, size_out: int, k: int, stride: int, dilation: int, begin: int
+) -> Sequence[_Span]:
+    """``_span`` for each tap of an axis: ``(tap, lo, hi, input slice)``, the empty ones
+    left out (see ``_axis``)."""
+    return _axis(size_in, size_out, k, stride, dilation, begin)[0]
 
 
 def _rows_view(a: np.ndarray, r0: int, r1: int, shape: tuple[int, ...]) -> np.ndarray:
@@ -365,8 +396,8 @@ def _use_taps(size: tuple[int, int], out: np.ndarray) -> bool:
 def _accumulate(
     dst: np.ndarray,
     src: np.ndarray,
-    row_spans: list[_Span],
-    col_spans: list[_Span],
+    row_spans: Sequence[_Span],
+    col_spans: Sequence[_Span],
     op: np.ufunc,
     fill: Any,
 ) -> None:
@@ -421,13 +452,10 @@ def _pool_taps(
         _accumulate(acc, tmp, row_spans, [(0, 0, ow, slice(0, ow))], op, fill)
     else:
         _accumulate(acc, data, row_spans, col_spans, op, fill)
-    counts_r = np.zeros(oh, np.int64)
-    counts_c = np.zeros(ow, np.int64)
-    for _, lo, hi, _ in row_spans:
-        counts_r[lo:hi] += 1
-    for _, lo, hi, _ in col_spans:
-        counts_c[lo:hi] += 1
-    return counts_r, counts_c
+    return (
+        _axis(h, oh, size[0], strides[0], dilation[0], pad[0])[1],
+        _axis(w, ow, size[1], strides[1], dilation[1], pad[1])[1],
+    )
 
 
 def _lowest(dtype: np.dtype[Any]) -> Any:
@@ -483,12 +511,8 @@ def avg_pool2d(attrs: Mapping[str, Any]) -> Kernel:
             x = _pad_hw(data, pad, 0)
             win = windows(x, size, strides, dilation, (oh, ow))
             np.sum(win, axis=(4, 5), dtype=acc.dtype, out=acc)
-            rows = np.zeros(oh, np.int64)
-            cols = np.zeros(ow, np.int64)
-            for _, lo, hi, _ in _spans(h, oh, size[0], strides[0], dilation[0], pad[0]):
-                rows[lo:hi] += 1
-            for _, lo, hi, _ in _spans(w, ow, size[1], strides[1], dilation[1], pad[1]):
-                cols[lo:hi] += 1
+            rows = _axis(h, oh, size[0], strides[0], dilation[0], pad[0])[1]
+            cols = _axis(w, ow, size[1], strides[1], dilation[1], pad[1])[1]
         counts = np.multiply.outer(rows, cols).astype(np.float64)
         np.divide(acc, counts, acc, casting="unsafe")
         if acc is not out:
