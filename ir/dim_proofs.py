@@ -391,6 +391,7 @@ def afford(nodes: int = 1) -> bool:
     if session is None:
         return True
     if session.left() < nodes:
+        session.count(Outcome.BUDGET)  # a question left unanswered for want of budget
         return False
     session.charge(nodes)
     return True
