@@ -38,25 +38,28 @@ EXTREMES += [1e-17, 1e-8, 0.46875, -0.46875, 0.4687500000000001, 4.0, -4.0, 4.00
 EXTREMES += [5.9, 6.0, -6.0, 6.5, 27.0, 30.0, -30.0, sys.float_info.max, -sys.float_info.max]
 
 
-def test_float64_dense_grid_within_4_ulp():
-    x = np.linspace(-7.0, 7.0, 2_000_001)
+def test_float64_dense_grid_within_5_ulp():
+    # The grid, and a denser one where the error is largest (just above |x| = 0.46875, where
+    # erf = 1 - erfc cancels a bit).
+    x = np.concatenate([np.linspace(-7.0, 7.0, 2_000_001), np.linspace(0.46875, 1.2, 500_001)])
     want = _exact(x, np.float64)
     got = _run(x)
     ulps = _ulps(got, want)
-    # Achieved: max 4 ulp (near |x| = 0.47, where erf = 1 - erfc cancels a bit), relative error
-    # below 5e-16, and most results bit-equal to math.erf.
-    assert ulps.max() <= 4, (ulps.max(), x[ulps.argmax()])
+    # Achieved: at most 5 ulp (4 on the first grid), relative error below 7e-16, and most
+    # results bit-equal to math.erf.
+    assert ulps.max() <= 5, (ulps.max(), x[ulps.argmax()])
+    assert np.mean(ulps <= 1) > 0.99
     rel = np.abs(got - want) / np.maximum(np.abs(want), TINY)
-    assert rel.max() < 5e-16
-    assert np.mean(got == want) > 0.9
+    assert rel.max() < 7e-16
+    assert np.mean(got == want) > 0.85
     assert np.all(np.abs(got) <= 1.0)
-    assert np.all(np.diff(got) >= 0)  # monotonic on the grid
+    assert np.all(np.diff(got[:2_000_001]) >= 0)  # monotonic on the grid
 
 
 def test_float64_extremes():
     x = np.array(EXTREMES + [-v for v in EXTREMES])
     got, want = _run(x), _exact(x, np.float64)
-    assert _ulps(got, want).max() <= 4
+    assert _ulps(got, want).max() <= 5
     assert np.array_equal(np.signbit(got), np.signbit(want))  # erf(-0.0) is -0.0
     special = _run(np.array([np.inf, -np.inf, np.nan, -np.nan]))
     assert special[:2].tolist() == [1.0, -1.0] and np.isnan(special[2:]).all()
@@ -88,7 +91,7 @@ def test_in_place_and_out():
         want = _exact(x, dtype)
         out = np.empty_like(x)
         erf(x, out)
-        assert _ulps(out, want).max() <= (4 if dtype == np.float64 else 1)
+        assert _ulps(out, want).max() <= (5 if dtype == np.float64 else 1)
         erf(x, x)  # in place: out is x itself
         assert np.array_equal(x, out)
 
@@ -104,7 +107,7 @@ def test_regions_mixed_in_one_chunk_and_apart():
         got = _run(x)
         want = _exact(x, np.float64)
         ok = ~np.isnan(want)
-        assert _ulps(got[ok], want[ok]).max() <= 4
+        assert _ulps(got[ok], want[ok]).max() <= 5
         assert np.isnan(got[~ok]).all()
 
 
