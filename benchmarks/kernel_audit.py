@@ -54,8 +54,9 @@ KNOWN: dict[str, str] = {
     "nn.max_pool2d": "one reduction per window offset (issue 27 item 1)",
     "nn.avg_pool2d": "one reduction per window offset (issue 27 item 1)",
     "resize": "interpolation: index tables, gathers and weights per axis (issue 27 item 1)",
-    "topk": "a sort (argsort along the axis): O(n log n)",
-    "dyn.topk": "a sort (argsort along the axis): O(n log n)",
+    "topk": "np.partition per row, then a sort of the candidates (a full stable sort when "
+    "k > n/8, with NaNs or many ties)",
+    "dyn.topk": "as topk",
     "erf": "rational approximation in float64: ~40 ufunc passes and an exp (vectorised, issue 27)",
     "power": "pow: a transcendental per element (libm)",
     "non_max_suppression": "greedy NMS in shape_funcs.select_boxes: O(boxes^2) IoU, run twice "

@@ -1,6 +1,7 @@
 """Kernels the kernel audit (benchmarks/kernel_audit.py) found slow, on their fast paths:
-``where`` as a bit select, ``nn.leaky_relu`` as max/min. Same values as the general paths,
-NaN payloads, signed zeros and infinities included, in place too."""
+``where`` as a bit select, ``nn.leaky_relu`` as max/min, ``topk`` for small k by partition.
+Same values as the general paths, NaN payloads, signed zeros, infinities and ties included, in
+place too."""
 
 from __future__ import annotations
 
@@ -71,3 +72,55 @@ def test_leaky_relu_equals_the_masked_multiply(alpha, dtype):
         assert np.array_equal(np.signbit(out), np.signbit(want))
         kernel(x, x)  # in place: the general path
     assert np.array_equal(x, want, equal_nan=True)
+
+
+def test_topk_small_k_is_the_full_sort_on_random_inputs():
+    from vm.kernels.dynamic import topk_order, topk_small_k
+
+    rng = np.random.default_rng(0)
+    used = 0
+    for _ in range(600):
+        nd = int(rng.integers(1, 4))
+        shape = tuple(int(v) for v in rng.integers(1, 40, nd))
+        axis = int(rng.integers(-nd, nd))
+        dtype = str(rng.choice(["float16", "float32", "float64", "int8", "uint8", "int64"]))
+        if dtype.startswith("float"):
+            ties = rng.random() < 0.5
+            x = (rng.integers(-3, 4, shape) if ties else rng.standard_normal(shape)).astype(dtype)
+            if rng.random() < 0.3:
+                x.flat[rng.integers(0, x.size)] = rng.choice([np.inf, -np.inf, np.nan, -0.0])
+        else:
+            info = np.iinfo(dtype)
+            high = int(info.max) + 1 if rng.random() < 0.5 else 3
+            x = rng.integers(0 if high == 3 else info.min, high, shape, dtype=dtype)
+        k = int(rng.integers(0, shape[axis] + 1))
+        ascending = bool(rng.random() < 0.5)
+        got = topk_small_k(x, axis, ascending, k)
+        if got is None:  # NaNs, many ties, k = 0: the caller sorts the whole axis
+            continue
+        used += 1
+        want = np.take(topk_order(x, axis, ascending), np.arange(k), axis=axis)
+        assert np.array_equal(got, want), (x, axis, k, ascending)
+    assert used > 400
+
+
+@pytest.mark.parametrize("ascending", [False, True])
+def test_topk_kernel_takes_the_small_k_path_with_the_same_results(ascending):
+    from vm.kernels import dynamic
+
+    attrs = {"k": 5, "axis": 1, "ret_type": "both", "is_ascend": ascending, "dtype": "int64"}
+    kernel = get_kernel_factory("topk")(attrs)
+    rng = np.random.default_rng(3)
+    x = rng.integers(0, 20, (7, 300, 2)).astype(np.float32)  # many ties
+    results = []
+    for ratio in (dynamic.SMALL_K_RATIO, 10**9):  # the small-k path, then the full sort
+        values = np.empty((7, 5, 2), np.float32)
+        indices = np.empty((7, 5, 2), np.int64)
+        saved, dynamic.SMALL_K_RATIO = dynamic.SMALL_K_RATIO, ratio
+        try:
+            kernel(x, values, indices)
+        finally:
+            dynamic.SMALL_K_RATIO = saved
+        results.append((values, indices))
+    assert np.array_equal(results[0][0], results[1][0])
+    assert np.array_equal(results[0][1], results[1][1])
