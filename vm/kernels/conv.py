@@ -11,8 +11,10 @@ How each op runs (the measurements behind each choice: design/vm.md, "Convolutio
   never a padded copy of the input; then one ``np.matmul`` of the (G, O/G, C/G*KH*KW) weight by
   the (N, G, C/G*KH*KW, OH*OW) buffer, written straight into ``out`` viewed as (N, G, O/G,
   OH*OW): the groups are the batch axis of that one call. Depthwise convolutions (one input
-  channel per group) take the same path: it measured 1.4-3x faster than KH*KW shifted
-  multiply-adds over the whole tensor (clipped or over a padded copy, NCHW or channels-last).
+  channel per group) take the same path: against KH*KW shifted multiply-adds over the whole
+  tensor (clipped or over a padded copy, NCHW or channels-last) it was the fastest on 3 of 6
+  shapes and within 1.5x of the fastest on the others, where each other spelling lost
+  2.2-3.4x somewhere.
   The buffer is bounded by ``SCRATCH_FACTOR`` times the input and output (filled and
   multiplied in blocks of output rows past it; if even one row would pass it, the einsum
   contraction of the padded input's window view runs instead, as before issue 27).
@@ -162,8 +164,8 @@ def _conv_im2col(
         r1 = min(oh, r0 + rows)
         if r1 - r0 != block.shape[4]:  # the last, shorter block: a buffer of its own size
             block = np.empty((n, c, kh, kw, r1 - r0, ow), acc.dtype)
-        # One zero fill when some tap reads padding in this block (one memset: cheaper than
-        # zeroing each tap's borders, up to 4 calls a tap, measured), then one copy per tap.
+        # One zero fill when some tap reads padding in this block, then one copy per tap
+        # (zeroing each tap's borders instead, up to 4 calls a tap, measured 0.8-1.1x this).
         if (
             not all(lo <= r0 and hi >= r1 for _, lo, hi, _ in row_spans)
             or len(row_spans) < kh
