@@ -1,7 +1,7 @@
 """Export real PyTorch models to ONNX with dynamic axes, both ways PyTorch does it (issue 27).
 
-    /work/tvenv/bin/python benchmarks/export_torch_models.py OUTDIR \\
-        [--only NAME ...] [--exporter torchscript|dynamo|both]
+    python benchmarks/export_torch_models.py OUTDIR [--only NAME ...] \\
+        [--exporter torchscript|dynamo|both]
 
 Run it with a Python that has torch, torchvision, transformers, onnx and onnxscript (not the
 project's own environment: dynshape does not depend on torch). For every model and exporter it
