@@ -308,7 +308,9 @@ def _erf_narrow_chunk(b: np.ndarray, y: np.ndarray, nd: np.ndarray) -> None:
     and ``nd`` are scratch of at least ``b.size`` elements (``nd`` twice that)."""
     k = b.size
     y, nd = y[:k], nd[:, :k]
-    np.clip(b, -_ERF_NARROW_CLIP, _ERF_NARROW_CLIP, out=b)
+    # Two ufuncs rather than np.clip, whose Python wrapper costs more than both on small arrays.
+    np.minimum(b, _ERF_NARROW_CLIP, out=b)
+    np.maximum(b, -_ERF_NARROW_CLIP, out=b)
     np.multiply(b, b, out=y)
     q = _rational(_ERF_NARROW, y, nd)
     np.multiply(q, b, out=b)
