@@ -78,6 +78,7 @@ __all__ = [
     "divisible_by",
     "fold_roundings",
     "outcome",
+    "piecewise",
     "proof_session",
     "prove_nonpositive",
     "refuted_at_samples",
@@ -403,6 +404,7 @@ def clear_caches() -> None:
     _fold.cache_clear()
     _fold_cached.cache_clear()
     _symbols.cache_clear()
+    _piecewise.cache_clear()
     _values.cache_clear()
     _int_function.cache_clear()
 
@@ -589,6 +591,17 @@ def _alternatives(e: sympy.Expr, env: Env, budget: _Budget) -> Iterator[Alternat
 
 
 _RELAXED = (sympy.floor, sympy.ceiling, sympy.Mod, sympy.Max, sympy.Min)
+
+
+def piecewise(e: int | sympy.Basic) -> bool:
+    """``e`` has a floor, ceiling, ``%``, max or min: sympy's own queries about it can be slow
+    (its assumptions walk every case), where a polynomial's are quick. Cached."""
+    return not isinstance(e, int) and _piecewise(e)
+
+
+@functools.lru_cache(maxsize=65536)
+def _piecewise(e: sympy.Basic) -> bool:
+    return _needs_relaxing(e)
 
 
 def _needs_relaxing(e: sympy.Basic) -> bool:

@@ -40,7 +40,12 @@ def dims_le(a: ir.Dim, b: ir.Dim, ranges: RangeMap | None = None) -> bool:
 
 
 def _folded(d: ir.Dim) -> ir.Dim:
-    return d if isinstance(d, int) else ir.check_dim(dim_proofs.fold_roundings(d))
+    # No ir.check_dim: folding is an identity on a valid dim, and sympy's assumptions about a
+    # peak of a conv stack cost milliseconds a question.
+    if isinstance(d, int):
+        return d
+    out = dim_proofs.fold_roundings(d)
+    return int(out) if out.is_Integer else out
 
 
 def _dims_le(a: ir.Dim, b: ir.Dim, ranges: ir.Ranges) -> bool:
@@ -55,9 +60,10 @@ def _dims_le(a: ir.Dim, b: ir.Dim, ranges: ir.Ranges) -> bool:
 
 def _proved_le(a: ir.Dim, b: ir.Dim, ranges: RangeMap | None) -> bool:
     # With the ranges at once: a proof without them is a proof with them, and each attempt of
-    # the case-splitting procedure costs. sympy's own query costs too (seconds on the peaks of
-    # a conv stack): one node of the session's budget, so that past it only samples are asked.
-    if not dim_proofs.afford():
+    # the case-splitting procedure costs. sympy's own query about a floor or a max costs too
+    # (seconds on the peaks of a conv stack): one node of the session's budget, so that past
+    # it only samples are asked (about polynomials, sympy is quick and free).
+    if (dim_proofs.piecewise(a) or dim_proofs.piecewise(b)) and not dim_proofs.afford():
         return False
     if ir.compare(a, "<=", b, ranges) is True:
         return True

@@ -340,7 +340,8 @@ class _Planner:
             # a conv stack's sizes are towers of ``//`` that every proof would split on.
             size = alloc.size
             if not isinstance(size, int):
-                size = ir.check_dim(fold_roundings(size))
+                folded = fold_roundings(size)  # a valid dim still: no ir.check_dim (slow)
+                size = int(folded) if folded.is_Integer else folded
             out.append(_Tenant(s, size, i, k[0] if k else NEVER, max(sizes), min(sizes)))
         return out
 
@@ -481,7 +482,7 @@ def _grown(size: ir.Dim, other: ir.Dim) -> ir.Dim:
     evaluation compares every pair of arguments: seconds for the sizes of a conv stack)."""
     args = list(size.args) if isinstance(size, sympy.Max) else [ir.dims.as_expr(size)]
     args = list(dict.fromkeys([*args, ir.dims.as_expr(other)]))
-    return ir.check_dim(sympy.Max(*args, evaluate=False))
+    return sympy.Max(*args, evaluate=False)  # of valid dims: a valid dim (no ir.check_dim)
 
 
 def _called(module: Module) -> set[str]:

@@ -36,6 +36,16 @@ def test_a_tower_of_floor_divisions_folds_to_one() -> None:
     assert sum(isinstance(x, sympy.floor) for x in sympy.preorder_traversal(folded)) == 1
     for value in range(0, 300, 7):
         assert dim_proofs.value(folded, {h: value}) == dim_proofs.value(deep, {h: value})
+    # ceiling folds the same way; a mixed tower, or a coefficient other than 1/q, does not.
+    up = sympy.ceiling((sympy.ceiling((h + 1) / 3) - 2) / 4)
+    assert dim_proofs.fold_roundings(up) == sympy.ceiling((h - 5) / 12)
+    mixed = sympy.floor(sympy.ceiling(h / 3) / 2)
+    assert dim_proofs.fold_roundings(mixed) == mixed
+    for e in (up, mixed, sympy.floor(2 * sympy.floor(h / 3) / 5)):
+        for value in range(0, 200, 3):
+            point = {h: value}
+            want = ir.dim_eval.value(e, point)
+            assert ir.dim_eval.value(dim_proofs.fold_roundings(e), point) == want
 
 
 def test_a_proof_over_deeply_nested_floor_divisions_stays_within_its_budget() -> None:
