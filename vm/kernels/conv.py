@@ -8,9 +8,10 @@ How each op runs (the measurements behind each choice: design/vm.md, "Convolutio
 
 - ``nn.conv2d``: an im2col buffer (N, C, KH, KW, OH, OW) filled by one strided slice copy
   per kernel tap, clipped to the input, so padding is zeros written into the buffer (one fill),
-  never a padded copy of the input; then one ``np.matmul`` of the (G, O/G, C/G*KH*KW) weight by
-  the (N, G, C/G*KH*KW, OH*OW) buffer, written straight into ``out`` viewed as (N, G, O/G,
-  OH*OW): the groups are the batch axis of that one call. Depthwise convolutions (one input
+  never a padded copy of the input (without padding: one copy of the window view); then one
+  ``np.matmul`` of the (G, O/G, C/G*KH*KW) weight by the (N, G, C/G*KH*KW, OH*OW) buffer,
+  written straight into ``out`` viewed as (N, G, O/G, OH*OW): the groups are the batch axis of
+  that one call. Depthwise convolutions (one input
   channel per group) take the same path: against KH*KW shifted multiply-adds over the whole
   tensor (clipped or over a padded copy, NCHW or channels-last) it was the fastest on 3 of 6
   shapes and within 1.5x of the fastest on the others, where each other spelling lost
@@ -141,6 +142,37 @@ def _accumulator(out: np.ndarray, wide: bool) -> np.ndarray:
     return np.empty(out.shape, np.float32 if wide else out.dtype)
 
 
+def _fill_block(
+    block: np.ndarray,
+    data: np.ndarray,
+    r0: int,
+    r1: int,
+    row_spans: Sequence[_Span],
+    col_spans: Sequence[_Span],
+    stride: int,
+) -> None:
+    """Output rows ``[r0, r1)`` of the im2col buffer, from a padded input: each tap's slice
+    of ``data`` clipped to it, zeros where the tap reads padding."""
+    kh, kw, _, ow = block.shape[2:]
+    # One zero fill when some tap reads padding in this block, then one copy per tap
+    # (zeroing each tap's borders instead, up to 4 calls a tap, measured 0.8-1.1x this).
+    if (
+        not all(lo <= r0 and hi >= r1 for _, lo, hi, _ in row_spans)
+        or len(row_spans) < kh
+        or len(col_spans) < kw
+        or any(clo > 0 or chi < ow for _, clo, chi, _ in col_spans)
+    ):
+        block.fill(0)
+    for i, lo, hi, rsl in row_spans:
+        a, b = max(lo, r0), min(hi, r1)
+        if a >= b:
+            continue
+        first = rsl.start + (a - lo) * stride
+        src_rows = slice(first, first + (b - a - 1) * stride + 1, stride)
+        for j, clo, chi, csl in col_spans:
+            np.copyto(block[:, :, i, j, a - r0 : b - r0, clo:chi], data[:, :, src_rows, csl])
+
+
 def _conv_im2col(
     data: np.ndarray,
     weight: np.ndarray,
@@ -158,29 +190,19 @@ def _conv_im2col(
     wt = weight.reshape(groups, og, k).astype(acc.dtype, copy=False)
     row_spans = _spans(h, oh, kh, strides[0], dilation[0], pad[0])
     col_spans = _spans(w, ow, kw, strides[1], dilation[1], pad[1])
+    # Without padding the buffer is a copy of the window view (one call; KH*KW calls of the
+    # same copies measured 1.0-1.6x its time, the most on small maps and wide kernels).
+    win = None if any(pad) else windows(data, (kh, kw), strides, dilation, (oh, ow))
     rows = min(oh, rows_per_block)
     block = np.empty((n, c, kh, kw, rows, ow), acc.dtype)
     for r0 in range(0, oh, rows):
         r1 = min(oh, r0 + rows)
         if r1 - r0 != block.shape[4]:  # the last, shorter block: a buffer of its own size
             block = np.empty((n, c, kh, kw, r1 - r0, ow), acc.dtype)
-        # One zero fill when some tap reads padding in this block, then one copy per tap
-        # (zeroing each tap's borders instead, up to 4 calls a tap, measured 0.8-1.1x this).
-        if (
-            not all(lo <= r0 and hi >= r1 for _, lo, hi, _ in row_spans)
-            or len(row_spans) < kh
-            or len(col_spans) < kw
-            or any(clo > 0 or chi < ow for _, clo, chi, _ in col_spans)
-        ):
-            block.fill(0)
-        for i, lo, hi, rsl in row_spans:
-            a, b = max(lo, r0), min(hi, r1)
-            if a >= b:
-                continue
-            first = rsl.start + (a - lo) * strides[0]
-            src_rows = slice(first, first + (b - a - 1) * strides[0] + 1, strides[0])
-            for j, clo, chi, csl in col_spans:
-                np.copyto(block[:, :, i, j, a - r0 : b - r0, clo:chi], data[:, :, src_rows, csl])
+        if win is not None:  # no padding: the window view itself, in one copy
+            np.copyto(block, win[:, :, r0:r1].transpose(0, 1, 4, 5, 2, 3))
+        else:
+            _fill_block(block, data, r0, r1, row_spans, col_spans, strides[0])
         p = (r1 - r0) * ow
         flat = block.reshape(n, groups, k, p, copy=False)
         _matmul(wt, flat, _rows_view(acc, r0, r1, (n, groups, og, p)))
