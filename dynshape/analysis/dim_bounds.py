@@ -85,6 +85,17 @@ def _proved_le(a: ir.Dim, b: ir.Dim, ranges: RangeMap | None) -> bool:
     return False
 
 
+def add_dims(a: ir.Dim | sympy.Expr, b: ir.Dim | sympy.Expr) -> ir.Dim:
+    """``a + b`` simplified as ``ir.simplify`` does (expanded), except where a term is a max or
+    a min: expanding rebuilds it evaluated, and sympy then compares every pair of its
+    arguments (the planner's grown blocks and the peaks over them: a second per walk of a conv
+    stack). The terms of a sum are collected either way, so ``x + m - m`` is ``x``."""
+    total = ir.dims.as_expr(a) + ir.dims.as_expr(b)
+    if not any(isinstance(x, (sympy.Max, sympy.Min)) for x in sympy.Add.make_args(total)):
+        return ir.simplify(total)
+    return int(total) if total.is_Integer else total
+
+
 def upper(dim: ir.Dim, ranges: RangeMap | None) -> int | None:
     """The largest value ``dim`` takes within ``ranges`` (None if unbounded or unknown)."""
     if isinstance(dim, int):

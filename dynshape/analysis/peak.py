@@ -24,7 +24,7 @@ from ir import Call, Expr, GlobalVar, If, Var
 from ir.dim_proofs import fold_roundings
 
 from ..dialect.memory import AllocStorage, Holds, Kill, memory_op
-from .dim_bounds import defined_at, dims_le, probe_points
+from .dim_bounds import add_dims, defined_at, dims_le, probe_points
 from .liveness import chain
 
 CallCost = Callable[[Var, Call], "tuple[ir.Dim, ir.Dim, int] | None"]
@@ -86,12 +86,12 @@ def _walk(
         value, op = let.value, memory_op(let.value)
         if isinstance(op, AllocStorage):
             sizes[let.var] = fold_roundings(ir.dims.as_expr(op.size))  # as dims_le sees it
-            live = ir.simplify(live + sizes[let.var])
+            live = ir.dims.as_expr(add_dims(live, sizes[let.var]))
             out.peaks.append(live)
             out.allocations += 1
         elif isinstance(op, Kill):
             if op.target in sizes:
-                live = ir.simplify(live - sizes.pop(op.target))
+                live = ir.dims.as_expr(add_dims(live, -sizes.pop(op.target)))
         elif isinstance(op, Holds):
             guards[let.var] = op
         elif isinstance(value, If):
@@ -117,8 +117,8 @@ def _walk(
                 continue
             peak, end = ir.dims.as_expr(known[0]), ir.dims.as_expr(known[1])
             alone = tail_alone and let is last
-            out.peaks.append(peak if alone else ir.simplify(live + peak))
-            live = ir.simplify(live + end)
+            out.peaks.append(peak if alone else add_dims(live, peak))
+            live = ir.dims.as_expr(add_dims(live, end))
             out.allocations += known[2]
     out.live = ir.check_dim(live)
     return out

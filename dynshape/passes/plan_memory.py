@@ -70,7 +70,7 @@ import ir
 from ir import Call, Expr, If, Let, Module, StorageType, Var, dim_proofs
 from ir.dim_proofs import divisible_by, fold_roundings
 
-from ..analysis.dim_bounds import RangeMap, dims_le, evaluate, samples, upper
+from ..analysis.dim_bounds import RangeMap, add_dims, dims_le, evaluate, samples, upper
 from ..analysis.entry_binding import entry_plan
 from ..analysis.in_place import in_place_pairs
 from ..analysis.liveness import Aliases, all_vars, chain, direct_vars
@@ -289,7 +289,7 @@ class _Planner:
             elif isinstance(op, AllocTensor) and op.storage in where:
                 assert isinstance(op.storage, Var)
                 g, b = where[op.storage]
-                offset = ir.check_dim(ir.simplify(ir.dims.as_expr(b.offset) + op.offset))
+                offset = ir.check_dim(add_dims(b.offset, op.offset))
                 alloc = AllocTensor.make(g.arena, offset, op.shape, op.dtype, value.span)
                 out.append((let.var, alloc, let.span, let.facts))
             elif isinstance(value, If):
@@ -467,7 +467,7 @@ class _Planner:
         g.blocks.sort(key=lambda b: -b.granule)  # stable: allocation order within a granule
         for b in g.blocks:
             b.offset = align(offset, b.alignment)
-            offset = ir.simplify(ir.dims.as_expr(b.offset) + b.size)
+            offset = add_dims(b.offset, b.size)
         size = offset
         if self.static_arena:
             bound = upper(size, self.ranges)
