@@ -306,7 +306,7 @@ class _NotIntegral(Exception):
     """A dim the integer compiler does not handle (``ir.dim_eval`` does)."""
 
 
-@functools.lru_cache(maxsize=65536)
+@functools.lru_cache(maxsize=16384)  # each entry holds a compiled closure
 def _int_function(
     e: sympy.Expr,
 ) -> tuple[Callable[..., int], tuple[sympy.Basic, ...]] | None:

@@ -15,8 +15,10 @@ Before any of them (issue 27: the planner asked thousands of these about convolu
 the proofs split cases for minutes), both sides are evaluated at a few sample bindings within
 the ranges (``ir.dim_proofs.sample_points``): a binding with ``a > b`` answers False at once,
 since no proof can exist. Nested floor divisions are folded first (``fold_roundings``: an
-identity). Every proof the steps attempt has
-the budget of ``ir.dim_proofs`` (``MAX_NODES``), past which it answers "not proven".
+identity). Every proof the steps attempt has the budget of ``ir.dim_proofs`` (``MAX_NODES`` per
+question; within a ``proof_session`` with ``max_nodes``, such as a function's plan choice,
+the session's too, sympy's own query about a dim with a floor or a max costing one node), past
+which it answers "not proven".
 """
 
 from __future__ import annotations
