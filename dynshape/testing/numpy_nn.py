@@ -62,6 +62,100 @@ def _attention(ins: Sequence[Any], attrs: Mapping[str, Any]) -> np.ndarray:
     return permuted(out, attrs["out_axes"])
 
 
+_ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "sigmoid": lambda v: 1 / (1 + np.exp(-v)),
+    "tanh": np.tanh,
+    "relu": lambda v: np.maximum(v, 0),
+}
+
+
+def _cell_step(
+    cell: str,
+    attrs: Mapping[str, Any],
+    act: Callable[..., np.ndarray],
+    xw: np.ndarray,
+    hr: np.ndarray,
+    h: np.ndarray,
+    c: np.ndarray,
+    r: np.ndarray,
+    rb: np.ndarray,
+    peep: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """One step of one batch entry: ``xw = W x + Wb``, ``hr = R h + Rb``; the new ``(h, c)``."""
+    k = len(h)
+    if cell == "rnn":
+        return act("f", xw + hr), c
+    if cell == "gru":
+        z = act("f", xw[:k] + hr[:k])
+        reset = act("f", xw[k : 2 * k] + hr[k : 2 * k])
+        if attrs["linear_before_reset"]:
+            cand = xw[2 * k :] + reset * hr[2 * k :]
+        else:
+            cand = xw[2 * k :] + r[2 * k :] @ (reset * h) + rb[2 * k :]
+        return (1 - z) * act("g", cand) + z * h, c
+    g = xw + hr
+    i = act("f", g[:k] + peep[0] * c)
+    f = 1 - i if attrs["input_forget"] else act("f", g[2 * k : 3 * k] + peep[2] * c)
+    c = f * c + i * act("g", g[3 * k :])
+    o = act("f", g[k : 2 * k] + peep[1] * c)
+    return o * act("h", c, clipped=False), c
+
+
+def _recurrent(cell: str) -> Callable[[Sequence[Any], Mapping[str, Any]], tuple[np.ndarray, ...]]:
+    """ONNX's LSTM (gates i, o, f, c), GRU (z, r, h) or RNN, one batch entry and step at a time in
+    float64: an entry's steps are ``0 .. len - 1`` (reverse: down from ``len - 1``), its ``Y``
+    rows past ``len`` are zeros, its final states those after its last step (zeros for
+    ``len == 0``, as onnxruntime gives). A 0-d optional operand is absent."""
+
+    def impl(ins: Sequence[Any], attrs: Mapping[str, Any]) -> tuple[np.ndarray, ...]:
+        arrays = [np.asarray(a) for a in ins]
+        dtype = arrays[0].dtype
+        x, w, r, b, lens, h0 = (a.astype(np.float64) for a in arrays[:6])
+        c0, p = (a.astype(np.float64) for a in arrays[6:8]) if cell == "lstm" else (None, None)
+        layout = attrs["layout"]
+        if layout:
+            x = x.swapaxes(0, 1)
+            h0 = h0.swapaxes(0, 1) if h0.ndim else h0
+            c0 = c0.swapaxes(0, 1) if c0 is not None and c0.ndim else c0
+        seq, batch, _ = x.shape
+        dirs, gh, hidden = r.shape
+        clip = attrs["clip"]
+
+        def act(key: str, v: np.ndarray, clipped: bool = True) -> np.ndarray:
+            if clip is not None and clipped:
+                v = np.clip(v, -clip, clip)
+            return _ACTIVATIONS[attrs[f"act_{key}"]](v)
+
+        y = np.zeros((seq, dirs, batch, hidden))
+        y_h = np.zeros((dirs, batch, hidden))
+        y_c = np.zeros((dirs, batch, hidden))
+        steps = [int(n) for n in lens] if lens.ndim else [seq] * batch
+        for d, reverse in enumerate(
+            {"forward": [False], "reverse": [True], "bidirectional": [False, True]}[
+                attrs["direction"]
+            ]
+        ):
+            wb, rb = (b[d, :gh], b[d, gh:]) if b.ndim else (np.zeros(gh), np.zeros(gh))
+            for n in range(batch):
+                peep = p[d].reshape(3, hidden) if p is not None and p.ndim else np.zeros((3, 1))
+                h = h0[d, n] if h0.ndim else np.zeros(hidden)
+                c = c0[d, n] if c0 is not None and c0.ndim else np.zeros(hidden)
+                order = range(steps[n] - 1, -1, -1) if reverse else range(steps[n])
+                for t in order:
+                    xw = w[d] @ x[t, n] + wb
+                    hr = r[d] @ h + rb
+                    h, c = _cell_step(cell, attrs, act, xw, hr, h, c, r[d], rb, peep)
+                    y[t, d, n] = h
+                if steps[n]:
+                    y_h[d, n], y_c[d, n] = h, c
+        outs = [y, y_h, y_c] if cell == "lstm" else [y, y_h]
+        if layout:
+            outs = [y.transpose(2, 0, 1, 3), *(s.swapaxes(0, 1) for s in outs[1:])]
+        return tuple(o.astype(dtype) for o in outs)
+
+    return impl
+
+
 def _batch_matmul(ins: Sequence[Any], attrs: Mapping[str, Any]) -> np.ndarray:
     x, y = ins
     if attrs["transpose_a"]:
@@ -171,6 +265,9 @@ NN_OPS: dict[str, Callable[[Sequence[Any], Mapping[str, Any]], Any]] = {
     "nn.matmul": lambda ins, attrs: np.matmul(ins[0], ins[1]),
     "nn.batch_matmul": _batch_matmul,
     "nn.attention": _attention,
+    "nn.lstm": _recurrent("lstm"),
+    "nn.gru": _recurrent("gru"),
+    "nn.rnn": _recurrent("rnn"),
     "nn.bias_add": lambda ins, attrs: ins[0] + _along(ins[1], attrs["axis"], ins[0].ndim),
     "nn.softmax": lambda ins, attrs: _softmax(ins[0], attrs["axis"]),
     "nn.log_softmax": lambda ins, attrs: _log_softmax(ins[0], attrs["axis"]),

@@ -1,10 +1,16 @@
-"""Neural-network ops: dense and matmul, normalisation, convolution and pooling (NCHW/OIHW)."""
+"""Neural-network ops: dense and matmul, normalisation, convolution and pooling (NCHW/OIHW),
+recurrent layers (ONNX's LSTM, GRU and RNN)."""
 
 from __future__ import annotations
 
-from ..attrs import BOOL, FLOAT, INT, INT_LIST, attr, optional
+from collections.abc import Sequence
+from typing import Any
+
+from ..attrs import BOOL, FLOAT, INT, INT_LIST, Attrs, attr, choice, optional
+from ..dtypes import is_float, is_int
+from ..errors import IRError
 from ..op import OpPattern
-from ._declare import all_same_float, all_same_numeric, declare, float_like
+from ._declare import all_same_float, all_same_numeric, declare, float_like, input_dtype
 
 declare(
     "nn.dense",
@@ -150,3 +156,68 @@ declare(
     float_like,
     doc="max over H and W, keeping them as 1-dims",
 )
+
+
+# ---- recurrent layers ----------------------------------------------------------------------
+
+_ACTIVATION = choice("sigmoid", "tanh", "relu")
+
+
+def _recurrent_dtype(outputs: int) -> Any:
+    """x is floating point, every other input but sequence_lens (an integer tensor) has its
+    dtype, and so has each of the ``outputs`` results."""
+
+    def rule(dtypes: Sequence[Any], attrs: Attrs) -> tuple[str, ...]:
+        x = input_dtype(dtypes, 0, "x")
+        if not is_float(x):
+            raise IRError(f"expects a floating-point x, got {x}")
+        for i in range(1, len(dtypes)):
+            dt = input_dtype(dtypes, i, f"input {i}")
+            if i == 4:
+                if not is_int(dt):
+                    raise IRError(f"sequence_lens must be an integer tensor, got {dt}")
+            elif dt != x:
+                raise IRError(f"input {i} has dtype {dt}, expected x's {x} (cast explicitly)")
+        return (x,) * outputs
+
+    return rule
+
+
+def _recurrent(
+    name: str, more: list[str], outputs: list[str], acts: dict[str, str], extra: list[Any]
+) -> None:
+    declare(
+        name,
+        ["x", "w", "r", "b", "sequence_lens", "initial_h", *more],
+        OpPattern.OPAQUE,
+        _recurrent_dtype(len(outputs)),
+        [
+            attr("direction", choice("forward", "reverse", "bidirectional"), "forward"),
+            attr("layout", INT, 0),
+            attr("clip", optional(FLOAT), None),
+            *(attr(f"act_{k}", _ACTIVATION, v) for k, v in acts.items()),
+            *extra,
+        ],
+        doc=f"ONNX's {name[3:].upper()} over the whole sequence in one kernel: the inputs, "
+        "gate orders, direction, layout and clip of ONNX, its activations as "
+        f"{', '.join('act_' + k for k in acts)}; results ({', '.join(outputs)}) of ONNX's "
+        "shapes. An optional input (b, sequence_lens, the initial states, p) given as a 0-d "
+        "tensor is absent (design/onnx.md, 'Recurrent ops')",
+    )
+
+
+_recurrent(
+    "nn.lstm",
+    ["initial_c", "p"],
+    ["Y", "Y_h", "Y_c"],
+    {"f": "sigmoid", "g": "tanh", "h": "tanh"},
+    [attr("input_forget", BOOL, False)],
+)
+_recurrent(
+    "nn.gru",
+    [],
+    ["Y", "Y_h"],
+    {"f": "sigmoid", "g": "tanh"},
+    [attr("linear_before_reset", BOOL, False)],
+)
+_recurrent("nn.rnn", [], ["Y", "Y_h"], {"f": "tanh"}, [])

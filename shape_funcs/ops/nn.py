@@ -285,3 +285,136 @@ def global_max_pool2d(ctx: ShapeContext, data: Shape) -> Shape:
     ctx.check(data[2], ">", 0, "data.shape[2] > 0 (a pooled axis must not be empty)")
     ctx.check(data[3], ">", 0, "data.shape[3] > 0 (a pooled axis must not be empty)")
     return (data[0], data[1], 1, 1)
+
+
+# ---- recurrent layers ----------------------------------------------------------------------
+
+
+def _recurrent(
+    ctx: ShapeContext,
+    gates: int,
+    x: Shape,
+    w: Shape,
+    r: Shape,
+    optional: Sequence[tuple[str, Shape, str]],
+    direction: str,
+    layout: int,
+    outputs: int,
+) -> list[Shape]:
+    """ONNX's recurrent shapes: ``x`` is ``(seq, batch, input)`` (``layout=1``: ``(batch, seq,
+    input)``), ``w`` ``(dirs, gates * hidden, input)``, ``r`` ``(dirs, gates * hidden,
+    hidden)``; each optional input is 0-d (absent) or of its ONNX shape, named by ``optional``'s
+    kind: ``"bias"`` ``(dirs, 2 * gates * hidden)``, ``"lens"`` ``(batch,)``, ``"state"`` the
+    initial states' ``(dirs, batch, hidden)`` (``layout=1``: ``(batch, dirs, hidden)``),
+    ``"peepholes"`` ``(dirs, 3 * hidden)``. Results: ``Y`` ``(seq, dirs, batch, hidden)``
+    (``layout=1``: ``(batch, seq, dirs, hidden)``), then ``outputs - 1`` final states."""
+    if layout not in (0, 1):
+        fail(f"layout={layout} is not 0 or 1")
+    dirs = 2 if direction == "bidirectional" else 1
+    require_rank(x, 3, "x")
+    require_rank(w, 3, "w")
+    require_rank(r, 3, "r")
+    seq, batch = (x[1], x[0]) if layout else (x[0], x[1])
+    hidden = r[2]
+    ctx.check_equal(w[0], dirs, "w.shape[0] == {} (the directions)", dirs)
+    ctx.check_equal(r[0], dirs, "r.shape[0] == {} (the directions)", dirs)
+    ctx.check_equal(w[1], gates * hidden, "w.shape[1] == {} * r.shape[2]", gates)
+    ctx.check_equal(r[1], gates * hidden, "r.shape[1] == {} * r.shape[2]", gates)
+    ctx.check_equal(w[2], x[2], "w.shape[2] == x.shape[2]")
+    state = (batch, dirs, hidden) if layout else (dirs, batch, hidden)
+    want = {
+        "bias": (dirs, 2 * gates * hidden),
+        "lens": (batch,),
+        "state": state,
+        "peepholes": (dirs, 3 * hidden),
+    }
+    for name, shape, kind in optional:
+        if len(shape) == 0:
+            continue  # absent
+        expected = want[kind]
+        require_rank(shape, len(expected), name)
+        for i, (got, dim) in enumerate(zip(shape, expected, strict=True)):
+            ctx.check_equal(got, dim, "{}.shape[{}] == {}", name, i, dim)
+    y = (batch, seq, dirs, hidden) if layout else (seq, dirs, batch, hidden)
+    return [y, *([state] * (outputs - 1))]
+
+
+@register_shape_func("nn.lstm")
+def lstm(
+    ctx: ShapeContext,
+    x: Shape,
+    w: Shape,
+    r: Shape,
+    b: Shape,
+    sequence_lens: Shape,
+    initial_h: Shape,
+    initial_c: Shape,
+    p: Shape,
+    *,
+    direction: str = "forward",
+    layout: int = 0,
+    clip: float | None = None,
+    act_f: str = "sigmoid",
+    act_g: str = "tanh",
+    act_h: str = "tanh",
+    input_forget: bool = False,
+) -> list[Shape]:
+    """``(Y, Y_h, Y_c)`` of ONNX's LSTM (gates ``i, o, f, c``); see ``_recurrent``."""
+    optional = [
+        ("b", b, "bias"),
+        ("sequence_lens", sequence_lens, "lens"),
+        ("initial_h", initial_h, "state"),
+        ("initial_c", initial_c, "state"),
+        ("p", p, "peepholes"),
+    ]
+    return _recurrent(ctx, 4, x, w, r, optional, direction, layout, 3)
+
+
+@register_shape_func("nn.gru")
+def gru(
+    ctx: ShapeContext,
+    x: Shape,
+    w: Shape,
+    r: Shape,
+    b: Shape,
+    sequence_lens: Shape,
+    initial_h: Shape,
+    *,
+    direction: str = "forward",
+    layout: int = 0,
+    clip: float | None = None,
+    act_f: str = "sigmoid",
+    act_g: str = "tanh",
+    linear_before_reset: bool = False,
+) -> list[Shape]:
+    """``(Y, Y_h)`` of ONNX's GRU (gates ``z, r, h``); see ``_recurrent``."""
+    optional = [
+        ("b", b, "bias"),
+        ("sequence_lens", sequence_lens, "lens"),
+        ("initial_h", initial_h, "state"),
+    ]
+    return _recurrent(ctx, 3, x, w, r, optional, direction, layout, 2)
+
+
+@register_shape_func("nn.rnn")
+def rnn(
+    ctx: ShapeContext,
+    x: Shape,
+    w: Shape,
+    r: Shape,
+    b: Shape,
+    sequence_lens: Shape,
+    initial_h: Shape,
+    *,
+    direction: str = "forward",
+    layout: int = 0,
+    clip: float | None = None,
+    act_f: str = "tanh",
+) -> list[Shape]:
+    """``(Y, Y_h)`` of ONNX's RNN (one gate); see ``_recurrent``."""
+    optional = [
+        ("b", b, "bias"),
+        ("sequence_lens", sequence_lens, "lens"),
+        ("initial_h", initial_h, "state"),
+    ]
+    return _recurrent(ctx, 1, x, w, r, optional, direction, layout, 2)

@@ -541,3 +541,39 @@ def _attention(op: str) -> st.SearchStrategy[Case]:
         return Case([given(q), given(k), given(v), mask], attrs, numpy_shape(run))
 
     return make()
+
+
+@cases("nn.lstm", "nn.gru", "nn.rnn")
+def _recurrent(op: str) -> st.SearchStrategy[Case]:
+    gates = {"nn.lstm": 4, "nn.gru": 3, "nn.rnn": 1}[op]
+    acts = {"nn.lstm": "sigmoid tanh tanh", "nn.gru": "sigmoid tanh", "nn.rnn": "tanh"}[op]
+
+    @st.composite
+    def make(draw: st.DrawFn) -> Case:
+        seq, batch, hidden, size = (draw(st.integers(0, 3)) for _ in range(4))
+        hidden = max(hidden, 1)
+        direction = draw(st.sampled_from(["forward", "reverse", "bidirectional"]))
+        layout = draw(st.sampled_from([0, 1]))
+        dirs = 2 if direction == "bidirectional" else 1
+        gh = gates * hidden
+        x = (batch, seq, size) if layout else (seq, batch, size)
+        state = (batch, dirs, hidden) if layout else (dirs, batch, hidden)
+        # Each optional operand given or absent (0-d).
+        optional = [(dirs, 2 * gh), (batch,), state]
+        if gates == 4:
+            optional += [state, (dirs, 3 * hidden)]
+        given = [s if draw(st.booleans()) else () for s in optional]
+        inputs = [x, (dirs, gh, size), (dirs, gh, hidden), *given]
+        attrs: dict[str, Any] = {"direction": direction, "layout": layout, "clip": None}
+        attrs |= {f"act_{k}": a for k, a in zip("fgh", acts.split(), strict=False)}
+        attrs |= {4: {"input_forget": False}, 3: {"linear_before_reset": False}}.get(gates, {})
+
+        def run() -> Any:
+            arrays = [np.zeros(s, np.float32) for s in inputs]
+            if given[1]:
+                arrays[4] = np.full(batch, seq, np.int32)
+            return OPS[op](arrays, attrs)
+
+        return Case(inputs, attrs, numpy_shape(run))
+
+    return make()

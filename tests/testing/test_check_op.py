@@ -30,6 +30,43 @@ def _scalar(value: Any, dtype: Any) -> np.ndarray:
     return np.array(value, dtype)
 
 
+def _recurrent_inputs(gates: int) -> list[list[np.ndarray]]:
+    """nn.lstm/gru/rnn operands, both directions (seq, batch, hidden, input): optional ones
+    absent (0-d) or given, lengths 0 to seq among them, seq 0 and batch 0; the LSTM's
+    initial_c and peepholes appended for 4 gates."""
+    rng = np.random.default_rng(7)
+    examples = []
+    for (seq, batch, hidden, size), given in [
+        ((3, 2, 4, 5), False),
+        ((4, 3, 2, 3), True),
+        ((1, 1, 3, 1), True),
+        ((0, 2, 2, 2), True),
+        ((2, 0, 2, 2), True),
+    ]:
+        dirs, gh = 2, gates * hidden
+
+        def rand(*shape: int) -> np.ndarray:
+            return (0.5 * rng.standard_normal(shape)).astype(F32)
+
+        absent = _scalar(0, F32)
+        lens = np.minimum(np.arange(batch), seq).astype(np.int32)[::-1].copy()
+        ins = [rand(seq, batch, size), rand(dirs, gh, size), rand(dirs, gh, hidden)]
+        ins += [rand(dirs, 2 * gh), lens, rand(dirs, batch, hidden)] if given else [absent] * 3
+        ins[4] = ins[4] if given else _scalar(0, np.int32)
+        if gates == 4:
+            ins += [rand(dirs, batch, hidden), rand(dirs, 3 * hidden)] if given else [absent] * 2
+        examples.append(ins)
+    return examples
+
+
+_RECURRENT_ATTRS = {
+    "direction": "bidirectional",
+    "layout": 0,
+    "clip": st.sampled_from([None, 0.5]),
+    "act_f": st.sampled_from(["sigmoid", "relu"]),
+}
+
+
 _X = np.arange(20, dtype=F32).reshape(4, 5)
 
 #: check_op's arguments for the built-in ops that cannot be checked on drawn inputs alone:
@@ -57,6 +94,9 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         ],
         "attrs": {"scale": st.sampled_from([1.0, 0.35])},
     },
+    "nn.lstm": {"inputs": _recurrent_inputs(4), "attrs": _RECURRENT_ATTRS},
+    "nn.gru": {"inputs": _recurrent_inputs(3), "attrs": _RECURRENT_ATTRS},
+    "nn.rnn": {"inputs": _recurrent_inputs(1), "attrs": _RECURRENT_ATTRS},
     "argwhere": {"inputs": [[_X > 7], [np.zeros((2, 3), F32)], [_f(0, 1, 2)], [_scalar(1, F32)]]},
     "compress": {
         # masks as long as axis 0: bool, float (non-zero selects), none selected, 0-size

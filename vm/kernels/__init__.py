@@ -3,7 +3,18 @@
 Importing this package registers every built-in kernel.
 """
 
-from . import attention, conv, create, dynamic, elementwise, image, nn, reduce, transform
+from . import (
+    attention,
+    conv,
+    create,
+    dynamic,
+    elementwise,
+    image,
+    nn,
+    recurrent,
+    reduce,
+    transform,
+)
 from . import registry as _registry
 from .registry import (
     Kernel,
@@ -31,6 +42,7 @@ __all__ = [
     "has_kernel",
     "image",
     "nn",
+    "recurrent",
     "reduce",
     "register_kernel",
     "register_table",

@@ -1,7 +1,7 @@
 """Neural-network ops: dense, matmul, batch_matmul (transposes, batch broadcast), bias_add,
 softmax, log_softmax, layer_norm, conv2d (padding forms, strides, dilation, groups),
 conv2d_transpose, pooling (dilated windows too),
-and small models (MLP, attention, CNN) over a dynamic batch.
+the recurrent nn.lstm, and small models (MLP, attention, CNN) over a dynamic batch.
 
 References are written from the catalogue's definitions (NCHW data, OIHW weights, padding
 ``[top, left, bottom, right]`` or ``[h, w]``), with explicit loops over kernel offsets.
@@ -177,6 +177,41 @@ def _attention_op(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray)
     qh, kh, vh = (t.transpose(0, 2, 1, 3) for t in (q, k, v))  # (b, heads, s, 8)
     scores = qh @ kh.transpose(0, 1, 3, 2) * np.float32(0.35355339) + mask
     return (softmax(scores, axis=-1) @ vh).transpose(0, 2, 1, 3)
+
+
+def _sigmoid(v: np.ndarray) -> np.ndarray:
+    return 1 / (1 + np.exp(-v))
+
+
+def _lstm_lengths(
+    x: np.ndarray,
+    w: np.ndarray,
+    r: np.ndarray,
+    bias: np.ndarray,
+    lens: np.ndarray,
+    h0: np.ndarray,
+    c0: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """ONNX's bidirectional LSTM (gates i, o, f, c), one entry at a time: an entry runs its
+    first ``len`` steps (reverse: down from ``len - 1``), zeros in Y after them; a length 0
+    gives zero final states (onnxruntime). Then relu on Y, as the program."""
+    seq, batch, _ = x.shape
+    k = r.shape[2]
+    y = np.zeros((seq, 2, batch, k))
+    y_h, y_c = np.zeros((2, batch, k)), np.zeros((2, batch, k))
+    for d in range(2):
+        for n in range(batch):
+            h, c = h0[d, n].astype(np.float64), c0[d, n].astype(np.float64)
+            steps = range(int(lens[n]) - 1, -1, -1) if d else range(int(lens[n]))
+            for t in steps:
+                g = w[d] @ x[t, n] + r[d] @ h + bias[d, : 4 * k] + bias[d, 4 * k :]
+                i, o, f = _sigmoid(g[:k]), _sigmoid(g[k : 2 * k]), _sigmoid(g[2 * k : 3 * k])
+                c = f * c + i * np.tanh(g[3 * k :])
+                h = o * np.tanh(c)
+                y[t, d, n] = h
+            if lens[n]:
+                y_h[d, n], y_c[d, n] = h, c
+    return np.maximum(y, 0), y_h, y_c
 
 
 def _cnn(x: np.ndarray, k: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -443,6 +478,22 @@ def @main(%q: Tensor[(b, s, 4, 8), float32], %k: Tensor[(b, s, 1, 8), float32], 
 """,
         reference=_attention_op,
         bindings=[{"b": 0, "s": 3}, {"b": 1, "s": 1}, {"b": 2, "s": 5}, {"b": 3, "s": 0}],
+    ),
+    Case(
+        name="lstm_op_bidirectional_lengths",
+        # nn.lstm over a dynamic sequence and batch: per-entry lengths from 0 to s (zeros in Y
+        # past them), initial states, Y consumed by an elementwise op, the states returned.
+        source="""
+def @main(%x: Tensor[(s, b, 3), float32], %w: Tensor[(2, 16, 3), float32], %r: Tensor[(2, 16, 4), float32], %bias: Tensor[(2, 32), float32], %lens: Tensor[(b,), int32], %h0: Tensor[(2, b, 4), float32], %c0: Tensor[(2, b, 4), float32]) -> (Tensor[(s, 2, b, 4), float32], Tensor[(2, b, 4), float32], Tensor[(2, b, 4), float32]) {
+  %0 = nn.lstm(%x, %w, %r, %bias, %lens, %h0, %c0, 0f, direction="bidirectional");
+  (nn.relu(%0.0), %0.1, %0.2)
+}
+""",
+        reference=_lstm_lengths,
+        bindings=[{"s": 0, "b": 2}, {"s": 1, "b": 1}, {"s": 5, "b": 3}, {"s": 4, "b": 0}],
+        inputs={
+            "lens": lambda rng, shape, dtype, b: rng.integers(0, b["s"] + 1, shape).astype(dtype)
+        },
     ),
     Case(
         name="cnn_conv_pool_flatten_dense",

@@ -1,0 +1,392 @@
+"""The recurrent kernels: ONNX's ``LSTM``, ``GRU`` and ``RNN``, the whole sequence in one call.
+
+Operands as ONNX's: ``x`` ``(seq, batch, input)``, ``w`` ``(dirs, gates * hidden, input)``,
+``r`` ``(dirs, gates * hidden, hidden)``, then ``b``, ``sequence_lens``, ``initial_h`` (and for
+LSTM ``initial_c``, ``p``), each absent when 0-d. ``layout=1`` makes ``x``, ``Y`` and the states
+batch-major; the kernel reads and writes them through transposed views, never a copy.
+
+Steps: the input projections of every step and both directions are one matmul before the loop
+(``x @ [W_fwd; W_rev]^T``, into ``gx``), plus the biases that add outside the gates' products
+(``Wb + Rb``; GRU with ``linear_before_reset`` keeps ``Rb_h`` for inside the reset product).
+Each step then does one matmul, ``h @ R^T`` (BLAS, through ``blas_threads.matmul``), and the
+gates with numpy ufuncs in place, in scratch allocated once per call; the new ``h`` is written
+straight into its slice of ``Y``, which the next step reads as its state (no concatenation, no
+copy). Where that slice cannot be the state (float16 outputs, or ``sequence_lens`` masking), the
+state lives in a float32/native buffer and the step copies it out.
+
+``sequence_lens``: a step ``t`` is active for a batch entry when ``t < len``; an inactive step
+holds the entry's state and writes zeros to its ``Y`` rows, so a reverse direction starts each
+entry at its own ``len - 1``. An entry of length 0 has zero final states, as onnxruntime gives
+(its initial state is not passed through), and so does every entry when ``seq`` is 0. Lengths
+outside ``[0, seq]`` are a ValueError.
+
+Memory: ``gx`` is ``seq * batch * dirs * gates * hidden`` elements (``gates`` times ``Y``), the
+per-step scratch a few ``(batch, gates * hidden)`` arrays; float16 inputs add float32 copies of
+the operands. All of it is bounded by the operands' and results' sizes.
+
+float16 is computed in float32 and rounded once into the outputs; float32 and float64 natively.
+Activations: ``sigmoid`` (``(1 + tanh(x / 2)) / 2``, as the ``sigmoid`` kernel), ``tanh``,
+``relu``; ``clip`` bounds each gate's input to its activation (after the bias and peephole
+terms), as onnxruntime does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from .blas_threads import matmul as _matmul
+from .registry import Kernel, register_kernel
+
+_F16 = np.dtype(np.float16)
+
+Act = Callable[[np.ndarray], None]
+
+
+def _sigmoid(x: np.ndarray) -> None:
+    np.multiply(x, 0.5, x)
+    np.tanh(x, x)
+    np.add(x, 1.0, x)
+    np.multiply(x, 0.5, x)
+
+
+def _tanh(x: np.ndarray) -> None:
+    np.tanh(x, x)
+
+
+def _relu(x: np.ndarray) -> None:
+    np.maximum(x, 0, out=x)
+
+
+_ACTS: dict[str, Act] = {"sigmoid": _sigmoid, "tanh": _tanh, "relu": _relu}
+
+
+def _act(attrs: Mapping[str, Any], key: str, clip: float | None) -> Act:
+    """The activation ``act_<key>``, applied in place after ``clip`` (when set)."""
+    fn = _ACTS[attrs[f"act_{key}"]]
+    if clip is None:
+        return fn
+
+    def clipped(x: np.ndarray) -> None:
+        np.clip(x, -clip, clip, out=x)
+        fn(x)
+
+    return clipped
+
+
+def _given(a: np.ndarray) -> bool:
+    """An optional operand is absent when 0-d."""
+    return a.ndim != 0
+
+
+class _Step:
+    """One direction's cell. ``step(gx_t, h, c, h_out, c_out)`` writes the new state: ``h_out``
+    is never ``h``; ``c_out`` may be ``c``; both ``c`` are None but for LSTM."""
+
+    def __init__(self, rt: np.ndarray, hidden: int, batch: int, dtype: np.dtype) -> None:
+        self.rt = rt  # R^T of the direction, (hidden, gates * hidden), a view
+        self.hidden = hidden
+        self.g = np.empty((batch, rt.shape[1]), dtype)  # the gates
+        self.tmp = np.empty((batch, hidden), dtype)
+
+    def __call__(
+        self,
+        gx: np.ndarray,
+        h: np.ndarray,
+        c: np.ndarray | None,
+        h_out: np.ndarray,
+        c_out: np.ndarray | None,
+    ) -> None:
+        raise NotImplementedError
+
+
+class _RNN(_Step):
+    def __init__(self, rt: np.ndarray, hidden: int, batch: int, dtype: np.dtype, f: Act) -> None:
+        super().__init__(rt, hidden, 0, dtype)  # no scratch: the step works in h_out
+        self.f = f
+
+    def __call__(
+        self,
+        gx: np.ndarray,
+        h: np.ndarray,
+        c: np.ndarray | None,
+        h_out: np.ndarray,
+        c_out: np.ndarray | None,
+    ) -> None:
+        _matmul(h, self.rt, h_out)
+        np.add(h_out, gx, h_out)
+        self.f(h_out)
+
+
+class _GRU(_Step):
+    def __init__(
+        self,
+        rt: np.ndarray,
+        hidden: int,
+        batch: int,
+        dtype: np.dtype,
+        acts: tuple[Act, Act],
+        lbr: bool,
+        rb_h: np.ndarray | None,
+    ) -> None:
+        super().__init__(rt, hidden, batch, dtype)
+        self.f, self.act_g = acts
+        self.lbr = lbr
+        self.rb_h = rb_h  # linear_before_reset: Rb_h, added to h @ R_h^T inside the reset
+
+    def __call__(
+        self,
+        gx: np.ndarray,
+        h: np.ndarray,
+        c: np.ndarray | None,
+        h_out: np.ndarray,
+        c_out: np.ndarray | None,
+    ) -> None:
+        k = self.hidden
+        g, tmp = self.g, self.tmp
+        zr, n = g[:, : 2 * k], g[:, 2 * k :]
+        if self.lbr:
+            _matmul(h, self.rt, g)
+            if self.rb_h is not None:
+                np.add(n, self.rb_h, n)
+            np.add(zr, gx[:, : 2 * k], zr)
+            self.f(zr)
+            np.multiply(n, g[:, k : 2 * k], n)  # r * (h @ R_h^T + Rb_h)
+        else:
+            _matmul(h, self.rt[:, : 2 * k], zr)
+            np.add(zr, gx[:, : 2 * k], zr)
+            self.f(zr)
+            np.multiply(g[:, k : 2 * k], h, tmp)  # (r * h) @ R_h^T
+            _matmul(tmp, self.rt[:, 2 * k :], n)
+        np.add(n, gx[:, 2 * k :], n)
+        self.act_g(n)
+        # h' = (1 - z) * n + z * h, as n + z * (h - n): no (1 - z) temporary.
+        np.subtract(h, n, tmp)
+        np.multiply(g[:, :k], tmp, tmp)
+        np.add(n, tmp, h_out)
+
+
+class _LSTM(_Step):
+    def __init__(
+        self,
+        rt: np.ndarray,
+        hidden: int,
+        batch: int,
+        dtype: np.dtype,
+        acts: tuple[Act, Act, Act],
+        p: np.ndarray | None,
+        input_forget: bool,
+    ) -> None:
+        super().__init__(rt, hidden, batch, dtype)
+        self.f, self.act_g, self.act_h = acts
+        self.p = p  # (3, hidden): the peepholes of i, o, f
+        self.input_forget = input_forget
+
+    def __call__(
+        self,
+        gx: np.ndarray,
+        h: np.ndarray,
+        c: np.ndarray | None,
+        h_out: np.ndarray,
+        c_out: np.ndarray | None,
+    ) -> None:
+        assert c is not None and c_out is not None
+        k = self.hidden
+        g, tmp, p = self.g, self.tmp, self.p
+        _matmul(h, self.rt, g)
+        np.add(g, gx, g)
+        i, o, f, cc = (g[:, j * k : (j + 1) * k] for j in range(4))
+        if p is None and not self.input_forget:
+            self.f(g[:, : 3 * k])  # i, o and f in one pass: o has no peephole term to wait for
+        else:
+            if p is not None:
+                np.multiply(c, p[0], tmp)
+                np.add(i, tmp, i)
+            self.f(i)
+            if self.input_forget:
+                np.subtract(1.0, i, f)
+            else:
+                if p is not None:
+                    np.multiply(c, p[2], tmp)
+                    np.add(f, tmp, f)
+                self.f(f)
+        self.act_g(cc)
+        np.multiply(i, cc, i)
+        np.multiply(f, c, c_out)
+        np.add(c_out, i, c_out)
+        if p is not None:
+            np.multiply(c_out, p[1], tmp)  # o's peephole reads the new c
+            np.add(o, tmp, o)
+            self.f(o)
+        elif self.input_forget:
+            self.f(o)
+        np.copyto(cc, c_out)
+        self.act_h(cc)
+        np.multiply(o, cc, h_out)
+
+
+def _lengths(lens: np.ndarray, seq: int, batch: int) -> np.ndarray | None:
+    """``sequence_lens`` as int64, or None when absent or every entry is ``seq``."""
+    if not _given(lens):
+        return None
+    out = lens.astype(np.int64)
+    if out.size and (int(out.min()) < 0 or int(out.max()) > seq):
+        raise ValueError(f"sequence_lens must be in [0, {seq}], got {lens.tolist()}")
+    return None if bool(np.all(out == seq)) else out
+
+
+def _direction(
+    step: _Step,
+    gx: np.ndarray,
+    y: np.ndarray,
+    h: np.ndarray,
+    c: np.ndarray | None,
+    lens: np.ndarray | None,
+    reverse: bool,
+    native: bool,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """One direction over every step: ``gx`` ``(seq, batch, gates * hidden)``, ``y`` its
+    ``(seq, batch, hidden)`` part of Y, ``h`` the initial state (only read), ``c`` LSTM's
+    (updated in place). Returns the final ``(h, c)``."""
+    seq = gx.shape[0]
+    order = range(seq - 1, -1, -1) if reverse else range(seq)
+    if lens is None and native:
+        # The state is Y's previous slice: each step writes h straight into Y.
+        for t in order:
+            step(gx[t], h, c, y[t], c)
+            h = y[t]
+        return h, c
+    # The state in its own buffers (float32 for a float16 Y; held where an entry is past its
+    # length). The step writes into scratch, which becomes the state where the entry is active.
+    h = np.array(h, dtype=gx.dtype, copy=True)
+    h_new = np.empty_like(h)
+    c_new = None if c is None else np.empty_like(c)
+    for t in order:
+        step(gx[t], h, c, h_new, c_new)
+        active = None if lens is None else (lens > t)[:, None]
+        if active is None or bool(active.all()):
+            np.copyto(y[t], h_new)
+            h, h_new = h_new, h
+            if c_new is not None:
+                c, c_new = c_new, c
+            continue
+        y[t].fill(0)
+        np.copyto(y[t], h_new, where=active)
+        np.copyto(h, h_new, where=active)
+        if c is not None and c_new is not None:
+            np.copyto(c, c_new, where=active)
+    return h, c
+
+
+_DIRECTIONS = {"forward": [False], "reverse": [True], "bidirectional": [False, True]}
+
+
+def _run(
+    cell: str, attrs: Mapping[str, Any], ins: list[np.ndarray], outs: list[np.ndarray]
+) -> None:
+    """The recurrence of ``cell`` (``lstm``, ``gru``, ``rnn``) into ``outs``."""
+    lstm = cell == "lstm"
+    x, w, r, b, lens_in, h0 = ins[:6]
+    c0, p_in = (ins[6], ins[7]) if lstm else (None, None)
+    y, y_h = outs[0], outs[1]
+    y_c = outs[2] if lstm else None
+    layout = attrs["layout"]
+    # Everything below reads layout 0: x (seq, batch, input), Y (seq, dirs, batch, hidden), the
+    # states (dirs, batch, hidden); for layout 1 these are views of the batch-major arrays.
+    if layout:
+        y = y.transpose(1, 2, 0, 3)
+        y_h = y_h.swapaxes(0, 1)
+        y_c = None if y_c is None else y_c.swapaxes(0, 1)
+        h0 = h0.swapaxes(0, 1) if _given(h0) else h0
+        c0 = c0.swapaxes(0, 1) if c0 is not None and _given(c0) else c0
+    seq, dirs, batch, hidden = y.shape
+    gh = r.shape[1]
+    lens = _lengths(lens_in, seq, batch)
+    finals = [y_h] if y_c is None else [y_h, y_c]
+    if y_h.size == 0:
+        return
+    if seq == 0:
+        for s in finals:  # no step: zero states, as onnxruntime gives
+            s.fill(0)
+        return
+    ct = np.dtype(np.float32) if y.dtype == _F16 else y.dtype
+    native = ct == y.dtype
+
+    # The input projections of every step, both directions: one matmul in x's memory order
+    # (batch-major for layout 1, so x is never copied to be transposed).
+    n_in = x.shape[2]
+    xs = x.astype(ct, copy=False).reshape(x.shape[0] * x.shape[1], n_in)
+    weights_t = w.astype(ct, copy=False).reshape(dirs * gh, n_in).T
+    gx = np.empty((x.shape[0], x.shape[1], dirs * gh), ct)
+    _matmul(xs, weights_t, gx.reshape(x.shape[0] * x.shape[1], dirs * gh))
+    if layout:
+        gx = gx.swapaxes(0, 1)
+    lbr = cell == "gru" and bool(attrs["linear_before_reset"])
+    rb_h: list[np.ndarray | None] = [None] * dirs
+    if _given(b):
+        bias = b.astype(ct).reshape(dirs, 2, gh)
+        if lbr:  # Rb_h is inside the reset gate's product: kept for the step
+            rb_h = [bias[d, 1, 2 * hidden :].copy() for d in range(dirs)]
+            bias[:, 1, 2 * hidden :] = 0
+        np.add(gx, (bias[:, 0] + bias[:, 1]).reshape(dirs * gh), gx)
+
+    clip = attrs["clip"]
+    f = _act(attrs, "f", clip)
+    rts = r.astype(ct, copy=False).swapaxes(1, 2)  # R^T of each direction, views
+    p = None
+    if p_in is not None and _given(p_in):
+        p = p_in.astype(ct, copy=False).reshape(dirs, 3, hidden)
+    steps: list[_Step] = []
+    for d in range(dirs):
+        if lstm:
+            acts = (f, _act(attrs, "g", clip), _act(attrs, "h", None))
+            pd = None if p is None else p[d]
+            steps.append(_LSTM(rts[d], hidden, batch, ct, acts, pd, attrs["input_forget"]))
+        elif cell == "gru":
+            acts2 = (f, _act(attrs, "g", clip))
+            steps.append(_GRU(rts[d], hidden, batch, ct, acts2, lbr, rb_h[d]))
+        else:
+            steps.append(_RNN(rts[d], hidden, batch, ct, f))
+
+    for d, reverse in enumerate(_DIRECTIONS[attrs["direction"]]):
+        h = np.zeros((batch, hidden), ct) if not _given(h0) else h0[d].astype(ct, copy=False)
+        c = None
+        if lstm:
+            c = np.zeros((batch, hidden), ct)
+            if c0 is not None and _given(c0):
+                np.copyto(c, c0[d])
+        h, c = _direction(
+            steps[d], gx[:, :, d * gh : (d + 1) * gh], y[:, d], h, c, lens, reverse, native
+        )
+        np.copyto(y_h[d], h)
+        if y_c is not None and c is not None:
+            np.copyto(y_c[d], c)
+    if lens is not None and not lens.all():
+        for s in finals:  # an entry of length 0 has zero states, as onnxruntime gives
+            s[:, lens == 0] = 0
+
+
+def _factory(cell: str, arity: int) -> Callable[[Mapping[str, Any]], Kernel]:
+    def factory(attrs: Mapping[str, Any]) -> Kernel:
+        if attrs["direction"] not in _DIRECTIONS:
+            raise ValueError(f"direction={attrs['direction']!r} is not one of {list(_DIRECTIONS)}")
+        if attrs["layout"] not in (0, 1):
+            raise ValueError(f"layout={attrs['layout']} is not 0 or 1")
+
+        def kernel(*args: np.ndarray) -> None:
+            _run(cell, attrs, list(args[:arity]), list(args[arity:]))
+
+        return kernel
+
+    factory.__doc__ = (
+        f"ONNX's {cell.upper()} over the whole sequence: ({arity} operands, absent ones 0-d) "
+        "-> Y and the final states (see the module doc)."
+    )
+    return factory
+
+
+register_kernel("nn.lstm")(_factory("lstm", 8))
+register_kernel("nn.gru")(_factory("gru", 6))
+register_kernel("nn.rnn")(_factory("rnn", 6))
