@@ -1,7 +1,7 @@
 """The recurrent converters (``LSTM``, ``GRU``, ``RNN``) of ``dynshape.onnx`` against onnxruntime:
 one-node models with weights as initializers and ``X`` of symbolic ``(seq, batch, input)``,
-each compiled once (one loop over the symbolic steps) and run at several sizes, seq=1 among
-them."""
+each compiled once (one ``nn.lstm``/``nn.gru``/``nn.rnn`` op over the symbolic steps) and run
+at several sizes, seq=1 among them."""
 
 from __future__ import annotations
 
@@ -181,6 +181,14 @@ def test_types_stay_symbolic(op: str) -> None:
         assert ty.startswith("Tensor[(2, batch, 4)"), types
 
 
+@pytest.mark.parametrize("op", ["LSTM", "GRU", "RNN"])
+def test_one_op_no_loop(op: str) -> None:
+    """The node becomes one recurrent op (its kernel runs the steps): no loop, no per-step ops."""
+    text = str(dynshape.onnx.load(recurrent_model(op, "bidirectional", initial=True).model))
+    assert text.count(f"nn.{op.lower()}(") == 1, text
+    assert "while" not in text and "concatenate" not in text, text
+
+
 @pytest.mark.parametrize("lbr", [0, 1])
 @pytest.mark.parametrize("direction", ["forward", "bidirectional"])
 def test_gru_linear_before_reset(lbr: int, direction: str) -> None:
@@ -200,7 +208,7 @@ def test_only_y_h(op: str) -> None:
     m = recurrent_model(op, "bidirectional", outputs=["Y_h"])
     program = compare(m)
     assert len(result_types(program)) == 1
-    # Y is not requested, so the loops do not accumulate it: no concatenate in the program.
+    # One op computes Y too; it is not read, and nothing is concatenated.
     assert "concatenate" not in str(program)
 
 

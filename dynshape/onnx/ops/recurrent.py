@@ -1,92 +1,50 @@
-"""Recurrent ops: ``LSTM``, ``GRU`` and ``RNN``, each a ``while_loop`` over the time steps.
+"""Recurrent ops: ``LSTM``, ``GRU`` and ``RNN``, each one op (``nn.lstm``, ``nn.gru``,
+``nn.rnn``) whose kernel runs the whole recurrence (``vm/kernels/recurrent.py``).
 
-The sequence length is usually symbolic, so the recurrence is a loop, not unrolled. Per
-direction, the input projections of all steps are one ``nn.dense`` before the loop
-(``X @ W.T`` plus the biases that add outside the gates' nonlinearity); the loop carries the
-step index, the state (``h``, and ``c`` for LSTM) and, when ``Y`` is wanted, the outputs so
-far, which each step extends with ``concatenate`` (so their step dim is ``?`` in the loop; a
-``reshape`` to ``(seq, batch, hidden)`` after it gives the symbolic type back, checked at run
-time). A reverse direction walks ``t = seq - 1 - i`` and prepends its rows, so ``Y`` stays in
-time order; ``bidirectional`` is two loops whose results are stacked.
+The ops take ONNX's inputs, attributes and output shapes as they are: gate orders (LSTM ``i, o,
+f, c``, peepholes ``i, o, f``; GRU ``z, r, h``), ``direction``, ``layout`` 0 and 1, ``clip``,
+LSTM ``input_forget``, GRU ``linear_before_reset``. An omitted optional input (``B``,
+``sequence_lens``, the initial states, ``P``) is passed as a 0-d constant, which the op reads as
+absent; ``sequence_lens`` known to be ``seq`` everywhere is omitted too. The op computes every
+output; one the node leaves unnamed is simply not read.
 
-``sequence_lens``: a step ``t`` past a batch entry's length leaves its state unchanged and
-writes zeros to its ``Y`` rows (``where`` on ``t < sequence_lens``), as ONNX specifies; so
-``Y_h`` is the state after each entry's last step (for a reverse direction, after step 0, the
-entry's steps running from its length - 1 down).
+``sequence_lens``: a step ``t`` past a batch entry's length leaves its state unchanged and writes
+zeros to its ``Y`` rows, as ONNX specifies; an entry of length 0 has zero final states, as
+onnxruntime gives.
 
-Gate orders are ONNX's: LSTM ``i, o, f, c`` (peepholes ``i, o, f``), GRU ``z, r, h``. ``clip``
-bounds every gate's input to its activation (after the bias and peephole terms), as
-onnxruntime does. Supported activations: ``Sigmoid``, ``Tanh``, ``Relu`` (the ones without
-``activation_alpha``/``beta`` parameters); ``layout`` 0 and 1; LSTM ``input_forget`` 0 and 1
-(``f = 1 - i``); GRU ``linear_before_reset`` 0 and 1.
+Supported activations: ``Sigmoid``, ``Tanh``, ``Relu`` (the ones without
+``activation_alpha``/``beta`` parameters). A bidirectional node whose two directions name
+different activations becomes two one-direction ops, their results concatenated.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 import ir
 from dynshape.builder import trace
-from dynshape.builder.control import while_loop
 
 from ..registry import Node, NodeError, Unsupported, converter
 from .shape import _dtype, _shape
 
-#: Op -> (gate count, default activations of one direction).
-_OPS: dict[str, tuple[int, tuple[str, ...]]] = {
-    "LSTM": (4, ("Sigmoid", "Tanh", "Tanh")),
-    "GRU": (3, ("Sigmoid", "Tanh")),
-    "RNN": (1, ("Tanh",)),
+#: Op -> (the dynshape op, gate count, default activations of one direction).
+_OPS: dict[str, tuple[str, int, tuple[str, ...]]] = {
+    "LSTM": ("nn.lstm", 4, ("Sigmoid", "Tanh", "Tanh")),
+    "GRU": ("nn.gru", 3, ("Sigmoid", "Tanh")),
+    "RNN": ("nn.rnn", 1, ("Tanh",)),
 }
 
-_ACTIVATIONS: dict[str, str] = {"sigmoid": "sigmoid", "tanh": "tanh", "relu": "nn.relu"}
+_ACTIVATIONS = ("sigmoid", "tanh", "relu")
 
-Act = Callable[[Any], Any]
-
-
-@dataclass
-class _Cell:
-    """What one direction's step needs: its recurrence weights and activations."""
-
-    op: str
-    hidden: int
-    dtype: str
-    acts: list[Act]
-    clip: float | None
-    r: Any
-    """R of this direction, (gates * hidden, hidden)."""
-    extra: dict[str, Any] = field(default_factory=dict)
-    """GRU: ``r_zr``, ``r_h`` (linear_before_reset=0) or ``rb_h`` (=1); LSTM: ``p_i``,
-    ``p_o``, ``p_f`` (peepholes) and ``input_forget``."""
+#: The op's activation attributes, in ONNX's order of one direction's activations.
+_ACT_ATTRS = ("act_f", "act_g", "act_h")
 
 
-def _int(d: int) -> Any:
-    return trace.constant(np.array(d, dtype=np.int64), "int64")
-
-
-def _const(value: Any, dtype: str) -> Any:
-    return trace.constant(np.asarray(value, dtype=dtype), dtype)
-
-
-def _rows(node: Node, i: int, d: int, lo: int, hi: int) -> Any:
-    """Rows ``lo:hi`` of direction ``d`` of input ``i`` (W, R, B or P): a constant when the
-    input is known, else ops on it."""
-    known = node.numeric(i)
-    dtype = _dtype(node.input(i))
-    if known is not None:
-        return _const(np.ascontiguousarray(known[d, lo:hi]), dtype)
-    part = trace.apply("take", node.tensor(i), _int(d), axis=0)
-    if (lo, hi) == (0, _shape(node.input(i))[1]):
-        return part
-    return trace.apply("strided_slice", part, begin=[lo], end=[hi])
-
-
-def _activations(node: Node, dirs: int, defaults: tuple[str, ...]) -> list[list[Act]]:
-    """Per direction, the activation functions (names checked, case-insensitive)."""
+def _activations(node: Node, dirs: int, defaults: tuple[str, ...]) -> list[list[str]]:
+    """Per direction, the activations' names (checked, case-insensitive, lower-cased)."""
     names = node.attr("activations")
     if names is None:
         names = list(defaults) * dirs
@@ -101,18 +59,14 @@ def _activations(node: Node, dirs: int, defaults: tuple[str, ...]) -> list[list[
             "activation_alpha/activation_beta are not supported (only the activations "
             "Sigmoid, Tanh and Relu, which take no parameters)"
         )
-    fns: list[Act] = []
+    lowered: list[str] = []
     for name in names:
-        op = _ACTIVATIONS.get(str(name).lower())
-        if op is None:
+        low = str(name).lower()
+        if low not in _ACTIVATIONS:
             raise Unsupported(f"activation {name!r} is not supported (only Sigmoid, Tanh and Relu)")
-        fns.append(_activation(op))
+        lowered.append(low)
     k = len(defaults)
-    return [fns[d * k : (d + 1) * k] for d in range(dirs)]
-
-
-def _activation(op: str) -> Act:
-    return lambda v: trace.apply(op, v)
+    return [lowered[d * k : (d + 1) * k] for d in range(dirs)]
 
 
 def _check(node: Node, i: int, what: str, want: Sequence[ir.Dim]) -> None:
@@ -131,7 +85,7 @@ def _check(node: Node, i: int, what: str, want: Sequence[ir.Dim]) -> None:
 
 def _recurrent(node: Node) -> list[Any]:
     op = node.op_type
-    gates, defaults = _OPS[op]
+    ds_op, gates, defaults = _OPS[op]
     x_value = node.input(0)
     if x_value is None or node.input(1) is None or node.input(2) is None:
         raise NodeError("X, W and R (inputs 0, 1, 2) are required")
@@ -146,12 +100,9 @@ def _recurrent(node: Node) -> list[Any]:
         raise NodeError(f"layout={layout} is not 0 or 1")
     seq, batch, input_size = (x_shape[1], x_shape[0], x_shape[2]) if layout else x_shape
     direction = node.attr("direction", "forward")
-    reverses = {"forward": [False], "reverse": [True], "bidirectional": [False, True]}.get(
-        direction
-    )
-    if reverses is None:
+    if direction not in ("forward", "reverse", "bidirectional"):
         raise NodeError(f"direction={direction!r} is not forward, reverse or bidirectional")
-    dirs = len(reverses)
+    dirs = 2 if direction == "bidirectional" else 1
     w_shape = _shape(node.input(1))
     r_shape = _shape(node.input(2))
     hidden = node.attr("hidden_size")
@@ -172,210 +123,81 @@ def _recurrent(node: Node) -> list[Any]:
     if op == "LSTM":
         _check(node, 6, "initial_c", state_shape)
         _check(node, 7, "P", [dirs, 3 * hidden])
-    input_forget = int(node.attr("input_forget", 0)) if op == "LSTM" else 0
-    lbr = int(node.attr("linear_before_reset", 0)) if op == "GRU" else 0
-    clip = node.attr("clip")
-    clip = None if clip is None else float(clip)
     acts = _activations(node, dirs, defaults)
+    attrs: dict[str, Any] = {"layout": layout}
+    clip = node.attr("clip")
+    if clip is not None:
+        attrs["clip"] = float(clip)
+    if op == "LSTM":
+        attrs["input_forget"] = bool(int(node.attr("input_forget", 0)))
+    elif op == "GRU":
+        attrs["linear_before_reset"] = bool(int(node.attr("linear_before_reset", 0)))
 
-    x = node.tensor(0)
-    if layout:
-        x = trace.apply("transpose", x, axes=[1, 0, 2])
-    lens = _sequence_lens(node, seq, batch)
-    init_h = _initial(node, 5, layout)
-    init_c = _initial(node, 6, layout) if op == "LSTM" else None
-    want_y = node.wants(0)
+    absent = trace.constant(np.zeros((), dtype), dtype)
+    args = [node.tensor(0), node.tensor(1), node.tensor(2)]
+    args.append(absent if node.input(3) is None else node.tensor(3))
+    args.append(_sequence_lens(node, seq, batch))
+    for i in (5, 6, 7) if op == "LSTM" else (5,):
+        args.append(absent if node.input(i) is None else node.tensor(i))
 
-    ys, hs, cs = [], [], []
-    for d, reverse in enumerate(reverses):
-        cell = _Cell(op, hidden, dtype, acts[d], clip, _rows(node, 2, d, 0, gh))
-        bias = _input_bias(node, cell, d, gh)
-        gx = trace.apply("nn.dense", x, _rows(node, 1, d, 0, gh))
-        if bias is not None:
-            gx = trace.apply("add", gx, bias)
-        _extras(node, cell, d, lbr, input_forget)
-        h0 = _state0(init_h, d, batch, hidden, dtype)
-        c0 = _state0(init_c, d, batch, hidden, dtype) if op == "LSTM" else None
-        y, h, c = _loop(cell, gx, h0, c0, lens, reverse, want_y, [seq, batch, hidden])
-        ys.append(y)
-        hs.append(h)
-        cs.append(c)
+    if acts[0] == acts[-1]:
+        outs = list(trace.apply(ds_op, *args, direction=direction, **attrs, **_named(acts[0])))
+    else:
+        given = [i for i in (1, 2, 3, 5, 6, 7) if i < len(args) and node.input(i) is not None]
+        outs = _per_direction(ds_op, args, given, acts, layout, attrs)
+    return [o if node.wants(k) else None for k, o in enumerate(outs)][: max(node.num_outputs, 1)]
 
-    outs: list[Any] = [None, None, None]
-    if want_y:
-        y = trace.apply("stack", ys, axis=1)  # (seq, dirs, batch, hidden)
-        outs[0] = trace.apply("transpose", y, axes=[2, 0, 1, 3]) if layout else y
-    for k, states in ((1, hs), (2, cs)):
-        if node.wants(k):
-            s = trace.apply("stack", states, axis=0)  # (dirs, batch, hidden)
-            outs[k] = trace.apply("transpose", s, axes=[1, 0, 2]) if layout else s
-    return outs[: max(node.num_outputs, 1)]
+
+def _named(acts: list[str]) -> dict[str, str]:
+    return dict(zip(_ACT_ATTRS, acts, strict=False))
+
+
+def _per_direction(
+    ds_op: str,
+    args: list[Any],
+    given: list[int],
+    acts: list[list[str]],
+    layout: int,
+    attrs: dict[str, Any],
+) -> list[Any]:
+    """A bidirectional node whose directions have different activations: one op per direction
+    on its slices of the ``given`` inputs (weights and initial states, the dirs axis kept),
+    the results concatenated along that axis."""
+    results = []
+    for d, direction in enumerate(("forward", "reverse")):
+        part = list(args)
+        for i in given:
+            axis = 1 if layout and i in (5, 6) else 0  # batch-major initial states
+            part[i] = _direction_of(args[i], d, axis)
+        results.append(trace.apply(ds_op, *part, direction=direction, **attrs, **_named(acts[d])))
+    y_axis, state_axis = (2, 1) if layout else (1, 0)
+    outs = [trace.apply("concatenate", [results[0][0], results[1][0]], axis=y_axis)]
+    for k in range(1, len(results[0])):
+        pair = [results[0][k], results[1][k]]
+        outs.append(trace.apply("concatenate", pair, axis=state_axis))
+    return outs
+
+
+def _direction_of(value: Any, d: int, axis: int) -> Any:
+    """``value``'s direction ``d`` along ``axis``, the axis kept (size 1)."""
+    return trace.apply("expand_dims", trace.apply("take", value, _int(d), axis=axis), axis=axis)
+
+
+def _int(d: int) -> Any:
+    return trace.constant(np.array(d, dtype=np.int64), "int64")
 
 
 def _sequence_lens(node: Node, seq: ir.Dim, batch: ir.Dim) -> Any:
-    """``sequence_lens`` as an int32 ``(batch, 1)`` tensor, or None when absent or known to
-    be ``seq`` for every entry."""
+    """``sequence_lens`` as given, or a 0-d (absent) int32 when omitted or known to be ``seq``
+    for every entry."""
+    absent = trace.constant(np.zeros((), np.int32), "int32")
     if node.input(4) is None:
-        return None
+        return absent
     _check(node, 4, "sequence_lens", [batch])
     known = node.numeric(4)
     if known is not None and isinstance(seq, int) and bool(np.all(known == seq)):
-        return None
-    lens = node.tensor(4)
-    if lens.dtype != "int32":
-        lens = trace.apply("cast", lens, dtype="int32")
-    return trace.apply("expand_dims", lens, axis=1)
-
-
-def _initial(node: Node, i: int, layout: int) -> Any:
-    if node.input(i) is None:
-        return None
-    v = node.tensor(i)
-    return trace.apply("transpose", v, axes=[1, 0, 2]) if layout else v
-
-
-def _state0(init: Any, d: int, batch: ir.Dim, hidden: int, dtype: str) -> Any:
-    if init is None:
-        return trace.apply("zeros", shape=[batch, hidden], dtype=dtype)
-    return trace.apply("take", init, _int(d), axis=0)
-
-
-def _input_bias(node: Node, cell: _Cell, d: int, gh: int) -> Any:
-    """The bias added to the input projections: ``Wb + Rb``, except GRU's ``Rb_h`` with
-    ``linear_before_reset=1`` (it is inside the reset gate's product)."""
-    if node.input(3) is None:
-        return None
-    wb = _rows(node, 3, d, 0, gh)
-    known = node.numeric(3)
-    if cell.op == "GRU" and int(node.attr("linear_before_reset", 0)):
-        h = cell.hidden
-        if known is not None:
-            rb = np.array(known[d, gh : 2 * gh], copy=True)
-            rb[2 * h :] = 0
-            return trace.apply("add", wb, _const(rb, cell.dtype))
-        rb_zr = _rows(node, 3, d, gh, gh + 2 * h)
-        zeros = trace.apply("zeros", shape=[h], dtype=cell.dtype)
-        return trace.apply("add", wb, trace.apply("concatenate", [rb_zr, zeros], axis=0))
-    if known is not None:
-        return _const(known[d, :gh] + known[d, gh : 2 * gh], cell.dtype)
-    return trace.apply("add", wb, _rows(node, 3, d, gh, 2 * gh))
-
-
-def _extras(node: Node, cell: _Cell, d: int, lbr: int, input_forget: int) -> None:
-    h = cell.hidden
-    if cell.op == "GRU":
-        cell.extra["lbr"] = lbr
-        if lbr:
-            cell.extra["rb_h"] = (
-                _rows(node, 3, d, 5 * h, 6 * h) if node.input(3) is not None else None
-            )
-        else:
-            cell.extra["r_zr"] = _rows(node, 2, d, 0, 2 * h)
-            cell.extra["r_h"] = _rows(node, 2, d, 2 * h, 3 * h)
-    elif cell.op == "LSTM":
-        cell.extra["input_forget"] = input_forget
-        if node.input(7) is not None:
-            for k, name in enumerate(("p_i", "p_o", "p_f")):
-                cell.extra[name] = _rows(node, 7, d, k * h, (k + 1) * h)
-
-
-def _loop(
-    cell: _Cell,
-    gx: Any,
-    h0: Any,
-    c0: Any,
-    lens: Any,
-    reverse: bool,
-    want_y: bool,
-    y_shape: list[ir.Dim],
-) -> tuple[Any, Any, Any]:
-    """One direction's recurrence; returns ``(Y (seq, batch, hidden) or None, Y_h, Y_c)``."""
-    seq = trace.apply("take", trace.apply("shape_of", gx), _int(0), axis=0)
-    lstm = c0 is not None
-    init = [_int(0), h0]
-    if lstm:
-        init.append(c0)
-    if want_y:
-        init.append(trace.apply("zeros", shape=[0, *y_shape[1:]], dtype=cell.dtype))
-
-    def cond(i: Any, *_: Any) -> Any:
-        return trace.apply("less", i, seq)
-
-    def body(i: Any, *state: Any) -> tuple[Any, ...]:
-        h = state[0]
-        c = state[1] if lstm else None
-        t = trace.apply("subtract", trace.apply("subtract", seq, _int(1)), i) if reverse else i
-        x_t = trace.apply("take", gx, t, axis=0)  # (batch, gates * hidden)
-        h_new, c_new = _step(cell, x_t, h, c)
-        y_t = h_new
-        if lens is not None:
-            mask = trace.apply("less", trace.apply("cast", t, dtype="int32"), lens)
-            h_new = trace.apply("where", mask, h_new, h)
-            if lstm:
-                c_new = trace.apply("where", mask, c_new, c)
-            y_t = trace.apply("where", mask, y_t, _const(0, cell.dtype))
-        out = [trace.apply("add", i, _int(1)), h_new]
-        if lstm:
-            out.append(c_new)
-        if want_y:
-            row = trace.apply("expand_dims", y_t, axis=0)
-            parts = [row, state[-1]] if reverse else [state[-1], row]
-            out.append(trace.apply("concatenate", parts, axis=0))
-        return tuple(out)
-
-    final = while_loop(cond, body, tuple(init))
-    h = final[1]
-    c = final[2] if lstm else None
-    y = trace.apply("reshape", final[-1], newshape=y_shape) if want_y else None
-    return y, h, c
-
-
-def _gate(cell: _Cell, act: Act, v: Any) -> Any:
-    if cell.clip is not None:
-        v = trace.apply("clip", v, a_min=-cell.clip, a_max=cell.clip)
-    return act(v)
-
-
-def _step(cell: _Cell, x_t: Any, h: Any, c: Any) -> tuple[Any, Any]:
-    """One step of the cell: the new ``(h, c)`` (``c`` None but for LSTM)."""
-    add, mul = (lambda a, b: trace.apply("add", a, b)), (lambda a, b: trace.apply("multiply", a, b))
-    one = _const(1, cell.dtype)
-    if cell.op == "RNN":
-        return _gate(cell, cell.acts[0], add(x_t, trace.apply("nn.dense", h, cell.r))), None
-    if cell.op == "LSTM":
-        f_act, g_act, h_act = cell.acts
-        g_i, g_o, g_f, g_c = trace.apply(
-            "split", add(x_t, trace.apply("nn.dense", h, cell.r)), indices_or_sections=4, axis=1
-        )
-        p_i, p_o, p_f = (cell.extra.get(k) for k in ("p_i", "p_o", "p_f"))
-        i = _gate(cell, f_act, g_i if p_i is None else add(g_i, mul(p_i, c)))
-        if cell.extra["input_forget"]:
-            f = trace.apply("subtract", one, i)
-        else:
-            f = _gate(cell, f_act, g_f if p_f is None else add(g_f, mul(p_f, c)))
-        c_new = add(mul(f, c), mul(i, _gate(cell, g_act, g_c)))
-        o = _gate(cell, f_act, g_o if p_o is None else add(g_o, mul(p_o, c_new)))
-        return mul(o, h_act(c_new)), c_new
-    f_act, g_act = cell.acts
-    x_z, x_r, x_h = trace.apply("split", x_t, indices_or_sections=3, axis=1)
-    if cell.extra["lbr"]:
-        h_z, h_r, h_h = trace.apply(
-            "split", trace.apply("nn.dense", h, cell.r), indices_or_sections=3, axis=1
-        )
-        if cell.extra["rb_h"] is not None:
-            h_h = add(h_h, cell.extra["rb_h"])
-        z = _gate(cell, f_act, add(x_z, h_z))
-        r = _gate(cell, f_act, add(x_r, h_r))
-        n = _gate(cell, g_act, add(x_h, mul(r, h_h)))
-    else:
-        h_z, h_r = trace.apply(
-            "split", trace.apply("nn.dense", h, cell.extra["r_zr"]), indices_or_sections=2, axis=1
-        )
-        z = _gate(cell, f_act, add(x_z, h_z))
-        r = _gate(cell, f_act, add(x_r, h_r))
-        n = _gate(cell, g_act, add(x_h, trace.apply("nn.dense", mul(r, h), cell.extra["r_h"])))
-    h_new = add(mul(trace.apply("subtract", one, z), n), mul(z, h))
-    return h_new, None
+        return absent
+    return node.tensor(4)
 
 
 @converter("LSTM", "GRU", "RNN")
