@@ -139,6 +139,37 @@ def test_range_over_a_dim_keeps_its_length() -> None:
     np.testing.assert_array_equal(got, np.arange(5))
 
 
+@pytest.mark.parametrize("step", [1, 2, 3, -1, -2])
+def test_integer_range_over_dims_has_no_data_dependent_size(step: int) -> None:
+    """Range(start, limit, step) with start and limit from shapes (position ids of a decoder
+    step: past_seq .. past_seq + seq): counted from a tensor of the symbolic length, so no
+    ``?`` size reaches the memory planner; the values are onnxruntime's at every size."""
+    m = model(
+        [
+            helper.make_node("Shape", ["past"], ["ps"]),
+            helper.make_node("Gather", ["ps", "one"], ["p"], axis=0),
+            helper.make_node("Shape", ["x"], ["xs"]),
+            helper.make_node("Gather", ["xs", "one"], ["s"], axis=0),
+            helper.make_node("Add", ["p", "s"], ["total"]),
+            helper.make_node(
+                "Range", ["p", "total", "step"] if step > 0 else ["total", "p", "step"], ["y"]
+            ),
+        ],
+        [("x", "float32", ["batch", "seq"]), ("past", "float32", ["batch", "past_seq"])],
+        ["y"],
+        {"one": np.array(1, np.int64), "step": np.array(step, np.int64)},
+    )
+    m.graph.output[0].CopyFrom(helper.make_tensor_value_info("y", TensorProto.INT64, None))
+    ort = pytest.importorskip("onnxruntime")
+    program = dynshape.onnx.load(m)
+    assert "?" not in str(dynshape.stages(program)["types"]["main"])
+    vm = dynshape.VirtualMachine(dynshape.compile(program))
+    sess = ort.InferenceSession(m.SerializeToString())
+    for seq, past in [(1, 0), (1, 7), (5, 3), (0, 4), (0, 0)]:
+        feeds = {"x": np.zeros((2, seq), np.float32), "past": np.zeros((2, past), np.float32)}
+        np.testing.assert_array_equal(vm.run(**feeds), sess.run(None, feeds)[0])
+
+
 def test_slices_with_constant_and_symbolic_bounds() -> None:
     big = np.iinfo(np.int64).max
     m = model(

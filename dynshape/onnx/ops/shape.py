@@ -260,9 +260,10 @@ def expand(node: Node) -> Any:
 
 @converter("Range")
 def range_(node: Node) -> Any:
-    """Folded when its scalars are numbers. With dims (``Range(0, seq, 1)``, position ids) the
-    length is ``max(ceil((limit - start) / delta), 0)``: the run-time ``arange`` is reshaped to
-    it, so the result keeps the symbolic length (a run-time check that the two agree)."""
+    """Folded when its scalars are numbers. With dims (``Range(0, seq, 1)``, position ids) and
+    an integer step the length is ``max(ceil((limit - start) / delta), 0)``: integer ranges are
+    counted from a tensor of that length (no data-dependent size); float ones run ``arange`` and
+    are reshaped to it (a run-time check that the two agree)."""
     a, b, c = (node.known(i) for i in range(3))
     dtype = _dtype(node.input(0))
 
@@ -274,9 +275,21 @@ def range_(node: Node) -> Any:
     start, limit, delta = (k.array.reshape(-1)[0] for k in (a, b, c))
     if not (a.symbolic or b.symbolic or c.symbolic):
         return Known(np.arange(start, limit, delta, dtype=a.dtype), a.dtype)
-    out = run_time()
-    if isinstance(delta, (int, np.integer)) and delta:
-        span = (sympy.sympify(limit) - sympy.sympify(start)) / int(delta)
-        length = ir.check_dim(ir.simplify(sympy.Max(sympy.ceiling(span), 0)))
-        out = trace.apply("reshape", out, newshape=[length])
+    if not isinstance(delta, (int, np.integer)) or not delta:
+        return run_time()
+    span = (sympy.sympify(limit) - sympy.sympify(start)) / int(delta)
+    length = ir.check_dim(ir.simplify(sympy.Max(sympy.ceiling(span), 0)))
+    if np.dtype(dtype).kind not in "iu":
+        return trace.apply("reshape", run_time(), newshape=[length])
+    # Integers: start + i * delta for i = 0, 1, ..., length - 1, counted from a tensor of the
+    # symbolic length. An arange would be sized at run time by a fresh symbol, and one
+    # data-dependent size makes every size comparison of the memory planner unknown.
+    ones = trace.apply(
+        "full", trace.constant(np.array(1, dtype=dtype), dtype), shape=[length], dtype=dtype
+    )
+    out = trace.apply("cumsum", ones, axis=0, exclusive=True)
+    if int(delta) != 1:
+        out = trace.apply("multiply", out, node.tensor(2))
+    if not (isinstance(start, (int, np.integer)) and start == 0):
+        out = trace.apply("add", out, node.tensor(0))
     return out
