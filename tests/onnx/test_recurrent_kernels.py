@@ -1,0 +1,205 @@
+"""The ``nn.lstm``/``nn.gru``/``nn.rnn`` kernels against onnxruntime, on drawn shapes.
+
+Each example is a one-node ONNX model (``onnx.helper``) run by onnxruntime, and the op's kernel
+called directly on the same arrays (outputs pre-filled with NaN, so a value left unwritten
+fails). Drawn: seq 1, odd and even, batch 1 and odd, hidden and input sizes, every direction,
+with and without bias, initial states, ``sequence_lens`` (lengths 0 and full among them) and
+peepholes, ``clip``, the activations, ``input_forget``, ``linear_before_reset``, layouts 0 and 1,
+float32 and float16.
+
+What onnxruntime cannot check is checked against the float64 reference interpreter
+(``dynshape.testing.numpy_nn``), itself held to onnxruntime here: ``seq = 0`` and ``batch = 0``
+(onnxruntime 1.32 aborts the process on a 0 batch, and on a 0 sequence for GRU), float64 (its
+CPU kernels are float32/float16 only) and ``layout = 1`` (it refuses it: its reference is the
+layout-0 node on transposed arrays).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+from onnx import TensorProto, helper  # noqa: E402
+
+from dynshape.testing.numpy_nn import NN_OPS  # noqa: E402
+from vm.kernels import get_kernel_factory  # noqa: E402
+
+GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
+ACT_KEYS = {"LSTM": "fgh", "GRU": "fg", "RNN": "f"}
+ONNX_ACT = {"sigmoid": "Sigmoid", "tanh": "Tanh", "relu": "Relu"}
+DEFAULT_ACTS = {"LSTM": ("sigmoid", "tanh", "tanh"), "GRU": ("sigmoid", "tanh"), "RNN": ("tanh",)}
+ELEM = {"float32": TensorProto.FLOAT, "float16": TensorProto.FLOAT16}
+TOL = {"float32": (2e-4, 2e-5), "float16": (2e-2, 5e-3), "float64": (1e-9, 1e-12)}
+
+
+def _case(op: str, draw: Any, seq: int, batch: int, dtype: str) -> dict[str, Any]:
+    """Drawn operands (layout 0, absent ones None) and the op's attributes."""
+    hidden = draw(st.integers(1, 6))
+    size = draw(st.integers(1, 5))
+    direction = draw(st.sampled_from(["forward", "reverse", "bidirectional"]))
+    dirs = 2 if direction == "bidirectional" else 1
+    gh = GATES[op] * hidden
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+
+    def rand(*shape: int) -> np.ndarray:
+        return (0.6 * rng.standard_normal(shape)).astype(dtype)
+
+    ins: dict[str, Any] = {"X": rand(seq, batch, size), "W": rand(dirs, gh, size)}
+    ins["R"] = rand(dirs, gh, hidden)
+    ins["B"] = rand(dirs, 2 * gh) if draw(st.booleans()) else None
+    ins["sequence_lens"] = None
+    if draw(st.booleans()):
+        lens = draw(st.lists(st.integers(0, seq), min_size=batch, max_size=batch))
+        ins["sequence_lens"] = np.array(lens, np.int32)
+    initial = draw(st.booleans())
+    ins["initial_h"] = rand(dirs, batch, hidden) if initial else None
+    attrs: dict[str, Any] = {"direction": direction, "layout": 0}
+    attrs["clip"] = draw(st.sampled_from([None, None, 0.5, 2.0]))
+    acts = DEFAULT_ACTS[op]
+    if draw(st.integers(0, 3)) == 0:
+        acts = tuple(draw(st.sampled_from(["sigmoid", "tanh", "relu"])) for _ in acts)
+    attrs |= {f"act_{k}": a for k, a in zip(ACT_KEYS[op], acts, strict=True)}
+    if op == "LSTM":
+        ins["initial_c"] = rand(dirs, batch, hidden) if initial else None
+        ins["P"] = rand(dirs, 3 * hidden) if draw(st.booleans()) else None
+        attrs["input_forget"] = draw(st.booleans())
+    if op == "GRU":
+        attrs["linear_before_reset"] = draw(st.booleans())
+    return {"ins": ins, "attrs": attrs, "dtype": dtype}
+
+
+def _onnxruntime(op: str, case: dict[str, Any]) -> list[np.ndarray]:
+    ins, attrs = case["ins"], case["attrs"]
+    names = [n if ins[n] is not None else "" for n in ins]
+    while not names[-1]:
+        names.pop()
+    outs = ["Y", "Y_h", "Y_c"][: 3 if op == "LSTM" else 2]
+    onnx_attrs: dict[str, Any] = {"direction": attrs["direction"]}
+    onnx_attrs["hidden_size"] = ins["R"].shape[2]
+    if attrs["clip"] is not None:
+        onnx_attrs["clip"] = attrs["clip"]
+    acts = [ONNX_ACT[attrs[f"act_{k}"]] for k in ACT_KEYS[op]]
+    onnx_attrs["activations"] = acts * (2 if attrs["direction"] == "bidirectional" else 1)
+    for key in ("input_forget", "linear_before_reset"):
+        if key in attrs:
+            onnx_attrs[key] = int(attrs[key])
+    node = helper.make_node(op, names, outs, **onnx_attrs)
+    elem = ELEM[case["dtype"]]
+    inputs = [
+        helper.make_tensor_value_info(n, TensorProto.INT32 if n == "sequence_lens" else elem, None)
+        for n in names
+        if n
+    ]
+    graph = helper.make_graph(
+        [node], "g", inputs, [helper.make_tensor_value_info(o, elem, None) for o in outs]
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return list(session.run(None, {n: ins[n] for n in names if n}))
+
+
+def _operands(op: str, case: dict[str, Any], layout: int) -> list[np.ndarray]:
+    """The op's operands (absent ones 0-d), batch-major for ``layout=1``."""
+    ins, dtype = case["ins"], case["dtype"]
+    order = ["X", "W", "R", "B", "sequence_lens", "initial_h"]
+    order += ["initial_c", "P"] if op == "LSTM" else []
+    out = []
+    for n in order:
+        v = ins[n]
+        if v is None:
+            v = np.zeros((), np.int32 if n == "sequence_lens" else dtype)
+        elif layout and n in ("X", "initial_h", "initial_c"):
+            v = np.ascontiguousarray(v.swapaxes(0, 1))
+        out.append(v)
+    return out
+
+
+def _kernel(op: str, case: dict[str, Any], layout: int) -> list[np.ndarray]:
+    """The kernel's results, turned back to layout 0."""
+    operands = _operands(op, case, layout)
+    x, r = case["ins"]["X"], case["ins"]["R"]
+    seq, batch = x.shape[:2]
+    dirs, hidden = r.shape[0], r.shape[2]
+    y = (batch, seq, dirs, hidden) if layout else (seq, dirs, batch, hidden)
+    state = (batch, dirs, hidden) if layout else (dirs, batch, hidden)
+    shapes = [y, state, state][: 3 if op == "LSTM" else 2]
+    outs = [np.full(s, np.nan, case["dtype"]) for s in shapes]
+    get_kernel_factory(f"nn.{op.lower()}")({**case["attrs"], "layout": layout})(*operands, *outs)
+    if layout:
+        outs = [outs[0].transpose(1, 2, 0, 3), *(s.swapaxes(0, 1) for s in outs[1:])]
+    return outs
+
+
+def _reference(op: str, case: dict[str, Any]) -> list[np.ndarray]:
+    as64 = {**case, "ins": {n: _f64(v) for n, v in case["ins"].items()}, "dtype": "float64"}
+    return list(NN_OPS[f"nn.{op.lower()}"](_operands(op, as64, 0), case["attrs"]))
+
+
+def _f64(v: np.ndarray | None) -> np.ndarray | None:
+    return v if v is None or v.dtype.kind == "i" else v.astype(np.float64)
+
+
+def _close(got: list[np.ndarray], want: list[np.ndarray], dtype: str) -> None:
+    rtol, atol = TOL[dtype]
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        assert g.shape == w.shape, (g.shape, w.shape)
+        np.testing.assert_allclose(g.astype(np.float64), w, rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("op", ["LSTM", "GRU", "RNN"])
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_kernel_matches_onnxruntime(op: str, data: st.DataObject) -> None:
+    seq = data.draw(st.sampled_from([1, 2, 3, 5, 8]), "seq")
+    batch = data.draw(st.sampled_from([1, 2, 3, 5]), "batch")
+    dtype = data.draw(st.sampled_from(["float32", "float32", "float16"]), "dtype")
+    layout = data.draw(st.sampled_from([0, 1]), "layout")
+    case = _case(op, data.draw, seq, batch, dtype)
+    want = _onnxruntime(op, case)
+    got = _kernel(op, case, layout)
+    _close(got, [w.astype(np.float64) for w in want], dtype)
+    if dtype == "float32":  # the reference interpreter agrees with onnxruntime too
+        _close(_reference(op, case), [w.astype(np.float64) for w in want], dtype)
+
+
+@pytest.mark.parametrize("op", ["LSTM", "GRU", "RNN"])
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_kernel_matches_reference(op: str, data: st.DataObject) -> None:
+    """Where onnxruntime cannot be asked: 0 steps, a 0 batch, float64."""
+    seq = data.draw(st.sampled_from([0, 1, 4]), "seq")
+    batch = data.draw(st.sampled_from([0, 1, 3]), "batch")
+    dtype = data.draw(st.sampled_from(["float64", "float32"]), "dtype")
+    layout = data.draw(st.sampled_from([0, 1]), "layout")
+    case = _case(op, data.draw, seq, batch, dtype)
+    got = _kernel(op, case, layout)
+    for g in got:
+        assert g.dtype == np.dtype(dtype)
+    _close(got, _reference(op, case), dtype if dtype == "float64" else "float32")
+
+
+@pytest.mark.parametrize("op", ["LSTM", "GRU", "RNN"])
+@pytest.mark.parametrize("lens", [[1, 4], [-1, 2]])
+def test_lengths_out_of_range(op: str, lens: list[int]) -> None:
+    gh = GATES[op] * 2
+    absent = np.zeros((), np.float32)
+    operands = [np.ones((3, 2, 1), np.float32), np.ones((1, gh, 1), np.float32)]
+    operands += [np.ones((1, gh, 2), np.float32), absent, np.array(lens, np.int32), absent]
+    operands += [absent, absent] if op == "LSTM" else []
+    outs = [np.empty((3, 1, 2, 2), np.float32), np.empty((1, 2, 2), np.float32)]
+    outs += [np.empty((1, 2, 2), np.float32)] if op == "LSTM" else []
+    attrs: dict[str, Any] = {"direction": "forward", "layout": 0, "clip": None}
+    attrs |= {f"act_{k}": a for k, a in zip(ACT_KEYS[op], DEFAULT_ACTS[op], strict=True)}
+    attrs |= {"LSTM": {"input_forget": False}, "GRU": {"linear_before_reset": False}}.get(op, {})
+    kernel = get_kernel_factory(f"nn.{op.lower()}")(attrs)
+    with pytest.raises(ValueError, match=r"sequence_lens must be in \[0, 3\]"):
+        kernel(*operands, *outs)
