@@ -16,14 +16,16 @@ from vm import Executable, VirtualMachine, VMError
 from . import builder as _builder
 from .builder import *  # noqa: F403  (the model-building API: ds.tensor, ds.relu, ...)
 from .custom_op import register_op, unregister_op
-from .errors import BuildError, CompileError, ModelImportError
+from .errors import BuildError, CompileError, CompileTimeoutError, ModelImportError
 from .passes.plan_memory import PlanMemory
-from .pipeline import STAGES, compile, stages
+from .pipeline import STAGES, CompileReport, compile, stages
 
 __all__ = [
     "STAGES",
     "BuildError",
     "CompileError",
+    "CompileReport",
+    "CompileTimeoutError",
     "ModelImportError",
     "DynShapeError",
     "Executable",
