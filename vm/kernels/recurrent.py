@@ -8,11 +8,17 @@ batch-major; the kernel reads and writes them through transposed views, never a 
 Steps: the input projections of every step and both directions are one matmul before the loop
 (``x @ [W_fwd; W_rev]^T``, into ``gx``), plus the biases that add outside the gates' products
 (``Wb + Rb``; GRU with ``linear_before_reset`` keeps ``Rb_h`` for inside the reset product).
-Each step then does one matmul, ``h @ R^T`` (BLAS, through ``blas_threads.matmul``), and the
-gates with numpy ufuncs in place, in scratch allocated once per call; the new ``h`` is written
-straight into its slice of ``Y``, which the next step reads as its state (no concatenation, no
-copy). Where that slice cannot be the state (float16 outputs, or ``sequence_lens`` masking), the
-state lives in a float32/native buffer and the step copies it out.
+Each step then does one matmul, ``h @ R^T`` (BLAS), and the gates with numpy ufuncs in place,
+in scratch allocated once per call (the gates' views are made once too: a step is its ufunc
+calls and little else); the new ``h`` is written straight into its slice of ``Y``, which the
+next step reads as its state (no concatenation, no copy). Where that slice cannot be the state
+(float16 outputs, or ``sequence_lens`` masking), the state lives in a float32/native buffer and
+the step copies it out.
+
+BLAS threads: a step's product is small and latency-bound, and there are hundreds of them. Under
+the default ``one`` policy (``blas_threads``) the kernel lowers OpenBLAS to one thread once for
+the whole recurrence instead of per step (switching costs ~10 us, a step's matmul 5-20 us);
+under the other policies each step goes through ``blas_threads.matmul``.
 
 ``sequence_lens``: a step ``t`` is active for a batch entry when ``t < len``; an inactive step
 holds the entry's state and writes zeros to its ``Y`` rows, so a reverse direction starts each
@@ -25,9 +31,8 @@ per-step scratch a few ``(batch, gates * hidden)`` arrays; float16 inputs add fl
 the operands. All of it is bounded by the operands' and results' sizes.
 
 float16 is computed in float32 and rounded once into the outputs; float32 and float64 natively.
-Activations: ``sigmoid`` (``(1 + tanh(x / 2)) / 2``, as the ``sigmoid`` kernel), ``tanh``,
-``relu``; ``clip`` bounds each gate's input to its activation (after the bias and peephole
-terms), as onnxruntime does.
+Activations: ``sigmoid`` (``1 / (1 + exp(-x))``), ``tanh``, ``relu``; ``clip`` bounds each
+gate's input to its activation (after the bias and peephole terms), as onnxruntime does.
 """
 
 from __future__ import annotations
@@ -37,19 +42,24 @@ from typing import Any
 
 import numpy as np
 
+from . import blas_threads
 from .blas_threads import matmul as _matmul
 from .registry import Kernel, register_kernel
 
 _F16 = np.dtype(np.float16)
 
 Act = Callable[[np.ndarray], None]
+MatMul = Callable[[np.ndarray, np.ndarray, np.ndarray], Any]
 
 
 def _sigmoid(x: np.ndarray) -> None:
-    np.multiply(x, 0.5, x)
-    np.tanh(x, x)
+    # 1 / (1 + exp(-x)): numpy's exp is cheaper than its tanh (the ``sigmoid`` kernel's form),
+    # and this form keeps the relative accuracy of small results. exp overflows to inf below
+    # x = -88 (float32), giving the right 0; ``_run`` silences that warning.
+    np.negative(x, x)
+    np.exp(x, x)
     np.add(x, 1.0, x)
-    np.multiply(x, 0.5, x)
+    np.reciprocal(x, x)
 
 
 def _tanh(x: np.ndarray) -> None:
@@ -81,15 +91,25 @@ def _given(a: np.ndarray) -> bool:
     return a.ndim != 0
 
 
+def _plain_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+    np.matmul(a, b, out=out)
+
+
 class _Step:
     """One direction's cell. ``step(gx_t, h, c, h_out, c_out)`` writes the new state: ``h_out``
-    is never ``h``; ``c_out`` may be ``c``; both ``c`` are None but for LSTM."""
+    is never ``h``; ``c_out`` may be ``c``; both ``c`` are None but for LSTM. ``g`` holds the
+    gates, ``parts`` its per-gate views, ``tmp`` one ``(batch, hidden)`` temporary."""
 
-    def __init__(self, rt: np.ndarray, hidden: int, batch: int, dtype: np.dtype) -> None:
+    def __init__(
+        self, mm: MatMul, rt: np.ndarray, batch: int, dtype: np.dtype, scratch: bool = True
+    ) -> None:
+        self.mm = mm
         self.rt = rt  # R^T of the direction, (hidden, gates * hidden), a view
-        self.hidden = hidden
-        self.g = np.empty((batch, rt.shape[1]), dtype)  # the gates
-        self.tmp = np.empty((batch, hidden), dtype)
+        k = rt.shape[0]
+        gates = rt.shape[1] // max(k, 1)
+        self.g = np.empty((batch if scratch else 0, rt.shape[1]), dtype)
+        self.parts = [self.g[:, j * k : (j + 1) * k] for j in range(gates)]
+        self.tmp = np.empty((batch if scratch else 0, k), dtype)
 
     def __call__(
         self,
@@ -103,8 +123,8 @@ class _Step:
 
 
 class _RNN(_Step):
-    def __init__(self, rt: np.ndarray, hidden: int, batch: int, dtype: np.dtype, f: Act) -> None:
-        super().__init__(rt, hidden, 0, dtype)  # no scratch: the step works in h_out
+    def __init__(self, mm: MatMul, rt: np.ndarray, batch: int, dtype: np.dtype, f: Act) -> None:
+        super().__init__(mm, rt, batch, dtype, scratch=False)  # the step works in h_out
         self.f = f
 
     def __call__(
@@ -115,7 +135,7 @@ class _RNN(_Step):
         h_out: np.ndarray,
         c_out: np.ndarray | None,
     ) -> None:
-        _matmul(h, self.rt, h_out)
+        self.mm(h, self.rt, h_out)
         np.add(h_out, gx, h_out)
         self.f(h_out)
 
@@ -123,18 +143,21 @@ class _RNN(_Step):
 class _GRU(_Step):
     def __init__(
         self,
+        mm: MatMul,
         rt: np.ndarray,
-        hidden: int,
         batch: int,
         dtype: np.dtype,
         acts: tuple[Act, Act],
         lbr: bool,
         rb_h: np.ndarray | None,
     ) -> None:
-        super().__init__(rt, hidden, batch, dtype)
+        super().__init__(mm, rt, batch, dtype)
         self.f, self.act_g = acts
         self.lbr = lbr
         self.rb_h = rb_h  # linear_before_reset: Rb_h, added to h @ R_h^T inside the reset
+        k = rt.shape[0]
+        self.zr = self.g[:, : 2 * k]
+        self.rt_zr, self.rt_h = rt[:, : 2 * k], rt[:, 2 * k :]
 
     def __call__(
         self,
@@ -144,45 +167,47 @@ class _GRU(_Step):
         h_out: np.ndarray,
         c_out: np.ndarray | None,
     ) -> None:
-        k = self.hidden
-        g, tmp = self.g, self.tmp
-        zr, n = g[:, : 2 * k], g[:, 2 * k :]
+        z, r, n = self.parts
+        zr, tmp = self.zr, self.tmp
+        k = self.rt.shape[0]
         if self.lbr:
-            _matmul(h, self.rt, g)
+            self.mm(h, self.rt, self.g)
             if self.rb_h is not None:
                 np.add(n, self.rb_h, n)
             np.add(zr, gx[:, : 2 * k], zr)
             self.f(zr)
-            np.multiply(n, g[:, k : 2 * k], n)  # r * (h @ R_h^T + Rb_h)
+            np.multiply(n, r, n)  # r * (h @ R_h^T + Rb_h)
         else:
-            _matmul(h, self.rt[:, : 2 * k], zr)
+            self.mm(h, self.rt_zr, zr)
             np.add(zr, gx[:, : 2 * k], zr)
             self.f(zr)
-            np.multiply(g[:, k : 2 * k], h, tmp)  # (r * h) @ R_h^T
-            _matmul(tmp, self.rt[:, 2 * k :], n)
+            np.multiply(r, h, tmp)  # (r * h) @ R_h^T
+            self.mm(tmp, self.rt_h, n)
         np.add(n, gx[:, 2 * k :], n)
         self.act_g(n)
         # h' = (1 - z) * n + z * h, as n + z * (h - n): no (1 - z) temporary.
         np.subtract(h, n, tmp)
-        np.multiply(g[:, :k], tmp, tmp)
+        np.multiply(z, tmp, tmp)
         np.add(n, tmp, h_out)
 
 
 class _LSTM(_Step):
     def __init__(
         self,
+        mm: MatMul,
         rt: np.ndarray,
-        hidden: int,
         batch: int,
         dtype: np.dtype,
         acts: tuple[Act, Act, Act],
         p: np.ndarray | None,
         input_forget: bool,
     ) -> None:
-        super().__init__(rt, hidden, batch, dtype)
+        super().__init__(mm, rt, batch, dtype)
         self.f, self.act_g, self.act_h = acts
         self.p = p  # (3, hidden): the peepholes of i, o, f
         self.input_forget = input_forget
+        # i, o and f in one pass when o has no peephole term to wait for.
+        self.iof = self.g[:, : 3 * rt.shape[0]] if p is None and not input_forget else None
 
     def __call__(
         self,
@@ -193,13 +218,12 @@ class _LSTM(_Step):
         c_out: np.ndarray | None,
     ) -> None:
         assert c is not None and c_out is not None
-        k = self.hidden
         g, tmp, p = self.g, self.tmp, self.p
-        _matmul(h, self.rt, g)
+        i, o, f, cc = self.parts
+        self.mm(h, self.rt, g)
         np.add(g, gx, g)
-        i, o, f, cc = (g[:, j * k : (j + 1) * k] for j in range(4))
-        if p is None and not self.input_forget:
-            self.f(g[:, : 3 * k])  # i, o and f in one pass: o has no peephole term to wait for
+        if self.iof is not None:
+            self.f(self.iof)
         else:
             if p is not None:
                 np.multiply(c, p[0], tmp)
@@ -227,7 +251,7 @@ class _LSTM(_Step):
         np.multiply(o, cc, h_out)
 
 
-def _lengths(lens: np.ndarray, seq: int, batch: int) -> np.ndarray | None:
+def _lengths(lens: np.ndarray, seq: int) -> np.ndarray | None:
     """``sequence_lens`` as int64, or None when absent or every entry is ``seq``."""
     if not _given(lens):
         return None
@@ -255,8 +279,9 @@ def _direction(
     if lens is None and native:
         # The state is Y's previous slice: each step writes h straight into Y.
         for t in order:
-            step(gx[t], h, c, y[t], c)
-            h = y[t]
+            y_t = y[t]
+            step(gx[t], h, c, y_t, c)
+            h = y_t
         return h, c
     # The state in its own buffers (float32 for a float16 Y; held where an entry is past its
     # length). The step writes into scratch, which becomes the state where the entry is active.
@@ -303,7 +328,7 @@ def _run(
         c0 = c0.swapaxes(0, 1) if c0 is not None and _given(c0) else c0
     seq, dirs, batch, hidden = y.shape
     gh = r.shape[1]
-    lens = _lengths(lens_in, seq, batch)
+    lens = _lengths(lens_in, seq)
     finals = [y_h] if y_c is None else [y_h, y_c]
     if y_h.size == 0:
         return
@@ -316,11 +341,10 @@ def _run(
 
     # The input projections of every step, both directions: one matmul in x's memory order
     # (batch-major for layout 1, so x is never copied to be transposed).
-    n_in = x.shape[2]
-    xs = x.astype(ct, copy=False).reshape(x.shape[0] * x.shape[1], n_in)
-    weights_t = w.astype(ct, copy=False).reshape(dirs * gh, n_in).T
+    rows, n_in = x.shape[0] * x.shape[1], x.shape[2]
     gx = np.empty((x.shape[0], x.shape[1], dirs * gh), ct)
-    _matmul(xs, weights_t, gx.reshape(x.shape[0] * x.shape[1], dirs * gh))
+    weights_t = w.astype(ct, copy=False).reshape(dirs * gh, n_in).T
+    _matmul(x.astype(ct, copy=False).reshape(rows, n_in), weights_t, gx.reshape(rows, dirs * gh))
     if layout:
         gx = gx.swapaxes(0, 1)
     lbr = cell == "gru" and bool(attrs["linear_before_reset"])
@@ -331,6 +355,14 @@ def _run(
             rb_h = [bias[d, 1, 2 * hidden :].copy() for d in range(dirs)]
             bias[:, 1, 2 * hidden :] = 0
         np.add(gx, (bias[:, 0] + bias[:, 1]).reshape(dirs * gh), gx)
+
+    # One BLAS thread for the whole recurrence (see the module doc), or each step's choice.
+    held = None
+    if blas_threads.policy() == "one" and batch * hidden * gh > blas_threads.LOW:
+        held = blas_threads.switch()
+    mm: MatMul = (
+        _plain_matmul if held is not None or blas_threads.policy() == "process" else _matmul
+    )
 
     clip = attrs["clip"]
     f = _act(attrs, "f", clip)
@@ -343,26 +375,31 @@ def _run(
         if lstm:
             acts = (f, _act(attrs, "g", clip), _act(attrs, "h", None))
             pd = None if p is None else p[d]
-            steps.append(_LSTM(rts[d], hidden, batch, ct, acts, pd, attrs["input_forget"]))
+            steps.append(_LSTM(mm, rts[d], batch, ct, acts, pd, attrs["input_forget"]))
         elif cell == "gru":
-            acts2 = (f, _act(attrs, "g", clip))
-            steps.append(_GRU(rts[d], hidden, batch, ct, acts2, lbr, rb_h[d]))
+            steps.append(_GRU(mm, rts[d], batch, ct, (f, _act(attrs, "g", clip)), lbr, rb_h[d]))
         else:
-            steps.append(_RNN(rts[d], hidden, batch, ct, f))
+            steps.append(_RNN(mm, rts[d], batch, ct, f))
 
-    for d, reverse in enumerate(_DIRECTIONS[attrs["direction"]]):
-        h = np.zeros((batch, hidden), ct) if not _given(h0) else h0[d].astype(ct, copy=False)
-        c = None
-        if lstm:
-            c = np.zeros((batch, hidden), ct)
-            if c0 is not None and _given(c0):
-                np.copyto(c, c0[d])
-        h, c = _direction(
-            steps[d], gx[:, :, d * gh : (d + 1) * gh], y[:, d], h, c, lens, reverse, native
-        )
-        np.copyto(y_h[d], h)
-        if y_c is not None and c is not None:
-            np.copyto(y_c[d], c)
+    if held is not None:
+        held.enter()
+    try:
+        with np.errstate(over="ignore"):  # the sigmoid's exp overflows to inf, rightly
+            for d, reverse in enumerate(_DIRECTIONS[attrs["direction"]]):
+                h = h0[d].astype(ct, copy=False) if _given(h0) else np.zeros((batch, hidden), ct)
+                c = None
+                if lstm:
+                    c = np.zeros((batch, hidden), ct)
+                    if c0 is not None and _given(c0):
+                        np.copyto(c, c0[d])
+                part = gx[:, :, d * gh : (d + 1) * gh]
+                h, c = _direction(steps[d], part, y[:, d], h, c, lens, reverse, native)
+                np.copyto(y_h[d], h)
+                if y_c is not None and c is not None:
+                    np.copyto(y_c[d], c)
+    finally:
+        if held is not None:
+            held.leave()
     if lens is not None and not lens.all():
         for s in finals:  # an entry of length 0 has zero states, as onnxruntime gives
             s[:, lens == 0] = 0
@@ -381,7 +418,7 @@ def _factory(cell: str, arity: int) -> Callable[[Mapping[str, Any]], Kernel]:
         return kernel
 
     factory.__doc__ = (
-        f"ONNX's {cell.upper()} over the whole sequence: ({arity} operands, absent ones 0-d) "
+        f"ONNX's {cell.upper()} over the whole sequence: {arity} operands (absent ones 0-d) "
         "-> Y and the final states (see the module doc)."
     )
     return factory
