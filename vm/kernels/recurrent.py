@@ -55,8 +55,10 @@ MatMul = Callable[[np.ndarray, np.ndarray, np.ndarray], Any]
 def _sigmoid(x: np.ndarray) -> None:
     # 1 / (1 + exp(-x)): numpy's exp is cheaper than its tanh (the ``sigmoid`` kernel's form),
     # and this form keeps the relative accuracy of small results. exp overflows to inf below
-    # x = -88 (float32), giving the right 0; ``_run`` silences that warning.
-    np.negative(x, x)
+    # x = -88 (float32), giving the right 0; ``_run`` silences that warning. Not np.negative:
+    # numpy 2.4's in-place negative on a (n, 1) column view (hidden = 1) reads the wrong
+    # elements (np.negative(v, v) with v = a[:, :1]); multiply has no such bug.
+    np.multiply(x, -1.0, x)
     np.exp(x, x)
     np.add(x, 1.0, x)
     np.reciprocal(x, x)
