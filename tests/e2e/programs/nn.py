@@ -1,7 +1,7 @@
 """Neural-network ops: dense, matmul, batch_matmul (transposes, batch broadcast), bias_add,
 softmax, log_softmax, layer_norm, conv2d (padding forms, strides, dilation, groups),
 conv2d_transpose, pooling (dilated windows too),
-the recurrent nn.lstm, and small models (MLP, attention, CNN) over a dynamic batch.
+the recurrent nn.lstm, nn.gru and nn.rnn, and small models (MLP, attention, CNN) over a dynamic batch.
 
 References are written from the catalogue's definitions (NCHW data, OIHW weights, padding
 ``[top, left, bottom, right]`` or ``[h, w]``), with explicit loops over kernel offsets.
@@ -212,6 +212,32 @@ def _lstm_lengths(
             if lens[n]:
                 y_h[d, n], y_c[d, n] = h, c
     return np.maximum(y, 0), y_h, y_c
+
+
+def _gru_rnn_batch_major(
+    x: np.ndarray, wg: np.ndarray, rg: np.ndarray, bg: np.ndarray, wr: np.ndarray, rr: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """GRU with linear_before_reset (gates z, r, h), batch-major (layout=1), forward; then a
+    reverse RNN with relu and clip 1.5 on its Y: ``(gru Y, rnn Y_h)``."""
+    batch, seq, _ = x.shape
+    k = rg.shape[2]
+    y = np.zeros((batch, seq, 1, k))
+    for n in range(batch):
+        h = np.zeros(k)
+        for t in range(seq):
+            xw = wg[0] @ x[n, t] + bg[0, : 3 * k]
+            hr = rg[0] @ h + bg[0, 3 * k :]
+            z = _sigmoid(xw[:k] + hr[:k])
+            r = _sigmoid(xw[k : 2 * k] + hr[k : 2 * k])
+            h = (1 - z) * np.tanh(xw[2 * k :] + r * hr[2 * k :]) + z * h
+            y[n, t, 0] = h
+    y_h = np.zeros((1, batch, k))
+    for n in range(batch):
+        h = np.zeros(k)
+        for t in range(seq - 1, -1, -1):
+            h = np.maximum(np.clip(wr[0] @ y[n, t, 0] + rr[0] @ h, -1.5, 1.5), 0)
+        y_h[0, n] = h
+    return y, y_h
 
 
 def _cnn(x: np.ndarray, k: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -494,6 +520,22 @@ def @main(%x: Tensor[(s, b, 3), float32], %w: Tensor[(2, 16, 3), float32], %r: T
         inputs={
             "lens": lambda rng, shape, dtype, b: rng.integers(0, b["s"] + 1, shape).astype(dtype)
         },
+    ),
+    Case(
+        name="gru_rnn_ops_batch_major_clip",
+        # nn.gru batch-major (layout=1) with linear_before_reset, its Y (b, s, 1, 4) read by a
+        # reverse relu nn.rnn with clip (absent optional operands as 0-d constants).
+        source="""
+def @main(%x: Tensor[(b, s, 3), float32], %wg: Tensor[(1, 12, 3), float32], %rg: Tensor[(1, 12, 4), float32], %bg: Tensor[(1, 24), float32], %wr: Tensor[(1, 4, 4), float32], %rr: Tensor[(1, 4, 4), float32]) -> (Tensor[(b, s, 1, 4), float32], Tensor[(1, b, 4), float32]) {
+  %g = nn.gru(%x, %wg, %rg, %bg, 0i32, 0f, layout=1, linear_before_reset=True);
+  %y = %g.0;
+  %seq = transpose(reshape(%y, newshape=[0, 0, 4]), axes=[1, 0, 2]);
+  %r = nn.rnn(%seq, %wr, %rr, 0f, 0i32, 0f, direction="reverse", clip=1.5, act_f="relu");
+  (%y, %r.1)
+}
+""",
+        reference=_gru_rnn_batch_major,
+        bindings=[{"b": 2, "s": 0}, {"b": 1, "s": 1}, {"b": 3, "s": 5}, {"b": 0, "s": 2}],
     ),
     Case(
         name="cnn_conv_pool_flatten_dense",
