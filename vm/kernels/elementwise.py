@@ -27,7 +27,6 @@ register_table(
         "floor": np.floor,
         "ceil": np.ceil,
         "round": np.rint,  # half to even
-        "negative": np.negative,
         "abs": np.absolute,
         "logical_not": np.logical_not,
         "add": np.add,
@@ -46,6 +45,18 @@ register_table(
         "logical_or": np.logical_or,
     }
 )
+
+
+def _negative(x: np.ndarray, out: np.ndarray) -> None:
+    """``-x``. numpy 2.4.6's ``np.negative`` writes wrong elements into a strided output (the
+    column view ``a[:, :1]`` of a (rows, 4) float32 or int32 array, in place or not: it steps
+    through the output as if it were contiguous; measured, tests/vm/test_kernels_elementwise.py),
+    so an output that is neither C- nor F-contiguous gets the values through a contiguous
+    temporary."""
+    if out.flags.c_contiguous or out.flags.f_contiguous:
+        np.negative(x, out=out)
+    else:
+        np.copyto(out, np.negative(x))
 
 
 def _divide(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
@@ -438,6 +449,7 @@ def _where(cond: np.ndarray, x: np.ndarray, y: np.ndarray, out: np.ndarray) -> N
 register_table(
     {
         "divide": _divide,
+        "negative": _negative,
         "rsqrt": _rsqrt,
         "sigmoid": _sigmoid,
         "erf": _erf,
