@@ -90,7 +90,7 @@ def check_close(got: np.ndarray, expected: np.ndarray, x: np.ndarray, w: np.ndar
 
 
 @st.composite
-def conv_cases(draw: Any, depthwise: bool | None = None) -> Any:
+def conv_cases(draw: Any, depthwise: bool | None = None, small_maps: bool = False) -> Any:
     kind = draw(st.sampled_from(["plain", "depthwise", "multiplier", "grouped", "1x1"]))
     if depthwise is not None:
         kind = "depthwise" if depthwise else kind
@@ -117,6 +117,10 @@ def conv_cases(draw: Any, depthwise: bool | None = None) -> Any:
         if draw(st.booleans()):  # no padding: the im2col buffer is one copy of a window view
             pad4 = (0, 0, 0, 0)
     h, w = draw(st.integers(0, 13)), draw(st.integers(0, 13))
+    if small_maps:  # 1x1 to 3x3 maps under wide padding: taps that read padding only
+        n, h, w = draw(st.integers(1, 9)), draw(st.integers(1, 3)), draw(st.integers(1, 3))
+        if kind != "1x1":
+            pad4 = tuple(draw(st.integers(0, 4)) for _ in range(4))
     ext = (dilation[0] * (kh - 1) + 1, dilation[1] * (kw - 1) + 1)
     assume(h + pad4[0] + pad4[2] >= ext[0] - 1 and w + pad4[1] + pad4[3] >= ext[1] - 1)
     dtype = draw(DTYPES)
@@ -146,6 +150,85 @@ def test_depthwise_conv2d_matches_the_einsum_oracle(case):
     e = conv_oracle(x, w, strides, pad4, dilation, groups)
     got = run("nn.conv2d", attrs_of(strides, pad4, dilation, groups), [x, w], e.shape, x.dtype)
     check_close(got, e, x, w)
+
+
+@pytest.mark.parametrize("fill", ["flat", "window", "taps"])
+@KERNEL_SETTINGS
+@given(case=conv_cases())
+def test_conv2d_fills_agree_with_the_oracle(fill, case):
+    # each way of filling the im2col buffer forced (``"auto"`` picks among them by shape):
+    # "flat" stride-1 rows of a padded copy (others fall back to "window"), "window" the
+    # window view of a padded copy, "taps" one clipped copy per tap
+    x, w, strides, pad4, dilation, groups = case
+    e = conv_oracle(x, w, strides, pad4, dilation, groups)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(conv, "FILL", fill)
+        got = run("nn.conv2d", attrs_of(strides, pad4, dilation, groups), [x, w], e.shape, x.dtype)
+    check_close(got, e, x, w)
+
+
+@pytest.mark.parametrize("fill", ["auto", "flat", "window", "taps"])
+@KERNEL_SETTINGS
+@given(case=conv_cases(small_maps=True))
+def test_conv2d_on_small_padded_maps_matches_the_oracle(fill, case):
+    # the taps that read padding only are dropped when their weights cost less than their
+    # buffer (a 1x1 map's centre tap alone is a plain matmul); a tap set reading nothing
+    # but padding gives zeros
+    x, w, strides, pad4, dilation, groups = case
+    e = conv_oracle(x, w, strides, pad4, dilation, groups)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(conv, "FILL", fill)
+        got = run("nn.conv2d", attrs_of(strides, pad4, dilation, groups), [x, w], e.shape, x.dtype)
+    check_close(got, e, x, w)
+
+
+def test_conv2d_on_a_padded_one_by_one_map_multiplies_the_centre_tap(monkeypatch):
+    calls: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
+    real = conv._matmul
+
+    def spy(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+        calls.append((a.shape, b.shape))
+        real(a, b, out)
+
+    monkeypatch.setattr(conv, "_matmul", spy)
+    rng = np.random.default_rng(3)
+    x, w = rng.standard_normal((16, 4, 1, 1)), rng.standard_normal((6, 4, 3, 3))
+    e = conv_oracle(x, w, (1, 1), (1, 1, 1, 1), (1, 1), 1)
+    got = run("nn.conv2d", attrs_of((1, 1), (1, 1), (1, 1), 1), [x, w], e.shape, x.dtype)
+    check_close(got, e, x, w)
+    assert calls[0] == ((1, 6, 4), (16, 1, 4, 1))  # no im2col: the input times the centre tap
+    # a large weight over few outputs keeps every tap (a gemv over the contiguous weight)
+    calls.clear()
+    x1 = x[:1]
+    e = conv_oracle(x1, w, (1, 1), (1, 1, 1, 1), (1, 1), 1)
+    got = run("nn.conv2d", attrs_of((1, 1), (1, 1), (1, 1), 1), [x1, w], e.shape, x.dtype)
+    check_close(got, e, x1, w)
+    assert calls[0][0] == (1, 6, 36)
+
+
+def test_conv2d_whose_taps_read_padding_only_gives_zeros():
+    # a 1x1 map padded by 1, a 2-tap kernel dilated by 2: the taps read rows -1 and 1
+    x, w = np.ones((2, 3, 1, 1)), np.ones((4, 3, 2, 2))
+    e = conv_oracle(x, w, (1, 1), (1, 1, 1, 1), (2, 2), 1)
+    got = run("nn.conv2d", attrs_of((1, 1), (1, 1), (2, 2), 1), [x, w], e.shape, x.dtype)
+    assert got.shape == (2, 4, 1, 1) and not got.any()
+    np.testing.assert_array_equal(got, e)
+
+
+def test_conv2d_plans_per_shape_are_bounded_and_keyed_by_shape(monkeypatch):
+    monkeypatch.setattr(conv, "PLANS_MAX", 2)
+    kernel = get_kernel_factory("nn.conv2d")(attrs_of((1, 1), (1, 1), (1, 1), 1))
+    rng = np.random.default_rng(4)
+    w = rng.standard_normal((3, 2, 3, 3))
+    for h in [5, 6, 7, 5, 8, 6, 5]:  # more shapes than the cache holds, revisited
+        x = rng.standard_normal((1, 2, h, h + 1))
+        out = np.full((1, 3, h, h + 1), np.nan)
+        kernel(x, w, out)
+        check_close(out, conv_oracle(x, w, (1, 1), (1, 1, 1, 1), (1, 1), 1), x, w)
+    cells = [c.cell_contents for c in kernel.__closure__ or () if isinstance(c.cell_contents, dict)]
+    assert cells and all(len(c) <= 2 for c in cells)
+    with pytest.raises(ValueError, match="output H, W should be"):  # a checked shape per key
+        kernel(x, w, np.empty((1, 3, 5, 5)))
 
 
 @pytest.mark.parametrize("factor", [0, 1])
@@ -361,11 +444,22 @@ def pool_oracle(x, size, strides, pad4, dilation, kind):
         return np.where(m, v, 0).sum(axis=(4, 5)) / m.sum(axis=(4, 5))
 
 
-@pytest.mark.parametrize("taps_min", [0, 10**9])
+# (TAPS_MIN_OUTPUT, TAPS_FEW_CALLS, POOL_SEPARABLE): taps over a padded copy, clipped taps
+# rows first or columns first (all forced by any output size), the window reduction (never
+# taps)
+POOL_PATHS = {
+    "padded": (0, 0, "padded"),
+    "rows": (0, 0, "rows"),
+    "cols": (0, 0, "cols"),
+    "window": (10**9, 0, "padded"),
+}
+
+
+@pytest.mark.parametrize("path", list(POOL_PATHS))
 @pytest.mark.parametrize("kind", ["max", "avg"])
 @KERNEL_SETTINGS
 @given(data=st.data(), dtype=DTYPES)
-def test_pools_match_the_masked_oracle(taps_min, kind, data, dtype):
+def test_pools_match_the_masked_oracle(path, kind, data, dtype):
     size = (data.draw(st.integers(1, 4)), data.draw(st.integers(1, 4)))
     strides = (data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3)))
     dilation = (data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3)))
@@ -378,8 +472,11 @@ def test_pools_match_the_masked_oracle(taps_min, kind, data, dtype):
     x = (rng.standard_normal((n, c, h, w)) * 10).astype(dtype)
     e = pool_oracle(x, size, strides, pad4, dilation, kind)
     attrs = {"pool_size": size, "strides": strides, "padding": pad4, "dilation": dilation}
+    taps_min, few, separable = POOL_PATHS[path]
     with pytest.MonkeyPatch.context() as m:
         m.setattr(conv, "TAPS_MIN_OUTPUT", taps_min)
+        m.setattr(conv, "TAPS_FEW_CALLS", few)
+        m.setattr(conv, "POOL_SEPARABLE", separable)
         got = run(f"nn.{kind}_pool2d", attrs, [x], e.shape, x.dtype)
     if kind == "max":
         np.testing.assert_array_equal(got, e.astype(dtype))  # max is exact
@@ -392,12 +489,12 @@ def test_max_pool_keeps_nan():
     x = np.arange(64, dtype=np.float32).reshape(1, 1, 8, 8)
     x[0, 0, 3, 3] = np.nan
     attrs = {"pool_size": (3, 3), "strides": (1, 1), "padding": (1, 1), "dilation": (1, 1)}
-    for taps_min in (0, 10**9):
-        conv.TAPS_MIN_OUTPUT, saved = taps_min, conv.TAPS_MIN_OUTPUT
-        try:
+    for taps_min, few, separable in POOL_PATHS.values():
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(conv, "TAPS_MIN_OUTPUT", taps_min)
+            m.setattr(conv, "TAPS_FEW_CALLS", few)
+            m.setattr(conv, "POOL_SEPARABLE", separable)
             got = run("nn.max_pool2d", attrs, [x], (1, 1, 8, 8), np.float32)
-        finally:
-            conv.TAPS_MIN_OUTPUT = saved
         assert np.isnan(got[0, 0, 2:5, 2:5]).all()
         assert np.isnan(got).sum() == 9
 
