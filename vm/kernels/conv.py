@@ -230,6 +230,10 @@ class _Plan:
         self.col_spans = col_spans
 
 
+#: A kernel's plans hold None for shapes with nothing to compute; this marks a missing one.
+_UNPLANNED = _Plan("unplanned", (0, 0, 0, 0), (0, 0), (0, 0), 0, (), ())
+
+
 def _plan(
     data_shape: tuple[int, ...],
     weight_shape: tuple[int, ...],
@@ -395,9 +399,8 @@ def conv2d(attrs: Mapping[str, Any]) -> Kernel:
 
     def kernel(data: np.ndarray, weight: np.ndarray, out: np.ndarray) -> None:
         key = (data.shape, weight.shape, out.shape, SCRATCH_FACTOR, FILL)
-        if key in plans:
-            plan = plans[key]
-        else:
+        plan = plans.get(key, _UNPLANNED)  # one lookup: another thread may clear the dict
+        if plan is _UNPLANNED:
             plan = check(data, weight, out)
             if len(plans) >= PLANS_MAX:
                 plans.clear()
