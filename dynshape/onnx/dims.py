@@ -21,8 +21,12 @@ DimOption = int | str | tuple[int, int | None]
 class InputDims:
     """Maps the dims of the model's inputs to the builder's dims, and gathers the ranges."""
 
-    def __init__(self, options: Mapping[str, DimOption] | None, names: set[str]) -> None:
+    def __init__(
+        self, options: Mapping[str, DimOption] | None, names: set[str], narrow: bool = False
+    ) -> None:
         self.options = dict(options or {})
+        self.narrow = narrow
+        """Whether ``nonnegative`` may narrow a symbol's range (the importer's second try)."""
         unknown = sorted(set(self.options) - names)
         if unknown:
             known = ", ".join(sorted(names)) or "none"
@@ -31,6 +35,11 @@ class InputDims:
                 f"(its dim names: {known})"
             )
         self.ranges: dict[str, tuple[int, int | None]] = {}
+        """The ranges of ``main``'s symbols: the declared ones, narrowed by ``nonnegative``."""
+        self.narrowed: dict[str, int] = {}
+        """Symbol -> the lower bound ``nonnegative`` gave it (the model's own domain)."""
+        self.symbols: set[str] = set()
+        """The names of the symbols the inputs' dims are (``dim`` records them)."""
         for name, option in self.options.items():
             self._check(name, option)
 
@@ -73,10 +82,91 @@ class InputDims:
             option = self.options.get(d.dim_param)
             if isinstance(option, int) and not isinstance(option, bool):
                 return option
-            if isinstance(option, str):
-                return option
-            return symbol_name(d.dim_param)
+            name = option if isinstance(option, str) else symbol_name(d.dim_param)
+            self.symbols.add(name)
+            return name
         return "?"
+
+    def proves_nonnegative(self, dim: Any) -> bool:
+        """Whether ``dim >= 0`` is proved over the symbols' ranges (narrowing none)."""
+        import ir
+
+        return ir.compare(dim, ">=", 0, self.ranges) is True
+
+    def nonnegative(self, dim: Any) -> bool:
+        """Whether ``dim >= 0`` wherever the program runs: proved over the symbols' ranges, or
+        made so by narrowing the range of its one symbol to the least value from which it is
+        proved (``floor(samples/80) - 3 >= 0`` gives ``samples`` the range ``[240, ..)``). The
+        program checks its ranges at entry, so a size below is refused there, naming the
+        symbol and the input it is read from. False when neither works (another symbol, a
+        ``?``, no such value within the declared range, or a bound the proofs do not reach).
+        """
+        import ir
+
+        if isinstance(dim, int):
+            return dim >= 0
+        if self.proves_nonnegative(dim):
+            return True
+        if not self.narrow:
+            return False
+        symbols = ir.free_symbols(dim)
+        if len(symbols) != 1:
+            return False
+        (symbol,) = symbols
+        name = str(symbol)
+        if ir.is_anonymous(symbol) or name not in self.symbols:
+            return False
+        lo, hi = self.ranges.get(name, (0, None))
+        least = _least_nonnegative(dim, symbol, lo, hi)
+        if least is None or least == lo:
+            return False
+        narrowed = {**self.ranges, name: (least, hi)}
+        if ir.compare(dim, ">=", 0, narrowed) is not True:
+            return False
+        self.ranges[name] = (least, hi)
+        self.narrowed[name] = least
+        return True
+
+
+#: How far ``_least_nonnegative`` looks: past it, a dim is not taken to become non-negative.
+_SEARCH_LIMIT = 2**40
+
+
+def _least_nonnegative(dim: Any, symbol: Any, lo: int, hi: int | None) -> int | None:
+    """The least ``v`` in ``[lo, hi]`` with ``dim(v) >= 0``, found as if ``dim`` were
+    non-decreasing in ``symbol`` (doubling, then bisection): a candidate only, which the caller
+    proves; None when there is none up to ``hi`` (or ``_SEARCH_LIMIT``)."""
+    import sympy
+
+    def holds(v: int) -> bool | None:
+        value = dim.xreplace({symbol: sympy.Integer(v)})
+        return bool(value >= 0) if isinstance(value, sympy.Integer) else None
+
+    top = _SEARCH_LIMIT if hi is None else min(hi, _SEARCH_LIMIT)
+    below, step = lo, 1  # holds(below) is False once checked
+    first = holds(lo)
+    if first is None:
+        return None
+    if first:
+        return lo
+    while True:
+        probe = min(lo + step, top)
+        verdict = holds(probe)
+        if verdict is None:
+            return None
+        if verdict:
+            break
+        if probe >= top:
+            return None
+        below, step = probe, step * 2
+    above = probe  # holds(above); not holds(below)
+    while above - below > 1:
+        mid = (below + above) // 2
+        verdict = holds(mid)
+        if verdict is None:
+            return None
+        below, above = (below, mid) if verdict else (mid, above)
+    return above
 
 
 def symbol_name(name: str) -> str:

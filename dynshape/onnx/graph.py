@@ -90,9 +90,25 @@ class Imported:
 
 
 def import_model(model: Any, dims: Mapping[str, DimOption] | None = None) -> Imported:
-    """``load``, with the shape statistics of the node outputs (``import --stats``)."""
-    importer = _Importer(read(model), dims)
-    return Imported(importer.run(), importer.stats)
+    """``load``, with the shape statistics of the node outputs (``import --stats``).
+
+    A model that fails to import is imported once more with the input dims' ranges narrowed
+    where a truncating division of dims needs a non-negative numerator (``InputDims``,
+    design/onnx.md): only then, so that a model that computes such a value at run time keeps
+    every size. If that fails too, the first error is the one raised."""
+    proto = read(model)
+    try:
+        importer = _Importer(proto, dims)
+        return Imported(importer.run(), importer.stats)
+    except ModelImportError as first:
+        try:
+            importer = _Importer(proto, dims, narrow=True)
+            program = importer.run()
+        except ModelImportError:
+            raise first from None
+        if not importer.dims.narrowed:
+            raise first from None  # narrowing was not what it needed: the same refusal
+        return Imported(program, importer.stats)
 
 
 def describe(node: Any) -> str:
@@ -101,13 +117,15 @@ def describe(node: Any) -> str:
 
 
 class _Importer:
-    def __init__(self, model: Any, dims: Mapping[str, DimOption] | None) -> None:
+    def __init__(
+        self, model: Any, dims: Mapping[str, DimOption] | None, narrow: bool = False
+    ) -> None:
         self.model = model
         self.graph = model.graph
         self.check_ops()  # first: a model of other domains only has no default opset
         self.opset = opset_of(model)
         weights = {t.name for t in self.graph.initializer}
-        self.dims = InputDims(dims, dim_names(self.graph, weights))
+        self.dims = InputDims(dims, dim_names(self.graph, weights), narrow=narrow)
         self.values: dict[str, Any] = {}
         self.depth = 0
         """How many subgraphs (``If`` branches, ``Loop`` bodies) deep the conversion is."""
@@ -213,6 +231,7 @@ class _Importer:
             self.materialize,
             tuple(bool(name) for name in node.output),
             self.subgraph,
+            self.dims,
         )
         try:
             results = CONVERTERS[node.op_type](view)

@@ -70,6 +70,20 @@ class Node:
     """``subgraph(graph, inputs=())`` converts a graph attribute's nodes (an ``If`` branch, a
     ``Loop`` body) where this node is, with the values of the enclosing graphs in scope and
     the graph's inputs bound to ``inputs``, and returns the subgraph's outputs."""
+    domain: Any = None
+    """The input dims (``dims.InputDims``): ``domain.nonnegative(dim)`` proves a dim
+    non-negative or narrows its symbol's range so that it is; None proves without ranges."""
+
+    def nonnegative(self, dim: Any, narrow: bool = True) -> bool:
+        """Whether ``dim >= 0`` wherever the program runs: proved over the ranges of the
+        input dims or, with ``narrow``, made so by narrowing one (``InputDims.nonnegative``)."""
+        if self.domain is not None:
+            if narrow:
+                return bool(self.domain.nonnegative(dim))
+            return bool(self.domain.proves_nonnegative(dim))
+        import ir
+
+        return ir.compare(dim, ">=", 0) is True
 
     def wants(self, i: int) -> bool:
         """True unless output ``i`` is omitted (past the end, or given an empty name): a

@@ -11,7 +11,8 @@ Folding. When every input is ``Known`` the node is evaluated at import: numpy wi
 semantics on numeric arrays; on symbolic ones (dims of shape subgraphs, ``Mul(Gather(Shape(x),
 0), 4)``) the arithmetic, ``Min``/``Max``, the comparisons and ``Where`` work on the dims
 themselves, where the result is decidable (a comparison ``ir.compare`` proves, a truncating
-division of dims provably non-negative). What is not decidable is built as ops on the
+division of dims non-negative: proved, or made so by narrowing a symbol's range, see
+``_sym_div``). What is not decidable is built as ops on the
 materialised inputs, which is always correct.
 """
 
@@ -178,17 +179,24 @@ def _trunc_div_int(a: int, b: int) -> int:
     return -q if (a < 0) != (b < 0) else q
 
 
-def _sym_div(a: Elem, b: Elem) -> Elem | None:
-    """Integer division truncating toward zero: floor of the quotient where both are provably
-    non-negative (a dim divisor that is 0 is as undefined as at run time)."""
-    if isinstance(a, int) and isinstance(b, int):
-        return None if b == 0 else _trunc_div_int(a, b)
-    if _nonneg(a) and _nonneg(b) and b != 0:
+def _sym_div(nonnegative: Callable[[Elem], bool]) -> SymbolicFn:
+    """Integer division truncating toward zero, of dims: the floor of the quotient where both
+    are non-negative (a dim divisor that is 0 is as undefined as at run time). A numerator
+    whose sign is not proved (``height - 1``) is made non-negative by ``nonnegative``, which
+    narrows its symbol's range (``Node.nonnegative``): the program refuses the sizes where it
+    is negative at entry, rather than compute a floor where ONNX truncates."""
+
+    def div(a: Elem, b: Elem) -> Elem | None:
+        if isinstance(a, int) and isinstance(b, int):
+            return None if b == 0 else _trunc_div_int(a, b)
+        if b == 0 or not _nonneg(b) or not nonnegative(a):
+            return None
         return sympy.floor(sympy.sympify(a) / b)
-    return None
+
+    return div
 
 
-def _sym_mod(fmod: int) -> SymbolicFn:
+def _sym_mod(fmod: int, nonnegative: Callable[[Elem], bool]) -> SymbolicFn:
     def mod(a: Elem, b: Elem) -> Elem | None:
         if isinstance(a, int) and isinstance(b, int):
             if b == 0:
@@ -197,7 +205,7 @@ def _sym_mod(fmod: int) -> SymbolicFn:
                 r = abs(a) % abs(b)
                 return -r if a < 0 else r
             return a % b
-        if b == 0 or not _nonneg(b) or (fmod and not _nonneg(a)):
+        if b == 0 or not _nonneg(b) or (fmod and not nonnegative(a)):
             return None
         # sympy's Mod has the divisor's sign, as fmod=0; fmod=1 is the same for a >= 0.
         return sympy.Mod(a, b)
@@ -300,7 +308,8 @@ def div(node: Node) -> Any:
     dtype = _one_dtype(node, values, _NUMERIC)
     kind = _kind(dtype)
     build = _trunc_divide if kind == _SIGNED else _apply("divide")
-    return _elementwise(node, values, dtype, _np_div, build, _sym_div if kind != _FLOAT else None)
+    symbolic = _sym_div(node.nonnegative) if kind != _FLOAT else None
+    return _elementwise(node, values, dtype, _np_div, build, symbolic)
 
 
 @converter("Mod")
@@ -315,7 +324,7 @@ def mod(node: Node) -> Any:
         raise NodeError(f"Mod of {dtype} inputs needs fmod=1 (ONNX's rule for floats)")
     numeric = np.fmod if fmod else np.mod
     build = _c_fmod if fmod and kind != _UNSIGNED else _apply("mod")
-    symbolic = _sym_mod(fmod) if kind != _FLOAT else None
+    symbolic = _sym_mod(fmod, node.nonnegative) if kind != _FLOAT else None
     return _elementwise(node, values, dtype, numeric, build, symbolic)
 
 

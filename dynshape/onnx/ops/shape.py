@@ -261,7 +261,8 @@ def expand(node: Node) -> Any:
 @converter("Range")
 def range_(node: Node) -> Any:
     """Folded when its scalars are numbers. With dims (``Range(0, seq, 1)``, position ids) and
-    an integer step the length is ``max(ceil((limit - start) / delta), 0)``: integer ranges are
+    an integer step the length is ``max(ceil((limit - start) / delta), 0)`` (without the ``max``
+    where the input dims' ranges prove the count non-negative): integer ranges are
     counted from a tensor of that length (no data-dependent size); float ones run ``arange`` and
     are reshaped to it (a run-time check that the two agree)."""
     a, b, c = (node.known(i) for i in range(3))
@@ -278,7 +279,10 @@ def range_(node: Node) -> Any:
     if not isinstance(delta, (int, np.integer)) or not delta:
         return run_time()
     span = (sympy.sympify(limit) - sympy.sympify(start)) / int(delta)
-    length = ir.check_dim(ir.simplify(sympy.Max(sympy.ceiling(span), 0)))
+    count = ir.simplify(sympy.ceiling(span))
+    if not node.nonnegative(count, narrow=False):  # an empty range when negative
+        count = sympy.Max(count, 0)
+    length = ir.check_dim(count)
     if np.dtype(dtype).kind not in "iu":
         return trace.apply("reshape", run_time(), newshape=[length])
     # Integers: start + i * delta for i = 0, 1, ..., length - 1, counted from a tensor of the
