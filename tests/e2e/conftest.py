@@ -47,7 +47,8 @@ def _vm_backend_of_the_run(vm_defaults: dict[str, Any]) -> Iterator[None]:
         given = bound.arguments
         given.setdefault("backend", defaults["backend"])
         for flag in ("check_memory", "profile"):
-            given[flag] = bool(given.get(flag)) or bool(defaults.get(flag))
+            # The caller's own value when it asks (profile="trace" stays a trace), else the run's.
+            given[flag] = given.get(flag) or bool(defaults.get(flag))
         original(*bound.args, **bound.kwargs)
 
     with pytest.MonkeyPatch.context() as patch:
