@@ -21,6 +21,7 @@ from typing import Any
 import sympy
 
 import ir
+from ir.dim_proofs import fold_roundings
 from ir.dims import as_expr, compare, dim_max, dim_min
 from ir.ranges import as_ranges
 from ir.text.dims_text import AnonNamer
@@ -152,7 +153,7 @@ class SymbolicContext:
         saved = (self.op_name, self._fn, self._inputs)
         self.op_name, self._fn, self._inputs = op_name, fn, inputs
         try:
-            return fn(self, *inputs, **(attrs or {}))
+            return _folded(fn(self, *inputs, **(attrs or {})))
         except ShapeError as e:
             raise e.in_op(op_name, self._describe_inputs()) from None
         except (TypeError, ValueError, IndexError, KeyError, ZeroDivisionError) as e:
@@ -268,3 +269,20 @@ class SymbolicContext:
                 inputs=self._describe_inputs(),
             )
         )
+
+
+def _folded(shape: Any) -> Any:
+    """A shape function's result with nested roundings folded (``fold_roundings``): a stack of
+    strided convolutions gives ``floor((floor((h - 1)/2) - 1)/2) + 1``, which folds to
+    ``floor((h - 3)/4) + 1``. One spelling per size, whichever way a model computes it (an
+    exporter's ``h // 4`` and the shape functions' towers), so that types compare cheaply."""
+    if isinstance(shape, list):
+        return [_folded(s) for s in shape]
+    if isinstance(shape, tuple):
+        return tuple(
+            fold_roundings(d)
+            if isinstance(d, sympy.Expr) and d.has(sympy.floor, sympy.ceiling)
+            else d
+            for d in shape
+        )
+    return shape
