@@ -30,8 +30,8 @@ from vm import Executable
 
 from .errors import CompileError, CompileTimeoutError
 from .lower import lower
-from .passes.base import ModulePass
-from .passes.fuse_attention import FuseAttention, Sequential
+from .passes.base import ModulePass, Sequential
+from .passes.fuse_attention import FuseAttention
 from .passes.fuse_ops import FuseOps
 from .passes.infer_types import InferTypes, stale_type
 from .passes.kill import KillAfterLastUse

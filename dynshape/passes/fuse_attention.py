@@ -106,21 +106,6 @@ def fuse_attention(module: Module) -> Module:
     return FuseAttention().run(module)
 
 
-class Sequential(ModulePass):
-    """Several passes run one after the other as one stage (the pipeline's ``rewritten``
-    stage is ``merge_matmuls`` then ``fuse_attention``)."""
-
-    name = "sequential"
-
-    def __init__(self, *passes: ModulePass) -> None:
-        self.passes = passes
-
-    def run(self, module: Module) -> Module:
-        for p in self.passes:
-            module = p.run(module)
-        return module
-
-
 @dataclasses.dataclass
 class _Match:
     replaces: Call
