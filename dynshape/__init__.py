@@ -16,9 +16,17 @@ from vm import Executable, VirtualMachine, VMError
 from . import builder as _builder
 from .builder import *  # noqa: F403  (the model-building API: ds.tensor, ds.relu, ...)
 from .custom_op import register_op, unregister_op
-from .errors import BuildError, CompileError, CompileTimeoutError, ModelImportError
+from .errors import (
+    BuildError,
+    CompileError,
+    CompileTimeoutError,
+    ModelImportError,
+    SessionError,
+)
+from .frontend import compile
 from .passes.plan_memory import PlanMemory
-from .pipeline import STAGES, CompileReport, compile, stages
+from .pipeline import STAGES, CompileReport, stages
+from .session import InferenceSession, ModelMetadata, NodeArg
 
 __all__ = [
     "STAGES",
@@ -26,13 +34,17 @@ __all__ = [
     "CompileError",
     "CompileReport",
     "CompileTimeoutError",
+    "InferenceSession",
     "ModelImportError",
+    "ModelMetadata",
+    "NodeArg",
     "DynShapeError",
     "Executable",
     "IRError",
     "Module",
     "ParseError",
     "PlanMemory",
+    "SessionError",
     "ShapeError",
     "VMError",
     "VirtualMachine",

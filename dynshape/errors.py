@@ -5,7 +5,14 @@ from __future__ import annotations
 from dynshape_errors import DynShapeError
 from ir import Span
 
-__all__ = ["BuildError", "CompileError", "CompileTimeoutError", "DynShapeError", "ModelImportError"]
+__all__ = [
+    "BuildError",
+    "CompileError",
+    "CompileTimeoutError",
+    "DynShapeError",
+    "ModelImportError",
+    "SessionError",
+]
 
 
 class CompileError(DynShapeError):
@@ -75,6 +82,11 @@ class ModelImportError(DynShapeError):
         self.problems = problems
         text = message if not problems else message + "\n" + "\n".join(f"  {p}" for p in problems)
         super().__init__(text)
+
+
+class SessionError(DynShapeError):
+    """An ``InferenceSession`` was asked for something its model does not have: an output
+    name it does not produce, a provider other than the CPU's, feeds that are not a mapping."""
 
 
 class ServeError(DynShapeError):

@@ -99,8 +99,10 @@ INSIDE_DYNSHAPE = {
     "onnx": {"builder", "errors", "symbolic_context"},
     "cli": {"demo", "errors", "memory_report", "onnx", "pipeline", "serve", "svg_layout"},
     "serve": {"errors"},
+    "frontend": {"onnx", "pipeline"},
+    "session": {"errors", "onnx", "pipeline"},
     "__main__": {"cli"},
-    "__init__": {"builder", "custom_op", "errors", "passes", "pipeline"},
+    "__init__": {"builder", "custom_op", "errors", "frontend", "passes", "pipeline", "session"},
     "testing": {
         "analysis", "dialect", "errors", "inference", "lower", "passes", "pipeline",
         "symbolic_context",
