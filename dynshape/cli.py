@@ -29,7 +29,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -516,6 +516,8 @@ def _serve_cmd(args: argparse.Namespace) -> int:
         threads=args.threads,
     )
     port = args.port or _free_port()
+    # Ray declares serve.shutdown without annotations: named with its type, calling it is typed.
+    stop_serve: Callable[[], None] = serve.shutdown
     ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
     try:
         serve.start(http_options={"host": "127.0.0.1", "port": port})
@@ -526,7 +528,7 @@ def _serve_cmd(args: argparse.Namespace) -> int:
         signal.sigwait(stop)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, stop)
     finally:
-        serve.shutdown()
+        stop_serve()
         ray.shutdown()
     print("stopped", flush=True)
     return 0

@@ -75,7 +75,10 @@ class ShapeStats:
             ("partially known shape", self.partial),
             ("unknown shape", self.unknown),
         ]
-        share = (lambda k: f"{100 * k / total:5.1f}%") if total else (lambda k: "    -")
+
+        def share(k: int) -> str:
+            return f"{100 * k / total:5.1f}%" if total else "    -"
+
         lines = [f"node outputs: {total}"]
         lines += [f"  {label:<38}{count:>6}  {share(count)}" for label, count in rows]
         return "\n".join(lines)

@@ -271,7 +271,7 @@ def _agreed(
     """The one extent the request's inputs give ``symbol`` at ``where`` ((name, axis) pairs);
     RequestError naming each if they disagree."""
     by_name = dict(zip(params, inputs, strict=True))
-    seen = [(name, k, by_name[name].shape[k]) for name, k in where]
+    seen: list[tuple[str, int, int]] = [(name, k, by_name[name].shape[k]) for name, k in where]
     if len({d for _, _, d in seen}) != 1:
         shown = ", ".join(f"{n} axis {k}: {d}" for n, k, d in seen)
         raise RequestError(f"the inputs disagree on {symbol} ({shown})")

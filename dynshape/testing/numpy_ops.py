@@ -38,7 +38,10 @@ def _erf(x: np.ndarray) -> np.ndarray:
 
 
 def _divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return np.true_divide(a, b) if np.result_type(a, b).kind == "f" else np.floor_divide(a, b)
+    out: np.ndarray = (
+        np.true_divide(a, b) if np.result_type(a, b).kind == "f" else np.floor_divide(a, b)
+    )
+    return out
 
 
 _UNARY: dict[str, Callable[..., Any]] = {
@@ -89,14 +92,18 @@ OPS["nn.leaky_relu"] = lambda ins, attrs: np.where(ins[0] > 0, ins[0], ins[0] * 
 
 
 def _clip(ins: Sequence[Any], attrs: Mapping[str, Any]) -> np.ndarray:
-    x, lo, hi = ins[0], attrs["a_min"], attrs["a_max"]
+    x: np.ndarray = ins[0]
+    lo: float = attrs["a_min"]
+    hi: float = attrs["a_max"]
     if x.dtype.kind == "f":
-        return np.clip(x, lo, hi)
+        clipped: np.ndarray = np.clip(x, lo, hi)
+        return clipped
     # Clip the exact values: the bounds round inward to integers within the dtype's range.
     info = np.iinfo(x.dtype)
     ilo = info.min if lo < info.min else info.max if lo > info.max else math.ceil(lo)
     ihi = info.max if hi > info.max else info.min if hi < info.min else math.floor(hi)
-    return np.clip(x, ilo, ihi)
+    exact: np.ndarray = np.clip(x, ilo, ihi)
+    return exact
 
 
 OPS["clip"] = _clip
@@ -280,13 +287,16 @@ def slice_of(x: np.ndarray, begin: Sequence[int], end: Sequence[int], strides: A
 
 
 def _expand_dims(ins: Sequence[Any], attrs: Mapping[str, Any]) -> np.ndarray:
-    x, axis = ins[0], attrs["axis"]
+    x: np.ndarray = ins[0]
+    axis: int = attrs["axis"]
     axis = axis + x.ndim + 1 if axis < 0 else axis
-    return x.reshape(x.shape[:axis] + (1,) * attrs["num_newaxis"] + x.shape[axis:])
+    expanded: np.ndarray = x.reshape(x.shape[:axis] + (1,) * attrs["num_newaxis"] + x.shape[axis:])
+    return expanded
 
 
 def _squeeze(ins: Sequence[Any], attrs: Mapping[str, Any]) -> np.ndarray:
-    x, axis = ins[0], attrs["axis"]
+    x: np.ndarray = ins[0]
+    axis = attrs["axis"]
     if axis is None:
         return x.reshape([d for d in x.shape if d != 1])
     return np.squeeze(x, axis=tuple(axis))
@@ -298,7 +308,7 @@ def _split(ins: Sequence[Any], attrs: Mapping[str, Any]) -> tuple[np.ndarray, ..
 
 
 def _batch_flatten(ins: Sequence[Any], attrs: Mapping[str, Any]) -> np.ndarray:
-    x = ins[0]
+    x: np.ndarray = ins[0]
     return x.reshape(x.shape[0], math.prod(x.shape[1:]))
 
 

@@ -18,7 +18,7 @@ it symbolically *with no deferred check*, so every program is valid at every bin
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import hypothesis.extra.numpy as hnp
@@ -119,7 +119,7 @@ Shape = tuple[ir.Dim, ...]
 class _Builder:
     """The values of a program being built, with their symbolic shapes."""
 
-    def __init__(self, draw: Callable[[st.SearchStrategy[Any]], Any], symbols: Sequence[str]):
+    def __init__(self, draw: st.DrawFn, symbols: Sequence[str]):
         self.draw = draw
         self.symbols = [ir.sym(s) for s in symbols]
         self.params: list[Var] = []
@@ -135,7 +135,9 @@ class _Builder:
         return var, shape
 
     def pick(self) -> tuple[Expr, Shape]:
-        return self.draw(st.sampled_from(self.values))
+        # sampled_from's overloads give Any for a list whose type holds Any (ir.Dim does).
+        value: tuple[Expr, Shape] = self.draw(st.sampled_from(self.values))
+        return value
 
     def call(self, op: str, args: Sequence[Expr], shapes: Sequence[Any], **attrs: Any) -> bool:
         """Add ``op(args)`` if its shape function accepts it with nothing deferred."""
@@ -160,7 +162,7 @@ def _step(b: _Builder, family: str) -> bool:
         return b.call(draw(st.sampled_from(UNARY)), [x], [xs])
     if family == "binary":
         same = [v for v in b.values if v[1] == xs]
-        if same and draw(st.booleans()):
+        if len(same) > 0 and draw(st.booleans()):
             y, ys = draw(st.sampled_from(same))
         else:  # a new parameter that broadcasts against x: some dims 1, maybe fewer axes
             keep = draw(st.integers(0, rank))
@@ -192,7 +194,7 @@ def _step(b: _Builder, family: str) -> bool:
             return False
         count = draw(st.integers(0, 3))
         index = draw(st.lists(st.integers(0, xs[axis] - 1), min_size=count, max_size=count))
-        idx = ir.const(index[0] if index and draw(st.booleans()) else index, "int64")
+        idx = ir.const(index[0] if len(index) > 0 and draw(st.booleans()) else index, "int64")
         return b.call("take", [x, idx], [xs, idx.value.shape], axis=axis)
     if family == "strided_slice" and rank:
         axis = draw(st.integers(0, rank - 1))
@@ -223,7 +225,7 @@ def _step(b: _Builder, family: str) -> bool:
 
 @st.composite
 def programs(
-    draw: Callable[[st.SearchStrategy[Any]], Any],
+    draw: st.DrawFn,
     families: Sequence[str] = FAMILIES,
     max_ops: int = 6,
     symbols: Sequence[str] = ("n", "m"),

@@ -241,23 +241,30 @@ def _sym_reduce(fn: Callable[[Elem, Elem], Elem]) -> SymbolicFn:
 
 
 def _np_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    out: np.ndarray
     if np.result_type(a, b).kind == "f":
-        return np.true_divide(a, b)
-    if np.result_type(a, b).kind == "u":
-        return np.floor_divide(a, b)
-    q = np.floor_divide(np.abs(a), np.abs(b))
-    return np.where((a < 0) != (b < 0), -q, q)
+        out = np.true_divide(a, b)
+    elif np.result_type(a, b).kind == "u":
+        out = np.floor_divide(a, b)
+    else:
+        q = np.floor_divide(np.abs(a), np.abs(b))
+        out = np.where((a < 0) != (b < 0), -q, q)
+    return out
 
 
 def _np_pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    out: np.ndarray
     if a.dtype.kind in "iu" and (b.dtype.kind == "f" or np.any(b < 0)):
         # ONNX runtimes compute an integer power in double and convert (toward zero).
-        return np.power(a.astype(np.float64), b.astype(np.float64)).astype(a.dtype)
-    return np.power(a, b.astype(a.dtype))
+        out = np.power(a.astype(np.float64), b.astype(np.float64)).astype(a.dtype)
+    else:
+        out = np.power(a, b.astype(a.dtype))
+    return out
 
 
 def _np_erf(x: np.ndarray) -> np.ndarray:
-    return np.vectorize(math.erf, otypes=[np.float64])(x)
+    out: np.ndarray = np.vectorize(math.erf, otypes=[np.float64])(x)
+    return out
 
 
 # ---- built compositions --------------------------------------------------------------------
@@ -670,7 +677,8 @@ def gelu(node: Node) -> Any:
             inner = np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x**3))
         else:
             inner = _np_erf(x / math.sqrt(2))
-        return 0.5 * x * (1 + inner)
+        out: np.ndarray = 0.5 * x * (1 + inner)
+        return out
 
     def build(x: Any) -> Any:
         dt = x.dtype

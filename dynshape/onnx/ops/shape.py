@@ -47,8 +47,9 @@ def _axis(axis: int, rank: int, what: str = "axis") -> int:
 @converter("Constant")
 def constant(node: Node) -> Known:
     """``value`` (a tensor), or one of ``value_float(s)``/``value_int(s)``."""
-    if node.attr("value") is not None:
-        return node.attr("value")
+    value: Known | None = node.attr("value")  # a tensor attribute is read as a Known
+    if value is not None:
+        return value
     for key, dtype in (
         ("value_float", "float32"),
         ("value_floats", "float32"),
