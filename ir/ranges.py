@@ -205,20 +205,7 @@ def _interval(e: sympy.Basic, env: Mapping[sympy.Basic, VarBound]) -> _Interval:
             out = _mul(out, _interval(a, env))
         return out
     if e.is_Pow:
-        exp = e.exp
-        if not exp.is_Integer:
-            return _UNKNOWN
-        base = _interval(e.base, env)
-        k = int(exp)
-        if k < 0:
-            base = _reciprocal(base)
-            k = -k
-        if k % 2 == 0 and base[0] >= 0:
-            return base[0] ** k, base[1] ** k
-        out = (Fraction(1), Fraction(1))
-        for _ in range(k):
-            out = _mul(out, base)
-        return out
+        return _pow_interval(e, env)
     if isinstance(e, (sympy.Max, sympy.Min)):
         parts = [_interval(a, env) for a in e.args]
         pick = max if isinstance(e, sympy.Max) else min
@@ -230,16 +217,40 @@ def _interval(e: sympy.Basic, env: Mapping[sympy.Basic, VarBound]) -> _Interval:
         inner = _interval(e.args[0], env)
         return _ceil(inner[0]), _ceil(inner[1])
     if isinstance(e, sympy.Mod):
-        (a_lo, a_hi), (b_lo, b_hi) = (_interval(x, env) for x in e.args)
-        if b_lo < 1:  # a divisor that may be 0 or negative: no bound
-            return _UNKNOWN
-        if a_lo >= 0 and a_hi < b_lo:
-            return a_lo, a_hi  # a < b: Mod(a, b) is a
-        m_hi = b_hi - 1
-        if a_lo >= 0:
-            m_hi = min(m_hi, a_hi)
-        return Fraction(0), m_hi
+        return _mod_interval(e, env)
     return _UNKNOWN
+
+
+def _pow_interval(e: sympy.Basic, env: Mapping[sympy.Basic, VarBound]) -> _Interval:
+    """``_interval`` of ``base ** k``: an integer ``k`` only (a negative one through the
+    reciprocal), unknown otherwise."""
+    exp = e.exp
+    if not exp.is_Integer:
+        return _UNKNOWN
+    base = _interval(e.base, env)
+    k = int(exp)
+    if k < 0:
+        base = _reciprocal(base)
+        k = -k
+    if k % 2 == 0 and base[0] >= 0:
+        return base[0] ** k, base[1] ** k
+    out: _Interval = (Fraction(1), Fraction(1))
+    for _ in range(k):
+        out = _mul(out, base)
+    return out
+
+
+def _mod_interval(e: sympy.Basic, env: Mapping[sympy.Basic, VarBound]) -> _Interval:
+    """``_interval`` of ``Mod(a, b)``: bounded only for a divisor that is at least 1."""
+    (a_lo, a_hi), (b_lo, b_hi) = (_interval(x, env) for x in e.args)
+    if b_lo < 1:  # a divisor that may be 0 or negative: no bound
+        return _UNKNOWN
+    if a_lo >= 0 and a_hi < b_lo:
+        return a_lo, a_hi  # a < b: Mod(a, b) is a
+    m_hi = b_hi - 1
+    if a_lo >= 0:
+        m_hi = min(m_hi, a_hi)
+    return Fraction(0), m_hi
 
 
 def _simplify_under(e: sympy.Basic, env: Mapping[sympy.Basic, Bound]) -> sympy.Basic:

@@ -415,15 +415,7 @@ def conv2d(attrs: Mapping[str, Any]) -> Kernel:
         wide = data.dtype == F16
         acc = _accumulator(out, wide)
         if plan.path == "matmul":
-            n, _, h, w = data.shape
-            o, cg, kh, kw = weight.shape
-            if kh * kw > 1:  # one tap reaches the input (a 1x1 map, padded): its weights
-                weight = weight[:, :, plan.taps[0], plan.taps[2]]
-            x = data.reshape(n, groups, cg, h * w)
-            wt = weight.reshape(groups, o // groups, cg)
-            if wide:
-                x, wt = x.astype(np.float32), wt.astype(np.float32)
-            _matmul(wt, x, acc.reshape(n, groups, o // groups, h * w, copy=False))
+            _conv_one_tap(data, weight, acc, groups, plan, wide)
         elif plan.path == "einsum":
             _conv_einsum(data, weight, acc, groups, pad, strides, dilation)
         else:
@@ -432,6 +424,23 @@ def conv2d(attrs: Mapping[str, Any]) -> Kernel:
             np.copyto(out, acc)
 
     return kernel
+
+
+def _conv_one_tap(
+    data: np.ndarray, weight: np.ndarray, acc: np.ndarray, groups: int, plan: _Plan, wide: bool
+) -> None:
+    """The ``matmul`` path: one tap reaches the input and every output pixel reads the input
+    pixel under it (stride 1), so the convolution is one matmul per group (in float32 when
+    ``wide``)."""
+    n, _, h, w = data.shape
+    o, cg, kh, kw = weight.shape
+    if kh * kw > 1:  # one tap reaches the input (a 1x1 map, padded): its weights
+        weight = weight[:, :, plan.taps[0], plan.taps[2]]
+    x = data.reshape(n, groups, cg, h * w)
+    wt = weight.reshape(groups, o // groups, cg)
+    if wide:
+        x, wt = x.astype(np.float32), wt.astype(np.float32)
+    _matmul(wt, x, acc.reshape(n, groups, o // groups, h * w, copy=False))
 
 
 def _conv_einsum(

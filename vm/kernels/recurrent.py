@@ -310,6 +310,76 @@ def _direction(
 _DIRECTIONS = {"forward": [False], "reverse": [True], "bidirectional": [False, True]}
 
 
+def _input_projections(
+    x: np.ndarray,
+    w: np.ndarray,
+    b: np.ndarray,
+    layout: int,
+    sizes: tuple[int, int, int],
+    ct: np.dtype,
+    lbr: bool,
+) -> tuple[np.ndarray, list[np.ndarray | None]]:
+    """The input projections of every step, both directions (``sizes`` is directions, gate
+    rows, hidden), with the biases added, in layout 0; and each direction's GRU ``Rb_h``,
+    kept out of the sum when ``lbr`` (linear_before_reset), else None."""
+    dirs, gh, hidden = sizes
+    # One matmul in x's memory order (batch-major for layout 1, so x is never copied to be
+    # transposed).
+    rows, n_in = x.shape[0] * x.shape[1], x.shape[2]
+    gx = np.empty((x.shape[0], x.shape[1], dirs * gh), ct)
+    weights_t = w.astype(ct, copy=False).reshape(dirs * gh, n_in).T
+    _matmul(x.astype(ct, copy=False).reshape(rows, n_in), weights_t, gx.reshape(rows, dirs * gh))
+    if layout:
+        gx = gx.swapaxes(0, 1)
+    rb_h: list[np.ndarray | None] = [None] * dirs
+    if _given(b):
+        bias = b.astype(ct).reshape(dirs, 2, gh)
+        if lbr:  # Rb_h is inside the reset gate's product: kept for the step
+            rb_h = [bias[d, 1, 2 * hidden :].copy() for d in range(dirs)]
+            bias[:, 1, 2 * hidden :] = 0
+        np.add(gx, (bias[:, 0] + bias[:, 1]).reshape(dirs * gh), gx)
+    return gx, rb_h
+
+
+def _cell_step(
+    cell: str,
+    attrs: Mapping[str, Any],
+    mm: MatMul,
+    rt: np.ndarray,
+    batch: int,
+    ct: np.dtype,
+    p: np.ndarray | None,
+    d: int,
+    lbr: bool,
+    rb_h: np.ndarray | None,
+) -> _Step:
+    """Direction ``d``'s step of ``cell``: ``rt`` its R^T, ``p`` LSTM's peepholes (every
+    direction's), ``rb_h`` GRU's recurrent bias kept for the reset gate's product."""
+    clip = attrs["clip"]
+    f = _act(attrs, "f", clip)
+    if cell == "lstm":
+        acts = (f, _act(attrs, "g", clip), _act(attrs, "h", None))
+        pd = None if p is None else p[d]
+        return _LSTM(mm, rt, batch, ct, acts, pd, attrs["input_forget"])
+    if cell == "gru":
+        return _GRU(mm, rt, batch, ct, (f, _act(attrs, "g", clip)), lbr, rb_h)
+    return _RNN(mm, rt, batch, ct, f)
+
+
+def _initial_states(
+    h0: np.ndarray, c0: np.ndarray | None, d: int, shape: tuple[int, int], ct: np.dtype
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Direction ``d``'s initial ``h`` (only read) and LSTM's ``c`` (a new array, updated in
+    place; None for the other cells, whose ``c0`` is None): zeros where not given."""
+    h = h0[d].astype(ct, copy=False) if _given(h0) else np.zeros(shape, ct)
+    if c0 is None:
+        return h, None
+    c = np.zeros(shape, ct)
+    if _given(c0):
+        np.copyto(c, c0[d])
+    return h, c
+
+
 def _run(
     cell: str, attrs: Mapping[str, Any], ins: list[np.ndarray], outs: list[np.ndarray]
 ) -> None:
@@ -341,22 +411,8 @@ def _run(
     ct = np.dtype(np.float32) if y.dtype == _F16 else y.dtype
     native = ct == y.dtype
 
-    # The input projections of every step, both directions: one matmul in x's memory order
-    # (batch-major for layout 1, so x is never copied to be transposed).
-    rows, n_in = x.shape[0] * x.shape[1], x.shape[2]
-    gx = np.empty((x.shape[0], x.shape[1], dirs * gh), ct)
-    weights_t = w.astype(ct, copy=False).reshape(dirs * gh, n_in).T
-    _matmul(x.astype(ct, copy=False).reshape(rows, n_in), weights_t, gx.reshape(rows, dirs * gh))
-    if layout:
-        gx = gx.swapaxes(0, 1)
     lbr = cell == "gru" and bool(attrs["linear_before_reset"])
-    rb_h: list[np.ndarray | None] = [None] * dirs
-    if _given(b):
-        bias = b.astype(ct).reshape(dirs, 2, gh)
-        if lbr:  # Rb_h is inside the reset gate's product: kept for the step
-            rb_h = [bias[d, 1, 2 * hidden :].copy() for d in range(dirs)]
-            bias[:, 1, 2 * hidden :] = 0
-        np.add(gx, (bias[:, 0] + bias[:, 1]).reshape(dirs * gh), gx)
+    gx, rb_h = _input_projections(x, w, b, layout, (dirs, gh, hidden), ct, lbr)
 
     # One BLAS thread for the whole recurrence (see the module doc), or each step's choice.
     held = None
@@ -366,34 +422,20 @@ def _run(
         _plain_matmul if held is not None or blas_threads.policy() == "process" else _matmul
     )
 
-    clip = attrs["clip"]
-    f = _act(attrs, "f", clip)
     rts = r.astype(ct, copy=False).swapaxes(1, 2)  # R^T of each direction, views
     p = None
     if p_in is not None and _given(p_in):
         p = p_in.astype(ct, copy=False).reshape(dirs, 3, hidden)
-    steps: list[_Step] = []
-    for d in range(dirs):
-        if lstm:
-            acts = (f, _act(attrs, "g", clip), _act(attrs, "h", None))
-            pd = None if p is None else p[d]
-            steps.append(_LSTM(mm, rts[d], batch, ct, acts, pd, attrs["input_forget"]))
-        elif cell == "gru":
-            steps.append(_GRU(mm, rts[d], batch, ct, (f, _act(attrs, "g", clip)), lbr, rb_h[d]))
-        else:
-            steps.append(_RNN(mm, rts[d], batch, ct, f))
+    steps = [
+        _cell_step(cell, attrs, mm, rts[d], batch, ct, p, d, lbr, rb_h[d]) for d in range(dirs)
+    ]
 
     if held is not None:
         held.enter()
     try:
         with np.errstate(over="ignore"):  # the sigmoid's exp overflows to inf, rightly
             for d, reverse in enumerate(_DIRECTIONS[attrs["direction"]]):
-                h = h0[d].astype(ct, copy=False) if _given(h0) else np.zeros((batch, hidden), ct)
-                c = None
-                if lstm:
-                    c = np.zeros((batch, hidden), ct)
-                    if c0 is not None and _given(c0):
-                        np.copyto(c, c0[d])
+                h, c = _initial_states(h0, c0 if lstm else None, d, (batch, hidden), ct)
                 part = gx[:, :, d * gh : (d + 1) * gh]
                 h, c = _direction(steps[d], part, y[:, d], h, c, lens, reverse, native)
                 np.copyto(y_h[d], h)
