@@ -35,7 +35,6 @@ by the loop only there (straight-line code costs nothing extra), and a run stops
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from time import perf_counter, perf_counter_ns
 from typing import Any
@@ -51,6 +50,7 @@ from .errors import KernelError, StepLimitError, VMError
 from .executable import Executable, KernelEntry, Param, TypeSpec
 from .isa import Kind, Op, format_instruction
 from .memory.allocator import Allocator, NaiveAllocator, PooledAllocator
+from .memory.refcounts import alone_in_table, unreachable
 from .memory.storage import Storage
 from .profiler import Profiler, ProfilingBackend
 from .sanitizer import MemorySanitizer, SanitizingBackend
@@ -165,8 +165,8 @@ class VirtualMachine:
         self._checkers = [arguments_checker(f) for f in exe.functions]
         self._index = {f.name: i for i, f in enumerate(exe.functions)}
         self._main = self._index.get("main")
-        # What _storage_refs counts for a storage only ``live`` holds (measured, not assumed).
-        self._storage_alone = _storage_refs({0: Storage(0)}, 0)
+        # What a storage only ``live`` holds counts (measured, not assumed: refcounts.py).
+        self._storage_alone = alone_in_table(lambda: Storage(0))
         # Idle decoded instances; a call pops one (list.pop/append are atomic) and puts it back.
         first = self._decode()
         self._idle: list[_Instance] = [first]
@@ -365,10 +365,8 @@ class VirtualMachine:
         holds the storage and no array views its memory. Run at a tail call, where the replaced
         frame's registers are dropped: a loop written as tail recursion then keeps one
         iteration's buffers, not all of them (the compiler cannot kill what a callee made)."""
-        alone = self._storage_alone
-        for key in list(live):
-            if _storage_refs(live, key) <= alone and not _viewed(live[key]):
-                self._free_leftover(live.pop(key))
+        for key in unreachable(live, self._storage_alone):
+            self._free_leftover(live.pop(key))
 
     def _where(self, fidx: int, pc: int, stack: Sequence[Any]) -> str:
         f = self.exe.functions[fidx]
@@ -478,15 +476,3 @@ def _failing_pc(code: list[Step], pc: int, error: BaseException) -> int:
         if found is not None:
             return found
     return pc
-
-
-def _storage_refs(live: dict[int, Storage], key: int) -> int:
-    """References to the storage ``live[key]``: the dict's, this frame's and the argument's,
-    plus one per register (or anything else) that holds it."""
-    st = live[key]
-    return sys.getrefcount(st)
-
-
-def _viewed(st: Storage) -> bool:
-    """True if an array views ``st``'s memory (each view holds ``raw`` as its base)."""
-    return sys.getrefcount(st.raw) > st.refs_alone

@@ -33,11 +33,11 @@ bytes are the caller's: they count neither as live nor as held until taken back.
 
 from __future__ import annotations
 
-import sys
 import threading
 from collections import OrderedDict
 
 from ..errors import MemoryLimitError, VMError
+from .refcounts import is_viewed
 from .stats import MemoryStats
 from .storage import MIN_ALIGNMENT, Storage, check_alignment
 
@@ -291,7 +291,7 @@ class PooledAllocator(Allocator):
         s, found = self.stats, None
         capacity, alignment = key
         for raw_id, storage in list(self._lent.items()):
-            if sys.getrefcount(storage.raw) > storage.refs_alone:
+            if is_viewed(storage):
                 continue  # a view of it is still alive
             del self._lent[raw_id]
             s.taken_back += 1

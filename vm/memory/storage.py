@@ -9,13 +9,13 @@ storage it lives in (see ``interpreter.py``: outputs never alias memory the VM r
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from ..errors import OutOfBoundsError, VMError
+from .refcounts import raw_refs
 
 #: The smallest alignment of every storage, in bytes (a cache line; AVX-512 loads).
 MIN_ALIGNMENT = 64
@@ -44,9 +44,9 @@ class Storage:
         self.sanitizer: Any = None
         """The memory sanitizer's record (generation, alive, who freed it); None unless a
         ``check_memory=True`` VM allocated it (see ``vm/sanitizer.py``)."""
-        self.refs_alone: int = sys.getrefcount(self.raw)
+        self.refs_alone: int = raw_refs(self)
         """``raw``'s reference count when no view of it but ``buf`` exists (measured, not
-        assumed: the count's details differ between Python versions); see ``lend``."""
+        assumed: the count's details differ between Python versions); see ``refcounts.py``."""
 
     def __repr__(self) -> str:
         return f"Storage({self.nbytes} bytes, capacity {self.capacity}, align {self.alignment})"
