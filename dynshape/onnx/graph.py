@@ -208,16 +208,7 @@ class _Importer:
 
     def convert(self, node: Any) -> None:
         where = describe(node)
-        args: list[Any] = []
-        for name in node.input:
-            if not name:
-                args.append(None)
-            elif name not in self.values:
-                raise ModelImportError(
-                    f"node {where}: input {name!r} is computed by no earlier node"
-                )
-            else:
-                args.append(self.values[name])
+        args = self._inputs(node, where)
         try:
             attrs = _attributes(node, where)
         except ModelImportError:
@@ -236,18 +227,24 @@ class _Importer:
             self.subgraph,
             self.dims,
         )
-        try:
-            results = CONVERTERS[node.op_type](view)
-        except Unsupported as e:
-            raise ModelImportError(f"node {where}: unsupported: {e}") from None
-        except ModelImportError:
-            raise  # a subgraph's node, named already
-        except (NodeError, BuildError, CompileError) as e:
-            raise ModelImportError(f"node {where}: {getattr(e, 'message', e)}") from None
-        except Exception as e:  # a malformed node the converter did not foresee
-            raise ModelImportError(
-                f"node {where}: malformed for the importer ({type(e).__name__}: {e})"
-            ) from None
+        self._bind(node, where, _run_converter(view, where))
+
+    def _inputs(self, node: Any, where: str) -> list[Any]:
+        """The values of ``node``'s inputs (None for an omitted one)."""
+        args: list[Any] = []
+        for name in node.input:
+            if not name:
+                args.append(None)
+            elif name not in self.values:
+                raise ModelImportError(
+                    f"node {where}: input {name!r} is computed by no earlier node"
+                )
+            else:
+                args.append(self.values[name])
+        return args
+
+    def _bind(self, node: Any, where: str, results: Any) -> None:
+        """Name ``node``'s outputs (the converter's ``results``, one or a list of them)."""
         if not isinstance(results, (list, tuple)):
             results = [results]
         if len(results) < len([o for o in node.output if o]):
@@ -340,6 +337,23 @@ def _all_nodes(graph: Any) -> list[Any]:
                 out += _all_nodes(a.g)
             out += [n for g in a.graphs for n in _all_nodes(g)]
     return out
+
+
+def _run_converter(view: Node, where: str) -> Any:
+    """The converter of ``view``'s op on it; every error it raises as a ModelImportError
+    naming the node."""
+    try:
+        return CONVERTERS[view.op_type](view)
+    except Unsupported as e:
+        raise ModelImportError(f"node {where}: unsupported: {e}") from None
+    except ModelImportError:
+        raise  # a subgraph's node, named already
+    except (NodeError, BuildError, CompileError) as e:
+        raise ModelImportError(f"node {where}: {getattr(e, 'message', e)}") from None
+    except Exception as e:  # a malformed node the converter did not foresee
+        raise ModelImportError(
+            f"node {where}: malformed for the importer ({type(e).__name__}: {e})"
+        ) from None
 
 
 def _attributes(node: Any, where: str) -> dict[str, Any]:

@@ -18,7 +18,7 @@ it symbolically *with no deferred check*, so every program is valid at every bin
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import hypothesis.extra.numpy as hnp
@@ -155,72 +155,128 @@ class _Builder:
 
 
 def _step(b: _Builder, family: str) -> bool:
+    """One op of ``family`` on a value picked from those made so far; whether it was kept."""
     x, xs = b.pick()
-    draw = b.draw
+    return _FAMILY_STEPS[family](b, x, xs)
+
+
+def _unary(b: _Builder, x: Expr, xs: Shape) -> bool:
+    return b.call(b.draw(st.sampled_from(UNARY)), [x], [xs])
+
+
+def _binary(b: _Builder, x: Expr, xs: Shape) -> bool:
+    draw, rank = b.draw, len(xs)
+    same = [v for v in b.values if v[1] == xs]
+    if len(same) > 0 and draw(st.booleans()):
+        y, ys = draw(st.sampled_from(same))
+    else:  # a new parameter that broadcasts against x: some dims 1, maybe fewer axes
+        keep = draw(st.integers(0, rank))
+        ys = tuple(d if draw(st.booleans()) else 1 for d in xs[rank - keep :])
+        y, ys = b.param(ys)
+    args = [x, y] if draw(st.booleans()) else [y, x]
+    shapes = [xs, ys] if args[0] is x else [ys, xs]
+    return b.call(draw(st.sampled_from(BINARY)), args, shapes)
+
+
+def _reduce(b: _Builder, x: Expr, xs: Shape) -> bool:
+    draw, rank = b.draw, len(xs)
+    if not rank:
+        return False
+    axis = draw(st.integers(-rank, rank - 1))
+    op = draw(st.sampled_from(REDUCE))
+    return b.call(op, [x], [xs], axis=axis, keepdims=draw(st.booleans()))
+
+
+def _reshape(b: _Builder, x: Expr, xs: Shape) -> bool:
+    draw, rank = b.draw, len(xs)
+    if rank and draw(st.booleans()):
+        return b.call("reshape", [x], [xs], newshape=[-1])
+    at = draw(st.integers(0, rank))
+    return b.call("reshape", [x], [xs], newshape=[0] * at + [1] + [0] * (rank - at))
+
+
+def _transpose(b: _Builder, x: Expr, xs: Shape) -> bool:
     rank = len(xs)
-    if family == "unary":
-        return b.call(draw(st.sampled_from(UNARY)), [x], [xs])
-    if family == "binary":
-        same = [v for v in b.values if v[1] == xs]
-        if len(same) > 0 and draw(st.booleans()):
-            y, ys = draw(st.sampled_from(same))
-        else:  # a new parameter that broadcasts against x: some dims 1, maybe fewer axes
-            keep = draw(st.integers(0, rank))
-            ys = tuple(d if draw(st.booleans()) else 1 for d in xs[rank - keep :])
-            y, ys = b.param(ys)
-        args = [x, y] if draw(st.booleans()) else [y, x]
-        shapes = [xs, ys] if args[0] is x else [ys, xs]
-        return b.call(draw(st.sampled_from(BINARY)), args, shapes)
-    if family == "reduce" and rank:
-        axis = draw(st.integers(-rank, rank - 1))
-        op = draw(st.sampled_from(REDUCE))
-        return b.call(op, [x], [xs], axis=axis, keepdims=draw(st.booleans()))
-    if family == "reshape":
-        if rank and draw(st.booleans()):
-            return b.call("reshape", [x], [xs], newshape=[-1])
-        at = draw(st.integers(0, rank))
-        return b.call("reshape", [x], [xs], newshape=[0] * at + [1] + [0] * (rank - at))
-    if family == "transpose" and rank:
-        axes = draw(st.permutations(range(rank)))
-        return b.call("transpose", [x], [xs], axes=list(axes))
-    if family == "concatenate" and rank:
-        same = [v for v in b.values if v[1] == xs]
-        y, _ = draw(st.sampled_from(same))
-        axis = draw(st.integers(0, rank - 1))
-        return b.call("concatenate", [ir.tuple_of([x, y])], [[xs, xs]], axis=axis)
-    if family == "take" and rank:
-        axis = draw(st.integers(0, rank - 1))
-        if not isinstance(xs[axis], int) or xs[axis] < 1:
-            return False
-        count = draw(st.integers(0, 3))
-        index = draw(st.lists(st.integers(0, xs[axis] - 1), min_size=count, max_size=count))
-        idx = ir.const(index[0] if len(index) > 0 and draw(st.booleans()) else index, "int64")
-        return b.call("take", [x, idx], [xs, idx.value.shape], axis=axis)
-    if family == "strided_slice" and rank:
-        axis = draw(st.integers(0, rank - 1))
-        begin = [0] * axis + [draw(st.sampled_from([0, 1, -1, -2]))]
-        end = [2**31 - 1] * axis + [draw(st.sampled_from([2**31 - 1, -1, 2, 0]))]
-        stride = draw(st.sampled_from([1, 2, -1]))
-        if stride < 0:
-            begin[-1], end[-1] = -1, draw(st.sampled_from([-(2**31), 0, 1]))
-        strides = [1] * axis + [stride]
-        return b.call("strided_slice", [x], [xs], begin=begin, end=end, strides=strides)
-    if family in ("dense", "matmul") and rank >= (1 if family == "dense" else 2):
-        k = xs[-1]
-        if not isinstance(k, int):
-            return False
-        units = draw(st.sampled_from([1, 2, 3, *b.symbols]))
-        w, ws = b.param((units, k) if family == "dense" else (k, units))
-        b.values.pop()  # the weight is a parameter, not a value to build on
-        return b.call(f"nn.{family}", [x, w], [xs, ws])
-    if family == "if":
-        y, ys = b.pick()
-        cond = ir.call("greater", ir.call("sum", x), ir.const(0.0, "float32"))
-        ops = draw(st.lists(st.sampled_from(UNARY), min_size=2, max_size=2))
-        then, other = (ir.call(op, y) for op in ops)
-        b.values.append((ir.If(cond, then, other), ys))
-        return True
-    return False
+    if not rank:
+        return False
+    axes = b.draw(st.permutations(range(rank)))
+    return b.call("transpose", [x], [xs], axes=list(axes))
+
+
+def _concatenate(b: _Builder, x: Expr, xs: Shape) -> bool:
+    draw, rank = b.draw, len(xs)
+    if not rank:
+        return False
+    same = [v for v in b.values if v[1] == xs]
+    y, _ = draw(st.sampled_from(same))
+    axis = draw(st.integers(0, rank - 1))
+    return b.call("concatenate", [ir.tuple_of([x, y])], [[xs, xs]], axis=axis)
+
+
+def _take(b: _Builder, x: Expr, xs: Shape) -> bool:
+    draw, rank = b.draw, len(xs)
+    if not rank:
+        return False
+    axis = draw(st.integers(0, rank - 1))
+    if not isinstance(xs[axis], int) or xs[axis] < 1:
+        return False
+    count = draw(st.integers(0, 3))
+    index = draw(st.lists(st.integers(0, xs[axis] - 1), min_size=count, max_size=count))
+    idx = ir.const(index[0] if len(index) > 0 and draw(st.booleans()) else index, "int64")
+    return b.call("take", [x, idx], [xs, idx.value.shape], axis=axis)
+
+
+def _strided_slice(b: _Builder, x: Expr, xs: Shape) -> bool:
+    draw, rank = b.draw, len(xs)
+    if not rank:
+        return False
+    axis = draw(st.integers(0, rank - 1))
+    begin = [0] * axis + [draw(st.sampled_from([0, 1, -1, -2]))]
+    end = [2**31 - 1] * axis + [draw(st.sampled_from([2**31 - 1, -1, 2, 0]))]
+    stride = draw(st.sampled_from([1, 2, -1]))
+    if stride < 0:
+        begin[-1], end[-1] = -1, draw(st.sampled_from([-(2**31), 0, 1]))
+    strides = [1] * axis + [stride]
+    return b.call("strided_slice", [x], [xs], begin=begin, end=end, strides=strides)
+
+
+def _with_weight(b: _Builder, x: Expr, xs: Shape, family: str) -> bool:
+    """``nn.dense`` or ``nn.matmul`` of ``x`` by a new weight parameter."""
+    if len(xs) < (1 if family == "dense" else 2):
+        return False
+    k = xs[-1]
+    if not isinstance(k, int):
+        return False
+    units = b.draw(st.sampled_from([1, 2, 3, *b.symbols]))
+    w, ws = b.param((units, k) if family == "dense" else (k, units))
+    b.values.pop()  # the weight is a parameter, not a value to build on
+    return b.call(f"nn.{family}", [x, w], [xs, ws])
+
+
+def _if(b: _Builder, x: Expr, xs: Shape) -> bool:
+    y, ys = b.pick()
+    cond = ir.call("greater", ir.call("sum", x), ir.const(0.0, "float32"))
+    ops = b.draw(st.lists(st.sampled_from(UNARY), min_size=2, max_size=2))
+    then, other = (ir.call(op, y) for op in ops)
+    b.values.append((ir.If(cond, then, other), ys))
+    return True
+
+
+#: How ``_step`` adds an op of each family (False: the picked value does not fit it).
+_FAMILY_STEPS: dict[str, Callable[[_Builder, Expr, Shape], bool]] = {
+    "unary": _unary,
+    "binary": _binary,
+    "reduce": _reduce,
+    "reshape": _reshape,
+    "transpose": _transpose,
+    "concatenate": _concatenate,
+    "take": _take,
+    "strided_slice": _strided_slice,
+    "dense": lambda b, x, xs: _with_weight(b, x, xs, "dense"),
+    "matmul": lambda b, x, xs: _with_weight(b, x, xs, "matmul"),
+    "if": _if,
+}
+assert set(_FAMILY_STEPS) == set(FAMILIES)
 
 
 @st.composite

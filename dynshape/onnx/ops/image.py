@@ -80,6 +80,48 @@ def _aspect(
     return [int(scale * d + 0.5) for d in inputs], scale
 
 
+def _sizes_from_scales(
+    scales_in: Any, dims: list[Any], axes: list[int]
+) -> tuple[list[Any], list[float]]:
+    """Resize's output dims and per-axis scales from its ``scales`` input (one per axis of
+    ``axes``; the other axes keep scale 1)."""
+    if not isinstance(scales_in, Known) or scales_in.numeric() is None:
+        raise Unsupported("scales computed from data")
+    given = [float(s) for s in np.asarray(scales_in.numeric()).reshape(-1)]
+    if len(given) != len(axes):
+        raise NodeError(f"{len(given)} scales for {len(axes)} axes")
+    if not all(math.isfinite(s) and s > 0 for s in given):
+        raise NodeError(f"scales {given} must be positive numbers")
+    out = list(dims)
+    scales = [1.0] * len(dims)
+    for a, s in zip(axes, given, strict=True):
+        scales[a] = s
+        out[a] = _scaled(dims[a], s)
+    return out, scales
+
+
+def _sizes_given(
+    sizes_in: Any, dims: list[Any], axes: list[int], policy: str
+) -> tuple[list[Any], list[float] | None]:
+    """Resize's output dims from its ``sizes`` input (one per axis of ``axes``), fitted to
+    ``keep_aspect_ratio_policy``; the scales only when the policy sets one for every axis."""
+    if not isinstance(sizes_in, Known):
+        raise Unsupported("sizes computed from data")
+    sizes = [int(s) if isinstance(s, (int, np.integer)) else s for s in sizes_in.dims()]
+    if len(sizes) != len(axes):
+        raise NodeError(f"{len(sizes)} sizes for {len(axes)} axes")
+    if any(isinstance(s, int) and s < 0 for s in sizes):
+        raise NodeError(f"sizes {sizes} must be >= 0")
+    scales: list[float] | None = None
+    if policy != "stretch" and len(axes) > 1:
+        sizes, scale = _aspect(dims, axes, sizes, policy)
+        scales = [scale if a in axes else 1.0 for a in range(len(dims))]
+    out = list(dims)
+    for a, s in zip(axes, sizes, strict=True):
+        out[a] = s
+    return out, scales
+
+
 @converter("Resize")
 def resize(node: Node) -> Any:
     """``resize`` with the output sizes worked out at import (see the module doc)."""
@@ -117,33 +159,11 @@ def resize(node: Node) -> Any:
     scales_in, sizes_in = _given(node, 2), _given(node, 3)
     if (scales_in is None) == (sizes_in is None):
         raise NodeError("exactly one of scales and sizes must be given")
-    scales: list[float] | None = None
-    out = list(dims)
+    scales: list[float] | None
     if scales_in is not None:
-        if not isinstance(scales_in, Known) or scales_in.numeric() is None:
-            raise Unsupported("scales computed from data")
-        given = [float(s) for s in np.asarray(scales_in.numeric()).reshape(-1)]
-        if len(given) != len(axes):
-            raise NodeError(f"{len(given)} scales for {len(axes)} axes")
-        if not all(math.isfinite(s) and s > 0 for s in given):
-            raise NodeError(f"scales {given} must be positive numbers")
-        scales = [1.0] * rank
-        for a, s in zip(axes, given, strict=True):
-            scales[a] = s
-            out[a] = _scaled(dims[a], s)
+        out, scales = _sizes_from_scales(scales_in, dims, axes)
     else:
-        if not isinstance(sizes_in, Known):
-            raise Unsupported("sizes computed from data")
-        sizes = [int(s) if isinstance(s, (int, np.integer)) else s for s in sizes_in.dims()]
-        if len(sizes) != len(axes):
-            raise NodeError(f"{len(sizes)} sizes for {len(axes)} axes")
-        if any(isinstance(s, int) and s < 0 for s in sizes):
-            raise NodeError(f"sizes {sizes} must be >= 0")
-        if policy != "stretch" and len(axes) > 1:
-            sizes, scale = _aspect(dims, axes, sizes, policy)
-            scales = [scale if a in axes else 1.0 for a in range(rank)]
-        for a, s in zip(axes, sizes, strict=True):
-            out[a] = s
+        out, scales = _sizes_given(sizes_in, dims, axes, policy)
     return trace.apply(
         "resize",
         node.tensor(0),

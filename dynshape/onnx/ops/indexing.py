@@ -225,25 +225,7 @@ def pad(node: Node) -> Any:
     x_shape = _shape(node.input(0))
     rank = len(x_shape)
     mode = node.attr("mode", "constant")
-    if node.opset < 11:
-        pads = [int(p) for p in node.attr("pads", [])]
-        value: Any = float(node.attr("value", 0.0))
-        axes = list(range(rank))
-    else:
-        if node.input(1) is not None and node.numeric(1) is None:
-            raise Unsupported(
-                "pads computed from data or from symbolic dims (they decide the output shape, "
-                "and no catalogue op pads by a run-time amount)"
-            )
-        pads = _numbers(node, 1, "pads") or []
-        value = 0.0
-        if node.input(2) is not None:
-            fill = node.numeric(2)
-            if fill is None:
-                raise Unsupported("a constant_value computed from data")
-            value = np.asarray(fill).reshape(-1)[0].item() if fill.size else 0.0
-        given = _numbers(node, 3, "axes")
-        axes = [_axis(a, rank, "axes entry") for a in (given if given is not None else range(rank))]
+    pads, value, axes = _pad_operands(node, rank)
     if len(pads) != 2 * len(axes):
         raise NodeError(f"{len(pads)} pads for {len(axes)} axes (2 per axis)")
     if len(set(axes)) != len(axes):
@@ -270,6 +252,29 @@ def pad(node: Node) -> Any:
         if before[a] or after[a]:
             x = _pad_axis(x, a, before[a], after[a], mode)
     return x
+
+
+def _pad_operands(node: Node, rank: int) -> tuple[list[int], Any, list[int]]:
+    """Pad's ``pads``, constant value and axes: attributes before opset 11, inputs known at
+    import from it on."""
+    if node.opset < 11:
+        pads = [int(p) for p in node.attr("pads", [])]
+        return pads, float(node.attr("value", 0.0)), list(range(rank))
+    if node.input(1) is not None and node.numeric(1) is None:
+        raise Unsupported(
+            "pads computed from data or from symbolic dims (they decide the output shape, "
+            "and no catalogue op pads by a run-time amount)"
+        )
+    pads = _numbers(node, 1, "pads") or []
+    value: Any = 0.0
+    if node.input(2) is not None:
+        fill = node.numeric(2)
+        if fill is None:
+            raise Unsupported("a constant_value computed from data")
+        value = np.asarray(fill).reshape(-1)[0].item() if fill.size else 0.0
+    given = _numbers(node, 3, "axes")
+    axes = [_axis(a, rank, "axes entry") for a in (given if given is not None else range(rank))]
+    return pads, value, axes
 
 
 def _pad_axis(x: Any, axis: int, before: int, after: int, mode: str) -> Any:
