@@ -62,6 +62,12 @@ def default_passes(planner: PlanMemory | None = None) -> list[tuple[str, ModuleP
 STAGES = ("parsed", *(stage for stage, _ in default_passes()))
 
 
+def infer_types(module: Module) -> Module:
+    """``module`` typed: the ``types`` stage alone (the model builder checks what it built with
+    this, so it imports no pass)."""
+    return InferTypes().run(module)
+
+
 def as_module(program: Module | str | os.PathLike[str], source_name: str = "<string>") -> Module:
     """A module from a module or program text, nested at most ``ir.MAX_NESTING`` levels (the
     passes rely on that bound; the parser checks text)."""

@@ -28,7 +28,7 @@ import ir
 from ir import Expr, Function, GlobalVar, Module, TensorType, Var
 
 from ..errors import CompileError
-from ..passes.infer_types import InferTypes
+from ..pipeline import infer_types
 from .control import loop_self
 from .location import build_error, errors_at, fail, user_span
 from .trace import made, wrap
@@ -126,7 +126,7 @@ def build(
     names = {str(s): bounds for s, bounds in main.ranges.items()}
     program = Program(functions, names, [p.name_hint for p in params])
     try:
-        InferTypes().run(program)
+        infer_types(program)
     except CompileError as e:
         raise build_error(str(e), span) from None
     return program

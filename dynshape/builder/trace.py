@@ -34,7 +34,7 @@ import numpy as np
 import ir
 from ir import Constant, Expr, TensorType, TupleType, Type
 
-from ..passes.infer_types import op_result_type as infer_op_result_type
+from ..inference.op_result import op_result_type as infer_op_result_type
 from ..symbolic_context import SymbolicContext
 from .location import errors_at, fail, user_span
 
@@ -187,7 +187,7 @@ def apply(op_name: str, *args: Any, **attrs: Any) -> Any:
 
 
 def op_result_type(op: ir.OpDef, call: ir.Call, operands: Sequence[Any]) -> Type:
-    """The type of ``call``, by the compiler's own rule (``infer_types.op_result_type``)."""
+    """The type of ``call``, by the compiler's own rule (``inference.op_result.op_result_type``)."""
     arg_types: list[Type] = [
         TupleType(tuple(TensorType(v.shape, v.dtype) for v in a))
         if isinstance(a, list)
