@@ -3,8 +3,6 @@ below it; a fast error naming the limit just above it (design/ir.md, "Recursion 
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
@@ -12,6 +10,7 @@ import dynshape as ds
 import ir
 from dynshape.testing import InterpreterError, interpret
 from ir import MAX_NESTING
+from tests.counting import assert_linear
 
 TOO_DEEP = f"nested too deeply in @main: more than {MAX_NESTING} levels.*let"
 
@@ -47,20 +46,30 @@ def test_just_above_the_limit_is_a_fast_error() -> None:
         ds.stages(module)
     with pytest.raises(InterpreterError, match=TOO_DEEP):
         interpret(module, x)
-    for f in (lambda: ds.compile(module), lambda: interpret(module, x)):
-        start = time.perf_counter()
-        with pytest.raises(ds.DynShapeError):
-            f()
-        assert time.perf_counter() - start < 1.0
+    # Fast: the error's work grows linearly with the program (counted in Python calls).
+    modules = {n: chain(n) for n in (MAX_NESTING, 2 * MAX_NESTING)}
+    for f in (ds.compile, lambda m: interpret(m, x)):
+
+        def failing(n: int, f=f) -> None:  # type: ignore[no-untyped-def]
+            with pytest.raises(ds.DynShapeError):
+                f(modules[n])
+
+        assert_linear(failing, MAX_NESTING)
 
 
 def test_text_above_the_limit_is_a_parse_error_from_compile() -> None:
-    text = "fn (%x: float32) {\n  " + "exp(" * MAX_NESTING + "%x" + ")" * MAX_NESTING + "\n}"
-    start = time.perf_counter()
+    def text(levels: int) -> str:
+        return "fn (%x: float32) {\n  " + "exp(" * levels + "%x" + ")" * levels + "\n}"
+
     with pytest.raises(ds.ParseError, match="nested too deeply") as info:
-        ds.compile(text)
-    assert time.perf_counter() - start < 1.0
+        ds.compile(text(MAX_NESTING))
     assert info.value.line == 2
+
+    def failing(levels: int) -> None:
+        with pytest.raises(ds.ParseError, match="nested too deeply"):
+            ds.compile(text(levels))
+
+    assert_linear(failing, MAX_NESTING)  # fast: counted in Python calls, not seconds
 
 
 def test_the_builder_rejects_a_program_above_the_limit_at_the_users_line() -> None:

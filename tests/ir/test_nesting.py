@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 
 import pytest
 
 import ir
 from ir import MAX_NESTING, IRError, ParseError, call, function, nesting_depth
 from ir.text.printer import expr_to_text, module_to_text
+from tests.counting import assert_linear, python_calls
 
 HEAD = "def @main(%x: Tensor[(n,), float32]) -> Tensor[(n,), float32] {"
 TOO_DEEP = f"nested too deeply.*more than {MAX_NESTING} levels.*MAX_NESTING.*let"
@@ -40,13 +40,28 @@ def api_chain(levels: int) -> tuple[ir.Var, ir.Expr]:
     return x, e
 
 
-def timed(f, *args):  # type: ignore[no-untyped-def]
-    start = time.perf_counter()
-    try:
-        return f(*args)
-    finally:
-        elapsed = time.perf_counter() - start
-        assert elapsed < 1.0, f"took {elapsed:.2f}s"
+#: The Python calls per level of nesting that a fast error may make: the walks make 3 to 11; a
+#: walk quadratic in the depth makes thousands. Counted, not timed: no bound on seconds.
+CALLS_PER_LEVEL = 50
+
+
+def bounded(f, *args):  # type: ignore[no-untyped-def]
+    """``f(*args)`` (its result, or what it raised), after at most ``CALLS_PER_LEVEL`` Python
+    calls per level of ``MAX_NESTING``."""
+    outcome: list = []  # type: ignore[type-arg]
+
+    def run() -> None:
+        try:
+            outcome.append((f(*args), None))
+        except Exception as e:
+            outcome.append((None, e))
+
+    calls = python_calls(run)
+    assert calls <= CALLS_PER_LEVEL * MAX_NESTING, f"{calls} Python calls"
+    result, error = outcome[0]
+    if error is not None:
+        raise error
+    return result
 
 
 def test_nesting_counts_levels_and_not_let_bodies() -> None:
@@ -71,22 +86,26 @@ def test_text_nested_just_below_the_limit_parses_and_prints() -> None:
 def test_text_nested_above_the_limit_is_a_fast_parse_error_at_the_bracket() -> None:
     text = nested_text(MAX_NESTING + 1)
     with pytest.raises(ParseError, match=TOO_DEEP) as info:
-        timed(ir.parse, text)
+        bounded(ir.parse, text)
     # The body's '{' and 9,999 'add(' are open: the 10,000th 'add(' opens one too many.
     assert (info.value.line, info.value.column) == (2, 3 + 4 * (MAX_NESTING - 1) + 3)
     assert "brackets" in info.value.message
 
 
 def test_graph_bindings_nested_above_the_limit_are_a_parse_error_at_the_binding() -> None:
-    start = time.perf_counter()
-    assert nesting_depth(ir.parse(chain_text(MAX_NESTING - 2)).main) == MAX_NESTING
-    below = time.perf_counter() - start
+    text = chain_text(MAX_NESTING - 2)
+    assert nesting_depth(ir.parse(text).main) == MAX_NESTING
+    below = python_calls(lambda: ir.parse(text))
     text = chain_text(MAX_NESTING + 5)
-    start = time.perf_counter()
     with pytest.raises(ParseError, match=TOO_DEEP) as info:
         ir.parse(text)
-    # Reading 10,000 lines is most of it (about 0.1 ms a line); the check adds little.
-    assert time.perf_counter() - start < below + 1.0
+
+    def failing() -> None:
+        with pytest.raises(ParseError, match=TOO_DEEP):
+            ir.parse(text)
+
+    # Reading 10,000 lines is most of it (about 135 Python calls a line); the check adds little.
+    assert python_calls(failing) < 1.1 * below
     assert "in @main" in info.value.message
     # %k is nested k + 2 levels (%x and 1f are one level): %9999 is the first beyond.
     assert info.value.line == 2 + MAX_NESTING - 1
@@ -106,13 +125,13 @@ def test_graph_bindings_nested_above_the_limit_are_a_parse_error_at_the_binding(
 )
 def test_other_nestings_above_the_limit_are_fast_parse_errors(text: str) -> None:
     with pytest.raises(ParseError, match=TOO_DEEP):
-        timed(ir.parse, f"{HEAD}\n  {text}\n}}")
+        bounded(ir.parse, f"{HEAD}\n  {text}\n}}")
 
 
 def test_deep_dims_and_negations_do_not_recurse_out() -> None:
     depth = MAX_NESTING + 1
     with pytest.raises(ParseError, match=TOO_DEEP):
-        timed(ir.parse_type, "Tensor[(" + "(" * depth + "n" + ")" * depth + ",), float32]")
+        bounded(ir.parse_type, "Tensor[(" + "(" * depth + "n" + ")" * depth + ",), float32]")
     ty = ir.parse_type("Tensor[(" + "(" * 1000 + "n + 1" + ")" * 1000 + ",), float32]")
     assert ty == ir.TensorType((ir.sym("n") + 1,), "float32")
     ty = ir.parse_type("Tensor[(n + " + "- " * 50_000 + "1,), float32]")  # even: + 1
@@ -136,7 +155,7 @@ def test_api_built_programs_at_and_above_the_limit() -> None:
         lambda: module_to_text(ir.Module({"main": function([x], above)})),
     ):
         with pytest.raises(IRError, match=TOO_DEEP):
-            timed(check)
+            bounded(check)
     with pytest.raises(IRError, match="nested too deeply in the chain"):
         ir.check_nesting(above, "the chain")
 
@@ -146,9 +165,9 @@ def test_a_100000_let_chain_is_one_level_and_is_walked_iteratively() -> None:
     body: ir.Expr = x
     for i in range(100_000):
         body = ir.Let(ir.Var(f"v{i}"), call("exp", x), body)
-    start = time.perf_counter()
     assert nesting_depth(body) == 3
-    assert time.perf_counter() - start < 2.0  # linear: about a microsecond per node
+    half = ir.let_chain(body)[0][50_000]  # the inner 50,000 lets
+    assert_linear(lambda n: nesting_depth({50_000: half, 100_000: body}[n]), 50_000)  # counted
     fn = function([x], body)
     seen: list[ir.Let] = []
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
 import dynshape
+import vm.interpreter
+from tests.counting import assert_linear
 from vm import (
     Assembler,
     ShapeProgramBuilder,
@@ -64,21 +64,34 @@ def _countdown(tail: bool) -> Assembler:
 def test_a_runaway_program_stops_at_max_steps(program):
     exe = program().build()
     args = () if program is _endless_jump else (np.int64(3),)
-    t0 = time.perf_counter()
     with pytest.raises(
         StepLimitError, match=r"exceeded max_steps=1000 steps \(backward jumps, calls"
     ) as info:
         VirtualMachine(exe, max_steps=1000).run(*args)
-    assert time.perf_counter() - t0 < 1.0
     assert info.value.where is not None and info.value.where.startswith("main@")
 
+    def stopped(steps):
+        with pytest.raises(StepLimitError):
+            VirtualMachine(exe, max_steps=steps).run(*args)
 
-def test_a_runaway_program_stops_at_its_timeout():
+    # The work done before the stop grows with max_steps (Python calls, counted, not timed).
+    small, large = assert_linear(stopped, 1000)
+    assert large > small
+
+
+def test_a_runaway_program_stops_at_its_timeout(monkeypatch):
     exe = _endless_jump().build()
-    t0 = time.perf_counter()
+    reads = 0
+
+    def clock():  # a millisecond per read: the VM reads it once, then once a step
+        nonlocal reads
+        reads += 1
+        return reads / 1000
+
+    monkeypatch.setattr(vm.interpreter, "perf_counter", clock)
     with pytest.raises(StepLimitError, match=r"exceeded its timeout of 0.05 s"):
         VirtualMachine(exe, max_steps=None, timeout=0.05).run()
-    assert 0.05 <= time.perf_counter() - t0 < 2.0
+    assert 50 <= reads <= 52  # stopped at the first step past its 50 ms, neither before nor later
 
 
 @pytest.mark.parametrize("tail", [True, False])
