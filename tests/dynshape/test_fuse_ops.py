@@ -610,15 +610,26 @@ def test_every_case_keeps_the_guarantees(name: str) -> None:
 
 
 CORPUS = sorted((pathlib.Path(__file__).parent.parent / "ir" / "corpus").glob("*.txt"))
+#: The corpus programs that do not type-check (the corpus tests syntax, not typing): listed, not
+#: skipped, so that a program that stops type-checking (an op's registration lost) fails.
+ILL_TYPED = {
+    "13_conv_pool",
+    "20_nested_tuples",
+    "23_let_typed_untyped",
+    "35_no_main",
+    "47_if_in_let_and_tuple",
+    "48_memory_dialect",
+    "49_memory_holds",
+}
 
 
 @pytest.mark.parametrize("path", CORPUS, ids=[p.stem for p in CORPUS])
 def test_corpus_programs_keep_the_guarantees(path: pathlib.Path) -> None:
     """The IR corpus: every program that type-checks goes through both passes."""
-    try:
-        parse_typed(path.read_text())
-    except CompileError:
-        pytest.skip("does not type-check (the corpus tests syntax, not typing)")
+    if path.stem in ILL_TYPED:
+        with pytest.raises(CompileError):
+            parse_typed(path.read_text())
+        return
     check_pipeline(path.read_text())
 
 
