@@ -27,17 +27,19 @@ hold for every backend that returns the control codes instead of looping or call
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
 
-from .decode import DecodeContext, Step, decode
+from .decode import DecodeContext, Step
 from .errors import VMError
 from .executable import Function, KernelEntry, OpKernel
 from .fresh_results import with_fresh_results
 from .fused import build_fused
+from .isa import Instruction
 from .kernels.registry import Kernel, get_kernel_factory
 from .memory.allocator import Allocator
-from .straight import straight_line
+from .opcodes import OPCODES
+from .straight import failing_pc, straight_line
 
 
 class Backend(ABC):
@@ -69,6 +71,12 @@ class Backend(ABC):
         the sanitizer checks each), always gets ``decode``'s steps of its inner backend."""
         return self.decode(function, ctx)
 
+    def locate(self, step: Step, error: BaseException) -> int | None:
+        """The pc of the instruction that raised ``error`` inside ``step``, when ``step`` (one of
+        ``decode_run``'s) runs several instructions; None when it is one instruction's. The VM
+        asks only on the error path, to name the failing instruction."""
+        return None
+
     def layers(self) -> Iterator[Backend]:
         """This backend, then the ones it wraps, outermost first."""
         yield self
@@ -76,10 +84,12 @@ class Backend(ABC):
 
 class ClosureBackend(Backend):
     """The default backend (``"closures"``): kernels from the registry (fused entries compiled
-    by ``fused.build_fused``), instructions decoded into ``decode.py``'s closures; a function
-    without loops or calls runs as one generated function of them (``vm/straight.py``), except
-    for a wrapper (``decode_each``); there, small results are numpy's own arrays where the
-    allocator allows it (``vm/fresh_results.py``; the sanitizer's does not)."""
+    by ``fused.build_fused``), instructions decoded into ``decode.py``'s closures, and its two
+    fast paths: small results are numpy's own arrays where the allocator allows it
+    (``vm/fresh_results.py``; the sanitizer's does not), in the steps every layer sees; and the
+    VM runs a function without loops or calls as one generated function (``vm/straight.py``,
+    ``decode_run``), which writes out an instruction only where its step is ``decode.py``'s, so
+    a subclass's own steps still run. Wrappers get ``decode``'s steps, one per instruction."""
 
     def bind_kernel(self, index: int, entry: KernelEntry, ctx: DecodeContext) -> Kernel:
         if isinstance(entry, OpKernel):
@@ -87,16 +97,23 @@ class ClosureBackend(Backend):
         return build_fused(entry, ctx.constants, ctx.allocator)
 
     def decode(self, function: Function, ctx: DecodeContext) -> list[Step]:
-        steps = decode(function.code, ctx)
+        steps = closure_steps(function.code, ctx)
         with_fresh_results(function.code, steps, ctx)  # small results: numpy's own arrays
         return steps
 
     def decode_run(self, function: Function, ctx: DecodeContext) -> list[Step]:
-        steps = self.decode(function, ctx)
-        if type(self).decode is not ClosureBackend.decode:
-            return steps  # a subclass's own steps: run as it made them
+        steps = decode_function(self, function, ctx)  # one checked step per instruction first
         whole = straight_line(function.code, steps, ctx)
         return steps if whole is None else [whole, *steps[1:]]
+
+    def locate(self, step: Step, error: BaseException) -> int | None:
+        return failing_pc(step, error.__traceback__)
+
+
+def closure_steps(code: Sequence[Instruction], ctx: DecodeContext) -> list[Step]:
+    """The closures of a function's instructions, by pc: each made by its opcode's decoder
+    (``opcodes.py`` names it, ``decode.py`` holds it)."""
+    return [OPCODES[ins.op].decode(ins.operands, pc + 1, ctx) for pc, ins in enumerate(code)]
 
 
 class BackendWrapper(Backend):

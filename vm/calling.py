@@ -60,31 +60,7 @@ def tensor_converter(spec: TensorSpec, what: str) -> Converter:
     dt = np.dtype(spec.dtype)
     rank = len(spec.shape)
     static = [(ax, d) for ax, d in enumerate(spec.shape) if isinstance(d, int)]
-
-    def fail(a: np.ndarray) -> VMArgumentError:
-        if a.dtype != dt and a.dtype.newbyteorder("=") == dt:
-            order = "big-endian" if a.dtype.byteorder == ">" else "little-endian"
-            return VMArgumentError(
-                f"{what}: expected {dt.name} in the machine's byte order, got {order} "
-                f"{a.dtype.str!r} (convert it with a.astype({dt.name!r}))"
-            )
-        if a.dtype != dt:
-            return VMArgumentError(
-                f"{what}: expected dtype {dt.name}, got {a.dtype.name} "
-                f"(expected {spec}, no implicit casts)"
-            )
-        if a.ndim != rank:
-            return VMArgumentError(
-                f"{what}: expected rank {rank} {spec}, got rank {a.ndim} with shape {a.shape}"
-            )
-        for ax, d in static:
-            if a.shape[ax] != d:
-                return VMArgumentError(
-                    f"{what}: axis {ax} must be {d}, got {a.shape[ax]} "
-                    f"(expected {spec}, got shape {a.shape})"
-                )
-        raise AssertionError("unreachable")  # pragma: no cover
-
+    convert = _checking_converter(spec, what, dt, static)
     ndarray = np.ndarray
     if not static:
 
@@ -95,13 +71,25 @@ def tensor_converter(spec: TensorSpec, what: str) -> Converter:
                 return a
             return convert(a)
 
-    full = tuple(d for _, d in static)
+        return convert_symbolic
     if len(static) == rank:
+        full = tuple(d for _, d in static)
 
         def convert_static(a: Any) -> Any:
             if type(a) is ndarray and a.dtype is dt and a.shape == full:
                 return a  # a weight: one type, one dtype and one shape comparison
             return convert(a)
+
+        return convert_static
+    return convert
+
+
+def _checking_converter(
+    spec: TensorSpec, what: str, dt: np.dtype[Any], static: list[tuple[int, int]]
+) -> Converter:
+    """The converter that checks everything (and says what is wrong): the fast paths of
+    ``tensor_converter`` fall back to it."""
+    rank = len(spec.shape)
 
     def convert(a: Any) -> Any:
         if not isinstance(a, np.ndarray):
@@ -111,16 +99,43 @@ def tensor_converter(spec: TensorSpec, what: str) -> Converter:
                 return scalar_to_array(a, dt, what)
             raise VMArgumentError(f"{what}: expected a numpy array {spec}, got {type(a).__name__}")
         if a.dtype != dt or a.ndim != rank:
-            raise fail(a)
+            raise _mismatch(a, spec, what, dt, static)
         shape = a.shape
         for ax, d in static:
             if shape[ax] != d:
-                raise fail(a)
+                raise _mismatch(a, spec, what, dt, static)
         return a
 
-    if not static:
-        return convert_symbolic
-    return convert_static if len(static) == rank else convert
+    return convert
+
+
+def _mismatch(
+    a: np.ndarray, spec: TensorSpec, what: str, dt: np.dtype[Any], static: list[tuple[int, int]]
+) -> VMArgumentError:
+    """Why array ``a`` is not a ``spec`` (its dtype, byte order, rank or a static dim)."""
+    rank = len(spec.shape)
+    if a.dtype != dt and a.dtype.newbyteorder("=") == dt:
+        order = "big-endian" if a.dtype.byteorder == ">" else "little-endian"
+        return VMArgumentError(
+            f"{what}: expected {dt.name} in the machine's byte order, got {order} "
+            f"{a.dtype.str!r} (convert it with a.astype({dt.name!r}))"
+        )
+    if a.dtype != dt:
+        return VMArgumentError(
+            f"{what}: expected dtype {dt.name}, got {a.dtype.name} "
+            f"(expected {spec}, no implicit casts)"
+        )
+    if a.ndim != rank:
+        return VMArgumentError(
+            f"{what}: expected rank {rank} {spec}, got rank {a.ndim} with shape {a.shape}"
+        )
+    for ax, d in static:
+        if a.shape[ax] != d:
+            return VMArgumentError(
+                f"{what}: axis {ax} must be {d}, got {a.shape[ax]} "
+                f"(expected {spec}, got shape {a.shape})"
+            )
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def converter(spec: TypeSpec, what: str) -> Converter:

@@ -6,14 +6,18 @@ program is compiled. The interpreter loop then only calls closures. ``call``, ``
 ``tail_call`` return the negative codes ``CALL``/``RET``/``TAIL`` and leave their payload in
 ``ctx.state`` for the loop, which owns the frame stack; a backward jump returns ``BACK`` with its
 target there, so that the loop counts every step of a loop (forward jumps return their target).
+
+Each opcode's decoder is named by its entry in ``opcodes.py``; ``backend.closure_steps`` decodes
+a function with them.
 """
 
 from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from types import CodeType, FunctionType
 from typing import Any
 
 import numpy as np
@@ -23,7 +27,7 @@ from shape_funcs.context import COMPARE
 from shape_funcs.errors import ShapeError
 
 from .errors import RunTimeShapeError
-from .isa import Instruction, Kind, Op, Reg
+from .isa import Kind, Reg
 from .memory.allocator import Allocator
 from .memory.storage import Storage, view_error
 from .shape_program import ShapeProgram
@@ -71,7 +75,8 @@ def operand_getter(v: Any) -> Callable[[list[Any]], Any]:
     return lambda r: v
 
 
-def _move(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+def move(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+    """``dst = src``."""
     d, s = ops[0].index, ops[1].index
 
     def step(r: list[Any]) -> int:
@@ -91,15 +96,18 @@ def load_step(value: Any, d: int, nxt: int) -> Step:
     return step
 
 
-def _load_const(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+def load_const(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+    """``dst = constants[c]``."""
     return load_step(ctx.constants[ops[1]], ops[0].index, nxt)
 
 
-def _load_int(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+def load_int(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+    """``dst = an immediate int``."""
     return load_step(ops[1], ops[0].index, nxt)
 
 
-def _call(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+def call(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+    """A new frame: callee, arguments, destination and return pc go to the loop (``CALL``)."""
     d, callee, args = ops[0].index, ops[1], tuple(a.index for a in ops[2])
     state = ctx.state
 
@@ -110,7 +118,8 @@ def _call(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
     return step
 
 
-def _tail_call(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+def tail_call(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+    """The callee replaces this frame: callee and arguments go to the loop (``TAIL``)."""
     callee, args = ops[0], tuple(a.index for a in ops[1])
     state = ctx.state
 
@@ -121,7 +130,8 @@ def _tail_call(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
     return step
 
 
-def _invoke(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+def invoke(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+    """``kernel(*inputs, *outputs)``, specialised by arity."""
     fn = ctx.kernels[ops[0]]
     idx = tuple(a.index for a in (*ops[1], *ops[2]))
     # Specialised by arity: no argument list is built for the common kernels.
@@ -149,7 +159,8 @@ def _invoke(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
     return step
 
 
-def _alloc_storage(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+def alloc_storage(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+    """A storage from the allocator, recorded in ``ctx.live``."""
     d, size, align = ops[0].index, ops[1], ops[2]
     alloc, live = ctx.allocator.alloc, ctx.live
     if isinstance(size, Reg):
@@ -173,7 +184,8 @@ def _alloc_storage(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
     return step
 
 
-def _alloc_tensor(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+def alloc_tensor(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+    """A bounds-checked typed view of a storage."""
     d, s, offset, shape, dtype = ops[0].index, ops[1].index, ops[2], ops[3], np.dtype(ops[4])
     ndarray = np.ndarray
     if not isinstance(offset, Reg) and not isinstance(shape, Reg):
@@ -222,7 +234,8 @@ def _alloc_tensor(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
     return dyn
 
 
-def _shape_of(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+def shape_of(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+    """``dst = src.shape``."""
     d, s = ops[0].index, ops[1].index
 
     def step(r: list[Any]) -> int:
@@ -232,7 +245,8 @@ def _shape_of(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
     return step
 
 
-def _dim(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+def dim(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+    """``dst = src.shape[axis]``."""
     d, s, axis = ops[0].index, ops[1].index, ops[2]
 
     def step(r: list[Any]) -> int:
@@ -242,7 +256,8 @@ def _dim(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
     return step
 
 
-def _reshape(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+def reshape(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+    """``dst = src.reshape(shape)`` (a view)."""
     d, s, get_shape = ops[0].index, ops[1].index, operand_getter(ops[2])
 
     def step(r: list[Any]) -> int:
@@ -252,7 +267,8 @@ def _reshape(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
     return step
 
 
-def _tuple(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+def make_tuple(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+    """``dst = (items...)``."""
     d, items = ops[0].index, tuple(a.index for a in ops[1])
 
     def step(r: list[Any]) -> int:
@@ -262,7 +278,8 @@ def _tuple(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
     return step
 
 
-def _get_item(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+def get_item(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+    """``dst = src[index]``."""
     d, s, i = ops[0].index, ops[1].index, ops[2]
 
     def step(r: list[Any]) -> int:
@@ -272,7 +289,8 @@ def _get_item(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
     return step
 
 
-def _jump(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+def jump(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+    """The target; a backward jump returns ``BACK`` so that the loop counts it."""
     target, state = ops[0], ctx.state
     if target >= nxt:
         return lambda r: target
@@ -284,7 +302,8 @@ def _jump(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
     return back
 
 
-def _jump_if_not(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+def jump_if_not(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+    """The next pc or the target, by the condition (``BACK`` backwards)."""
     c, target, state = ops[0].index, ops[1], ctx.state
     if target >= nxt:
         return lambda r: nxt if r[c] else target
@@ -298,7 +317,8 @@ def _jump_if_not(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
     return back
 
 
-def _ret(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+def ret(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+    """The result goes to the loop (``RET``)."""
     s, state = ops[0].index, ctx.state
 
     def step(r: list[Any]) -> int:
@@ -308,7 +328,8 @@ def _ret(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
     return step
 
 
-def _kill(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+def kill(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+    """Drop the registers; a storage goes back to the allocator."""
     regs, free, live = tuple(a.index for a in ops[0]), ctx.allocator.free, ctx.live
 
     def step(r: list[Any]) -> int:
@@ -323,7 +344,8 @@ def _kill(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
     return step
 
 
-def _shape_program(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+def shape_program(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+    """The shape program's generated step."""
     # One generated function per instruction: reads its input registers, computes, writes its
     # output registers (vm/shape_program.py ``compile_step``).
     ins, outs = tuple(a.index for a in ops[1]), tuple(a.index for a in ops[2])
@@ -337,7 +359,8 @@ def _as_shapes(res: Any) -> Any:
     return tuple(int(x) for x in res)
 
 
-def _shape_func(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+def shape_func(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+    """``dst = concrete_shapes(op, inputs, attrs)``; a ShapeError becomes RunTimeShapeError."""
     d, (op, attrs), ins = ops[0].index, ctx.shape_funcs[ops[1]], tuple(a.index for a in ops[2])
 
     def step(r: list[Any]) -> int:
@@ -352,7 +375,8 @@ def _shape_func(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
     return step
 
 
-def _check(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+def check(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+    """Require ``a cmp b``, else RunTimeShapeError with the message."""
     get_a, cmp, get_b, message = operand_getter(ops[0]), ops[1], operand_getter(ops[2]), ops[3]
     f = CMP[cmp]
 
@@ -369,7 +393,8 @@ def _check(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
     return step
 
 
-def _check_values(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+def check_values(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+    """``check`` whose message also shows the values of registers (``{0}``, ``{1}``...)."""
     get_a, cmp, get_b, message = operand_getter(ops[0]), ops[1], operand_getter(ops[2]), ops[3]
     f = CMP[cmp]
     shown = [r.index for r in ops[4]]
@@ -388,7 +413,8 @@ def _check_values(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
     return step
 
 
-def _check_dim(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+def check_dim(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+    """Require ``src.shape[axis] == sym``, else a RunTimeShapeError naming who bound it."""
     s, axis, sym, what, name, bound_by = ops[0].index, ops[1], ops[2].index, *ops[3:]
 
     def step(r: list[Any]) -> int:
@@ -402,33 +428,22 @@ def _check_dim(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
     return step
 
 
-#: The decoder of each opcode.
-DECODERS: dict[Op, Callable[[tuple[Any, ...], int, DecodeContext], Step]] = {
-    Op.MOVE: _move,
-    Op.LOAD_CONST: _load_const,
-    Op.LOAD_INT: _load_int,
-    Op.CALL: _call,
-    Op.INVOKE: _invoke,
-    Op.ALLOC_STORAGE: _alloc_storage,
-    Op.ALLOC_TENSOR: _alloc_tensor,
-    Op.SHAPE_OF: _shape_of,
-    Op.DIM: _dim,
-    Op.RESHAPE: _reshape,
-    Op.TUPLE: _tuple,
-    Op.GET_ITEM: _get_item,
-    Op.JUMP: _jump,
-    Op.JUMP_IF_NOT: _jump_if_not,
-    Op.RET: _ret,
-    Op.KILL: _kill,
-    Op.SHAPE_PROGRAM: _shape_program,
-    Op.SHAPE_FUNC: _shape_func,
-    Op.CHECK: _check,
-    Op.CHECK_DIM: _check_dim,
-    Op.TAIL_CALL: _tail_call,
-    Op.CHECK_VALUES: _check_values,
-}
+#: Makes the closure of one instruction: ``decoder(operands, next_pc, ctx)``.
+Decoder = Callable[[tuple[Any, ...], int, DecodeContext], Step]
 
 
-def decode(code: Sequence[Instruction], ctx: DecodeContext) -> list[Step]:
-    """The closures of a function's instructions, by pc."""
-    return [DECODERS[ins.op](ins.operands, pc + 1, ctx) for pc, ins in enumerate(code)]
+def _nested_codes(code: CodeType) -> Iterator[CodeType]:
+    for const in code.co_consts:
+        if isinstance(const, CodeType):
+            yield const
+            yield from _nested_codes(const)
+
+
+#: The code of every closure this module makes: a step whose ``__code__`` is one of them does
+#: exactly what its instruction says (``straight.py`` writes such an instruction out inline).
+STOCK_CODES = frozenset(
+    code
+    for value in list(globals().values())
+    if isinstance(value, FunctionType) and value.__module__ == __name__
+    for code in _nested_codes(value.__code__)
+)

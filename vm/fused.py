@@ -137,86 +137,126 @@ class FusedKernel:
 
     def validate(self, num_constants: int, where: str) -> None:
         """Raise FormatError naming the step or scratch that is malformed."""
-        counts = {
-            "in": self.num_inputs,
-            "out": self.num_outputs,
-            "tmp": len(self.scratch),
-            "const": num_constants,
-        }
-
-        def check_ref(ref: Any, what: str, kinds: Sequence[str]) -> None:
-            if not isinstance(ref, Ref) or ref.kind not in kinds:
-                raise FormatError(f"{what}: expected a ref of kind {'/'.join(kinds)}, got {ref!r}")
-            if (
-                isinstance(ref.index, bool)
-                or not isinstance(ref.index, int)
-                or not 0 <= ref.index < counts[ref.kind]
-            ):
-                raise FormatError(
-                    f"{what}: {ref!r} is out of range ({counts[ref.kind]} {ref.kind} values)"
-                )
-
+        refs = _Refs(
+            {
+                "in": self.num_inputs,
+                "out": self.num_outputs,
+                "tmp": len(self.scratch),
+                "const": num_constants,
+            }
+        )
         written: set[Ref] = set()
         for i, step in enumerate(self.steps):
-            what = f"{where}: step {i} ({step.op})"
-            if not isinstance(step.op, str) or not has_kernel(step.op):
-                raise FormatError(f"{what}: op {step.op!r} has no registered kernel")
-            for arg in step.inputs:
-                for ref in arg if isinstance(arg, tuple) else (arg,):
-                    check_ref(ref, f"{what} input", REF_KINDS)
-                    if ref.kind in ("out", "tmp") and ref not in written:
-                        raise FormatError(f"{what} reads {ref!r} before any step writes it")
-            for ref in step.outputs:
-                check_ref(ref, f"{what} output", ("out", "tmp"))
-                written.add(ref)
+            _check_step(step, f"{where}: step {i} ({step.op})", refs, written)
         for j in range(self.num_outputs):
             if Ref("out", j) not in written:
                 raise FormatError(f"{where}: no step writes output {j}")
         args_seen: set[int] = set()
         for t, s in enumerate(self.scratch):
-            what = f"{where}: scratch {t}"
             spec = s.shape
             kind = spec[0] if isinstance(spec, tuple) and spec else None
-            if kind == "arg":
-                if len(spec) != 2 or not isinstance(spec[1], int) or spec[1] in args_seen:
-                    raise FormatError(f"{what}: 'arg' takes an index not used before")
-                args_seen.add(spec[1])
-            elif kind == "static":
-                if (
-                    len(spec) != 2
-                    or not isinstance(spec[1], tuple)
-                    or len(spec[1]) > 64
-                    or not all(isinstance(d, int) and 0 <= d < 1 << 62 for d in spec[1])
-                ):
-                    raise FormatError(f"{what}: a static shape must be non-negative ints")
-            elif kind == "like":
-                if len(spec) != 2:
-                    raise FormatError(f"{what}: 'like' takes one ref")
-                check_ref(spec[1], what, REF_KINDS)
-                if spec[1].kind == "tmp" and spec[1].index >= t:
-                    raise FormatError(f"{what}: may only be shaped like an earlier scratch")
-            elif kind == "input":
-                if (
-                    len(spec) != 2
-                    or not isinstance(spec[1], int)
-                    or not 0 <= spec[1] < self.num_inputs
-                ):
-                    raise FormatError(f"{what}: bad input index {spec[1:]}")
-            elif kind == "shape_func":
-                if (
-                    len(spec) != 3
-                    or not all(isinstance(x, int) for x in spec[1:])
-                    or not 0 <= spec[1] < len(self.steps)
-                ):
-                    raise FormatError(f"{what}: bad shape_func step {spec[1:]}")
-                for arg in self.steps[spec[1]].inputs:
-                    for ref in arg if isinstance(arg, tuple) else (arg,):
-                        if ref.kind == "tmp" and ref.index >= t:
-                            raise FormatError(f"{what}: its step reads a later scratch")
-            else:
-                raise FormatError(f"{what}: unknown shape kind {spec!r}")
+            check = _SCRATCH_CHECKS.get(kind) if isinstance(kind, str) else None
+            if check is None:
+                raise FormatError(f"{where}: scratch {t}: unknown shape kind {spec!r}")
+            check(self, t, spec, f"{where}: scratch {t}", refs, args_seen)
         if args_seen != set(range(len(args_seen))):
             raise FormatError(f"{where}: scratch args must be numbered 0..{len(args_seen) - 1}")
+
+
+class _Refs:
+    """Checks refs against the number of values of each kind in one fused kernel."""
+
+    def __init__(self, counts: dict[str, int]) -> None:
+        self.counts = counts
+
+    def check(self, ref: Any, what: str, kinds: Sequence[str]) -> None:
+        """Raise FormatError unless ``ref`` is a ``Ref`` of one of ``kinds``, in range."""
+        if not isinstance(ref, Ref) or ref.kind not in kinds:
+            raise FormatError(f"{what}: expected a ref of kind {'/'.join(kinds)}, got {ref!r}")
+        n = self.counts[ref.kind]
+        if isinstance(ref.index, bool) or not isinstance(ref.index, int) or not 0 <= ref.index < n:
+            raise FormatError(f"{what}: {ref!r} is out of range ({n} {ref.kind} values)")
+
+
+def _refs_of(arg: Any) -> tuple[Any, ...]:
+    """The refs of a step's operand: one, or the fields of a tuple operand."""
+    return arg if isinstance(arg, tuple) else (arg,)
+
+
+def _check_step(step: FusedStep, what: str, refs: _Refs, written: set[Ref]) -> None:
+    """A registered op reading only values already written, writing outputs or scratch."""
+    if not isinstance(step.op, str) or not has_kernel(step.op):
+        raise FormatError(f"{what}: op {step.op!r} has no registered kernel")
+    for arg in step.inputs:
+        for ref in _refs_of(arg):
+            refs.check(ref, f"{what} input", REF_KINDS)
+            if ref.kind in ("out", "tmp") and ref not in written:
+                raise FormatError(f"{what} reads {ref!r} before any step writes it")
+    for ref in step.outputs:
+        refs.check(ref, f"{what} output", ("out", "tmp"))
+        written.add(ref)
+
+
+def _scratch_arg(
+    k: FusedKernel, t: int, spec: Any, what: str, refs: _Refs, args_seen: set[int]
+) -> None:
+    if len(spec) != 2 or not isinstance(spec[1], int) or spec[1] in args_seen:
+        raise FormatError(f"{what}: 'arg' takes an index not used before")
+    args_seen.add(spec[1])
+
+
+def _scratch_static(
+    k: FusedKernel, t: int, spec: Any, what: str, refs: _Refs, args_seen: set[int]
+) -> None:
+    if (
+        len(spec) != 2
+        or not isinstance(spec[1], tuple)
+        or len(spec[1]) > 64
+        or not all(isinstance(d, int) and 0 <= d < 1 << 62 for d in spec[1])
+    ):
+        raise FormatError(f"{what}: a static shape must be non-negative ints")
+
+
+def _scratch_like(
+    k: FusedKernel, t: int, spec: Any, what: str, refs: _Refs, args_seen: set[int]
+) -> None:
+    if len(spec) != 2:
+        raise FormatError(f"{what}: 'like' takes one ref")
+    refs.check(spec[1], what, REF_KINDS)
+    if spec[1].kind == "tmp" and spec[1].index >= t:
+        raise FormatError(f"{what}: may only be shaped like an earlier scratch")
+
+
+def _scratch_input(
+    k: FusedKernel, t: int, spec: Any, what: str, refs: _Refs, args_seen: set[int]
+) -> None:
+    if len(spec) != 2 or not isinstance(spec[1], int) or not 0 <= spec[1] < k.num_inputs:
+        raise FormatError(f"{what}: bad input index {spec[1:]}")
+
+
+def _scratch_shape_func(
+    k: FusedKernel, t: int, spec: Any, what: str, refs: _Refs, args_seen: set[int]
+) -> None:
+    if (
+        len(spec) != 3
+        or not all(isinstance(x, int) for x in spec[1:])
+        or not 0 <= spec[1] < len(k.steps)
+    ):
+        raise FormatError(f"{what}: bad shape_func step {spec[1:]}")
+    for arg in k.steps[spec[1]].inputs:
+        for ref in _refs_of(arg):
+            if ref.kind == "tmp" and ref.index >= t:
+                raise FormatError(f"{what}: its step reads a later scratch")
+
+
+#: The check of each kind of scratch shape (``Scratch.shape[0]``).
+_SCRATCH_CHECKS: dict[str, Callable[[FusedKernel, int, Any, str, _Refs, set[int]], None]] = {
+    "arg": _scratch_arg,
+    "static": _scratch_static,
+    "like": _scratch_like,
+    "input": _scratch_input,
+    "shape_func": _scratch_shape_func,
+}
 
 
 #: The numpy exceptions that mean "bad input for this kernel" (not a bug in the VM).

@@ -48,13 +48,12 @@ from .calling import arguments_checker, positional
 from .decode import BACK, CALL, RET, TAIL, DecodeContext, Step
 from .errors import KernelError, StepLimitError, VMError
 from .executable import Executable, KernelEntry, Param, TypeSpec
-from .isa import Kind, Op, format_instruction
+from .isa import SIGNATURES, Kind, format_instruction
 from .memory.allocator import Allocator, NaiveAllocator, PooledAllocator
 from .memory.refcounts import alone_in_table, unreachable
 from .memory.storage import Storage
 from .profiler import Profiler, ProfilingBackend
 from .sanitizer import MemorySanitizer, SanitizingBackend
-from .straight import failing_pc
 
 #: How results leave the VM: lent (the pool takes the storage back when the caller lets go of
 #: it), copied out, or transferred (the caller's for good).
@@ -279,8 +278,8 @@ class VirtualMachine:
             if pc == RET:  # a function without loops or calls, run whole by one step
                 value, state[0] = state[0], None
                 return value
-            # Steps left before the run is stopped.
-            budget = self.max_steps if self.max_steps is not None else 1 << 62
+            # Steps left before the run is stopped (max_steps is a positive int or None).
+            budget = self.max_steps or 1 << 62
             sizes = self._frame_sizes
             held = sizes[fidx]  # registers of all frames on the stack (see MAX_STACK_REGISTERS)
             while True:
@@ -305,8 +304,7 @@ class VirtualMachine:
                             raise VMError(self._stack_full(callee, len(stack)))
                         fidx, code, pc = callee, codes[callee], 0
                         regs = argv + self._pads[callee]  # the replaced frame's registers go
-                        if live:
-                            self._sweep(live)
+                        self._sweep(live)
                     elif pc == BACK:
                         pc, state[0] = state[0], None
                     elif stack:
@@ -326,24 +324,32 @@ class VirtualMachine:
                 pc = code[pc](regs)
         except VMError as e:
             if e.where is None:
-                e.where = self._where(fidx, _failing_pc(code, pc, e), stack)
+                e.where = self._where(fidx, self._failing_pc(code, pc, e), stack)
             raise
         except Exception as e:
-            # Whatever else fails inside an instruction is reported as the project's error,
-            # naming the instruction: a kernel's failure (numpy's, MemoryError included) is a
-            # KernelError; anything else a VMError (a value the loader could not rule out).
-            pc = _failing_pc(code, pc, e)
-            where = self._where(fidx, pc, stack)
-            ins = self.exe.functions[fidx].code[pc] if pc >= 0 else None
-            if ins is not None and ins.op == Op.INVOKE:
-                err: VMError = KernelError(
-                    f"kernel {self._names[Kind.KERNEL][ins.operands[0]]} "
-                    f"failed: {type(e).__name__}: {e}",
-                    where,
-                )
-            else:
-                err = VMError(f"{type(e).__name__}: {e}", where)
-            raise err from e
+            raise self._failure(e, fidx, self._failing_pc(code, pc, e), stack) from e
+
+    def _failing_pc(self, code: list[Step], pc: int, error: BaseException) -> int:
+        """The instruction that raised ``error``: ``pc``, or for a step that runs several
+        instructions (a straight-line function) the one its backend locates."""
+        if 0 <= pc < len(code):
+            found = self.backend.locate(code[pc], error)
+            if found is not None:
+                return found
+        return pc
+
+    def _failure(self, e: Exception, fidx: int, pc: int, stack: Sequence[Any]) -> VMError:
+        """The project's error for whatever else failed inside instruction ``pc``, naming it: a
+        kernel's failure (numpy's, MemoryError included) is a KernelError; anything else a
+        VMError (a value the loader could not rule out)."""
+        where = self._where(fidx, pc, stack)
+        ins = self.exe.functions[fidx].code[pc] if pc >= 0 else None
+        kinds = SIGNATURES[ins.op] if ins is not None else ()
+        if Kind.KERNEL in kinds:
+            assert ins is not None
+            kernel = self._names[Kind.KERNEL][ins.operands[kinds.index(Kind.KERNEL)]]
+            return KernelError(f"kernel {kernel} failed: {type(e).__name__}: {e}", where)
+        return VMError(f"{type(e).__name__}: {e}", where)
 
     def _stopped(self, out_of_steps: bool) -> StepLimitError:
         if out_of_steps:
@@ -365,6 +371,8 @@ class VirtualMachine:
         holds the storage and no array views its memory. Run at a tail call, where the replaced
         frame's registers are dropped: a loop written as tail recursion then keeps one
         iteration's buffers, not all of them (the compiler cannot kill what a callee made)."""
+        if not live:
+            return
         for key in unreachable(live, self._storage_alone):
             self._free_leftover(live.pop(key))
 
@@ -466,13 +474,3 @@ def _not_an_executable(value: Any) -> str:
     if isinstance(value, (bytes, bytearray, memoryview)):
         return "VirtualMachine expects an Executable, got bytes: use Executable.from_bytes(data)"
     return f"VirtualMachine expects an Executable, got {kind}"
-
-
-def _failing_pc(code: list[Step], pc: int, error: BaseException) -> int:
-    """The instruction that raised ``error``: ``pc``, or for a straight-line step (which runs
-    a whole function) the one its generated frame stopped at."""
-    if 0 <= pc < len(code):
-        found = failing_pc(code[pc], error.__traceback__)
-        if found is not None:
-            return found
-    return pc

@@ -4,7 +4,9 @@ An instruction is an opcode and a tuple of operands. What each operand is (a reg
 immediate int, a constant index, a jump target...) is fixed per opcode by ``SIGNATURES``; the
 loader checks every operand against it, the decoder reads it, and the listing prints it. Registers
 are written ``Reg(n)`` everywhere, so an operand that may be either an immediate or a register
-(``VAL``, ``SHAPE``) needs no extra tag.
+(``VAL``, ``SHAPE``) needs no extra tag. Everything else the VM's parts know about an opcode
+(its decoder, register kinds, validation, sanitizer checks, straight-line code) is its entry in
+``opcodes.py``.
 
 Why a fixed, moderately rich set rather than four generic opcodes plus builtins: every operand's
 kind is known statically, so the loader can validate a file completely (a builtin's arguments

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from time import perf_counter_ns
@@ -28,12 +28,13 @@ from typing import Any
 from .backend import Backend, BackendWrapper, decode_function
 from .decode import DecodeContext, Step
 from .executable import Function, KernelEntry
-from .isa import Kind, Op
+from .isa import SIGNATURES, Instruction, Kind
 from .kernels.registry import Kernel
 from .memory.stats import MemoryStats
+from .opcodes import OPCODES
 
-#: Instruction kinds whose time counts as "computing shapes".
-SHAPE_KINDS = frozenset({"shape_of", "dim", "shape_program", "shape_func", "check", "check_dim"})
+#: Instruction kinds whose time counts as "computing shapes" (the table's ``shape_work``).
+SHAPE_KINDS = frozenset(spec.mnemonic for spec in OPCODES.values() if spec.shape_work)
 
 #: Events a tracing profiler keeps by default (~0.3 KB each: ~300 MB at most); later events are
 #: counted, not kept.
@@ -322,14 +323,15 @@ class ProfilingBackend(BackendWrapper):
         kernels = ctx.names.get(Kind.KERNEL, ())
         wrap = self.profiler.wrap
         return [
-            wrap(
-                s,
-                ins.op.name.lower(),
-                kernels[ins.operands[0]] if ins.op == Op.INVOKE else None,
-                (function.name, pc),
-            )
+            wrap(s, OPCODES[ins.op].mnemonic, _kernel(ins, kernels), (function.name, pc))
             for pc, (s, ins) in enumerate(zip(steps, function.code, strict=True))
         ]
+
+
+def _kernel(ins: Instruction, names: Sequence[Any]) -> Any:
+    """The kernel-table entry an instruction calls (its ``kernel`` operand), or None."""
+    kinds = SIGNATURES[ins.op]
+    return names[ins.operands[kinds.index(Kind.KERNEL)]] if Kind.KERNEL in kinds else None
 
 
 def _describe(value: Any) -> Any:

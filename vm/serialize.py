@@ -45,9 +45,10 @@ from .executable import (
     TypeSpec,
 )
 from .fused import FusedKernel, FusedStep, Ref, Scratch
+from .instruction_checks import MAX_RANK
 from .isa import Instruction, Op, Reg
 from .shape_program import ShapeProgram
-from .validate import MAX_RANK, check_ranges, validate_executable
+from .validate import check_ranges, validate_executable
 
 MAGIC = b"DSHVMEXE"
 VERSION = 1

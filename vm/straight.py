@@ -24,11 +24,14 @@ jump (into the middle of a branch, past the end of the enclosing one) keeps the 
 
 Moves, constants, dims, tuple reads and builds, kernel calls, the comparison of a
 ``check_dim`` (its closure runs only to raise its error), branch conditions and returns are
-written out; the other instructions (allocations, kills, checks, shape programs) call their
-closure from ``decode.py``, so they keep its run-time checks. The function is step 0 of the
-decoded function; the other steps are the instructions' own closures (never reached: nothing
-jumps). An error names its instruction: ``failing_pc`` maps the line the generated frame
-stopped at, read from the traceback, to its pc (nothing is paid for it on the fast path).
+written out (each opcode's lines are its rule in ``straight_lines.py``, named by its entry in
+``opcodes.py``); the other instructions (allocations, kills, checks, shape programs) call their
+closure, so they keep its run-time checks. Only a closure ``decode.py`` made is written out: a
+step a backend subclass made itself is called, and such a jump or return keeps the loop. The
+function is step 0 of the decoded function; the other steps are the instructions' own closures
+(never reached: nothing jumps). An error names its instruction: ``failing_pc`` (the backend's
+``locate``) maps the line the generated frame stopped at, read from the traceback, to its pc
+(nothing is paid for it on the fast path).
 
 Generated source follows ``codegen.py``'s safety rule: only generated names, int literals and
 fixed text; constants, kernels and closures are values of the namespace.
@@ -43,11 +46,11 @@ from types import CodeType, TracebackType
 from typing import Any
 
 from .codegen import UnsafeSourceError, int_literal, make_function
-from .decode import RET, DecodeContext, Step
+from .decode import STOCK_CODES, DecodeContext, Step
 from .isa import Instruction, Op
+from .opcodes import OPCODES
+from .straight_lines import call_step
 
-#: Opcodes after which execution may not go on with the next instruction or come back.
-CALLS = frozenset({Op.CALL, Op.TAIL_CALL})
 #: The deepest nesting of branches generated (deeper functions keep the loop).
 MAX_DEPTH = 40
 
@@ -66,11 +69,10 @@ def forward_only(code: Sequence[Instruction]) -> bool:
     """True if ``code`` has no call or tail call and every jump goes forward: each instruction
     then runs at most once per call, in order."""
     for pc, ins in enumerate(code):
-        if ins.op in CALLS:
+        spec = OPCODES[ins.op]
+        if spec.callee is not None:
             return False
-        if ins.op is Op.JUMP and ins.operands[0] <= pc:
-            return False
-        if ins.op is Op.JUMP_IF_NOT and ins.operands[1] <= pc:
+        if spec.target is not None and ins.operands[spec.target] <= pc:
             return False
     return True
 
@@ -127,20 +129,30 @@ class _Source:
             self.emit(depth, "pass", None)
         while pc < end:
             ins = code[pc]
-            if ins.op is Op.JUMP_IF_NOT:
+            spec = OPCODES[ins.op]
+            if spec.target is not None and not _stock(self.steps[pc]):
+                raise _Unstructured  # a backend's own jump: the loop runs it
+            if spec.target is not None and not spec.ends:
                 pc = self.branch(pc, end, depth)
-            elif ins.op is Op.RET:  # two lines, both this instruction's
-                self.emit(depth, f"state[0] = r[{int_literal(ins.operands[0].index)}]", pc)
-                self.emit(depth, f"return {int_literal(RET)}", pc)
-                pc += 1
-            elif ins.op is Op.JUMP:
-                if ins.operands[0] != pc + 1:
+            elif spec.target is not None:
+                if ins.operands[spec.target] != pc + 1:
                     raise _Unstructured  # skips code that only another jump could reach
                 self.emit(depth, "pass", pc)
                 pc += 1
             else:
-                self.emit(depth, _line(pc, ins, self.steps[pc], self.ctx, self.ns), pc)
+                for line in self.lines_of(pc, ins):
+                    self.emit(depth, line, pc)
                 pc += 1
+
+    def lines_of(self, pc: int, ins: Instruction) -> tuple[str, ...]:
+        """The lines of the instruction at ``pc``: its opcode's rule (``straight_lines.py``)
+        when its step is ``decode.py``'s, else a call of the step."""
+        step, rule = self.steps[pc], OPCODES[ins.op].line
+        if rule is not None and _stock(step):
+            return rule(pc, ins, step, self.ctx, self.ns)
+        if OPCODES[ins.op].ends:
+            raise _Unstructured  # a backend's own return: the loop runs the function
+        return call_step(pc, step, self.ns)
 
     def branch(self, pc: int, end: int, depth: int) -> int:
         """Emit the ``if`` of the ``jump_if_not`` at ``pc`` (and its ``else``); the pc after."""
@@ -150,7 +162,9 @@ class _Source:
             raise _Unstructured
         last = self.code[target - 1]
         self.emit(depth, f"if r[{int_literal(cond.index)}]:", pc)
-        if target - 1 > pc and last.op is Op.JUMP and target <= last.operands[0] <= end:
+        if target - 1 > pc and _is_jump(last) and target <= last.operands[0] <= end:
+            if not _stock(self.steps[target - 1]):
+                raise _Unstructured  # a backend's own jump: the loop runs it
             join = int(last.operands[0])
             self.block(pc + 1, target - 1, depth + 1)
             self.emit(depth + 1, "pass", target - 1)  # the then-branch's jump to the join
@@ -161,37 +175,17 @@ class _Source:
         return target
 
 
-def _line(pc: int, ins: Instruction, step: Step, ctx: DecodeContext, ns: dict[str, Any]) -> str:
-    ops = ins.operands
+def _is_jump(ins: Instruction) -> bool:
+    """True for an unconditional jump (its target is its only operand)."""
+    spec = OPCODES[ins.op]
+    return spec.target is not None and spec.ends
 
-    def reg(operand: Any) -> str:
-        return f"r[{int_literal(operand.index)}]"
 
-    op = ins.op
-    if op is Op.MOVE:
-        return f"{reg(ops[0])} = {reg(ops[1])}"
-    if op is Op.LOAD_INT:
-        return f"{reg(ops[0])} = {int_literal(ops[1])}"
-    if op is Op.LOAD_CONST:
-        ns[f"c{pc}"] = ctx.constants[ops[1]]
-        return f"{reg(ops[0])} = c{pc}"
-    if op is Op.DIM:
-        return f"{reg(ops[0])} = shape({reg(ops[1])})[{int_literal(ops[2])}]"
-    if op is Op.GET_ITEM:
-        return f"{reg(ops[0])} = {reg(ops[1])}[{int_literal(ops[2])}]"
-    if op is Op.TUPLE:
-        items = "".join(f"{reg(a)}, " for a in ops[1])
-        return f"{reg(ops[0])} = ({items})"
-    if op is Op.INVOKE:
-        ns[f"k{pc}"] = ctx.kernels[ops[0]]
-        args = ", ".join(reg(a) for a in (*ops[1], *ops[2]))
-        return f"k{pc}({args})"
-    if op is Op.CHECK_DIM:
-        # The comparison inline; the step, which makes the message, only when it fails.
-        ns[f"s{pc}"] = step
-        return f"if shape({reg(ops[0])})[{int_literal(ops[1])}] != {reg(ops[2])}: s{pc}(r)"
-    ns[f"s{pc}"] = step
-    return f"s{pc}(r)"
+def _stock(step: Step) -> bool:
+    """True if ``step`` is a closure ``decode.py`` made: it does just what its instruction says,
+    so the instruction may be written out instead of calling it. Any other step (a backend
+    subclass's own) is called."""
+    return getattr(step, "__code__", None) in STOCK_CODES
 
 
 def failing_pc(step: Step, tb: TracebackType | None) -> int | None:

@@ -27,7 +27,7 @@ design/vm.md):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -37,10 +37,11 @@ from shape_funcs.registry import has_shape_func
 from .errors import FormatError
 from .executable import DTYPES, Executable, Function, OpKernel, TensorSpec, TupleSpec
 from .fused import FusedKernel
-from .isa import COMPARISONS, SIGNATURES, Instruction, Kind, Op, Reg
+from .instruction_checks import MAX_RANK
+from .isa import COMPARISONS, Instruction, Kind, Op, Reg
 from .kernels.attr_schema import check_kernel_attrs
 from .kernels.registry import has_kernel
-from .memory.storage import MAX_ALIGNMENT
+from .opcodes import OPCODES
 from .register_kinds import check_register_kinds
 from .shape_program import ShapeProgram
 
@@ -50,7 +51,6 @@ MAX_REGISTERS = 1 << 20
 #: Most instructions in all functions together: loading is linear in them (design/vm.md).
 MAX_CODE = 1 << 20
 MAX_LIST = 1 << 12
-MAX_RANK = 64
 MAX_INT = 1 << 62
 MAX_STR = 1 << 16
 
@@ -105,56 +105,87 @@ class _BadOperand(Exception):
     """An operand that is not of its kind; ``_check_instruction`` adds where it is."""
 
 
-def _check_operand(kind: Kind, v: Any, f: Function, counts: dict[Kind, int]) -> None:
-    """Raise ``_BadOperand`` unless ``v`` is an operand of ``kind`` (the caller says where)."""
+class _Operands:
+    """Checks operands against their kinds in one function (see ``check``)."""
 
-    def reg(r: Any) -> None:
-        if not isinstance(r, Reg) or not _is_int(r.index, 0, f.num_registers - 1):
-            raise _BadOperand(f"expected a register below %{f.num_registers}, got {r!r}")
+    def __init__(self, f: Function, counts: dict[Kind, int]) -> None:
+        self.f, self.counts = f, counts
 
-    if kind in (Kind.DST, Kind.SRC):
-        reg(v)
-    elif kind in (Kind.SRCS, Kind.DSTS):
+    def check(self, kind: Kind, v: Any) -> None:
+        """Raise ``_BadOperand`` unless ``v`` is an operand of ``kind`` (the caller says where)."""
+        if kind in self.counts:
+            self.index(kind, v)
+        else:
+            _KIND_CHECKS[kind](self, v)
+
+    def reg(self, r: Any) -> None:
+        n = self.f.num_registers
+        if not isinstance(r, Reg) or not _is_int(r.index, 0, n - 1):
+            raise _BadOperand(f"expected a register below %{n}, got {r!r}")
+
+    def regs(self, v: Any) -> None:
         if not isinstance(v, tuple) or len(v) > MAX_LIST:
             raise _BadOperand(f"expected a tuple of registers, got {v!r}")
         for r in v:
-            reg(r)
-    elif kind == Kind.INT:
+            self.reg(r)
+
+    def integer(self, v: Any) -> None:
         if not _is_int(v, -MAX_INT, MAX_INT):
             raise _BadOperand(f"expected an int, got {v!r}")
-    elif kind == Kind.VAL:
+
+    def val(self, v: Any) -> None:
         if isinstance(v, Reg):
-            reg(v)
+            self.reg(v)
         elif not _is_int(v, -MAX_INT, MAX_INT):
             raise _BadOperand(f"expected an int or a register, got {v!r}")
-    elif kind == Kind.SHAPE:
+
+    def shape(self, v: Any) -> None:
         if isinstance(v, Reg):
-            reg(v)
+            self.reg(v)
         elif (
             not isinstance(v, tuple)
             or len(v) > MAX_RANK
             or not all(_is_int(d, 0, MAX_INT) for d in v)
         ):
             raise _BadOperand(f"expected a shape (non-negative ints) or a register, got {v!r}")
-    elif kind in counts:
-        if not _is_int(v, 0, counts[kind] - 1):
-            raise _BadOperand(
-                f"{kind.value} index {v!r} out of range (the table has {counts[kind]} entries)"
-            )
-    elif kind == Kind.TARGET:
-        if not _is_int(v, 0, len(f.code) - 1):
-            raise _BadOperand(f"jump target {v!r} outside the function (0..{len(f.code) - 1})")
-    elif kind == Kind.DTYPE:
+
+    def index(self, kind: Kind, v: Any) -> None:
+        n = self.counts[kind]
+        if not _is_int(v, 0, n - 1):
+            raise _BadOperand(f"{kind.value} index {v!r} out of range (the table has {n} entries)")
+
+    def target(self, v: Any) -> None:
+        last = len(self.f.code) - 1
+        if not _is_int(v, 0, last):
+            raise _BadOperand(f"jump target {v!r} outside the function (0..{last})")
+
+    def dtype(self, v: Any) -> None:
         if v not in DTYPES:
             raise _BadOperand(f"unknown dtype {v!r}")
-    elif kind == Kind.STR:
+
+    def text(self, v: Any) -> None:
         if not isinstance(v, str) or len(v) > MAX_STR:
             raise _BadOperand(f"expected a string, got {v!r}")
-    elif kind == Kind.CMP:
+
+    def comparison(self, v: Any) -> None:
         if v not in COMPARISONS:
             raise _BadOperand(f"unknown comparison {v!r}")
-    else:  # pragma: no cover - every kind is handled above
-        raise _BadOperand(f"unknown operand kind {kind}")
+
+
+#: The check of each operand kind that is not a table index (those are ``_Operands.index``).
+_KIND_CHECKS: dict[Kind, Callable[[_Operands, Any], None]] = {
+    Kind.DST: _Operands.reg,
+    Kind.SRC: _Operands.reg,
+    Kind.SRCS: _Operands.regs,
+    Kind.DSTS: _Operands.regs,
+    Kind.INT: _Operands.integer,
+    Kind.VAL: _Operands.val,
+    Kind.SHAPE: _Operands.shape,
+    Kind.TARGET: _Operands.target,
+    Kind.DTYPE: _Operands.dtype,
+    Kind.STR: _Operands.text,
+    Kind.CMP: _Operands.comparison,
+}
 
 
 def _where(f: Function, pc: int, ins: Instruction) -> str:
@@ -162,58 +193,23 @@ def _where(f: Function, pc: int, ins: Instruction) -> str:
     return f"function {f.name!r}, instruction {pc} ({ins.op.name.lower()})"
 
 
-def _check_instruction(
-    ins: Any, pc: int, f: Function, exe: Executable, counts: dict[Kind, int]
-) -> None:
+def _check_instruction(ins: Any, pc: int, f: Function, exe: Executable, ops: _Operands) -> None:
     if not isinstance(ins, Instruction) or not isinstance(ins.op, Op):
         raise FormatError(f"function {f.name!r}, instruction {pc}: not an instruction: {ins!r}")
-    kinds = SIGNATURES[ins.op]
+    spec = OPCODES[ins.op]
+    kinds = spec.operands
     if not isinstance(ins.operands, tuple) or len(ins.operands) != len(kinds):
         raise FormatError(
             f"{_where(f, pc, ins)}: expected {len(kinds)} operands, got {ins.operands!r}"
         )
     for k, (kind, v) in enumerate(zip(kinds, ins.operands, strict=False)):
         try:
-            _check_operand(kind, v, f, counts)
+            ops.check(kind, v)
         except _BadOperand as e:
             raise FormatError(f"{_where(f, pc, ins)}, operand {k}: {e}") from None
-    ops = ins.operands
-    if ins.op in (Op.CALL, Op.TAIL_CALL):
-        func, args = (ops[1], ops[2]) if ins.op == Op.CALL else (ops[0], ops[1])
-        callee = exe.functions[func]
-        if len(args) != len(callee.params):
-            raise FormatError(
-                f"{_where(f, pc, ins)}: passes {len(args)} arguments to {callee.name!r}, "
-                f"which takes {len(callee.params)}"
-            )
-    elif ins.op == Op.INVOKE:
-        k = exe.kernels[ops[0]]
-        if (len(ops[1]), len(ops[2])) != (k.num_inputs, k.num_destinations):
-            scratch = k.num_destinations - k.num_outputs
-            raise FormatError(
-                f"{_where(f, pc, ins)}: passes {len(ops[1])} inputs and {len(ops[2])} outputs "
-                f"to kernel {k.name!r}, which takes {k.num_inputs} and "
-                f"{k.num_outputs}" + (f" plus {scratch} scratch buffers" if scratch else "")
-            )
-    elif ins.op == Op.SHAPE_PROGRAM:
-        p = exe.shape_programs[ops[0]]
-        if (len(ops[1]), len(ops[2])) != (p.num_inputs, len(p.outputs)):
-            raise FormatError(
-                f"{_where(f, pc, ins)}: passes {len(ops[1])} inputs and {len(ops[2])} outputs "
-                f"to a program of {p.num_inputs} inputs and {len(p.outputs)} "
-                "outputs"
-            )
-    elif ins.op == Op.ALLOC_STORAGE:
-        a = ops[2]
-        if a < 1 or a > MAX_ALIGNMENT or a & (a - 1):
-            raise FormatError(
-                f"{_where(f, pc, ins)}: alignment {a} is not a power of two in [1, {MAX_ALIGNMENT}]"
-            )
-    elif (
-        ins.op in (Op.DIM, Op.CHECK_DIM)
-        and not -MAX_RANK <= ops[2 if ins.op == Op.DIM else 1] < MAX_RANK
-    ):
-        raise FormatError(f"{_where(f, pc, ins)}: axis out of range")
+    problem = spec.check(ins.operands, exe) if spec.check is not None else None
+    if problem is not None:
+        raise FormatError(f"{_where(f, pc, ins)}: {problem}")
 
 
 #: Most declared symbol ranges one function may carry.
@@ -252,29 +248,7 @@ def validate_executable(exe: Executable) -> None:
         if not isinstance(c, np.ndarray) or c.dtype.name not in DTYPES:
             raise FormatError(f"constant {i}: expected an array of a supported dtype")
     for i, k in enumerate(exe.kernels):
-        what = f"kernel {i}"
-        if isinstance(k, OpKernel):
-            if not isinstance(k.op, str) or not has_kernel(k.op):
-                raise FormatError(
-                    f"{what}: op {k.op!r} has no registered kernel in this process: import "
-                    "the module that registers it first (dynshape.register_op or "
-                    "vm.register_kernel; on the command line, --import MODULE)"
-                )
-            check_attrs(k.attrs, f"{what} ({k.op})")
-            check_kernel_attrs(k.op, k.attrs, f"{what} ({k.op})")
-            if not _is_int(k.num_inputs, 0, MAX_LIST) or not _is_int(k.num_outputs, 0, MAX_LIST):
-                raise FormatError(f"{what} ({k.op}): bad arity")
-        elif isinstance(k, FusedKernel):
-            if not _is_int(k.num_inputs, 0, MAX_LIST) or not _is_int(k.num_outputs, 0, MAX_LIST):
-                raise FormatError(f"{what} ({k.name}): bad arity")
-            _count(len(k.steps), f"{what} steps", MAX_LIST)
-            for j, step in enumerate(k.steps):
-                check_attrs(step.attrs, f"{what} ({k.name}) step {j} ({step.op})")
-                if isinstance(step.op, str):
-                    check_kernel_attrs(step.op, step.attrs, f"{what} ({k.name}) step {j}")
-            k.validate(len(exe.constants), f"{what} ({k.name})")
-        else:
-            raise FormatError(f"{what}: not a kernel entry: {k!r}")
+        _check_kernel(i, k, len(exe.constants))
     for i, prog in enumerate(exe.shape_programs):
         if not isinstance(prog, ShapeProgram):
             raise FormatError(f"shape program {i}: not a shape program")
@@ -285,6 +259,40 @@ def validate_executable(exe: Executable) -> None:
                 f"shape function {i}: op {sf.op!r} has no registered shape function in this process"
             )
         check_attrs(sf.attrs, f"shape function {i} ({sf.op})")
+    _check_functions(exe)
+    check_register_kinds(exe)
+
+
+def _check_kernel(i: int, k: Any, num_constants: int) -> None:
+    """Kernel-table entry ``i``: a registered op with its schema's attributes, or a fused
+    kernel whose steps and scratch are well formed."""
+    what = f"kernel {i}"
+    if isinstance(k, OpKernel):
+        if not isinstance(k.op, str) or not has_kernel(k.op):
+            raise FormatError(
+                f"{what}: op {k.op!r} has no registered kernel in this process: import "
+                "the module that registers it first (dynshape.register_op or "
+                "vm.register_kernel; on the command line, --import MODULE)"
+            )
+        check_attrs(k.attrs, f"{what} ({k.op})")
+        check_kernel_attrs(k.op, k.attrs, f"{what} ({k.op})")
+        if not _is_int(k.num_inputs, 0, MAX_LIST) or not _is_int(k.num_outputs, 0, MAX_LIST):
+            raise FormatError(f"{what} ({k.op}): bad arity")
+    elif isinstance(k, FusedKernel):
+        if not _is_int(k.num_inputs, 0, MAX_LIST) or not _is_int(k.num_outputs, 0, MAX_LIST):
+            raise FormatError(f"{what} ({k.name}): bad arity")
+        _count(len(k.steps), f"{what} steps", MAX_LIST)
+        for j, step in enumerate(k.steps):
+            check_attrs(step.attrs, f"{what} ({k.name}) step {j} ({step.op})")
+            if isinstance(step.op, str):
+                check_kernel_attrs(step.op, step.attrs, f"{what} ({k.name}) step {j}")
+        k.validate(num_constants, f"{what} ({k.name})")
+    else:
+        raise FormatError(f"{what}: not a kernel entry: {k!r}")
+
+
+def _check_functions(exe: Executable) -> None:
+    """Unique names, signatures, register counts, and every instruction of every function."""
     counts = {
         Kind.CONST: len(exe.constants),
         Kind.FUNC: len(exe.functions),
@@ -298,18 +306,7 @@ def validate_executable(exe: Executable) -> None:
         if not isinstance(f, Function) or not isinstance(f.name, str) or f.name in seen:
             raise FormatError(f"function {getattr(f, 'name', f)!r}: missing or duplicate name")
         seen.add(f.name)
-        for p in f.params:
-            if not isinstance(p.name, str):
-                raise FormatError(f"function {f.name!r}: bad parameter name {p.name!r}")
-            check_type(p.type, f"function {f.name!r}, parameter {p.name!r}")
-        if f.ret is not None:
-            check_type(f.ret, f"function {f.name!r}, result")
-        check_ranges(f.ranges, f"function {f.name!r}")
-        if not _is_int(f.num_registers, len(f.params), MAX_REGISTERS):
-            raise FormatError(
-                f"function {f.name!r}: {f.num_registers!r} registers cannot hold "
-                f"its {len(f.params)} parameters (or exceed {MAX_REGISTERS})"
-            )
+        _check_signature(f)
         registers += f.num_registers
         if registers > MAX_REGISTERS:
             raise FormatError(f"the functions have more than {MAX_REGISTERS} registers together")
@@ -318,11 +315,27 @@ def validate_executable(exe: Executable) -> None:
         total += len(f.code)
         if total > MAX_CODE:
             raise FormatError(f"the functions hold more than {MAX_CODE} instructions")
+        ops = _Operands(f, counts)
         for pc, ins in enumerate(f.code):
-            _check_instruction(ins, pc, f, exe, counts)
-        if f.code[-1].op not in (Op.RET, Op.JUMP, Op.TAIL_CALL):
+            _check_instruction(ins, pc, f, exe, ops)
+        if not OPCODES[f.code[-1].op].ends:
             raise FormatError(
                 f"function {f.name!r}: the last instruction must be ret, jump or tail_call "
                 "(the pc would run off the end)"
             )
-    check_register_kinds(exe)
+
+
+def _check_signature(f: Function) -> None:
+    """Parameters, result, ranges, and a register count that holds the parameters."""
+    for p in f.params:
+        if not isinstance(p.name, str):
+            raise FormatError(f"function {f.name!r}: bad parameter name {p.name!r}")
+        check_type(p.type, f"function {f.name!r}, parameter {p.name!r}")
+    if f.ret is not None:
+        check_type(f.ret, f"function {f.name!r}, result")
+    check_ranges(f.ranges, f"function {f.name!r}")
+    if not _is_int(f.num_registers, len(f.params), MAX_REGISTERS):
+        raise FormatError(
+            f"function {f.name!r}: {f.num_registers!r} registers cannot hold "
+            f"its {len(f.params)} parameters (or exceed {MAX_REGISTERS})"
+        )

@@ -168,50 +168,65 @@ class Timeline:
 
 def timeline(fn: Function) -> Timeline:
     """Number the lets of ``fn`` and compute each allocation's live interval."""
-    aliases = Aliases(fn)
-    steps: list[Let] = []
-    storages: dict[Var, StorageLife] = {}
-    tensors: dict[Var, TensorLife] = {}
-    last: dict[Var, int] = {}
-
-    def use(roots: frozenset[Var], t: int) -> None:
-        for r in roots:
-            last[r] = max(last.get(r, -1), t)
-
-    def walk(body: Expr) -> Expr:
-        lets, result = chain(body)
-        for let in lets:
-            t = len(steps)
-            steps.append(let)
-            value = let.value
-            for v in direct_vars(value):
-                use(aliases.roots.get(v, frozenset()), t)
-            op = memory_op(value)
-            if isinstance(op, AllocStorage):
-                storages[let.var] = StorageLife(let.var, op.size, t)
-            elif isinstance(op, AllocTensor):
-                tl = TensorLife(
-                    let.var, aliases.storage_of[let.var], op.offset, op.shape, op.dtype, t
-                )
-                tensors[let.var] = tl
-                if tl.storage in storages:
-                    storages[tl.storage].tensors.append(tl)
-            elif isinstance(op, Kill):
-                target = op.target
-                if isinstance(target, Var) and target in storages:
-                    storages[target].kill = t
-            elif isinstance(value, If):
-                for branch in (value.then_branch, value.else_branch):
-                    res = walk(branch)
-                    # The branch's result flows into the if's variable after both branches.
-                    use(aliases.of(res), len(steps))
-        return result
-
-    result = walk(fn.body)
-    use(aliases.of(result), END)
-    for root, t in last.items():
+    walk = _Walk(Aliases(fn))
+    result = walk.chain(fn.body)
+    walk.use(walk.aliases.of(result), END)
+    tensors = walk.tensors
+    for root, t in walk.last.items():
         if root in tensors:
             tensors[root].end = t
     for tl in tensors.values():
         tl.end = max(tl.end, tl.start)
-    return Timeline(steps, storages, tensors)
+    return Timeline(walk.steps, walk.storages, tensors)
+
+
+@dataclass
+class _Walk:
+    """The walk ``timeline`` makes: lets numbered in execution order, allocations recorded,
+    and the last time each root is used."""
+
+    aliases: Aliases
+    steps: list[Let] = field(default_factory=list)
+    storages: dict[Var, StorageLife] = field(default_factory=dict)
+    tensors: dict[Var, TensorLife] = field(default_factory=dict)
+    last: dict[Var, int] = field(default_factory=dict)
+
+    def use(self, roots: frozenset[Var], t: int) -> None:
+        """``roots`` are used at time ``t``."""
+        last = self.last
+        for r in roots:
+            last[r] = max(last.get(r, -1), t)
+
+    def chain(self, body: Expr) -> Expr:
+        """Number the lets of the chain ``body`` (branches included); its result."""
+        lets, result = chain(body)
+        for let in lets:
+            t = len(self.steps)
+            self.steps.append(let)
+            value = let.value
+            for v in direct_vars(value):
+                self.use(self.aliases.roots.get(v, frozenset()), t)
+            self.record(let, t)
+        return result
+
+    def record(self, let: Let, t: int) -> None:
+        """What let ``let`` at time ``t`` allocates or kills; an ``if``'s branches, walked."""
+        value = let.value
+        op = memory_op(value)
+        if isinstance(op, AllocStorage):
+            self.storages[let.var] = StorageLife(let.var, op.size, t)
+        elif isinstance(op, AllocTensor):
+            storage = self.aliases.storage_of[let.var]
+            tl = TensorLife(let.var, storage, op.offset, op.shape, op.dtype, t)
+            self.tensors[let.var] = tl
+            if storage in self.storages:
+                self.storages[storage].tensors.append(tl)
+        elif isinstance(op, Kill):
+            target = op.target
+            if isinstance(target, Var) and target in self.storages:
+                self.storages[target].kill = t
+        elif isinstance(value, If):
+            for branch in (value.then_branch, value.else_branch):
+                res = self.chain(branch)
+                # The branch's result flows into the if's variable after both branches.
+                self.use(self.aliases.of(res), len(self.steps))

@@ -103,119 +103,157 @@ def too_deep_text() -> str:
     )
 
 
-def _error(message: str, line: int, column: int, source: str, lines: list[str]) -> ParseError:
-    text = lines[line - 1] if 0 < line <= len(lines) else None
-    return ParseError(message, Span(line, column, source), text)
-
-
 def tokenize(text: str, source: str = "<string>") -> list[Token]:
     """Split ``text`` into tokens, ending with an EOF token. Raises ParseError on bad input."""
-    lines = text.split("\n")
-    # Start offset of each line, to turn an offset into line:column.
-    starts = [0]
-    for text_line in lines[:-1]:
-        starts.append(starts[-1] + len(text_line) + 1)
-    tokens: list[Token] = []
-    # One entry per open '[': True when it opened a Tensor[...] (dim context).
-    brackets: list[bool] = []
-    depth = 0  # brackets open at once: ( [ {
-    pos = 0
-    line = 1
-    n = len(text)
+    return _Lexer(text, source).run()
 
-    def where(offset: int) -> tuple[int, int]:
-        nonlocal line
-        while line < len(starts) and starts[line] <= offset:
-            line += 1
-        return line, offset - starts[line - 1] + 1
 
-    while pos < n:
-        m = _TOKEN.match(text, pos)
-        assert m is not None  # the last branch matches any character
-        group = m.lastgroup
-        if group == "space":
-            pos = m.end()
-            continue
-        ln, col = where(pos)
-        if group == "ident":
+class _Lexer:
+    """One pass over ``text``: the main loop takes spaces and names, and hands every other
+    token to the method of its class (a sigil name, a number, a string, a comment, a symbol)."""
+
+    def __init__(self, text: str, source: str) -> None:
+        self.text = text
+        self.source = source
+        self.lines = text.split("\n")
+        # Start offset of each line, to turn an offset into line:column.
+        self.starts = [0]
+        for text_line in self.lines[:-1]:
+            self.starts.append(self.starts[-1] + len(text_line) + 1)
+        self.line = 1  # the line of the last offset ``where`` placed (offsets only grow)
+        self.tokens: list[Token] = []
+        # One entry per open '[' or '(': True when it opened dims (Tensor[...], name=[...]).
+        self.brackets: list[bool] = []
+        self.depth = 0  # brackets open at once: ( [ {
+
+    def where(self, offset: int) -> tuple[int, int]:
+        """The line and column of ``offset``, which is at or after the last one asked."""
+        starts = self.starts
+        while self.line < len(starts) and starts[self.line] <= offset:
+            self.line += 1
+        return self.line, offset - starts[self.line - 1] + 1
+
+    def error(self, message: str, line: int, column: int) -> ParseError:
+        """A ParseError at ``line``:``column``, showing that line."""
+        lines = self.lines
+        shown = lines[line - 1] if 0 < line <= len(lines) else None
+        return ParseError(message, Span(line, column, self.source), shown)
+
+    def run(self) -> list[Token]:
+        """Every token of the text, then EOF."""
+        text, tokens = self.text, self.tokens
+        pos, n = 0, len(text)
+        while pos < n:
+            m = _TOKEN.match(text, pos)
+            assert m is not None  # the last branch matches any character
+            group = m.lastgroup
+            if group == "space":
+                pos = m.end()
+                continue
+            ln, col = self.where(pos)
+            if group != "ident":
+                pos = self.other(m, pos, ln, col)
+                continue
             word = m.group()
-            if word[0] == "v" and not tokens:
-                version = _VERSION.match(text, pos)
-                if version:
-                    tokens.append(Token(Kind.VERSION, version.group(), ln, col))
-                    pos = version.end()
-                    continue
+            version = _VERSION.match(text, pos) if word[0] == "v" and not tokens else None
+            if version:
+                tokens.append(Token(Kind.VERSION, version.group(), ln, col))
+                pos = version.end()
+                continue
             tokens.append(Token(Kind.IDENT, word, ln, col))
             pos = m.end()
-            continue
-        in_dims = bool(brackets) and brackets[-1]
+        ln, col = self.where(n)
+        tokens.append(Token(Kind.EOF, "", ln, col))
+        return tokens
+
+    def other(self, m: re.Match[str], pos: int, ln: int, col: int) -> int:
+        """Take the token (or comment) at ``pos`` that is not a space or a name; the offset
+        after it."""
+        text = self.text
+        in_dims = bool(self.brackets) and self.brackets[-1]
         ch = text[pos]
-        if group == "sigil" and not (ch == "%" and in_dims):
+        if m.lastgroup == "sigil" and not (ch == "%" and in_dims):
             name = m.group("sigil")
             if ch != "?" and not name:
-                raise _error(f"expected a name after '{ch}'", ln, col, source, lines)
-            tokens.append(Token(_SIGILS[ch], name, ln, col))
-            pos = m.end()
-            continue
+                raise self.error(f"expected a name after '{ch}'", ln, col)
+            self.tokens.append(Token(_SIGILS[ch], name, ln, col))
+            return m.end()
         if ch.isdigit():
-            # After '.', a number is a tuple index: "%t.1.0" is two projections, not "1.0".
-            after_dot = bool(tokens) and tokens[-1].kind is Kind.PUNCT and tokens[-1].text == "."
-            m = (_DIGITS if after_dot else _NUMBER).match(text, pos)
-            if not m:
-                bad = re.match(r"[A-Za-z0-9_.]+", text[pos:])
-                word = bad.group() if bad else ch
-                raise _error(f"malformed number '{word}'", ln, col, source, lines)
-            suffix = "" if after_dot else (m.group(2) or "")
-            digits = m.group() if after_dot else m.group(1)
-            tokens.append(Token(Kind.NUMBER, digits, ln, col, suffix=suffix))
-            pos = m.end()
-            continue
+            return self.number(pos, ln, col)
         if ch == '"':
-            m = _STRING.match(text, pos)
-            if not m:
-                raise _error("unterminated string", ln, col, source, lines)
-            literal = m.group()
-            value = _decode(literal, ln, col, source, lines)
-            tokens.append(Token(Kind.STRING, literal, ln, col, value=value))
-            pos = m.end()
-            continue
+            return self.string(pos, ln, col)
         if text.startswith("/*", pos):
             end = text.find("*/", pos + 2)
             if end < 0:
-                raise _error(
-                    "unterminated comment: '/*' has no matching '*/'", ln, col, source, lines
-                )
-            pos = end + 2
-            continue
+                raise self.error("unterminated comment: '/*' has no matching '*/'", ln, col)
+            return end + 2
         if text.startswith("//", pos) and not in_dims:
             end = text.find("\n", pos)
-            pos = n if end < 0 else end
-            continue
-        if group != "punct":
-            m = _DIM_PUNCT.match(text, pos)
-            if not m:
-                raise _error(f"unexpected character {ch!r}", ln, col, source, lines)
-        p = m.group()
+            return len(text) if end < 0 else end
+        if m.lastgroup != "punct":
+            dim_punct = _DIM_PUNCT.match(text, pos)
+            if not dim_punct:
+                raise self.error(f"unexpected character {ch!r}", ln, col)
+            m = dim_punct
+        self.punct(m.group(), in_dims, ln, col)
+        return m.end()
+
+    def number(self, pos: int, ln: int, col: int) -> int:
+        """Take the number at ``pos``; the offset after it."""
+        text, tokens = self.text, self.tokens
+        # After '.', a number is a tuple index: "%t.1.0" is two projections, not "1.0".
+        after_dot = bool(tokens) and tokens[-1].kind is Kind.PUNCT and tokens[-1].text == "."
+        m = (_DIGITS if after_dot else _NUMBER).match(text, pos)
+        if not m:
+            bad = re.match(r"[A-Za-z0-9_.]+", text[pos:])
+            word = bad.group() if bad else text[pos]
+            raise self.error(f"malformed number '{word}'", ln, col)
+        suffix = "" if after_dot else (m.group(2) or "")
+        digits = m.group() if after_dot else m.group(1)
+        tokens.append(Token(Kind.NUMBER, digits, ln, col, suffix=suffix))
+        return m.end()
+
+    def string(self, pos: int, ln: int, col: int) -> int:
+        """Take the string literal at ``pos``; the offset after it."""
+        m = _STRING.match(self.text, pos)
+        if not m:
+            raise self.error("unterminated string", ln, col)
+        literal = m.group()
+        self.tokens.append(
+            Token(Kind.STRING, literal, ln, col, value=self.decode(literal, ln, col))
+        )
+        return m.end()
+
+    def decode(self, literal: str, line: int, column: int) -> str:
+        """Decode a string literal written as JSON writes strings (the printer uses json.dumps)."""
+        import json
+
+        try:
+            value = json.loads(literal)
+        except ValueError:
+            raise self.error(f"bad escape in string {literal}", line, column) from None
+        assert isinstance(value, str)
+        return value
+
+    def punct(self, p: str, in_dims: bool, ln: int, col: int) -> None:
+        """Take symbol ``p``, tracking which brackets open dims and how deep they nest."""
+        tokens = self.tokens
         if p == "[" or p == "(":
             prev = tokens[-1] if tokens else None
             opens_dims = prev is not None and (
                 (p == "[" and prev.kind is Kind.IDENT and prev.text == "Tensor")
                 or _after_attribute_name(tokens)
             )
-            brackets.append(in_dims or opens_dims)
-        elif (p == "]" or p == ")") and brackets:
-            brackets.pop()
+            self.brackets.append(in_dims or opens_dims)
+        elif (p == "]" or p == ")") and self.brackets:
+            self.brackets.pop()
         if p in _OPEN:
-            depth += 1
-            if depth > MAX_NESTING:  # the parser recurses once per open bracket
-                raise _error(too_deep_text(), ln, col, source, lines)
-        elif p in _CLOSE and depth:
-            depth -= 1
+            self.depth += 1
+            if self.depth > MAX_NESTING:  # the parser recurses once per open bracket
+                raise self.error(too_deep_text(), ln, col)
+        elif p in _CLOSE and self.depth:
+            self.depth -= 1
         tokens.append(Token(Kind.PUNCT, p, ln, col))
-        pos = m.end()
-    ln, col = where(n)
-    tokens.append(Token(Kind.EOF, "", ln, col))
-    return tokens
 
 
 def _after_attribute_name(tokens: list[Token]) -> bool:
@@ -230,18 +268,6 @@ def _after_attribute_name(tokens: list[Token]) -> bool:
         and before.kind is Kind.PUNCT
         and before.text in ("(", ",")
     )
-
-
-def _decode(literal: str, line: int, column: int, source: str, lines: list[str]) -> str:
-    """Decode a string literal written as JSON writes strings (the printer uses json.dumps)."""
-    import json
-
-    try:
-        value = json.loads(literal)
-    except ValueError:
-        raise _error(f"bad escape in string {literal}", line, column, source, lines) from None
-    assert isinstance(value, str)
-    return value
 
 
 class TokenStream:

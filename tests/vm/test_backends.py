@@ -266,7 +266,7 @@ def test_a_backend_subclassed_directly_runs() -> None:
             return ClosureBackend().bind_kernel(index, entry, ctx)
 
         def decode(self, function: Function, ctx: DecodeContext) -> list[Step]:
-            return vm.decode.decode(function.code, ctx)
+            return vm.backend.closure_steps(function.code, ctx)
 
     x, y = np.ones((3, 4), np.float32), np.full((3, 4), 2, np.float32)
     for flags in ({}, {"check_memory": True, "profile": True}):

@@ -413,7 +413,7 @@ def test_unchecked_vm_uses_the_plain_closures_and_allocator():
     assert all(step.__module__ in modules for step in plain._code[0])
     checked = VirtualMachine(exe, check_memory=True)
     assert checked.sanitizer is not None
-    assert all(step.__module__ == "vm.sanitizer" for step in checked._code[0])
+    assert all(step.__module__ == "vm.sanitize_rules" for step in checked._code[0])
 
 
 def test_a_killed_register_holds_a_marker_only_when_checking():
