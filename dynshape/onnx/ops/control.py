@@ -18,7 +18,7 @@ from dynshape.builder import control, trace
 
 from ..known import Known
 from ..registry import Node, NodeError, converter
-from .shape import _shape
+from .operands import value_shape
 
 
 @converter("If")
@@ -33,7 +33,7 @@ def if_(node: Node) -> Any:
         chosen = then_graph if bool(np.asarray(cond.array).reshape(-1)[0]) else else_graph
         return node.subgraph(chosen)
     pred = node.tensor(0)
-    if _shape(pred) != ():
+    if value_shape(pred) != ():
         pred = trace.apply("reshape", pred, newshape=[])
     if pred.type.dtype != "bool":
         raise NodeError(f"the condition must be bool, got {pred.type.dtype}")
@@ -62,9 +62,9 @@ def _scalar(node: Node, value: Any, dtype: str, what: str) -> Any:
         if value.shape and int(np.prod([int(d) for d in value.shape])) != 1:
             raise NodeError(f"{what} must hold one value, got shape {list(value.shape)}")
         value = node.materialize(value)
-    if _shape(value) != ():
-        if _shape(value) != (1,):
-            raise NodeError(f"{what} must hold one value, got shape {list(_shape(value))}")
+    if value_shape(value) != ():
+        if value_shape(value) != (1,):
+            raise NodeError(f"{what} must hold one value, got shape {list(value_shape(value))}")
         value = trace.apply("reshape", value, newshape=[])
     if value.type.dtype != dtype:
         raise NodeError(f"{what} must be {dtype}, got {value.type.dtype}")

@@ -19,7 +19,7 @@ from shape_funcs.ops.dynamic import select_boxes
 
 from ..known import Known
 from ..registry import Node, NodeError, converter
-from .shape import _dtype, _shape
+from .operands import value_dtype, value_shape
 
 #: The optional inputs: position, name, element type, the value of an omitted one.
 _OPTIONAL = (
@@ -36,18 +36,18 @@ def _check_inputs(node: Node) -> None:
         value = node.input(i)
         if value is None:
             raise NodeError(f"{name} (input {i}) is required")
-        if _dtype(value) != "float32":
-            raise NodeError(f"{name} must be float32, got {_dtype(value)}")
-        if len(_shape(value)) != 3:
+        if value_dtype(value) != "float32":
+            raise NodeError(f"{name} must be float32, got {value_dtype(value)}")
+        if len(value_shape(value)) != 3:
             dims = rank or "(batch, num_classes, num_boxes)"
-            raise NodeError(f"{name} must have rank 3 {dims}, got shape {list(_shape(value))}")
+            raise NodeError(f"{name} must have rank 3 {dims}, got shape {list(value_shape(value))}")
     for i, name, dtype, _ in _OPTIONAL:
         value = node.input(i)
         if value is None:
             continue
-        if _dtype(value) != dtype:
-            raise NodeError(f"{name} must be {dtype}, got {_dtype(value)}")
-        shape = _shape(value)
+        if value_dtype(value) != dtype:
+            raise NodeError(f"{name} must be {dtype}, got {value_dtype(value)}")
+        shape = value_shape(value)
         if len(shape) > 1 or (len(shape) == 1 and isinstance(shape[0], int) and shape[0] != 1):
             raise NodeError(f"{name} must hold one value, got shape {list(shape)}")
 

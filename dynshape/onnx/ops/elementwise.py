@@ -31,7 +31,7 @@ from dynshape.builder import trace
 
 from ..known import Known
 from ..registry import Node, NodeError, converter
-from .shape import _dtype
+from .operands import value_dtype
 
 Elem = Any
 """One element of a symbolic ``Known``: an int (or a bool) or a sympy dim."""
@@ -70,7 +70,7 @@ def _inputs(node: Node, count: int | None = None) -> list[Any]:
 def _one_dtype(node: Node, values: Sequence[Any], kinds: str) -> str:
     """The dtype shared by ``values``; a NodeError naming the dtypes when they differ, or when
     it is not one of ``kinds`` (numpy kind letters)."""
-    dtypes = [_dtype(v) for v in values]
+    dtypes = [value_dtype(v) for v in values]
     for dt in dtypes[1:]:
         if dt != dtypes[0]:
             raise NodeError(
@@ -341,9 +341,9 @@ def pow_(node: Node) -> Any:
     ``T1``): it is converted to the base's, or for an integer base and a float exponent both
     are computed in float64."""
     base, exponent = _inputs(node, 2)
-    dtype = _dtype(base)
+    dtype = value_dtype(base)
     _check_kind(node, dtype, _NUMERIC)
-    exp_dtype = _dtype(exponent)
+    exp_dtype = value_dtype(exponent)
     _check_kind(node, exp_dtype, _NUMERIC)
     symbolic = _sym_pow if exp_dtype == dtype else None
     folded = _fold(node, [base, exponent], dtype, _np_pow, symbolic)
@@ -463,7 +463,7 @@ def not_(node: Node) -> Any:
 @converter("Where")
 def where(node: Node) -> Any:
     values = _inputs(node, 3)
-    cond = _dtype(values[0])
+    cond = value_dtype(values[0])
     if cond != "bool":
         raise NodeError(f"Where's condition must be bool, got {cond}")
     dtype = _one_dtype(node, values[1:], _ANY)
@@ -707,7 +707,7 @@ def clip(node: Node) -> Any:
     x = node.input(0)
     if x is None:
         raise NodeError("input 0 is required")
-    dtype = _dtype(x)
+    dtype = value_dtype(x)
     _check_kind(node, dtype, _NUMERIC)
     if node.opset < 11:
         lo = node.attr("min")
@@ -718,10 +718,10 @@ def clip(node: Node) -> Any:
     else:
         bounds = [node.input(1), node.input(2)]
     for b in bounds:
-        if b is not None and _dtype(b) != dtype:
+        if b is not None and value_dtype(b) != dtype:
             raise NodeError(
                 f"Clip needs bounds of the input's dtype (ONNX does not promote types), "
-                f"got {dtype} and {_dtype(b)}"
+                f"got {dtype} and {value_dtype(b)}"
             )
     given = [b for b in bounds if b is not None]
     if not given:

@@ -31,7 +31,7 @@ from ir.ops.image import COORDINATE_MODES, NEAREST_MODES
 
 from ..known import Known
 from ..registry import Node, NodeError, Unsupported, converter
-from .shape import _axis, _dtype, _shape
+from .operands import normalize_axis, value_dtype, value_shape
 
 _MODES = ("nearest", "linear", "cubic")
 _POLICIES = ("stretch", "not_larger", "not_smaller")
@@ -125,7 +125,7 @@ def _sizes_given(
 @converter("Resize")
 def resize(node: Node) -> Any:
     """``resize`` with the output sizes worked out at import (see the module doc)."""
-    dims = list(_shape(node.input(0)))
+    dims = list(value_shape(node.input(0)))
     rank = len(dims)
     mode = _choice(node, "mode", "nearest", _MODES)
     coord = _choice(
@@ -147,12 +147,16 @@ def resize(node: Node) -> Any:
         # the reference gives the samples outside weight 0 (zeros near the edges);
         # onnxruntime refuses it: no model relies on either
         raise Unsupported("exclude_outside with mode 'nearest'")
-    if mode != "nearest" and _dtype(node.input(0)) == "bool":
+    if mode != "nearest" and value_dtype(node.input(0)) == "bool":
         raise NodeError(f"{mode} Resize of a bool tensor")
     if rank == 0:
         raise NodeError("Resize of a scalar")
     axes_attr = node.attr("axes")
-    axes = list(range(rank)) if axes_attr is None else [_axis(int(a), rank) for a in axes_attr]
+    axes = (
+        list(range(rank))
+        if axes_attr is None
+        else [normalize_axis(int(a), rank) for a in axes_attr]
+    )
     if len(set(axes)) != len(axes):
         raise NodeError(f"axes {list(axes_attr)} repeat an axis")
 

@@ -25,8 +25,8 @@ from dynshape.builder import trace
 
 from ..known import Known
 from ..registry import Node, NodeError, Unsupported, converter
-from .layout import _numbers, slice_axis
-from .shape import _axis, _dtype, _shape
+from .layout import slice_axis
+from .operands import known_ints, normalize_axis, value_dtype, value_shape
 
 # ---- helpers ------------------------------------------------------------------------------
 
@@ -100,8 +100,8 @@ def top_k(node: Node) -> Any:
     """``topk`` for a k known at import (an int, or a dim: then the result is reshaped to it),
     ``dyn.topk`` for a k from data (a ``?`` dim). Ties go to the smaller index, as ONNX says;
     the outputs are always sorted (``sorted=0`` leaves the order to the implementation)."""
-    x_shape = _shape(node.input(0))
-    axis = _axis(int(node.attr("axis", -1)), len(x_shape))
+    x_shape = value_shape(node.input(0))
+    axis = normalize_axis(int(node.attr("axis", -1)), len(x_shape))
     attrs = {
         "axis": axis,
         "is_ascend": not node.attr("largest", 1),
@@ -109,7 +109,7 @@ def top_k(node: Node) -> Any:
         "dtype": "int64",
     }
     x = node.tensor(0)
-    if _dtype(node.input(0)) == "bool":
+    if value_dtype(node.input(0)) == "bool":
         raise NodeError("TopK of a bool tensor")
     if node.opset < 10:
         k_known: Any = node.attr("k")
@@ -131,7 +131,7 @@ def top_k(node: Node) -> Any:
             trace.apply("reshape", indices, newshape=shape),
         )
     k_data = _int64(node.tensor(1))
-    if len(_shape(k_data)) != 0:
+    if len(value_shape(k_data)) != 0:
         k_data = trace.apply("reshape", k_data, newshape=[])
     return tuple(trace.apply("dyn.topk", x, k_data, **attrs))
 
@@ -144,11 +144,11 @@ def gather_elements(node: Node) -> Any:
     """``out[i0, .., ik] = data[i0, .., indices[i0, .., ik], .., ik]``: one ``take`` of the
     flattened data at ``sum_j i_j * stride_j`` (``i_axis`` the wrapped index)."""
     data, indices = node.input(0), node.input(1)
-    d_shape, i_shape = _shape(data), _shape(indices)
+    d_shape, i_shape = value_shape(data), value_shape(indices)
     rank = len(d_shape)
     if len(i_shape) != rank:
         raise NodeError(f"indices have rank {len(i_shape)}, the data rank {rank}")
-    axis = _axis(int(node.attr("axis", 0)), rank)
+    axis = normalize_axis(int(node.attr("axis", 0)), rank)
     if isinstance(data, Known) and not data.symbolic and node.numeric(1) is not None:
         idx = np.asarray(node.numeric(1), dtype=np.int64)
         n = d_shape[axis]
@@ -165,7 +165,7 @@ def gather_elements(node: Node) -> Any:
         flat = term if flat is None else trace.apply("add", flat, term)
     if rank == 0:
         raise NodeError("GatherElements of a scalar")
-    if _shape(flat) != i_shape:
+    if value_shape(flat) != i_shape:
         flat = trace.apply("broadcast_to", flat, shape=list(i_shape))
     return trace.apply("take", node.tensor(0), flat, axis=None)
 
@@ -176,7 +176,7 @@ def gather_nd(node: Node) -> Any:
     the data reshaped to ``(batches * prod(dims[b:b+q]), *dims[b+q:])`` and one ``take`` along
     axis 0 at the flat position of each index tuple (its batch included)."""
     data, indices = node.input(0), node.input(1)
-    d_shape, i_shape = _shape(data), _shape(indices)
+    d_shape, i_shape = value_shape(data), value_shape(indices)
     b = int(node.attr("batch_dims", 0))
     if not i_shape:
         raise NodeError("indices must have rank 1 or more")
@@ -207,7 +207,7 @@ def gather_nd(node: Node) -> Any:
         if stride != 1:
             term = trace.apply("multiply", term, _dim_scalar(node, stride))
         flat = trace.apply("add", flat, term)
-    if _shape(flat) != tuple(i_shape[:-1]):
+    if value_shape(flat) != tuple(i_shape[:-1]):
         flat = trace.apply("broadcast_to", flat, shape=list(i_shape[:-1]))
     rows = _prod([*d_shape[:b], inner])
     table = trace.apply("reshape", node.tensor(0), newshape=[rows, *d_shape[b + q :]])
@@ -222,7 +222,7 @@ def pad(node: Node) -> Any:
     """Modes ``constant`` (``nn.pad``; a constant value known at import), ``reflect``,
     ``edge`` and ``wrap`` (slices of the input joined by ``concatenate``, axis by axis).
     Negative pads crop first. Pads must be numbers known at import."""
-    x_shape = _shape(node.input(0))
+    x_shape = value_shape(node.input(0))
     rank = len(x_shape)
     mode = node.attr("mode", "constant")
     pads, value, axes = _pad_operands(node, rank)
@@ -244,7 +244,7 @@ def pad(node: Node) -> Any:
     if not any(before) and not any(after):
         return x
     if mode == "constant":
-        if _dtype(node.input(0)) == "bool":
+        if value_dtype(node.input(0)) == "bool":
             raise Unsupported("constant padding of a bool tensor")
         width = [[b, e] for b, e in zip(before, after, strict=True)]
         return trace.apply("nn.pad", x, pad_width=width, pad_value=float(value))
@@ -265,20 +265,22 @@ def _pad_operands(node: Node, rank: int) -> tuple[list[int], Any, list[int]]:
             "pads computed from data or from symbolic dims (they decide the output shape, "
             "and no catalogue op pads by a run-time amount)"
         )
-    pads = _numbers(node, 1, "pads") or []
+    pads = known_ints(node, 1, "pads") or []
     value: Any = 0.0
     if node.input(2) is not None:
         fill = node.numeric(2)
         if fill is None:
             raise Unsupported("a constant_value computed from data")
         value = np.asarray(fill).reshape(-1)[0].item() if fill.size else 0.0
-    given = _numbers(node, 3, "axes")
-    axes = [_axis(a, rank, "axes entry") for a in (given if given is not None else range(rank))]
+    given = known_ints(node, 3, "axes")
+    axes = [
+        normalize_axis(a, rank, "axes entry") for a in (given if given is not None else range(rank))
+    ]
     return pads, value, axes
 
 
 def _pad_axis(x: Any, axis: int, before: int, after: int, mode: str) -> Any:
-    n = _shape(x)[axis]
+    n = value_shape(x)[axis]
     limit = n - 1 if mode == "reflect" else n
     for p in (before, after):
         if isinstance(limit, int) and p > limit:
@@ -316,11 +318,11 @@ def cum_sum(node: Node) -> Any:
         raise Unsupported("an axis computed from data")
     if axis_known.size != 1:
         raise NodeError(f"axis must hold one value, got shape {list(axis_known.shape)}")
-    rank = len(_shape(node.input(0)))
+    rank = len(value_shape(node.input(0)))
     if rank == 0:
         raise NodeError("CumSum of a scalar")
-    axis = _axis(int(np.asarray(axis_known).reshape(-1)[0]), rank)
-    if _dtype(node.input(0)) == "bool":
+    axis = normalize_axis(int(np.asarray(axis_known).reshape(-1)[0]), rank)
+    if value_dtype(node.input(0)) == "bool":
         raise NodeError("CumSum of a bool tensor")
     return trace.apply(
         "cumsum",
@@ -338,7 +340,7 @@ def cum_sum(node: Node) -> Any:
 def trilu(node: Node) -> Any:
     """Zero outside the upper (``upper=1``: ``j - i >= k``) or lower (``j - i <= k``)
     triangle of the last two axes; ``k`` may come from data."""
-    shape = _shape(node.input(0))
+    shape = value_shape(node.input(0))
     if len(shape) < 2:
         raise NodeError(f"Trilu needs rank 2 or more, got {len(shape)}")
     rows = _iota(node, shape[-2], 2, 0)
@@ -350,11 +352,11 @@ def trilu(node: Node) -> Any:
         k = trace.constant(np.asarray(node.numeric(1), np.int64).reshape(()), "int64")
     else:
         k = _int64(node.tensor(1))
-        if _shape(k):
+        if value_shape(k):
             k = trace.apply("reshape", k, newshape=[])
     keep = trace.apply("greater_equal" if node.attr("upper", 1) else "less_equal", diagonal, k)
     x = node.tensor(0)
-    dtype = _dtype(node.input(0))
+    dtype = value_dtype(node.input(0))
     zero = trace.constant(np.zeros((), dtype=dtype), dtype)
     return trace.apply("where", keep, x, zero)
 
@@ -371,11 +373,11 @@ def one_hot(node: Node) -> Any:
     depth: Any = depth_known.dims()[0] if depth_known.symbolic else None
     if depth is None:
         depth = int(np.asarray(depth_known.array).reshape(-1)[0])
-    i_shape = _shape(node.input(0))
+    i_shape = value_shape(node.input(0))
     rank = len(i_shape) + 1
-    axis = _axis(int(node.attr("axis", -1)), rank)
+    axis = normalize_axis(int(node.attr("axis", -1)), rank)
     index = node.tensor(0)
-    if _dtype(node.input(0)) == "bool":
+    if value_dtype(node.input(0)) == "bool":
         raise NodeError("OneHot indices must be numbers")
     index = _wrap(node, _int64(index), depth)
     index = trace.apply("expand_dims", index, axis=axis)
@@ -387,7 +389,7 @@ def one_hot(node: Node) -> Any:
     on = trace.apply("take", values, one, axis=0)
     out_shape = [*i_shape[:axis], depth, *i_shape[axis:]]
     out = trace.apply("where", hot, on, off)
-    if _shape(out) != tuple(out_shape):
+    if value_shape(out) != tuple(out_shape):
         out = trace.apply("broadcast_to", out, shape=out_shape)
     return out
 
@@ -403,10 +405,10 @@ def einsum(node: Node) -> Any:
     transposes and reshapes). A letter repeated in one operand (a diagonal) is refused."""
     equation = str(node.attr("equation", "")).replace(" ", "")
     operands = [v for v in node.inputs if v is not None]
-    shapes = [_shape(v) for v in operands]
+    shapes = [value_shape(v) for v in operands]
     terms, output = _parse_einsum(equation, shapes)
-    dtype = _dtype(operands[0])
-    if any(_dtype(v) != dtype for v in operands):
+    dtype = value_dtype(operands[0])
+    if any(value_dtype(v) != dtype for v in operands):
         raise NodeError("Einsum operands of different dtypes")
     sizes: dict[str, Any] = {}
     for term, shape in zip(terms, shapes, strict=True):
@@ -548,10 +550,10 @@ def _scatter_operands(node: Node) -> tuple[Any, Any, Any]:
     data, indices, updates = (node.input(i) for i in range(3))
     if data is None or indices is None or updates is None:
         raise NodeError(f"{node.op_type} takes data, indices and updates")
-    if _dtype(indices) not in ("int32", "int64"):
-        raise NodeError(f"indices must be int32 or int64, got {_dtype(indices)}")
-    if _dtype(updates) != _dtype(data):
-        raise NodeError(f"updates are {_dtype(updates)} but the data {_dtype(data)}")
+    if value_dtype(indices) not in ("int32", "int64"):
+        raise NodeError(f"indices must be int32 or int64, got {value_dtype(indices)}")
+    if value_dtype(updates) != value_dtype(data):
+        raise NodeError(f"updates are {value_dtype(updates)} but the data {value_dtype(data)}")
     return data, indices, updates
 
 
@@ -617,7 +619,7 @@ def scatter_nd(node: Node) -> Any:
     import when everything is known (a shape edited, its dims kept)."""
     reduction = _scatter_reduction(node)
     data, indices, updates = _scatter_operands(node)
-    d_shape, i_shape, u_shape = _shape(data), _shape(indices), _shape(updates)
+    d_shape, i_shape, u_shape = value_shape(data), value_shape(indices), value_shape(updates)
     if not i_shape:
         raise NodeError("indices must have rank 1 or more (a tuple of coordinates per row)")
     q = i_shape[-1]
@@ -658,14 +660,14 @@ def scatter_elements(node: Node) -> Any:
     coordinates its own; evaluated at import when everything is known."""
     reduction = _scatter_reduction(node)
     data, indices, updates = _scatter_operands(node)
-    d_shape, i_shape, u_shape = _shape(data), _shape(indices), _shape(updates)
+    d_shape, i_shape, u_shape = value_shape(data), value_shape(indices), value_shape(updates)
     rank = len(d_shape)
     if rank == 0:
         raise NodeError("ScatterElements into a scalar")
     if len(i_shape) != rank:
         raise NodeError(f"indices have rank {len(i_shape)}, the data rank {rank}")
     _require_shape("updates", u_shape, i_shape, "the shape of indices")
-    axis = _axis(int(node.attr("axis", 0)), rank)
+    axis = normalize_axis(int(node.attr("axis", 0)), rank)
     for i, (m, n) in enumerate(zip(i_shape, d_shape, strict=True)):
         if i != axis and ir.compare(m, "<=", n, {}) is False:
             raise NodeError(

@@ -16,33 +16,22 @@ from dynshape.builder import trace
 
 from ..known import Known
 from ..registry import Node, NodeError, Unsupported, converter
-from .shape import _axis, _shape
+from .operands import known_ints, normalize_axis, value_shape
 
 #: A slice end past any dim.
 _END = 2**62
 
 
-def _numbers(node: Node, i: int, what: str) -> list[int] | None:
-    """Input ``i`` as ints (None when omitted); a NodeError when it is not numbers known at
-    import (a dim, or data): these inputs decide ranks and part counts."""
-    if node.input(i) is None:
-        return None
-    array = node.numeric(i)
-    if array is None:
-        raise NodeError(f"{what} (input {i}) must be numbers known at import")
-    return [int(v) for v in np.asarray(array).reshape(-1)]
-
-
 @converter("Slice")
 def slice_(node: Node) -> Any:
     data = node.input(0)
-    rank = len(_shape(data))
+    rank = len(value_shape(data))
     if node.numeric(1) is None or node.numeric(2) is None:
         return _dynamic_slice(node, rank)  # bounds that are dims, or data
-    starts, ends = _numbers(node, 1, "starts"), _numbers(node, 2, "ends")
-    axes, steps = _numbers(node, 3, "axes"), _numbers(node, 4, "steps")
+    starts, ends = known_ints(node, 1, "starts"), known_ints(node, 2, "ends")
+    axes, steps = known_ints(node, 3, "axes"), known_ints(node, 4, "steps")
     assert starts is not None and ends is not None
-    axes = [_axis(a, rank, "axes entry") for a in (axes or range(len(starts)))]
+    axes = [normalize_axis(a, rank, "axes entry") for a in (axes or range(len(starts)))]
     steps = steps or [1] * len(starts)
     if not len(starts) == len(ends) == len(axes) == len(steps):
         raise NodeError("starts, ends, axes and steps must have the same length")
@@ -61,7 +50,7 @@ def slice_(node: Node) -> Any:
     for a, b, e, s in zip(axes, starts, ends, steps, strict=True):
         begin[a], strides[a] = b, s
         stops[a] = None if abs(e) >= _HUGE else e
-    end = _end_list(stops, strides, _shape(data))
+    end = _end_list(stops, strides, value_shape(data))
     return trace.apply("strided_slice", data, begin=begin, end=end, strides=strides)
 
 
@@ -92,7 +81,7 @@ def slice_axis(x: Any, axis: int, begin: int, end: int | None = None, stride: in
     in the step's direction), the other axes whole."""
     stops: list[int | None] = [*([None] * axis), end]
     strides = [1] * axis + [stride]
-    end_list = _end_list(stops, strides, _shape(x))
+    end_list = _end_list(stops, strides, value_shape(x))
     return trace.apply(
         "strided_slice", x, begin=[0] * axis + [begin], end=end_list, strides=strides
     )
@@ -103,30 +92,30 @@ def _dynamic_slice(node: Node, rank: int) -> Any:
     bound vectors over the axes up to the last sliced one. When every bound is known (dims),
     the result is reshaped to its symbolic shape, so later ops keep it (a run-time check that
     the two agree); with bounds from data the sliced axes are ``?``."""
-    given_axes = _numbers(node, 3, "axes")
-    listed = given_axes if given_axes is not None else range(int(_shape(node.input(1))[0]))
-    axes = [_axis(int(a), rank, "axes entry") for a in listed]
-    steps = _numbers(node, 4, "steps") or [1] * len(axes)
+    given_axes = known_ints(node, 3, "axes")
+    listed = given_axes if given_axes is not None else range(int(value_shape(node.input(1))[0]))
+    axes = [normalize_axis(int(a), rank, "axes entry") for a in listed]
+    steps = known_ints(node, 4, "steps") or [1] * len(axes)
     bounds = [node.known(1), node.known(2)]
     if any(b is None for b in bounds):
         return _data_slice(node, axes, steps)
     starts, ends = (b.dims() for b in bounds)  # type: ignore[union-attr]
     count = max(axes) + 1
     begin_d: list[Any] = [0] * count
-    end_d: list[Any] = list(_shape(node.input(0))[:count])  # unsliced axes: whole
+    end_d: list[Any] = list(value_shape(node.input(0))[:count])  # unsliced axes: whole
     stride_d = [1] * count
     for a, b, e, st in zip(axes, starts, ends, steps, strict=True):
         begin_d[a], end_d[a], stride_d[a] = b, e, st
     vectors = [node.materialize(Known.of(v, "int64")) for v in (begin_d, end_d, stride_d)]
     out = trace.apply("dyn.strided_slice", node.tensor(0), *vectors)
-    shape = _symbolic_slice_shape(_shape(node.input(0)), begin_d, end_d, stride_d)
+    shape = _symbolic_slice_shape(value_shape(node.input(0)), begin_d, end_d, stride_d)
     return trace.apply("reshape", out, newshape=list(shape))
 
 
 def _data_slice(node: Node, axes: list[int], steps: list[int]) -> Any:
     """Bounds from data: vectors over the axes up to the last sliced one, each entry taken
     from the bound tensors (sliced axes) or whole (the others; their dims at run time)."""
-    shape = _shape(node.input(0))
+    shape = value_shape(node.input(0))
     count = max(axes) + 1
     begin_t, end_t = node.tensor(1), node.tensor(2)
     dtype = begin_t.type.dtype
@@ -163,9 +152,9 @@ def _symbolic_slice_shape(shape: Any, begin: list[Any], end: list[Any], strides:
 @converter("Split")
 def split(node: Node) -> Any:
     data = node.input(0)
-    shape = _shape(data)
-    axis = _axis(node.attr("axis", 0), len(shape))
-    sizes = node.attr("split") if node.opset < 13 else _numbers(node, 1, "split")
+    shape = value_shape(data)
+    axis = normalize_axis(node.attr("axis", 0), len(shape))
+    sizes = node.attr("split") if node.opset < 13 else known_ints(node, 1, "split")
     count = node.num_outputs
     if sizes is not None:
         if len(sizes) != count:
@@ -195,8 +184,8 @@ def tile(node: Node) -> Any:
         )
     reps: list[Any] = known.dims()
     data = node.input(0)
-    if len(reps) != len(_shape(data)):
-        raise NodeError(f"{len(reps)} repeats for a tensor of rank {len(_shape(data))}")
+    if len(reps) != len(value_shape(data)):
+        raise NodeError(f"{len(reps)} repeats for a tensor of rank {len(value_shape(data))}")
     if isinstance(data, Known) and not data.symbolic:
         return Known(np.tile(data.array, reps), data.dtype)
     return trace.apply("tile", node.tensor(0), reps=reps)

@@ -27,7 +27,7 @@ from dynshape.builder import trace
 
 from ..known import Known
 from ..registry import Node, NodeError, Unsupported, converter
-from .shape import _axis, _dtype, _shape
+from .operands import normalize_axis, value_dtype, value_shape
 
 
 def _const(value: Any, dtype: str) -> Any:
@@ -54,10 +54,10 @@ def gemm(node: Node) -> Any:
     alpha = float(node.attr("alpha", 1.0))
     beta = float(node.attr("beta", 1.0))
     trans_a, trans_b = node.attr("transA", 0), node.attr("transB", 0)
-    dtype = _dtype(node.input(0))
+    dtype = value_dtype(node.input(0))
     for i in (0, 1):
-        if len(_shape(node.input(i))) != 2:
-            raise NodeError(f"input {i} must be 2-d, got shape {list(_shape(node.input(i)))}")
+        if len(value_shape(node.input(i))) != 2:
+            raise NodeError(f"input {i} must be 2-d, got shape {list(value_shape(node.input(i)))}")
     a = node.tensor(0)
     if trans_a:
         a = trace.apply("transpose", a, axes=[1, 0])
@@ -178,8 +178,8 @@ def _window(
     """What Conv and ConvTranspose read alike: the input's shape, the input as 2-d (and
     whether it was 1-d), the kernel's extent (checked against ``kernel_shape``), strides and
     dilations."""
-    x_shape = _shape(node.input(0))
-    w_shape = _shape(node.input(1))
+    x_shape = value_shape(node.input(0))
+    w_shape = value_shape(node.input(1))
     rank = len(x_shape)
     if len(w_shape) != rank:
         raise NodeError(f"the weight has rank {len(w_shape)} but the input has rank {rank}")
@@ -328,7 +328,7 @@ def conv_transpose(node: Node) -> Any:
 def _pool(node: Node, op: str) -> Any:
     if node.num_outputs > 1:
         raise Unsupported("the Indices output of MaxPool is not supported")
-    x_shape = _shape(node.input(0))
+    x_shape = value_shape(node.input(0))
     rank = len(x_shape)
     n = rank - 2
     if node.attr("kernel_shape") is None:
@@ -382,7 +382,7 @@ def max_pool(node: Node) -> Any:
     """``nn.max_pool2d`` (kernel_shape, strides, pads, auto_pad, ceil_mode, dilations)."""
     if node.attr("storage_order", 0):
         raise Unsupported("storage_order=1 is not supported (it only orders the Indices output)")
-    dtype = _dtype(node.input(0))
+    dtype = value_dtype(node.input(0))
     if dtype in ("int8", "uint8", "int16"):  # exact in float32: pool there, cast back
         cast = trace.apply("cast", node.tensor(0), dtype="float32")
         narrowed = dataclasses.replace(node, inputs=[cast, *node.inputs[1:]])
@@ -398,7 +398,7 @@ def average_pool(node: Node) -> Any:
 
 
 def _global(node: Node, op: str, reduce: str) -> Any:
-    rank = len(_shape(node.input(0)))
+    rank = len(value_shape(node.input(0)))
     if rank < 3:
         raise NodeError(f"the input must have rank >= 3 (N, C, spatial...), got rank {rank}")
     if rank == 4:
@@ -433,11 +433,11 @@ def batch_normalization(node: Node) -> Any:
     if node.num_outputs > 1:
         raise Unsupported("the running mean/var outputs are training outputs: not supported")
     eps = float(node.attr("epsilon", 1e-5))
-    x_shape = _shape(node.input(0))
+    x_shape = value_shape(node.input(0))
     rank = len(x_shape)
     if rank < 2:
         raise NodeError(f"the input must have rank >= 2 (N, C, ...), got rank {rank}")
-    dtype = _dtype(node.input(0))
+    dtype = value_dtype(node.input(0))
     newshape = _per_channel(rank)
     params = [node.numeric(i) for i in (1, 2, 3, 4)]
     if all(p is not None for p in params):
@@ -450,7 +450,7 @@ def batch_normalization(node: Node) -> Any:
     scale, bias, mean, var = (
         trace.apply("reshape", node.tensor(i), newshape=newshape) for i in (1, 2, 3, 4)
     )
-    inv = trace.apply("rsqrt", trace.apply("add", var, _const(eps, _dtype(node.input(4)))))
+    inv = trace.apply("rsqrt", trace.apply("add", var, _const(eps, value_dtype(node.input(4)))))
     out = trace.apply("subtract", node.tensor(0), mean)
     out = trace.apply("multiply", out, trace.apply("multiply", scale, inv))
     return trace.apply("add", out, bias)
@@ -469,14 +469,14 @@ def _normalize(x: Any, axes: list[int], eps: float, dtype: str) -> tuple[Any, An
 def layer_normalization(node: Node) -> Any:
     """Normalise over axes ``[axis, rank)``, scale and shift (bias optional): ``nn.layer_norm``
     for the last axis alone, else composed; the Mean and InvStdDev outputs are composed."""
-    x_shape = _shape(node.input(0))
+    x_shape = value_shape(node.input(0))
     rank = len(x_shape)
-    axis = _axis(int(node.attr("axis", -1)), rank)
+    axis = normalize_axis(int(node.attr("axis", -1)), rank)
     eps = float(node.attr("epsilon", 1e-5))
-    dtype = _dtype(node.input(0))
+    dtype = value_dtype(node.input(0))
     if node.attr("stash_type", 1) != 1:
         raise Unsupported(f"stash_type={node.attr('stash_type')} is not supported (only 1)")
-    scale_shape = _shape(node.input(1))
+    scale_shape = value_shape(node.input(1))
     has_bias = node.input(2) is not None
     if axis == rank - 1 and len(scale_shape) == 1 and node.num_outputs == 1:
         scale = node.tensor(1)
@@ -493,11 +493,11 @@ def layer_normalization(node: Node) -> Any:
 @converter("InstanceNormalization")
 def instance_normalization(node: Node) -> Any:
     """Normalise each (n, c) over the spatial axes, then ``scale`` and ``B`` per channel."""
-    rank = len(_shape(node.input(0)))
+    rank = len(value_shape(node.input(0)))
     if rank < 3:
         raise NodeError(f"the input must have rank >= 3 (N, C, spatial...), got rank {rank}")
     eps = float(node.attr("epsilon", 1e-5))
-    dtype = _dtype(node.input(0))
+    dtype = value_dtype(node.input(0))
     out, _, _ = _normalize(node.tensor(0), list(range(2, rank)), eps, dtype)
     newshape = _per_channel(rank)
     scale = trace.apply("reshape", node.tensor(1), newshape=newshape)
@@ -511,7 +511,7 @@ def instance_normalization(node: Node) -> Any:
 def _softmax(node: Node, op: str) -> Any:
     """Opset 13 on: along ``axis`` (default -1), any axis. (Opsets before 13, which took the
     input as 2-d, are not imported at all.)"""
-    axis = _axis(int(node.attr("axis", -1)), len(_shape(node.input(0))))
+    axis = normalize_axis(int(node.attr("axis", -1)), len(value_shape(node.input(0))))
     return trace.apply(op, node.tensor(0), axis=axis)
 
 

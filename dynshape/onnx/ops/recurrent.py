@@ -28,7 +28,7 @@ import ir
 from dynshape.builder import trace
 
 from ..registry import Node, NodeError, Unsupported, converter
-from .shape import _dtype, _shape
+from .operands import value_dtype, value_shape
 
 #: Op -> (the dynshape op, gate count, default activations of one direction).
 _OPS: dict[str, tuple[str, int, tuple[str, ...]]] = {
@@ -74,7 +74,7 @@ def _check(node: Node, i: int, what: str, want: Sequence[ir.Dim]) -> None:
     value = node.input(i)
     if value is None:
         return
-    got = _shape(value)
+    got = value_shape(value)
     bad = len(got) != len(want) or any(
         ir.compare(g, "==", w) is False for g, w in zip(got, want, strict=True)
     )
@@ -89,10 +89,10 @@ def _recurrent(node: Node) -> list[Any]:
     x_value = node.input(0)
     if x_value is None or node.input(1) is None or node.input(2) is None:
         raise NodeError("X, W and R (inputs 0, 1, 2) are required")
-    dtype = _dtype(x_value)
+    dtype = value_dtype(x_value)
     if np.dtype(dtype).kind != "f":
         raise NodeError(f"X must be floating-point, got {dtype}")
-    x_shape = _shape(x_value)
+    x_shape = value_shape(x_value)
     if len(x_shape) != 3:
         raise NodeError(f"X must be 3-d, got shape {list(x_shape)}")
     layout = int(node.attr("layout", 0))
@@ -103,8 +103,8 @@ def _recurrent(node: Node) -> list[Any]:
     if direction not in ("forward", "reverse", "bidirectional"):
         raise NodeError(f"direction={direction!r} is not forward, reverse or bidirectional")
     dirs = 2 if direction == "bidirectional" else 1
-    w_shape = _shape(node.input(1))
-    r_shape = _shape(node.input(2))
+    w_shape = value_shape(node.input(1))
+    r_shape = value_shape(node.input(2))
     hidden = node.attr("hidden_size")
     if hidden is None:
         hidden = r_shape[-1] if len(r_shape) == 3 else None

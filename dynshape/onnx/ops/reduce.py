@@ -18,7 +18,7 @@ from dynshape.builder import trace
 from ..known import Known
 from ..registry import Node, NodeError, converter
 from .layout import slice_axis
-from .shape import _axis, _dtype, _shape
+from .operands import normalize_axis, value_dtype, value_shape
 
 _CATALOGUE = {
     "ReduceSum": "sum",
@@ -35,7 +35,7 @@ def _axes(node: Node, rank: int) -> list[int] | str | None:
     axes = node.ints(1, "axes") if axes_input else node.attr("axes")
     if not axes:
         return "noop" if node.attr("noop_with_empty_axes", 0) else None
-    out = sorted({_axis(int(a), rank, "axes entry") for a in axes})
+    out = sorted({normalize_axis(int(a), rank, "axes entry") for a in axes})
     if len(out) != len(axes):
         raise NodeError(f"axes={list(axes)} names an axis twice")
     return out
@@ -82,16 +82,16 @@ def reduce(node: Node) -> Any:
     """A catalogue reduction, or a sum with elementwise ops around it. With
     ``noop_with_empty_axes`` only the sum is left out (``ReduceL1`` is then ``abs(x)``, as in
     onnxruntime)."""
-    rank = len(_shape(node.input(0)))
+    rank = len(value_shape(node.input(0)))
     axes = _axes(node, rank)
     x = node.tensor(0)
     keepdims = bool(node.attr("keepdims", 1))
-    dtype = _dtype(node.input(0))
+    dtype = value_dtype(node.input(0))
     op = node.op_type
     if op in _CATALOGUE:
         if axes == "noop":
             return x
-        empty = _empty_reduction(op, _shape(node.input(0)), axes, keepdims, dtype)
+        empty = _empty_reduction(op, value_shape(node.input(0)), axes, keepdims, dtype)
         if empty is not None:
             return empty
         out = _reduce(_CATALOGUE[op], x, axes, keepdims)
@@ -113,7 +113,7 @@ def reduce(node: Node) -> Any:
 @converter("ReduceLogSumExp")
 def reduce_log_sum_exp(node: Node) -> Any:
     """``log(sum(exp(x - m))) + m`` with ``m`` the maximum over the axes (no overflow)."""
-    rank = len(_shape(node.input(0)))
+    rank = len(value_shape(node.input(0)))
     axes = _axes(node, rank)
     x = node.tensor(0)
     if axes == "noop":
@@ -126,14 +126,14 @@ def reduce_log_sum_exp(node: Node) -> Any:
         return out
     gone = list(range(rank)) if axes is None else axes
     return trace.apply(
-        "reshape", out, newshape=[d for i, d in enumerate(_shape(out)) if i not in gone]
+        "reshape", out, newshape=[d for i, d in enumerate(value_shape(out)) if i not in gone]
     )
 
 
 def _arg(node: Node, op: str) -> Any:
-    x_shape = _shape(node.input(0))
+    x_shape = value_shape(node.input(0))
     rank = len(x_shape)
-    axis = _axis(int(node.attr("axis", 0)), rank)
+    axis = normalize_axis(int(node.attr("axis", 0)), rank)
     keepdims = bool(node.attr("keepdims", 1))
     x = node.tensor(0)
     if not node.attr("select_last_index", 0):

@@ -21,27 +21,7 @@ from dynshape.builder import trace
 from ..known import Known
 from ..model import DTYPES
 from ..registry import Node, NodeError, Unsupported, converter
-
-
-def _tensor_type(value: Any) -> ir.TensorType:
-    ty = value.type
-    if not isinstance(ty, ir.TensorType):
-        raise NodeError(f"expected a tensor, got {ty}")
-    return ty
-
-
-def _shape(value: Any) -> tuple[ir.Dim, ...]:
-    return value.shape if isinstance(value, Known) else tuple(_tensor_type(value).shape)
-
-
-def _dtype(value: Any) -> str:
-    return value.dtype if isinstance(value, Known) else str(_tensor_type(value).dtype)
-
-
-def _axis(axis: int, rank: int, what: str = "axis") -> int:
-    if not -rank <= axis < max(rank, 1):
-        raise NodeError(f"{what} {axis} is out of range for rank {rank}")
-    return axis % rank if rank else 0
+from .operands import normalize_axis, value_dtype, value_shape
 
 
 @converter("Constant")
@@ -69,7 +49,7 @@ def identity(node: Node) -> Any:
 @converter("Shape")
 def shape(node: Node) -> Known:
     """The input's dims (``start``/``end`` slice them, opset 15)."""
-    dims = list(_shape(node.input(0)))
+    dims = list(value_shape(node.input(0)))
     rank = len(dims)
     start = node.attr("start", 0)
     end = node.attr("end", rank)
@@ -81,7 +61,7 @@ def shape(node: Node) -> Known:
 @converter("Size")
 def size(node: Node) -> Known:
     total: Any = sympy.Integer(1)
-    for d in _shape(node.input(0)):
+    for d in value_shape(node.input(0)):
         total = total * d
     return Known.of(ir.simplify(total) if isinstance(total, sympy.Basic) else total, "int64")
 
@@ -105,8 +85,8 @@ def cast(node: Node) -> Any:
 @converter("Gather")
 def gather(node: Node) -> Any:
     data, indices = node.input(0), node.input(1)
-    rank = len(_shape(data))
-    axis = _axis(node.attr("axis", 0), rank)
+    rank = len(value_shape(data))
+    axis = normalize_axis(node.attr("axis", 0), rank)
     if isinstance(data, Known) and isinstance(indices, Known) and indices.numeric() is not None:
         n = data.shape[axis]
         idx = np.asarray(indices.array, dtype=np.int64)
@@ -121,8 +101,8 @@ def unsqueeze(node: Node) -> Any:
     axes = node.attr("axes") if node.opset < 13 else node.ints(1, "axes")
     if axes is None:
         raise NodeError("Unsqueeze needs axes")
-    rank = len(_shape(node.input(0))) + len(axes)
-    axes = sorted(_axis(int(a), rank, "axes entry") for a in axes)
+    rank = len(value_shape(node.input(0))) + len(axes)
+    axes = sorted(normalize_axis(int(a), rank, "axes entry") for a in axes)
     value = node.input(0)
     if isinstance(value, Known):
         array = value.array
@@ -138,12 +118,12 @@ def unsqueeze(node: Node) -> Any:
 @converter("Squeeze")
 def squeeze(node: Node) -> Any:
     value = node.input(0)
-    shape_in = _shape(value)
+    shape_in = value_shape(value)
     given = node.ints(1, "axes") if len(node.inputs) > 1 else None
     if given is None:
         axes = [i for i, d in enumerate(shape_in) if d == 1]
     else:
-        axes = sorted(_axis(int(a), len(shape_in), "axes entry") for a in given)
+        axes = sorted(normalize_axis(int(a), len(shape_in), "axes entry") for a in given)
     if isinstance(value, Known):
         return Known(np.squeeze(value.array, axis=tuple(axes)), value.dtype)
     return trace.apply("squeeze", value, axis=axes)
@@ -152,8 +132,8 @@ def squeeze(node: Node) -> Any:
 @converter("Concat")
 def concat(node: Node) -> Any:
     parts = [v for v in node.inputs if v is not None]
-    rank = len(_shape(parts[0]))
-    axis = _axis(node.attr("axis"), rank)
+    rank = len(value_shape(parts[0]))
+    axis = normalize_axis(node.attr("axis"), rank)
     if all(isinstance(p, Known) for p in parts):
         dtype = parts[0].dtype
         arrays = [
@@ -177,7 +157,7 @@ def reshape(node: Node) -> Any:
         return trace.apply("dyn.reshape", node.tensor(0), node.tensor(1))  # 0 copies, as ONNX
     target = node.ints(1, "shape")
     assert target is not None
-    shape_in = _shape(value)
+    shape_in = value_shape(value)
     newshape = []
     for i, d in enumerate(target):
         if d == 0 and not allowzero:
@@ -203,7 +183,7 @@ def reshape(node: Node) -> Any:
 
 @converter("Flatten")
 def flatten(node: Node) -> Any:
-    shape_in = _shape(node.input(0))
+    shape_in = value_shape(node.input(0))
     axis = node.attr("axis", 1)
     axis = axis + len(shape_in) if axis < 0 else axis
     if not 0 <= axis <= len(shape_in):
@@ -248,7 +228,7 @@ def expand(node: Node) -> Any:
     target and ``broadcast_to`` checks at run time that the input's dim matches."""
     dims = node.ints(1, "shape")
     assert dims is not None
-    shape_in = _shape(node.input(0))
+    shape_in = value_shape(node.input(0))
     rank = max(len(dims), len(shape_in))
     a = [1] * (rank - len(shape_in)) + list(shape_in)
     b = [1] * (rank - len(dims)) + list(dims)
@@ -267,7 +247,7 @@ def range_(node: Node) -> Any:
     counted from a tensor of that length (no data-dependent size); float ones run ``arange`` and
     are reshaped to it (a run-time check that the two agree)."""
     a, b, c = (node.known(i) for i in range(3))
-    dtype = _dtype(node.input(0))
+    dtype = value_dtype(node.input(0))
 
     def run_time() -> Any:
         return trace.apply("arange", node.tensor(0), node.tensor(1), node.tensor(2), dtype=dtype)
