@@ -43,6 +43,7 @@ from .expr import (
     nest_lets,
     tuple_of,
 )
+from .function_attrs import Dest, FunctionAttrs, Step
 from .functor import ExprFunctor, ExprMutator, ExprVisitor
 from .module import Module
 from .nesting import MAX_NESTING, check_nesting, find_too_deep, nesting_depth, too_deep_message
@@ -61,6 +62,7 @@ from .op import (
 from .ranges import Ranges
 from .rebind import fresh_binders
 from .span import Span
+from .steps import StepsError, op_calls, step_calls
 from .structural import structurally_equal
 from .text import parse, parse_type
 from .types import (
@@ -84,6 +86,7 @@ __all__ = [
     "Binding",
     "Call",
     "Constant",
+    "Dest",
     "Dim",
     "Expr",
     "ExprFunctor",
@@ -91,6 +94,7 @@ __all__ = [
     "ExprVisitor",
     "FuncType",
     "Function",
+    "FunctionAttrs",
     "GlobalVar",
     "IRError",
     "If",
@@ -102,6 +106,8 @@ __all__ = [
     "ParseError",
     "Ranges",
     "Span",
+    "Step",
+    "StepsError",
     "StorageType",
     "TensorType",
     "Tuple",
@@ -132,12 +138,14 @@ __all__ = [
     "let_chain",
     "nest_lets",
     "nesting_depth",
+    "op_calls",
     "parse",
     "parse_type",
     "plain_symbols",
     "register_op",
     "scalar",
     "simplify",
+    "step_calls",
     "structurally_equal",
     "sym",
     "tensor_leaves",

@@ -20,6 +20,7 @@ import numpy as np
 from .attrs import Attrs
 from .dtypes import DTYPES
 from .errors import IRError
+from .function_attrs import FunctionAttrs
 from .op import OpDef, get_op
 from .ranges import Ranges
 from .span import Span
@@ -150,8 +151,9 @@ class Function(Expr):
     """The result expression."""
     ret_type: Type | None = None
     """The declared result type, if any."""
-    attrs: Attrs = field(default_factory=Attrs)
-    """Function attributes such as ``Primitive=1`` (ints, floats, strings or bools)."""
+    attrs: FunctionAttrs = field(default_factory=FunctionAttrs)
+    """What the compiler records on the function (``Primitive=1``, its step plan, ...): typed
+    fields, printed as attributes (``ir/function_attrs.py``)."""
     ranges: Ranges = field(default_factory=Ranges)
     """Declared ranges of named symbols of the parameter types: symbol -> ``(lo, hi)``
     inclusive, ``hi`` None for no upper bound (``where n in [1, 4096]`` in the text). A
@@ -163,11 +165,8 @@ class Function(Expr):
             if not isinstance(p, Var):
                 raise IRError(f"function parameter {p!r} is not a Var", self.span)
         object.__setattr__(self, "params", params)
-        if not isinstance(self.attrs, Attrs):
-            object.__setattr__(self, "attrs", Attrs(self.attrs))
-        for key, value in self.attrs.items():
-            if not isinstance(value, (int, float, str, bool)):
-                raise IRError(f"function attribute {key}={value!r} must be a scalar", self.span)
+        if not isinstance(self.attrs, FunctionAttrs):
+            raise IRError(f"function attributes {self.attrs!r} are not FunctionAttrs", self.span)
         if not isinstance(self.ranges, Ranges):
             try:
                 object.__setattr__(self, "ranges", Ranges(self.ranges))
@@ -194,7 +193,7 @@ class Function(Expr):
     @property
     def is_primitive(self) -> bool:
         """True for fused primitive functions (``Primitive=1``)."""
-        return bool(self.attrs.get("Primitive", 0))
+        return self.attrs.primitive
 
 
 @dataclass(frozen=True, eq=False)
@@ -303,12 +302,16 @@ def function(
     params: Sequence[Var],
     body: Expr,
     ret_type: Type | None = None,
-    attrs: Mapping[str, Any] | None = None,
+    attrs: FunctionAttrs | Mapping[str, Any] | None = None,
     span: Span | None = None,
     ranges: Mapping[Any, tuple[int, int | None]] | None = None,
 ) -> Function:
-    """Build a function. ``ranges`` declares symbol ranges, keyed by name or symbol:
+    """Build a function. ``attrs`` may be a mapping (``{"Primitive": 1}``, see
+    ``FunctionAttrs.of``). ``ranges`` declares symbol ranges, keyed by name or symbol:
     ``ranges={"n": (1, 4096), "m": (2, None)}`` (``None``: no upper bound)."""
-    return Function(
-        tuple(params), body, ret_type, Attrs(attrs or {}), Ranges(ranges or {}), span=span
-    )
+    if not isinstance(attrs, FunctionAttrs):
+        try:
+            attrs = FunctionAttrs.of(attrs or {})
+        except IRError as e:
+            raise IRError(e.message, span) from None
+    return Function(tuple(params), body, ret_type, attrs, Ranges(ranges or {}), span=span)

@@ -1,8 +1,9 @@
 """Where each op call of a primitive function writes its result: an output, or a scratch buffer.
 
 Computed once, by ``manifest_alloc``, which allocates the scratch buffers in the IR (so that
-memory planning sees them) and records the plan on the primitive as its ``Steps`` attribute
-(``step_plan_attr.py``), which the lowering reads to build the fused kernel's steps.
+memory planning sees them) and records the plan on the primitive (``fn.attrs.steps``, printed
+``Steps="..."``; ``recorded_plan.py``), which the lowering reads to build the fused kernel's
+steps.
 
 The rules, with the symbolic types in hand:
 
@@ -25,22 +26,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import ir
-from ir import Call, Expr, Function, OpPattern, TensorType, Tuple, TupleGetItem
+from ir import Call, Dest, Expr, Function, OpPattern, TensorType
 from ir.graph import post_order_uses
+from ir.steps import producers, step_operands
 
 from ..errors import CompileError
 
 _IN_PLACE = (OpPattern.ELEMWISE, OpPattern.BROADCAST)
-
-
-@dataclass(frozen=True)
-class Dest:
-    """Where one result leaf of a step goes: output ``index`` or scratch slot ``index``."""
-
-    kind: str
-    """``"out"`` or ``"tmp"``."""
-    index: int
-    """The output's or the slot's number."""
 
 
 @dataclass
@@ -57,13 +49,25 @@ class StepPlan:
     """Per slot, the (step, leaf) that writes it first (its run-time shape comes from there)."""
 
 
+def single_op(fn: Function) -> bool:
+    """True if ``fn``'s body is one op applied to its parameters in order: a plain kernel, no
+    step plan."""
+    body = fn.body
+    return (
+        isinstance(body, Call)
+        and body.op is not None
+        and len(body.args) == len(fn.params)
+        and all(a is p for a, p in zip(body.args, fn.params, strict=True))
+    )
+
+
 def plan_steps(fn: Function) -> StepPlan:
     """The step plan of primitive ``fn`` (see the module docstring)."""
     body = fn.body
     weight = _weights(body)
 
     def heavy_first(node: Expr) -> list[tuple[Expr, None]]:
-        return sorted(operands(node), key=lambda c: -weight[c[0]])
+        return sorted(step_operands(node), key=lambda c: -weight[c[0]])
 
     order, uses = post_order_uses(body, heavy_first, None)
     calls = [n for n in order if isinstance(n, Call) and n.op is not None]
@@ -71,7 +75,7 @@ def plan_steps(fn: Function) -> StepPlan:
     last_use: dict[Call, int] = {}
     for i, c in enumerate(calls):
         for a in c.args:
-            for producer in _producers(a):
+            for producer in producers(a):
                 last_use[producer] = i
     in_out = _output_chain(body, {n: len(u) for n, u in uses.items()}, weight)
     plan = StepPlan(calls, {}, [], [])
@@ -119,7 +123,7 @@ def _reuse(
     assert call.op is not None
     if call.op.pattern in _IN_PLACE and num_leaves == 1:
         for a in call.args:
-            for producer in _producers(a):
+            for producer in producers(a):
                 for d in plan.dests.get(producer, ()):
                     if (
                         d.kind == "tmp"
@@ -135,15 +139,15 @@ def _reuse(
 def _read_twice_elsewhere(call: Call, producer: Call) -> bool:
     """True if ``producer``'s value reaches ``call`` other than as a direct argument (through a
     tuple), where overlapping it with the output would not be a plain elementwise overlap."""
-    return any(a is not producer and producer in _producers(a) for a in call.args)
+    return any(a is not producer and producer in producers(a) for a in call.args)
 
 
 def _weights(root: Expr) -> dict[Expr, int]:
     """Op calls under each node (shared ones counted once per path: a heuristic only)."""
     weight: dict[Expr, int] = {}
-    for node in post_order_uses(root, operands, None)[0]:
+    for node in post_order_uses(root, step_operands, None)[0]:
         own = 1 if isinstance(node, Call) and node.op is not None else 0
-        weight[node] = own + sum(weight[c] for c, _ in operands(node))
+        weight[node] = own + sum(weight[c] for c, _ in step_operands(node))
     return weight
 
 
@@ -174,17 +178,6 @@ def _output_chain(root: Expr, uses: dict[Expr, int], weight: dict[Expr, int]) ->
     return out
 
 
-def _producers(e: Expr) -> list[Call]:
-    """The op calls whose results ``e`` reads (through tuples and projections)."""
-    if isinstance(e, Call) and e.op is not None:
-        return [e]
-    if isinstance(e, Tuple):
-        return [p for f in e.fields for p in _producers(f)]
-    if isinstance(e, TupleGetItem):
-        return _producers(e.tuple_value)
-    return []
-
-
 def type_of(e: Expr) -> ir.Type:
     """``e``'s type; the plan needs typed primitive functions."""
     if e.ty is None:
@@ -204,14 +197,3 @@ def same_shape(a: ir.Type | None, b: TensorType) -> bool:
 def same_type(a: ir.Type | None, b: TensorType) -> bool:
     """``a`` is a tensor of ``b``'s dtype whose shape is provably ``b``'s."""
     return same_shape(a, b) and isinstance(a, TensorType) and a.dtype == b.dtype
-
-
-def operands(node: Expr) -> list[tuple[Expr, None]]:
-    """The nodes a step plan's walks descend into from ``node`` (in ``post_order_uses`` form)."""
-    if isinstance(node, Call):
-        return [(a, None) for a in node.args]
-    if isinstance(node, Tuple):
-        return [(f, None) for f in node.fields]
-    if isinstance(node, TupleGetItem):
-        return [(node.tuple_value, None)]
-    return []

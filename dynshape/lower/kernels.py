@@ -2,12 +2,12 @@
 
 A primitive whose body is one op applied to its parameters in order becomes an ``OpKernel``.
 Anything else becomes a ``FusedKernel``: one step per op call, in dependency order, each writing
-where the step plan says (the primitive's ``Steps`` attribute, recorded by ``manifest_alloc``
-and read and verified by ``analysis/step_plan_attr.py``): an output, or a scratch slot. A
-scratch slot is the caller's when the invoke passes it (``manifest_alloc`` allocated it in the
-IR, after the outputs); otherwise the VM allocates it for the call, shaped like an input when
-its type proves it, statically when its shape is static, and else by the shape function of the
-step that writes it first.
+where the step plan says (the primitive's ``fn.attrs.steps``, printed ``Steps="..."``, recorded
+by ``manifest_alloc`` and verified by ``analysis/recorded_plan.py``): an output, or a scratch
+slot. A scratch slot is the caller's when the invoke passes it (``manifest_alloc`` allocated it
+in the IR, after the outputs); otherwise the VM allocates it for the call, shaped like an input
+when its type proves it, statically when its shape is static, and else by the shape function of
+the step that writes it first.
 
 Attributes reach the VM through ``vm_attrs``: a list of ints or dims (``reshape``'s
 ``newshape=[n, m]``, ``split``'s ``indices_or_sections=[n // 2]``) has its dim entries replaced
@@ -25,13 +25,12 @@ import numpy as np
 import sympy
 
 import ir
-from ir import Call, Constant, Expr, Function, Tuple, TupleGetItem, Var
+from ir import Call, Constant, Dest, Expr, Function, Tuple, TupleGetItem, Var
 from ir.attrs import has_symbolic_entries
 from vm import Assembler, FusedKernel, FusedStep, Ref, Scratch
 
-from ..analysis.step_plan import Dest, StepPlan, plan_steps, same_shape
-from ..analysis.step_plan_attr import ATTR as STEPS
-from ..analysis.step_plan_attr import plan_from_attr, single_op
+from ..analysis.recorded_plan import recorded_plan
+from ..analysis.step_plan import StepPlan, plan_steps, same_shape, single_op
 from ..errors import CompileError
 
 
@@ -87,7 +86,7 @@ class _FusedBuilder:
         # The plan manifest_alloc recorded (verified as it is read); planned here only for a
         # module that reached the memory stage without one (written by hand, say).
         fn = self.fn
-        plan = plan_from_attr(fn, self.name) if STEPS in fn.attrs else plan_steps(fn)
+        plan = recorded_plan(fn, self.name) if fn.attrs.steps is not None else plan_steps(fn)
         if self.num_scratch and self.num_scratch != len(plan.slots):
             raise CompileError(
                 f"primitive function {self.name}: the invoke passes {self.num_scratch} "

@@ -59,11 +59,11 @@ from dataclasses import dataclass, field
 
 import ir
 from ir import (
-    Attrs,
     Call,
     Constant,
     Expr,
     Function,
+    FunctionAttrs,
     FuncType,
     GlobalVar,
     If,
@@ -341,13 +341,12 @@ class _Primitive:
             )
         root = group.root
         assert root.ty is not None
-        attrs: dict[str, int] = {"Primitive": 1}
-        if all(m.op is not None and m.op.name in RESHAPE_LIKE for m in group.members):
-            attrs["Reshape"] = 1
+        reshape = all(m.op is not None and m.op.name in RESHAPE_LIKE for m in group.members)
+        attrs = FunctionAttrs(primitive=True, reshape=reshape)
         params = tuple(self.params)
         fn_ty = FuncType(tuple([_type(p) for p in params]), root.ty)
         ret = annotation(root.ty)
-        fn = Function(params, body[root], ret, Attrs(attrs), span=root.span, ty=fn_ty)
+        fn = Function(params, body[root], ret, attrs, span=root.span, ty=fn_ty)
         return Call(fn, tuple(self.args), span=root.span, ty=root.ty)
 
     def operand(self, node: Expr, body: dict[Call, Call]) -> Expr:

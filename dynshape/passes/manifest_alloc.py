@@ -54,9 +54,8 @@ from ir import (
 from shape_funcs import get_shape_func
 
 from ..analysis.entry_binding import entry_plan
-from ..analysis.step_plan import StepPlan, plan_steps
-from ..analysis.step_plan_attr import ATTR as STEPS
-from ..analysis.step_plan_attr import plan_from_attr, plan_to_attr, single_op
+from ..analysis.recorded_plan import recorded_plan, recorded_steps
+from ..analysis.step_plan import StepPlan, plan_steps, single_op
 from ..dialect.memory import (
     ALIGNMENT,
     AllocStorage,
@@ -231,15 +230,15 @@ class _FunctionManifest:
         return None
 
     def with_steps(self, fn: Function) -> Function:
-        """``fn`` with its step plan recorded in the IR (the ``Steps`` attribute, which the
-        lowering reads) if it is a fused primitive; a plan already there is verified, kept."""
-        if not fn.is_primitive or single_op(fn) or fn.attrs.get("Reshape"):
+        """``fn`` with its step plan recorded in the IR (``fn.attrs.steps``, which the lowering
+        reads) if it is a fused primitive; a plan already there is verified, kept."""
+        if not fn.is_primitive or single_op(fn) or fn.attrs.reshape:
             return fn
-        if STEPS in fn.attrs:
-            self.plans[fn] = plan_from_attr(fn, f"in @{self.name}")
+        if fn.attrs.steps is not None:
+            self.plans[fn] = recorded_plan(fn, f"in @{self.name}")
             return fn
         plan = plan_steps(fn)
-        attrs = ir.Attrs({**fn.attrs, STEPS: plan_to_attr(fn, plan)})
+        attrs = dataclasses.replace(fn.attrs, steps=recorded_steps(fn, plan))
         planned = dataclasses.replace(fn, attrs=attrs)
         self.plans[planned] = plan
         return planned
@@ -267,7 +266,7 @@ class _FunctionManifest:
         out_ty = call.ty
         assert out_ty is not None
         leaves = ir.tensor_leaves(out_ty)
-        if fn.attrs.get("Reshape") and isinstance(out_ty, TensorType) and len(args) == 1:
+        if fn.attrs.reshape and isinstance(out_ty, TensorType) and len(args) == 1:
             self.require_bound(leaves, bound, call)
             return b.let(var.name_hint, ReshapeTensor.make(args[0], out_ty.shape))
         if not _symbols(d for leaf in leaves for d in leaf.shape) <= bound:

@@ -27,6 +27,7 @@ from ..op import OpDef, get_op, has_op
 from ..ranges import Ranges
 from ..types import Type, type_symbols
 from .constants_text import is_literal_start, parse_attr_value, parse_scalar, parse_tensor_const
+from .function_attrs_text import Written, read_function_attrs
 from .lexer import Kind, Token, TokenStream
 from .types_text import TypeParser
 
@@ -114,7 +115,7 @@ class _Parser:
         ts.expect("(", "'(' and the parameters")
         self.names.push()
         params: list[Var] = []
-        attrs: dict[str, Any] = {}
+        attrs: list[Written] = []
         while not ts.at(")"):
             tok = ts.peek()
             if tok.kind is Kind.LOCAL:
@@ -129,7 +130,7 @@ class _Parser:
                 ts.next()
                 value_tok = ts.peek()
                 value = parse_attr_value(ts, self.types.dims)
-                if tok.text in attrs:
+                if any(key.text == tok.text for key, _, _ in attrs):
                     raise ts.error(f"duplicate function attribute {tok.text}", tok)
                 if not isinstance(value, (int, float, str)):  # bool is an int
                     raise ts.error(
@@ -137,7 +138,7 @@ class _Parser:
                         "(int, float, string or bool)",
                         value_tok,
                     )
-                attrs[tok.text] = value
+                attrs.append((tok, value_tok, value))
             else:
                 raise ts.unexpected("a parameter '%name' or an attribute 'Name=value'")
             if not ts.accept(","):
@@ -153,7 +154,8 @@ class _Parser:
         body = self.block()
         self.bound = outer
         self.names.pop()
-        return Function(tuple(params), body, ret, Attrs(attrs), ranges, span=ts.span(start))
+        fn_attrs = read_function_attrs(ts, attrs, body)
+        return Function(tuple(params), body, ret, fn_attrs, ranges, span=ts.span(start))
 
     def where_clause(self, params: list[Var]) -> Ranges:
         """``where n in [1, 4096], m in [2, ...]``: ranges of symbols of the parameter types."""

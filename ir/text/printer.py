@@ -32,6 +32,7 @@ from ..op import OpDef
 from ..types import Type
 from .constants_text import attr_text, constant_text
 from .dims_text import AnonNamer
+from .function_attrs_text import function_attrs_text
 from .layout import Layout, Use
 from .types_text import format_type, type_to_text
 
@@ -161,7 +162,7 @@ class _Unit:
     def function(self, fn: Function, head: str) -> str:
         """``head(params, Attr=v) -> T { body }``; ``head`` is ``fn `` or ``def @name``."""
         params = [self.param(p) for p in fn.params]
-        params += [f"{k}={attr_text(v)}" for k, v in fn.attrs.items()]
+        params += function_attrs_text(fn.attrs)
         text = f"{head}({', '.join(params)})"
         if fn.ret_type is not None:
             text += f" -> {self.type(fn.ret_type)}"

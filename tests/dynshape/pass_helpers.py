@@ -144,7 +144,7 @@ def _assert_primitive(fn: Function, where: str) -> None:
     if OpPattern.OPAQUE in patterns:
         assert len(ops) == 1, f"an opaque op fused with others in {where}"
     reshape_only = all(op.op is not None and op.op.name in RESHAPE_LIKE for op in ops)
-    assert bool(fn.attrs.get("Reshape", 0)) == reshape_only, f"wrong Reshape mark in {where}"
+    assert fn.attrs.reshape == reshape_only, f"wrong Reshape mark in {where}"
 
 
 # ---- to_anf ----------------------------------------------------------------------------------

@@ -6,8 +6,9 @@ import textwrap
 
 import dynshape
 import ir
-from dynshape.analysis.step_plan import Dest, StepPlan, plan_steps
+from dynshape.analysis.step_plan import StepPlan, plan_steps
 from dynshape.passes.infer_types import InferTypes
+from ir import Dest
 
 
 def _plan(source: str) -> tuple[StepPlan, ir.Function]:

@@ -1,8 +1,11 @@
-"""The step plan carried in the IR (``Steps=``): written by manifest_alloc, read by the lowering,
-equal to the planner's plan, and refused with a located message when text makes it wrong."""
+"""The step plan carried in the IR (``fn.attrs.steps``, printed ``Steps=``): written by
+manifest_alloc, read by the lowering, equal to the planner's plan, and refused when text makes it
+wrong: by the parser where the body alone shows it (a located ``ParseError``), by the lowering
+where it takes the types (a ``CompileError`` naming the primitive)."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import sys
 import textwrap
@@ -13,8 +16,8 @@ import pytest
 
 import dynshape
 import ir
+from dynshape.analysis.recorded_plan import recorded_plan
 from dynshape.analysis.step_plan import plan_steps
-from dynshape.analysis.step_plan_attr import ATTR, plan_from_attr
 from dynshape.errors import CompileError
 from ir.text import module_to_text
 
@@ -66,9 +69,9 @@ def _run_with_steps(steps: str) -> np.ndarray:
 def test_every_recorded_plan_reads_back_as_the_planners_plan(case: object) -> None:
     manifest = dynshape.stages(case.source)["manifest"]  # type: ignore[attr-defined]
     for fn in _primitives(manifest):
-        if ATTR not in fn.attrs:
+        if fn.attrs.steps is None:
             continue
-        read, planned = plan_from_attr(fn, "f"), plan_steps(fn)
+        read, planned = recorded_plan(fn, "f"), plan_steps(fn)
         assert read.calls == planned.calls
         assert read.dests == planned.dests
         assert read.first_writer == planned.first_writer
@@ -105,19 +108,38 @@ def test_a_plan_of_another_slot_count_is_followed_when_the_vm_allocates_the_scra
     np.testing.assert_allclose(got, 0.5 * h * np.tanh(h + h * h), rtol=1e-6)
 
 
+# What the body alone refutes is the parser's (every message: tests/ir/test_text_function_attrs.py).
 @pytest.mark.parametrize(
-    "steps, message",
+    "steps, column, message",
     [
-        ("0 exp => t0", "malformed step '0 exp => t0'"),
-        ("9 exp -> t0", "names call 9, but the body has 6 op calls"),
-        ("0 tanh -> t0", "says call 0 is tanh, but it is exp"),
-        ("0 exp -> t0; 0 exp -> t0", "runs call 0 (exp) twice"),
-        ("0 exp -> t0; 5 multiply -> o0", "never runs call 1 (multiply), 2 (multiply)"),
+        ("0 exp -> t0; x", 13, "malformed step 'x': expected the number of an op call"),
+        ("0 tanh -> t0", 0, "says call 0 is tanh, but it is exp"),
+        ("0 exp -> t0; 5 multiply -> o0", None, "never runs call 1 (multiply), 2 (multiply)"),
         (
             "1 multiply -> t0; 0 exp -> t1; 2 multiply -> o0; 3 add -> o0; 4 tanh -> o0; "
             "5 multiply -> o0",
+            0,
             "runs multiply (step 0) before exp (step 1), which it reads",
         ),
+    ],
+)
+def test_a_plan_the_body_refutes_is_a_parse_error_at_the_step(
+    steps: str, column: int | None, message: str
+) -> None:
+    text = _manifest_text(GELU_LIKE)
+    old = f'Steps="{_steps(text)}"'
+    text = text.replace(old, f'Steps="{steps}"')
+    line = next(i for i, t in enumerate(text.split("\n"), 1) if "Steps=" in t)
+    with pytest.raises(ir.ParseError) as info:
+        dynshape.compile(text, start="manifest")
+    assert message in info.value.message
+    at = text.split("\n")[line - 1].index("Steps=") + len('Steps="') + 1
+    assert (info.value.line, info.value.column) == (line, at - 1 if column is None else at + column)
+
+
+@pytest.mark.parametrize(
+    "steps, message",
+    [
         (
             "0 exp -> t0; 1 multiply -> t0; 2 multiply -> o0; 3 add -> o0; 4 tanh -> o0; "
             "5 multiply -> o0",
@@ -127,11 +149,6 @@ def test_a_plan_of_another_slot_count_is_followed_when_the_vm_allocates_the_scra
             "0 exp -> o0; 1 multiply -> t0; 2 multiply -> t1; 3 add -> t1; 4 tanh -> t1; "
             "5 multiply -> o1",
             "writes output 1 of 1",
-        ),
-        (
-            "0 exp -> t1; 1 multiply -> t0; 2 multiply -> o0; 3 add -> o0; 4 tanh -> o0; "
-            "5 multiply -> o0",
-            "uses scratch slot t1 before t0",
         ),
         (
             "0 exp -> t0; 1 multiply -> t1; 2 multiply -> o0; 3 add -> o0; 4 tanh -> o0; "
@@ -145,11 +162,24 @@ def test_a_plan_of_another_slot_count_is_followed_when_the_vm_allocates_the_scra
         ),
     ],
 )
-def test_a_wrong_plan_is_a_compile_error_naming_what_is_wrong(steps: str, message: str) -> None:
+def test_a_plan_the_types_refute_is_a_compile_error_naming_what_is_wrong(
+    steps: str, message: str
+) -> None:
     with pytest.raises(CompileError) as info:
         _run_with_steps(steps)
     assert "its Steps attribute" in str(info.value)
     assert message in str(info.value)
+
+
+def test_steps_built_in_code_are_checked_against_the_body_by_the_lowering() -> None:
+    # Built in code, not parsed: the lowering resolves the steps and names what does not fit.
+    manifest = dynshape.stages(textwrap.dedent(GELU_LIKE))["manifest"]
+    (fn,) = _primitives(manifest)
+    assert fn.attrs.steps is not None
+    wrong = fn.attrs.steps[1:]
+    bad = dataclasses.replace(fn, attrs=dataclasses.replace(fn.attrs, steps=wrong))
+    with pytest.raises(CompileError, match="its Steps attribute never runs call 0 \\(exp\\)"):
+        recorded_plan(bad, "f")
 
 
 def test_a_plan_that_lets_a_non_elementwise_step_overwrite_its_operand_is_refused() -> None:
@@ -189,7 +219,7 @@ def test_a_plan_with_a_buffer_of_another_type_is_refused() -> None:
 def test_a_steps_attribute_that_is_not_a_string_is_refused() -> None:
     text = _manifest_text(GELU_LIKE)
     bad = text.replace(f'Steps="{_steps(text)}"', "Steps=3")
-    with pytest.raises(CompileError, match="its Steps attribute must be a string, got 3"):
+    with pytest.raises(ir.ParseError, match="function attribute Steps=3 must be a string"):
         dynshape.compile(bad, start="manifest")
 
 

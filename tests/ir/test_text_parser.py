@@ -173,7 +173,9 @@ def test_attribute_values() -> None:
 def test_function_attributes_and_optional_types() -> None:
     fn = ir.parse('def @main(%p, Primitive=1, Name="f\\n\\"x\\"", Scale=0.5, Flag=True) { %p }')
     main = fn.main
-    assert dict(main.attrs) == {"Primitive": 1, "Name": 'f\n"x"', "Scale": 0.5, "Flag": True}
+    assert main.attrs == ir.FunctionAttrs(
+        primitive=True, others=(("Name", 'f\n"x"'), ("Scale", 0.5), ("Flag", True))
+    )
     assert main.params[0].type_annotation is None and main.ret_type is None
     assert ir.structurally_equal(ir.parse(str(fn)), fn)
 
