@@ -3,6 +3,7 @@ part of the VM keeping a dispatch of its own."""
 
 from __future__ import annotations
 
+import ast
 import inspect
 import re
 from pathlib import Path
@@ -82,3 +83,42 @@ def test_the_profiler_groups_the_same_instructions_as_shape_work() -> None:
     from vm.profiler import SHAPE_KINDS
 
     assert {"shape_of", "dim", "shape_program", "shape_func", "check", "check_dim"} == SHAPE_KINDS
+
+
+def _runtime_imports(name: str) -> set[str]:
+    """The ``vm`` modules ``vm/<name>`` imports when it runs (``if TYPE_CHECKING:`` blocks,
+    which only the type checker reads, left out)."""
+    tree = ast.parse((VM / name).read_text())
+    found: set[str] = set()
+
+    def walk(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and ast.unparse(child.test) == "TYPE_CHECKING":
+                continue
+            if isinstance(child, ast.ImportFrom) and child.level == 1:
+                found.update([child.module] if child.module else [a.name for a in child.names])
+            walk(child)
+
+    walk(tree)
+    return found
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "decode.py",
+        "kind_rules.py",
+        "instruction_checks.py",
+        "sanitize_rules.py",
+        "straight_lines.py",
+    ],
+)
+def test_the_table_sits_above_its_rules(name: str) -> None:
+    """A rule module imports neither the table nor the part that applies its rules (only its
+    type, for the checker): the table can name the rules without an import cycle."""
+    assert not _runtime_imports(name) & {"opcodes", "register_kinds", "sanitizer", "straight"}
+
+
+def test_the_interpreter_knows_the_fast_paths_only_as_a_backend() -> None:
+    assert not _runtime_imports("interpreter.py") & {"straight", "fresh_results", "opcodes"}
+    assert "getrefcount" not in (VM / "interpreter.py").read_text()

@@ -6,10 +6,12 @@ is freed under a live view."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+import vm
 from vm.memory.refcounts import alone_in_table, is_viewed, raw_refs, table_refs, unreachable
 from vm.memory.storage import Storage
 
@@ -90,3 +92,11 @@ def test_a_view_kept_anywhere_keeps_the_storage(policy: str) -> None:
     assert unreachable(live, alone) == []
     del holder
     assert unreachable(live, alone) == [0]
+
+
+def test_no_other_module_of_the_vm_reads_reference_counts() -> None:
+    root = Path(vm.__file__).parent
+    readers = sorted(
+        str(p.relative_to(root)) for p in root.rglob("*.py") if "getrefcount" in p.read_text()
+    )
+    assert readers == ["memory/refcounts.py"]
