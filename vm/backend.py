@@ -9,12 +9,16 @@ one of the negative codes ``CALL``/``TAIL``/``BACK``/``RET`` with its payload in
 - ``bind_kernel(index, entry, ctx)``: the callable for kernel-table entry ``index``;
 - ``decode(function, ctx)``: the steps of one function, by pc;
 
-and it may wrap the VM's allocator once, when the VM is built (``attach``). ``ClosureBackend``
-(``"closures"``, the default) binds kernels from the registry and decodes into ``decode.py``'s
-specialised closures. A ``BackendWrapper`` delegates all three to an inner backend and changes
-what it wants: the memory sanitizer (``sanitizer.SanitizingBackend``) and the profiler
-(``profiler.ProfilingBackend``) are wrappers, so they compose (``check_memory=True,
-profile=True`` is the profiler around the sanitizer around the closures).
+and it may wrap the VM's allocator once, when the VM is built (``attach``), let one step run
+several instructions (``decode_run``), and then say which instruction such a step failed in
+(``locate``). ``ClosureBackend`` (``"closures"``, the default) binds kernels from the registry,
+decodes into ``decode.py``'s specialised closures (each opcode's decoder named by its entry in
+``opcodes.py``) and owns the two fast paths, small results as numpy's arrays
+(``fresh_results.py``) and functions without loops or calls as one step (``straight.py``): the
+interpreter knows them only through this protocol. A ``BackendWrapper`` delegates to an inner
+backend and changes what it wants: the memory sanitizer (``sanitizer.SanitizingBackend``) and
+the profiler (``profiler.ProfilingBackend``) are wrappers, so they compose
+(``check_memory=True, profile=True`` is the profiler around the sanitizer around the closures).
 
 What every backend must guarantee (design/vm.md, "Backends"): the step protocol above, one step
 per instruction; fresh steps and kernels bound to the given context at every call of ``decode``

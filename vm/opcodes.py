@@ -66,11 +66,11 @@ class Opcode:
 
 
 _ENTRIES = (
-    Opcode(Op.MOVE, dec.move, kinds.move, san.not_killed, lines.move),
-    Opcode(Op.LOAD_CONST, dec.load_const, kinds.load_const, san.not_killed, lines.load_const),
-    Opcode(Op.LOAD_INT, dec.load_int, kinds.load_int, san.not_killed, lines.load_int),
+    Opcode(Op.MOVE, dec.move, kinds.move, san.not_killed, line=lines.move),
+    Opcode(Op.LOAD_CONST, dec.load_const, kinds.load_const, san.not_killed, line=lines.load_const),
+    Opcode(Op.LOAD_INT, dec.load_int, kinds.load_int, san.not_killed, line=lines.load_int),
     Opcode(Op.CALL, dec.call, kinds.call, san.call, callee=1, check=chk.call),
-    Opcode(Op.INVOKE, dec.invoke, kinds.invoke, san.invoke, lines.invoke, check=chk.invoke),
+    Opcode(Op.INVOKE, dec.invoke, kinds.invoke, san.invoke, line=lines.invoke, check=chk.invoke),
     Opcode(
         Op.ALLOC_STORAGE,
         dec.alloc_storage,
@@ -80,13 +80,15 @@ _ENTRIES = (
     ),
     Opcode(Op.ALLOC_TENSOR, dec.alloc_tensor, kinds.alloc_tensor, san.alloc_tensor),
     Opcode(Op.SHAPE_OF, dec.shape_of, kinds.shape_of, san.not_killed, shape_work=True),
-    Opcode(Op.DIM, dec.dim, kinds.dim, san.not_killed, lines.dim, chk.dim, shape_work=True),
+    Opcode(
+        Op.DIM, dec.dim, kinds.dim, san.not_killed, line=lines.dim, check=chk.dim, shape_work=True
+    ),
     Opcode(Op.RESHAPE, dec.reshape, kinds.reshape, san.reshape),
-    Opcode(Op.TUPLE, dec.make_tuple, kinds.make_tuple, san.alive, lines.make_tuple),
-    Opcode(Op.GET_ITEM, dec.get_item, kinds.get_item, san.get_item, lines.get_item),
+    Opcode(Op.TUPLE, dec.make_tuple, kinds.make_tuple, san.alive, line=lines.make_tuple),
+    Opcode(Op.GET_ITEM, dec.get_item, kinds.get_item, san.get_item, line=lines.get_item),
     Opcode(Op.JUMP, dec.jump, kinds.jump, san.not_killed, target=0, ends=True),
     Opcode(Op.JUMP_IF_NOT, dec.jump_if_not, kinds.jump_if_not, san.alive, target=1),
-    Opcode(Op.RET, dec.ret, kinds.ret, san.alive, lines.ret, ends=True),
+    Opcode(Op.RET, dec.ret, kinds.ret, san.alive, line=lines.ret, ends=True),
     Opcode(Op.KILL, dec.kill, kinds.kill, san.kill),
     Opcode(
         Op.SHAPE_PROGRAM,
@@ -103,8 +105,8 @@ _ENTRIES = (
         dec.check_dim,
         kinds.check_dim,
         san.not_killed,
-        lines.check_dim,
-        chk.check_dim,
+        line=lines.check_dim,
+        check=chk.check_dim,
         shape_work=True,
     ),
     Opcode(
@@ -116,7 +118,7 @@ _ENTRIES = (
         ends=True,
         check=chk.tail_call,
     ),
-    # Not in the profiler's shape share: the report has always grouped it apart.
+    # Not counted as shape computation: the profile never has, and reports stay comparable.
     Opcode(Op.CHECK_VALUES, dec.check_values, kinds.check_values, san.not_killed),
 )
 
