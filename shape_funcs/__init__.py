@@ -2,8 +2,9 @@
 
 ``register_shape_func`` is the extension point (see ``registry.py`` for the calling convention)
 and ``unregister_shape_func`` removes what it added; ``concrete_shapes`` is the run-time entry;
-the compile-time mode lives in the compiler (``dynshape/symbolic_context.py``). This package
-imports neither sympy nor the rest of the project, so a deployed runtime needs numpy only.
+the compile-time mode lives in the compiler (``dynshape/inference/symbolic_context.py``). This
+package imports neither sympy nor the rest of the project, so a deployed runtime needs numpy
+only.
 """
 
 from . import ops as _ops  # registers the shape functions of the built-in ops

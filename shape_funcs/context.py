@@ -12,8 +12,9 @@ compile time, and ``max(a, b)`` would be wrong for unordered expressions). It as
 
 Two contexts implement the protocol. ``ConcreteContext`` (here) works on ints at run time: a
 violated fact raises ShapeError, and the methods are a comparison each. The symbolic context
-lives in the compiler (``dynshape/symbolic_context.py``): it proves, refutes, or records facts as
-run-time checks. This module must never import sympy: the run time does not have it.
+lives in the compiler (``dynshape/inference/symbolic_context.py``): it proves, refutes, or
+records facts as run-time checks. This module must never import sympy: the run time does not
+have it.
 """
 
 from __future__ import annotations

@@ -84,29 +84,25 @@ def test_every_error_derives_from_the_project_base() -> None:
 #: (design/layering.md, "Inside dynshape"). The compiler never imports ``testing``.
 INSIDE_DYNSHAPE = {
     "errors": set(),
-    "symbolic_context": {"errors"},
     "dialect": {"errors"},
-    "inference": {"errors", "symbolic_context"},
+    "inference": {"errors"},
     "analysis": {"dialect", "errors", "inference"},
-    "passes": {"analysis", "dialect", "errors", "inference", "symbolic_context"},
+    "passes": {"analysis", "dialect", "errors", "inference"},
     "lower": {"analysis", "dialect", "errors"},
     "pipeline": {"errors", "lower", "passes"},
-    "builder": {"errors", "inference", "passes", "pipeline", "symbolic_context"},
+    "builder": {"errors", "inference", "pipeline"},
     "custom_op": {"builder", "errors"},
     "memory_report": {"analysis", "dialect", "inference", "pipeline"},
     "svg_layout": {"analysis", "memory_report"},
     "demo": {"pipeline"},
-    "onnx": {"builder", "errors", "symbolic_context"},
+    "onnx": {"builder", "errors", "inference"},
     "cli": {"demo", "errors", "memory_report", "onnx", "pipeline", "serve", "svg_layout"},
     "serve": {"errors"},
     "frontend": {"onnx", "pipeline"},
     "session": {"errors", "onnx", "pipeline"},
     "__main__": {"cli"},
     "__init__": {"builder", "custom_op", "errors", "frontend", "passes", "pipeline", "session"},
-    "testing": {
-        "analysis", "dialect", "errors", "inference", "lower", "passes", "pipeline",
-        "symbolic_context",
-    },
+    "testing": {"analysis", "dialect", "errors", "inference", "lower", "passes", "pipeline"},
 }  # fmt: skip
 
 

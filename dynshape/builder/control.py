@@ -33,8 +33,8 @@ import sympy
 import ir
 from ir import Constant, Expr, Function, GlobalVar, TensorType, TupleType, Type, Var
 
+from ..inference.symbolic_context import SymbolicContext
 from ..inference.type_relations import instantiate_call, join
-from ..symbolic_context import SymbolicContext
 from .location import errors_at, fail, user_span
 from .trace import as_operand, made, pop_scope, push_scope, type_of, wrap
 from .value import Value

@@ -35,7 +35,7 @@ import ir
 from ir import Constant, Expr, TensorType, TupleType, Type
 
 from ..inference.op_result import op_result_type as infer_op_result_type
-from ..symbolic_context import SymbolicContext
+from ..inference.symbolic_context import SymbolicContext
 from .location import errors_at, fail, user_span
 
 # ---- scopes -----------------------------------------------------------------------------

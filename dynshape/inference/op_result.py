@@ -15,7 +15,7 @@ from ir import Constant, Expr, TensorType, TupleType, Type
 from shape_funcs import UnknownValue, get_shape_func
 
 from ..errors import CompileError
-from ..symbolic_context import SymbolicContext
+from .symbolic_context import SymbolicContext
 
 
 def op_result_type(

@@ -47,8 +47,8 @@ from ..dialect.memory import memory_op
 from ..errors import CompileError
 from ..inference.inline_local import calls_in_place, inline_call, is_local_function
 from ..inference.op_result import op_result_type
+from ..inference.symbolic_context import DeferredCheck, SymbolicContext
 from ..inference.type_relations import instantiate_call, join, refine
-from ..symbolic_context import DeferredCheck, SymbolicContext
 from .base import ModulePass
 
 

@@ -67,8 +67,8 @@ from ..dialect.memory import (
     ShapeOf,
 )
 from ..errors import CompileError
+from ..inference.symbolic_context import DeferredCheck
 from ..inference.type_relations import bind_plain_symbols, substitute_type
-from ..symbolic_context import DeferredCheck
 from .base import ModulePass
 from .infer_types import CompleteTypes
 

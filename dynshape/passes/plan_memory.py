@@ -74,6 +74,7 @@ from ..analysis.dim_bounds import RangeMap, add_dims, dims_le, evaluate, samples
 from ..analysis.entry_binding import entry_plan
 from ..analysis.in_place import in_place_pairs
 from ..analysis.liveness import Aliases, all_vars, chain, direct_vars
+from ..analysis.plan_choice import choose
 from ..dialect.memory import (
     ALIGNMENT,
     UNIT,
@@ -84,7 +85,6 @@ from ..dialect.memory import (
     memory_op,
 )
 from .base import ModulePass
-from .plan_choice import choose
 
 #: The kill index of a tenant that is never killed (returned): its block is never free again.
 NEVER = 1 << 60

@@ -26,7 +26,7 @@ import numpy as np
 import sympy
 
 import ir
-from dynshape.symbolic_context import SymbolicContext
+from dynshape.inference.symbolic_context import SymbolicContext
 from shape_funcs import ShapeError, concrete_shapes, get_shape_func
 from shape_funcs.registry import ShapeFunc, shape_text
 from vm.kernels import get_kernel_factory

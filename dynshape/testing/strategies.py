@@ -141,7 +141,7 @@ class _Builder:
 
     def call(self, op: str, args: Sequence[Expr], shapes: Sequence[Any], **attrs: Any) -> bool:
         """Add ``op(args)`` if its shape function accepts it with nothing deferred."""
-        from dynshape.symbolic_context import SymbolicContext
+        from dynshape.inference.symbolic_context import SymbolicContext
 
         ctx = SymbolicContext()
         try:

@@ -1,4 +1,4 @@
-"""The planner's guarantee (``passes/plan_choice.py``): the body that runs never needs more
+"""The planner's guarantee (``analysis/plan_choice.py``): the body that runs never needs more
 memory than kills alone. Text in / text out for the three outcomes (plan kept, kills kept, both
 behind ``memory.holds``), the run-time choice on the VM at both ends, the report's figure for
 it, and ``memory.holds`` lowered for every comparison."""

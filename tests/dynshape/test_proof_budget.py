@@ -17,9 +17,9 @@ import sympy
 
 import dynshape
 from dynshape import pipeline
+from dynshape.analysis import plan_choice
 from dynshape.analysis.dim_bounds import dims_le
 from dynshape.errors import CompileTimeoutError
-from dynshape.passes import plan_choice
 from dynshape.passes.plan_memory import PlanMemory
 from dynshape.pipeline import CompileReport
 from ir import dim_proofs

@@ -9,8 +9,8 @@ import pytest
 
 import dynshape
 import ir
+from dynshape.inference.symbolic_context import SymbolicContext
 from dynshape.passes.infer_types import InferTypes
-from dynshape.symbolic_context import SymbolicContext
 from vm import RunTimeShapeError
 
 

@@ -16,7 +16,7 @@ import pytest
 from shape_cases_kit import Case, symbolise
 
 import ir
-from dynshape.symbolic_context import SymbolicContext
+from dynshape.inference.symbolic_context import SymbolicContext
 from shape_funcs import ShapeError, concrete_shapes, get_shape_func
 
 I64 = np.int64

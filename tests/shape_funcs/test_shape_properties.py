@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from shape_cases_kit import CASES, evaluate, has_anonymous, symbolise
 
 import ir
-from dynshape.symbolic_context import SymbolicContext
+from dynshape.inference.symbolic_context import SymbolicContext
 from shape_funcs import concrete_shapes, get_shape_func, registered_ops
 
 BASE = settings(

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import ir
-from dynshape.symbolic_context import SymbolicContext
+from dynshape.inference.symbolic_context import SymbolicContext
 from shape_funcs import (
     CONCRETE,
     ShapeContext,

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import ir
-from dynshape.symbolic_context import DeferredCheck, SymbolicContext
+from dynshape.inference.symbolic_context import DeferredCheck, SymbolicContext
 from shape_funcs import ShapeError, UnknownValue
 
 n, m = ir.sym("n"), ir.sym("m")

@@ -143,7 +143,7 @@ def _data_slice(node: Node, axes: list[int], steps: list[int]) -> Any:
 
 
 def _symbolic_slice_shape(shape: Any, begin: list[Any], end: list[Any], strides: list[int]) -> Any:
-    from dynshape.symbolic_context import SymbolicContext
+    from dynshape.inference.symbolic_context import SymbolicContext
     from shape_funcs.ops._common import strided_slice_shape
 
     return strided_slice_shape(SymbolicContext(), tuple(shape), begin, end, strides)

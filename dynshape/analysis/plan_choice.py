@@ -48,9 +48,9 @@ import sympy
 import ir
 from ir import Call, Expr, If, TensorType, Var, dim_proofs
 
-from ..analysis.dim_bounds import defined_at, probe_points
-from ..analysis.peak import if_vars, max_of, paths, walk
 from ..dialect.memory import Holds
+from .dim_bounds import defined_at, probe_points
+from .peak import if_vars, max_of, paths, walk
 
 #: Paths through ``if``s compared at most, per function (2**4: four ``if``s).
 MAX_PATHS = 16
