@@ -12,15 +12,18 @@
     )
     y = scale(x, factor=2.0)                # in the builder; ``my.scale(%x, factor=2f)`` in text
 
-The three registries it fills, each keyed by the op's name:
+It builds the op's declaration (``shape_funcs.declarations.OpDecl``: operands, attributes with
+kinds and defaults, fusion pattern, dtype rule), the same type the built-in ops are declared
+with, and fills three registries with it, each keyed by the op's name:
 
-- ``ir.register_op``: the declaration (operands, typed attributes with defaults, fusion
-  pattern, dtype rule), so the text format and the builder know the op;
+- ``ir.register_op``: the IR's definition, made from the declaration (and the dtype rule), so
+  the text format and the builder know the op;
 - ``shape_funcs.register_shape_func``: the shape function, run symbolically at compile time
   and on ints at run time (see ``shape_funcs/registry.py`` for the calling convention); an
   elementwise or broadcast op may omit it (inputs broadcast as numpy does);
 - ``vm.register_kernel``: the numpy kernel. ``kernel(*inputs, *outputs, **attrs)`` writes the
-  outputs in place, or returns the result, which is then copied into the single output.
+  outputs in place, or returns the result, which is then copied into the single output; the VM
+  checks a loaded file's attributes for it against the declaration (``register_declaration``).
 
 Everything is checked before anything is registered, so a failed call leaves no half-op;
 ``dynshape.unregister_op(name)`` removes all of it again (to run a registering notebook cell a
@@ -42,22 +45,17 @@ import ir
 import vm
 from ir import OpPattern
 from ir.attrs import BOOL, DTYPE, FLOAT, INT, INT_LIST, STR, AttrDef, AttrKind
+from ir.op import PATTERN_OF
 from ir.ops import _declare as rules
 from shape_funcs import has_shape_func, register_shape_func, unregister_shape_func
+from shape_funcs.declarations import REQUIRED, AttrDecl, DeclarationError, OpDecl
 from shape_funcs.ops._common import broadcast_many
 from shape_funcs.registry import input_names_of
-from vm.kernels.attr_schema import has_schema, register_attr_schema, unregister_attr_schema
+from vm.kernels.attr_schema import has_schema, register_declaration, unregister_attr_schema
 
 from .errors import BuildError
 
-_PATTERNS = {
-    "elementwise": OpPattern.ELEMWISE,
-    "broadcast": OpPattern.BROADCAST,
-    "injective": OpPattern.INJECTIVE,
-    "reduction": OpPattern.REDUCTION,
-    "out_elementwise_fusable": OpPattern.OUT_ELEMWISE_FUSABLE,
-    "opaque": OpPattern.OPAQUE,
-}
+_PATTERNS = PATTERN_OF
 _KINDS: dict[str, AttrKind] = {
     "int": INT,
     "float": FLOAT,
@@ -66,13 +64,9 @@ _KINDS: dict[str, AttrKind] = {
     "dtype": DTYPE,
     "list[int]": INT_LIST,
 }
-#: Named dtype rules; any dtype name (``"int64"``) means "always that dtype".
-_DTYPE_RULES: dict[str, ir.op.DTypeRule] = {
-    "same": rules.all_same,
-    "float": rules.float_like,
-    "numeric": rules.numeric_like,
-    "bool": rules.compare,
-}
+#: The dtype rules a custom op may name (``rules.NAMED_RULES`` has their code); any dtype name
+#: (``"int64"``) means "always that dtype".
+_DTYPE_RULES = ("same", "float", "numeric", "bool")
 
 
 def register_op(
@@ -151,19 +145,14 @@ def register_op(
         )
     if not callable(kernel):
         raise BuildError(f"register_op {name!r}: kernel must be a function")
-    declared = ir.OpDef(
-        name,
-        tuple(ir.Operand(i.lstrip("*"), is_tuple=i.startswith("*")) for i in inputs),
-        tuple(attr_defs),
-        op_pattern,
-        _dtype_rule(name, dtype),
-        doc,
-        bool(in_place),
+    rule_name, rule = _dtype_rule(name, dtype)
+    decl = _declaration(
+        name, inputs, attr_defs, op_pattern, rule_name, doc=doc, in_place=bool(in_place)
     )
-    ir.register_op(declared)
+    ir.register_op(ir.OpDef.from_declaration(decl, rule))
     register_shape_func(name, data_dependent=flags)(sf)
     vm.register_kernel(name)(_kernel_factory(kernel))
-    register_attr_schema(name, {a.name: a.kind.name for a in attr_defs})
+    register_declaration(decl)
     from .builder.ops import op_function
 
     return op_function(name)
@@ -240,15 +229,37 @@ def _data_dependent(op: str, operands: list[str], names: Sequence[str]) -> tuple
     return tuple(o in names for o in operands)
 
 
-def _dtype_rule(op: str, dtype: str | Callable[..., Any] | None) -> ir.op.DTypeRule:
+def _declaration(
+    op: str,
+    inputs: Sequence[str],
+    attr_defs: list[AttrDef],
+    pattern: OpPattern,
+    dtype: str,
+    *,
+    doc: str,
+    in_place: bool,
+) -> OpDecl:
+    """The op's declaration, as the built-in ops are declared (its parts checked already)."""
+    attrs = tuple(
+        AttrDecl(a.name, a.kind.name, REQUIRED if a.required else a.default) for a in attr_defs
+    )
+    name_of = {p: n for n, p in _PATTERNS.items()}
+    try:
+        return OpDecl(op, tuple(inputs), attrs, name_of[pattern], dtype, doc, in_place)
+    except DeclarationError as e:
+        raise BuildError(f"register_op {op!r}: {e}") from None
+
+
+def _dtype_rule(op: str, dtype: str | Callable[..., Any] | None) -> tuple[str, ir.op.DTypeRule]:
+    """The declaration's name of the op's dtype rule, and the rule."""
     if dtype is None:
-        return rules.same_as(0)
+        return "first", rules.NAMED_RULES["first"]
     if callable(dtype):
-        return dtype
+        return "own", dtype
     if dtype in _DTYPE_RULES:
-        return _DTYPE_RULES[dtype]
+        return dtype, rules.NAMED_RULES[dtype]
     if dtype in ir.DTYPES:
-        return rules.fixed(dtype)
+        return dtype, rules.fixed(dtype)
     raise BuildError(
         f"register_op {op!r}: dtype must be None, a rule, {', '.join(_DTYPE_RULES)} or a "
         f"dtype name, got {dtype!r}"

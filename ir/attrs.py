@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 import sympy
 
+from shape_funcs.declarations import parse_kind
+
 from .dims import check_dim
 from .dtypes import DTYPES, dtype_name
 from .errors import IRError
@@ -235,6 +237,39 @@ FLOAT_LIST: AttrKind = _ListOf(FLOAT)
 INT_OR_DIM_LIST: AttrKind = _IntOrDimList()
 #: An axis argument: one int, a list of ints, or None for "all axes".
 AXES: AttrKind = _Optional(_OneOf(INT, INT_LIST))
+
+
+#: The kind of each basic kind's text (``shape_funcs/declarations/kinds.py``).
+_BY_TEXT: dict[str, AttrKind] = {
+    k.name: k
+    for k in (
+        INT,
+        FLOAT,
+        BOOL,
+        STR,
+        DTYPE,
+        INT_LIST,
+        PAIR_LIST,
+        DIM,
+        DIM_LIST,
+        DIM_LISTS,
+        FLOAT_LIST,
+        INT_OR_DIM_LIST,
+    )
+}
+
+
+def kind_of(text: str) -> AttrKind:
+    """The kind a declaration's kind text names (``"int or None"``, ``"'a' | 'b'"``): its
+    ``name`` is that text again. Raises DeclarationError for text no kind has."""
+    alternatives = parse_kind(text)
+    takes_none = len(alternatives) > 1 and alternatives[-1] == "None"
+    kinds = [
+        _BY_TEXT[a] if isinstance(a, str) else choice(*a)
+        for a in (alternatives[:-1] if takes_none else alternatives)
+    ]
+    kind = kinds[0] if len(kinds) == 1 else one_of(*kinds)
+    return optional(kind) if takes_none else kind
 
 
 def optional(kind: AttrKind) -> AttrKind:

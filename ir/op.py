@@ -1,8 +1,10 @@
-"""Operator declarations and the op registry.
+"""Operator definitions and the op registry.
 
-An op is declared once, declaratively: its name, its operands, its typed attributes with
-defaults, its fusion pattern and how its result dtype follows from its inputs. Shape functions
-(``shape_funcs``) and kernels (``vm``) are registered elsewhere, by the op's name.
+An op is declared once, as plain data (``shape_funcs.declarations.OpDecl``: its name, operands,
+attributes with kinds and defaults, fusion pattern, dtype rule's name); ``OpDef.from_declaration``
+makes the IR's definition of it, adding what only the IR has: the typed attribute kinds and the
+dtype rule's code. Shape functions (``shape_funcs``) and kernels (``vm``) are registered
+elsewhere, by the op's name.
 """
 
 from __future__ import annotations
@@ -13,7 +15,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .attrs import AttrDef, Attrs
+from shape_funcs.declarations import MEMORY_DIALECT as MEMORY_DIALECT  # ir.op's name for it
+from shape_funcs.declarations import OpDecl
+
+from .attrs import AttrDef, Attrs, attr, kind_of
 from .errors import IRError
 from .span import Span
 
@@ -34,6 +39,16 @@ class OpPattern(enum.IntEnum):
     OPAQUE = 8
     """Never fused (data-dependent ops, creation from values, memory ops)."""
 
+
+#: The pattern of each pattern name a declaration uses (``shape_funcs.declarations.PATTERNS``).
+PATTERN_OF: Mapping[str, OpPattern] = {
+    "elementwise": OpPattern.ELEMWISE,
+    "broadcast": OpPattern.BROADCAST,
+    "injective": OpPattern.INJECTIVE,
+    "reduction": OpPattern.REDUCTION,
+    "out_elementwise_fusable": OpPattern.OUT_ELEMWISE_FUSABLE,
+    "opaque": OpPattern.OPAQUE,
+}
 
 #: ``dtype_rule(input_dtypes, attrs) -> dtype or tuple of dtypes (for tuple results)``.
 #: An input dtype is ``None`` when that input is a tuple; it is a tuple of dtypes then.
@@ -74,6 +89,25 @@ class OpDef:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "attr_index", {a.name: a for a in self.attrs})
+
+    @classmethod
+    def from_declaration(cls, decl: OpDecl, dtype_rule: DTypeRule) -> OpDef:
+        """The definition of the op ``decl`` declares, whose result dtype ``dtype_rule`` gives
+        (the rule ``decl.dtype`` names, which the caller resolves: ``ir/ops/_declare.py``)."""
+        return cls(
+            decl.name,
+            tuple(
+                Operand(o[1:], is_tuple=True) if o[0] == "*" else Operand(o) for o in decl.operands
+            ),
+            tuple(
+                attr(a.name, kind_of(a.kind), *(() if a.required else (a.default,)))
+                for a in decl.attrs
+            ),
+            PATTERN_OF[decl.pattern],
+            dtype_rule,
+            decl.doc,
+            decl.in_place,
+        )
 
     @property
     def arity(self) -> int:
@@ -177,10 +211,6 @@ def is_builtin_op(name: str) -> bool:
 def all_ops() -> list[OpDef]:
     """Every registered op, sorted by name."""
     return [_REGISTRY[k] for k in sorted(_REGISTRY)]
-
-
-#: Ops whose names start with this belong to the memory dialect (ir/ops/memory.py).
-MEMORY_DIALECT = "memory."
 
 
 def tensor_ops(builtin_only: bool = False) -> list[OpDef]:

@@ -16,9 +16,10 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 OURS = {"ir", "shape_funcs", "vm", "dynshape", "dynshape_errors"}
 
-#: What each package may import, of ours and of the heavy third-party libraries.
+#: What each package may import, of ours and of the heavy third-party libraries. ``ir`` reads
+#: the op declarations of ``shape_funcs`` (and nothing else of it: ``DECLARATIONS_ONLY``).
 ALLOWED = {
-    "ir": {"ir", "dynshape_errors", "sympy", "numpy"},
+    "ir": {"ir", "shape_funcs", "dynshape_errors", "sympy", "numpy"},
     "shape_funcs": {"shape_funcs", "dynshape_errors", "numpy"},
     "vm": {"vm", "shape_funcs", "dynshape_errors", "numpy"},
     "dynshape": OURS | {"sympy", "numpy"},
@@ -49,10 +50,55 @@ def test_imports_respect_the_layering(package: str) -> None:
     assert not bad, "\n".join(bad)
 
 
+def _imported_modules(path: Path) -> set[str]:
+    """The full names of the modules ``path`` imports absolutely."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module)
+    return names
+
+
+#: Where ``shape_funcs`` is imported from outside it only for its op declarations.
+DECLARATIONS_ONLY = ("ir",)
+DECLARATIONS = "shape_funcs.declarations"
+
+
+@pytest.mark.parametrize("package", DECLARATIONS_ONLY)
+def test_ir_reads_only_the_declarations_of_shape_funcs(package: str) -> None:
+    bad = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in sorted((ROOT / package).rglob("*.py"))
+        for name in _imported_modules(path)
+        if name.split(".")[0] == "shape_funcs"
+        and name != DECLARATIONS
+        and not name.startswith(DECLARATIONS + ".")
+    ]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_declarations_import_nothing_of_the_project() -> None:
+    """They sit below both ``ir`` and ``vm``: plain data, no other module of ``shape_funcs``
+    (a relative import stays inside the folder), no sympy."""
+    folder = ROOT / "shape_funcs" / "declarations"
+    bad = []
+    for path in sorted(folder.rglob("*.py")):
+        depth = len(path.relative_to(folder).parts)  # 1 in the folder, 2 in catalogue/
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.level >= depth + 1:
+                bad.append(f"{path.relative_to(ROOT)} imports from outside the declarations")
+        roots = _imported_roots(path) & (OURS | CHECKED_THIRD_PARTY)
+        bad += [f"{path.relative_to(ROOT)} imports {r}" for r in roots - {"dynshape_errors"}]
+    assert not bad, "\n".join(bad)
+
+
 @pytest.mark.parametrize(
     ("package", "forbidden"),
     [
-        ("ir", ["dynshape", "vm", "shape_funcs"]),
+        ("ir", ["dynshape", "vm"]),
+        (DECLARATIONS, ["dynshape", "vm", "ir", "sympy"]),
         ("shape_funcs", ["dynshape", "vm", "ir", "sympy"]),
         ("vm", ["dynshape", "ir", "sympy"]),
         # the extras load only where they are asked for

@@ -30,51 +30,14 @@ from typing import Any
 
 import numpy as np
 
+from shape_funcs.declarations import BUILTIN_OPS
+
 from .kernels.registry import Kernel, get_kernel_factory
 
 #: Ops whose result element ``i`` depends only on element ``i`` of each (broadcast) operand, so
-#: a block of rows computes the same values it would as part of the whole array.
-ELEMENTWISE = frozenset(
-    (
-        "exp",
-        "log",
-        "sqrt",
-        "sin",
-        "cos",
-        "tanh",
-        "floor",
-        "ceil",
-        "round",
-        "negative",
-        "abs",
-        "logical_not",
-        "add",
-        "subtract",
-        "multiply",
-        "floor_divide",
-        "mod",
-        "power",
-        "equal",
-        "not_equal",
-        "less",
-        "less_equal",
-        "greater",
-        "greater_equal",
-        "logical_and",
-        "logical_or",
-        "divide",
-        "rsqrt",
-        "sigmoid",
-        "copy",
-        "nn.relu",
-        "maximum",
-        "minimum",
-        "where",
-        "cast",
-        "clip",
-        "nn.leaky_relu",
-    )
-)
+#: a block of rows computes the same values it would as part of the whole array: those their
+#: declaration says so of (``OpDecl.blockwise``).
+ELEMENTWISE = frozenset(name for name, op in BUILTIN_OPS.items() if op.blockwise)
 
 #: Elements per block (all steps of one block run before the next). Measured on the benchmark
 #: machine (2 cores, 1 MiB L2 each, 32 MiB shared L3): 256 Ki elements (1 MiB of float32 per

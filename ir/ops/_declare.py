@@ -1,31 +1,56 @@
-"""Shared helpers for the op catalogue: declaring an op and the common dtype rules."""
+"""The catalogue's dtype rules, and registering a built-in op from its declaration.
+
+An op's declaration (``shape_funcs/declarations``) names its dtype rule (``OpDecl.dtype``); the
+rules' code is here, in the IR, because a rule raises the IR's errors and reads its dtypes, and
+the declarations stay plain data that the VM reads too. ``NAMED_RULES`` maps the shared names;
+an op declared with ``dtype="own"`` has a rule of its own, registered under its name by its
+family's module (``@own_rule("where")``); a dtype name (``"int64"``) is that fixed dtype.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..attrs import AttrDef, Attrs
-from ..dtypes import is_float, is_int
+from shape_funcs.declarations import OpDecl
+
+from ..attrs import Attrs
+from ..dtypes import DTYPES, is_float, is_int
 from ..errors import IRError
-from ..op import DTypeRule, OpDef, Operand, OpPattern, _register
+from ..op import DTypeRule, OpDef, _register
+
+#: The rules of ops declared with ``dtype="own"``, by op name (filled by ``own_rule``).
+_OWN: dict[str, DTypeRule] = {}
 
 
-def declare(
-    name: str,
-    operands: Sequence[str],
-    pattern: OpPattern,
-    dtype_rule: DTypeRule,
-    attrs: Sequence[AttrDef] = (),
-    doc: str = "",
-    in_place: bool = False,
-) -> OpDef:
-    """Register a built-in op. An operand written ``"*fields"`` is a tuple of tensors."""
-    ops = tuple(
-        Operand(o[1:], is_tuple=True) if o.startswith("*") else Operand(o) for o in operands
-    )
-    op = OpDef(name, ops, tuple(attrs), pattern, dtype_rule, doc, in_place)
-    return _register(op, builtin=True)
+def own_rule(*op_names: str) -> Callable[[DTypeRule], DTypeRule]:
+    """Decorator: the dtype rule of the ops ``op_names`` (declared with ``dtype="own"``)."""
+
+    def register(rule: DTypeRule) -> DTypeRule:
+        for name in op_names:
+            _OWN[name] = rule
+        return rule
+
+    return register
+
+
+def rule_of(decl: OpDecl) -> DTypeRule:
+    """The dtype rule ``decl.dtype`` names; raises IRError for an op whose own rule is not
+    registered."""
+    if decl.dtype == "own":
+        if decl.name not in _OWN:
+            raise IRError(f"op {decl.name} is declared with its own dtype rule, but has none")
+        return _OWN[decl.name]
+    if decl.dtype in NAMED_RULES:  # first: "bool" names the comparisons' rule, not a dtype
+        return NAMED_RULES[decl.dtype]
+    if decl.dtype in DTYPES:
+        return fixed(decl.dtype)
+    raise IRError(f"op {decl.name}: unknown dtype rule {decl.dtype!r}")
+
+
+def declare(decl: OpDecl) -> OpDef:
+    """Register the built-in op ``decl`` declares, with the dtype rule it names."""
+    return _register(OpDef.from_declaration(decl, rule_of(decl)), builtin=True)
 
 
 def input_dtype(dtypes: Sequence[Any], i: int, what: str) -> str:
@@ -133,3 +158,24 @@ def fixed(dtype: str) -> DTypeRule:
         return dtype
 
     return rule
+
+
+def dialect_typed(dtypes: Sequence[Any], attrs: Attrs) -> str:
+    """The memory dialect's ops have no dtype rule (``dynshape/dialect/memory.py`` types them)."""
+    raise IRError("memory ops are typed by the memory dialect's rules, not by a dtype rule")
+
+
+#: The shared rules, by the names declarations use (``shape_funcs.declarations.DTYPE_RULES``).
+NAMED_RULES: dict[str, DTypeRule] = {
+    "first": same_as(0),
+    "same": all_same,
+    "same_numeric": all_same_numeric,
+    "same_float": all_same_float,
+    "float": float_like,
+    "numeric": numeric_like,
+    "bool": compare,
+    "logical": all_bool,
+    "mean": mean_dtype,
+    "attr": from_attr("dtype"),
+    "dialect": dialect_typed,
+}

@@ -29,17 +29,14 @@ from typing import Any
 
 import numpy as np
 
+from shape_funcs.declarations import BUILTIN_OPS
+
 from .registry import Kernel, register_kernel
 
-_COORDINATE_MODES = (
-    "half_pixel",
-    "half_pixel_symmetric",
-    "pytorch_half_pixel",
-    "align_corners",
-    "asymmetric",
-    "tf_half_pixel_for_nn",
-)
-_NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
+#: The modes resize takes, read from its declaration (``shape_funcs/declarations``).
+_MODES = BUILTIN_OPS["resize"].choices("mode")
+_COORDINATE_MODES = BUILTIN_OPS["resize"].choices("coordinate_transformation_mode")
+_NEAREST_MODES = BUILTIN_OPS["resize"].choices("nearest_mode")
 
 
 def source_coordinates(mode: str, size_in: int, size_out: int, scale: float) -> np.ndarray:
@@ -211,7 +208,7 @@ def resize(attrs: Mapping[str, Any]) -> Kernel:
     sizes, scales, mode = attrs["sizes"], attrs["scales"], attrs["mode"]
     coord, nearest = attrs["coordinate_transformation_mode"], attrs["nearest_mode"]
     cubic_a, exclude = float(attrs["cubic_coeff_a"]), bool(attrs["exclude_outside"])
-    if mode not in ("nearest", "linear", "cubic"):
+    if mode not in _MODES:
         raise ValueError(f"resize: unknown mode {mode!r}")
     if coord not in _COORDINATE_MODES or nearest not in _NEAREST_MODES:
         raise ValueError(f"resize: unknown mode {coord!r} or nearest mode {nearest!r}")

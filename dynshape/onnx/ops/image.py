@@ -28,12 +28,12 @@ import sympy
 import ir
 from dynshape.builder import trace
 from ir.ops.image import COORDINATE_MODES, NEAREST_MODES
+from ir.ops.image import MODES as _MODES
 
 from ..known import Known
 from ..registry import Node, NodeError, Unsupported, converter
 from .operands import normalize_axis, value_dtype, value_shape
 
-_MODES = ("nearest", "linear", "cubic")
 _POLICIES = ("stretch", "not_larger", "not_smaller")
 
 

@@ -1,0 +1,144 @@
+"""Layout ops: reshape, transpose, slicing, joining and splitting, gathering, scattering,
+padding."""
+
+from __future__ import annotations
+
+from ..decl import OpDecl, attr, declare
+from ..kinds import choice, optional
+
+#: How a scatter combines an update with the element it lands on (ONNX's ``reduction``).
+_REDUCTION = attr("reduction", choice("none", "add", "mul", "max", "min"), "none")
+
+DECLARATIONS: tuple[OpDecl, ...] = (
+    declare(
+        "reshape",
+        ["x"],
+        "injective",
+        "first",
+        [attr("newshape", "list[int | dim]")],
+        "x with a new shape (ints or dims); 0 copies the input dim, -1 is inferred",
+    ),
+    declare(
+        "transpose",
+        ["x"],
+        "injective",
+        "first",
+        [attr("axes", optional("list[int]"), None)],
+        "permute axes (reverse when axes=None)",
+    ),
+    declare(
+        "expand_dims",
+        ["x"],
+        "injective",
+        "first",
+        [attr("axis", "int"), attr("num_newaxis", "int", 1)],
+        "insert 1-dims at axis",
+    ),
+    declare(
+        "squeeze",
+        ["x"],
+        "injective",
+        "first",
+        [attr("axis", optional("list[int]"), None)],
+        "remove 1-dims (all when axis=None)",
+    ),
+    declare(
+        "concatenate",
+        ["*data"],
+        "injective",
+        "same",
+        [attr("axis", "int", 0)],
+        "join a tuple of tensors along axis",
+    ),
+    declare(
+        "stack",
+        ["*data"],
+        "injective",
+        "same",
+        [attr("axis", "int", 0)],
+        "join a tuple of tensors along a new axis",
+    ),
+    declare(
+        "split",
+        ["x"],
+        "injective",
+        "own",
+        [attr("indices_or_sections", "int or list[int | dim]"), attr("axis", "int", 0)],
+        "a tuple of parts: equal sections, or cut at indices (ints or dims)",
+    ),
+    declare(
+        "strided_slice",
+        ["x"],
+        "injective",
+        "first",
+        [
+            attr("begin", "list[int]"),
+            attr("end", "list[int]"),
+            attr("strides", optional("list[int]"), None),
+        ],
+        "x[begin:end:strides] per axis (numpy clamping, negative indices and strides)",
+    ),
+    declare(
+        "take",
+        ["data", "indices"],
+        "injective",
+        "own",
+        [attr("axis", optional("int"), None)],
+        "gather along axis (from the flattened data when axis=None)",
+    ),
+    declare(
+        "tile",
+        ["x"],
+        "injective",
+        "first",
+        [attr("reps", "list[int | dim]")],
+        "repeat the whole tensor reps times per axis",
+    ),
+    declare(
+        "repeat",
+        ["x"],
+        "injective",
+        "first",
+        [attr("repeats", "int"), attr("axis", optional("int"), None)],
+        "repeat each element (of the flattened x when axis=None)",
+    ),
+    declare(
+        "broadcast_to",
+        ["x"],
+        "broadcast",
+        "first",
+        [attr("shape", "list[int | dim]")],
+        "x broadcast to shape",
+    ),
+    declare("nn.batch_flatten", ["x"], "injective", "first", doc="reshape to (x.shape[0], -1)"),
+    declare(
+        "nn.pad",
+        ["x"],
+        "injective",
+        "first",
+        [attr("pad_width", "list[[int, int]]"), attr("pad_value", "float", 0.0)],
+        "constant padding, [before, after] per axis",
+    ),
+    declare(
+        "scatter_nd",
+        ["data", "indices", "updates"],
+        "opaque",
+        "own",
+        [_REDUCTION],
+        "a copy of data where each index tuple indices[..., :] (q = indices.shape[-1] leading "
+        "coordinates, negative ones wrapped) receives its slice of updates "
+        "(updates.shape == indices.shape[:-1] + data.shape[q:]); reduction='none' writes "
+        "(the last of repeated indices wins), add/mul/max/min combine with what is there "
+        "(repeated indices accumulate)",
+    ),
+    declare(
+        "scatter_elements",
+        ["data", "indices", "updates"],
+        "opaque",
+        "own",
+        [attr("axis", "int", 0), _REDUCTION],
+        "a copy of data where updates[i0, .., ik] goes to data[i0, .., indices[i0, .., ik], "
+        ".., ik] (the index replaces the coordinate along axis; indices and updates have one "
+        "shape, of data's rank); reduction as scatter_nd's",
+    ),
+)
