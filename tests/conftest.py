@@ -7,6 +7,9 @@ wrappers ``sanitized`` (the memory sanitizer) and ``profiled`` (the profiler), j
     pytest tests/e2e --vm-backend=sanitized+profiled
 
 It is an option of the test run, not of the VM: the VM is told what to do by its arguments.
+
+``pytest -m "not slow"`` is the development loop (README): everything but the modules of
+``SLOW_MODULES`` and the tests marked ``@pytest.mark.slow`` in place. ``pytest`` runs all.
 """
 
 from __future__ import annotations
@@ -21,6 +24,34 @@ from typing import Any
 import pytest
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+#: The modules the quick loop (``pytest -m "not slow"``) leaves out, with their seconds in a full
+#: run on this project's 2 shared cores (``pytest --durations``, issue 28): together about 3/4
+#: of the suite's time. One list here rather than a ``pytestmark`` line in each module, so the
+#: loop is defined in one place and the modules (edited by others) stay as they are. Every
+#: package keeps faster tests in the loop (tests/shape_funcs/test_shape_errors.py, the ONNX
+#: op modules but elementwise, tests/serve/test_serve_*.py, ...).
+SLOW_MODULES = {
+    "tests/onnx/test_elementwise.py": 139,  # 512 cases against onnxruntime
+    "tests/shape_funcs/test_shape_properties.py": 137,  # Hypothesis, every op both modes
+    "tests/testing/test_check_op.py": 112,  # check_op over every built-in op
+    "tests/serve/test_deployment.py": 72,  # Ray Serve: starts Ray
+    "tests/serve/test_multinode.py": 25,  # a two-node Ray cluster
+    "tests/serve/test_ray_data.py": 19,  # Ray Data
+    "tests/serve/test_local.py": 6,  # imports Ray in subprocesses
+    "tests/serve/test_cli_serve.py": 5,  # python -m dynshape serve, Ray in a subprocess
+    "tests/testing/test_interpret_corpus.py": 56,  # every stage interpreted, whole corpus
+    "tests/ir/test_dim_proofs_budget.py": 50,  # proofs against concrete bindings
+    "tests/ir/test_nesting.py": 45,  # programs 10,000 levels deep
+    "tests/ir/test_text_roundtrip.py": 34,  # Hypothesis modules, deep nesting
+    "tests/vm/test_loader_fuzz.py": 30,  # the executable loader fuzzed in subprocesses
+    "tests/test_layering.py": 26,  # imports each package in a subprocess
+    "tests/examples/test_examples.py": 24,  # every example script run
+    "tests/ir/test_dim_proofs.py": 24,  # proofs against concrete bindings
+    "tests/dynshape/test_deep_programs.py": 23,  # programs at the nesting limit compiled
+    "tests/e2e/test_type_completion.py": 19,  # full type inference per corpus program
+    "tests/benchmarks/test_onnx_families.py": 13,  # eight model families in onnxruntime
+}
 
 
 def load_example_module(name: str) -> ModuleType:
@@ -77,6 +108,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     vm_backend_defaults(config.getoption("--vm-backend"))  # a bad value fails the run now
+    gone = [path for path in SLOW_MODULES if not (config.rootpath / path).is_file()]
+    if gone:
+        raise pytest.UsageError(f"tests/conftest.py SLOW_MODULES names missing files: {gone}")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.nodeid.partition("::")[0] in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
 
 
 def pytest_report_header(config: pytest.Config) -> str:
