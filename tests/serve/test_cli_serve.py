@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytest.importorskip("ray.serve")
-
 import dynshape
+
+NEEDS = ("ray.serve",)  # imported before the first test (conftest.py), not at collection
 
 PROGRAM = """
 def @main(%x: Tensor[(batch, 3), float32]) -> Tensor[(batch, 3), float32] { exp(%x) }

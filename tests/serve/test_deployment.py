@@ -18,14 +18,16 @@ from typing import Any
 
 import numpy as np
 import pytest
+from serve_testlib import Lazy
 
-ray = pytest.importorskip("ray")
-serve = pytest.importorskip("ray.serve")
+import dynshape
+from dynshape.serve.wire import request_to_json
+from vm import VMArgumentError
 
-import dynshape  # noqa: E402
-from dynshape.serve.deployment import deployment  # noqa: E402
-from dynshape.serve.wire import request_to_json  # noqa: E402
-from vm import VMArgumentError  # noqa: E402
+NEEDS = ("ray", "ray.serve")  # imported before the first test (conftest.py), not at collection
+ray = Lazy("ray")
+serve = Lazy("ray.serve")
+deployment = Lazy("dynshape.serve.deployment", "deployment")
 
 MLP = """
 def @main(%x: Tensor[(batch, 8), float32], %w: Tensor[(batch, 8), float32])

@@ -7,11 +7,9 @@ import os
 import subprocess
 import sys
 
-import pytest
-
-pytest.importorskip("ray")
-
 from dynshape.serve.local import RAY_CLUSTER_SWITCH
+
+NEEDS = ("ray",)  # imported before the first test (conftest.py), not at collection
 
 CHECK = """
 import sys

@@ -30,17 +30,16 @@ from typing import Any
 
 import numpy as np
 import pytest
-
-pytest.importorskip("ray.serve")
-pytest.importorskip("ray.cluster_utils")
-
-import ray
-from ray import serve
-from ray.cluster_utils import Cluster
+from serve_testlib import Lazy
 
 import dynshape
-from dynshape.serve.deployment import deployment
 from dynshape.serve.wire import request_to_json
+
+NEEDS = ("ray.serve", "ray.cluster_utils")  # imported before the first test (conftest.py)
+ray = Lazy("ray")
+serve = Lazy("ray.serve")
+Cluster = Lazy("ray.cluster_utils", "Cluster")
+deployment = Lazy("dynshape.serve.deployment", "deployment")
 
 MLP = """
 def @main(%x: Tensor[(batch, 8), float32], %w: Tensor[(batch, 8), float32])

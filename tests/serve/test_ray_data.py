@@ -4,14 +4,14 @@ worker, batches of 4 rows and a last shorter one, every row's result back."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
+from serve_testlib import Lazy
 
-data = pytest.importorskip("ray.data")
+import dynshape
+from dynshape.serve.offline import MapBatches
 
-import ray  # noqa: E402
-
-import dynshape  # noqa: E402
-from dynshape.serve.offline import MapBatches  # noqa: E402
+NEEDS = ("ray.data",)  # imported before the first test (conftest.py), not at collection
+data = Lazy("ray.data")
+ray = Lazy("ray")
 
 PROGRAM = """
 def @main(%x: Tensor[(batch, 3), float32]) -> Tensor[(batch, 3), float32] { exp(%x) }
