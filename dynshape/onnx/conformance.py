@@ -150,7 +150,7 @@ def generate_index() -> list[Entry]:
     """The index by generating every case, one generator module at a time (``onnx``'s own
     ``collect_testcases`` order); in a process that has generated none yet."""
     import onnx.backend.test.case.node as node
-    from onnx.backend.test.case.utils import ONNX_ML
+    from onnx import ONNX_ML
 
     made = node._NodeTestCases
     if made:
