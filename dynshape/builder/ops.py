@@ -1,12 +1,14 @@
 """The op functions of the builder: ``ds.exp(x)``, ``ds.softmax(x, axis=-1)``, ``ds.conv2d(...)``.
 
-Most are thin wrappers made from the op catalogue by ``op_function``: the op's operands (Values,
-numbers, numpy arrays; a list for a tuple operand), then its attributes, positionally in the
-order the catalogue declares them or by keyword (``signature.py``: ``ds.reshape(x, (-1,))``),
-checked by the op declaration. The names drop the ``nn.`` prefix (``ds.relu`` is
-``nn.relu``) and spell ``dyn.`` as ``dyn_``. ``tests/builder`` checks that every op of the
-catalogue has one. A few are written out because numpy spells them differently (``ds.full``
-takes the shape first, ``ds.arange`` takes numbers, ``ds.sum`` takes ``axis`` positionally).
+Most are thin wrappers made by ``op_function`` from each op's declaration
+(``shape_funcs.declarations.BUILTIN_OPS``), one per op that computes tensors, so a new op needs
+no line here: the op's operands (Values, numbers, numpy arrays; a list for a tuple operand), then
+its attributes, positionally in the order the declaration gives them or by keyword
+(``signature.py``: ``ds.reshape(x, (-1,))``), checked by the op's definition. The names drop the
+``nn.`` prefix (``ds.relu`` is ``nn.relu``) and spell ``dyn.`` as ``dyn_``. ``tests/builder``
+checks that every op of the catalogue has one. A few are written out because numpy spells them
+differently (``ds.full`` takes the shape first, ``ds.arange`` takes numbers, ``ds.sum`` takes
+``axis`` positionally): ``WRITTEN_OUT``.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import ir
+from shape_funcs.declarations import BUILTIN_OPS
 
 from .location import fail, user_span
 from .signature import bind, describe, op_signature
@@ -54,100 +57,18 @@ def op(op_name: str) -> Callable[..., Any]:
     return op_function(op_name)
 
 
-# ---- unary elementwise -----------------------------------------------------------------------
-exp = op_function("exp")
-log = op_function("log")
-sqrt = op_function("sqrt")
-rsqrt = op_function("rsqrt")
-sin = op_function("sin")
-cos = op_function("cos")
-tanh = op_function("tanh")
-sigmoid = op_function("sigmoid")
-erf = op_function("erf")
-floor = op_function("floor")
-ceil = op_function("ceil")
-round = op_function("round")
-negative = op_function("negative")
-abs = op_function("abs")
-copy = op_function("copy")
-zeros_like = op_function("zeros_like")
-ones_like = op_function("ones_like")
-logical_not = op_function("logical_not")
-cast = op_function("cast")
-clip = op_function("clip")
-relu = op_function("nn.relu")
-leaky_relu = op_function("nn.leaky_relu")
-# ---- binary elementwise (broadcasting) ------------------------------------------------------
-add = op_function("add")
-subtract = op_function("subtract")
-multiply = op_function("multiply")
-divide = op_function("divide")
-floor_divide = op_function("floor_divide")
-mod = op_function("mod")
-power = op_function("power")
-maximum = op_function("maximum")
-minimum = op_function("minimum")
-equal = op_function("equal")
-not_equal = op_function("not_equal")
-less = op_function("less")
-less_equal = op_function("less_equal")
-greater = op_function("greater")
-greater_equal = op_function("greater_equal")
-logical_and = op_function("logical_and")
-logical_or = op_function("logical_or")
-where = op_function("where")
-# ---- layout ---------------------------------------------------------------------------------
-reshape = op_function("reshape")
-transpose = op_function("transpose")
-expand_dims = op_function("expand_dims")
-squeeze = op_function("squeeze")
-split = op_function("split")
-strided_slice = op_function("strided_slice")
-take = op_function("take")
-scatter_nd = op_function("scatter_nd")
-scatter_elements = op_function("scatter_elements")
-tile = op_function("tile")
-repeat = op_function("repeat")
-cumsum = op_function("cumsum")
-resize = op_function("resize")
-broadcast_to = op_function("broadcast_to")
-batch_flatten = op_function("nn.batch_flatten")
-pad = op_function("nn.pad")
-# ---- neural network -------------------------------------------------------------------------
-dense = op_function("nn.dense")
-matmul = op_function("nn.matmul")
-batch_matmul = op_function("nn.batch_matmul")
-attention = op_function("nn.attention")
-lstm = op_function("nn.lstm")
-gru = op_function("nn.gru")
-rnn = op_function("nn.rnn")
-bias_add = op_function("nn.bias_add")
-softmax = op_function("nn.softmax")
-log_softmax = op_function("nn.log_softmax")
-layer_norm = op_function("nn.layer_norm")
-conv2d = op_function("nn.conv2d")
-conv2d_transpose = op_function("nn.conv2d_transpose")
-max_pool2d = op_function("nn.max_pool2d")
-avg_pool2d = op_function("nn.avg_pool2d")
-global_avg_pool2d = op_function("nn.global_avg_pool2d")
-global_max_pool2d = op_function("nn.global_max_pool2d")
-# ---- shapes and data-dependent sizes --------------------------------------------------------
-shape_of = op_function("shape_of")
-argwhere = op_function("argwhere")
-compress = op_function("compress")
-topk = op_function("topk")
-dyn_reshape = op_function("dyn.reshape")
-dyn_zeros = op_function("dyn.zeros")
-dyn_ones = op_function("dyn.ones")
-dyn_full = op_function("dyn.full")
-dyn_strided_slice = op_function("dyn.strided_slice")
-dyn_topk = op_function("dyn.topk")
-non_max_suppression = op_function("non_max_suppression")
-
-
 # ---- written out: numpy's spelling ----------------------------------------------------------
+def _default(op_name: str, attr_name: str) -> Any:
+    """The declared default of an attribute: a written-out function's default is the op's."""
+    return BUILTIN_OPS[op_name].attr_index[attr_name].default
+
+
 def _reduce(op_name: str) -> Callable[..., Any]:
-    def reduce(x: Any, axis: Any = None, keepdims: bool = False, exclude: bool = False) -> Any:
+    axis0, keepdims0, exclude0 = (_default(op_name, a) for a in ("axis", "keepdims", "exclude"))
+
+    def reduce(
+        x: Any, axis: Any = axis0, keepdims: bool = keepdims0, exclude: bool = exclude0
+    ) -> Any:
         axis = list(axis) if isinstance(axis, tuple) else axis
         return apply(op_name, x, axis=axis, keepdims=keepdims, exclude=exclude)
 
@@ -165,32 +86,34 @@ argmax = _reduce("argmax")
 argmin = _reduce("argmin")
 
 
-def concatenate(values: Sequence[Any], axis: int = 0) -> Any:
+def concatenate(values: Sequence[Any], axis: int = _default("concatenate", "axis")) -> Any:
     """Join tensors along ``axis``."""
     return apply("concatenate", list(values), axis=axis)
 
 
-def stack(values: Sequence[Any], axis: int = 0) -> Any:
+def stack(values: Sequence[Any], axis: int = _default("stack", "axis")) -> Any:
     """Join tensors along a new ``axis``."""
     return apply("stack", list(values), axis=axis)
 
 
-def zeros(shape: Sequence[int], dtype: str = "float32") -> Any:
+def zeros(shape: Sequence[int], dtype: str = _default("zeros", "dtype")) -> Any:
     """A tensor of zeros of a static shape."""
     return apply("zeros", shape=list(shape), dtype=dtype)
 
 
-def ones(shape: Sequence[int], dtype: str = "float32") -> Any:
+def ones(shape: Sequence[int], dtype: str = _default("ones", "dtype")) -> Any:
     """A tensor of ones of a static shape."""
     return apply("ones", shape=list(shape), dtype=dtype)
 
 
-def full(shape: Sequence[int], fill_value: Any, dtype: str = "float32") -> Any:
+def full(shape: Sequence[int], fill_value: Any, dtype: str = _default("full", "dtype")) -> Any:
     """A tensor of a static shape filled with ``fill_value`` (a number or a scalar Value)."""
     return apply("full", _scalar(fill_value, dtype), shape=list(shape), dtype=dtype)
 
 
-def arange(start: Any, stop: Any = None, step: Any = 1, dtype: str = "float32") -> Any:
+def arange(
+    start: Any, stop: Any = None, step: Any = 1, dtype: str = _default("arange", "dtype")
+) -> Any:
     """``np.arange``: numbers or scalar Values; the length is ``?`` unless all are numbers."""
     if stop is None:
         start, stop = 0, start
@@ -211,3 +134,37 @@ def _scalar(value: Any, dtype: str) -> Any:
             raise fail(f"expected a scalar, got a tensor of shape {value.type}")
         return value
     return constant(value, dtype, user_span())
+
+
+#: The op functions written out above for numpy's spelling, by op name.
+WRITTEN_OUT: dict[str, Callable[..., Any]] = {
+    "sum": sum,
+    "mean": mean,
+    "max": max,
+    "min": min,
+    "prod": prod,
+    "argmax": argmax,
+    "argmin": argmin,
+    "concatenate": concatenate,
+    "stack": stack,
+    "zeros": zeros,
+    "ones": ones,
+    "full": full,
+    "arange": arange,
+}
+
+
+def _op_functions() -> dict[str, Callable[..., Any]]:
+    """Every built-in tensor op's builder function, by builder name: written out, or made from
+    its declaration."""
+    return {
+        builder_name(name): WRITTEN_OUT.get(name) or op_function(name)
+        for name, decl in BUILTIN_OPS.items()
+        if decl.computes_tensors
+    }
+
+
+_FUNCTIONS = _op_functions()
+globals().update(_FUNCTIONS)  # ds.exp, ds.relu, ds.dyn_zeros, ...: one per declaration
+
+__all__ = sorted([*_FUNCTIONS, "constant_of", "op", "op_function"])
