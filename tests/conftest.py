@@ -26,7 +26,7 @@ import pytest
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 #: The modules the quick loop (``pytest -m "not slow"``) leaves out, with their seconds in a full
-#: run on this project's 2 shared cores (``pytest --durations``, issue 28): together about 3/4
+#: run on this project's 2 shared cores (``pytest --durations``, issue 28): together about 4/5
 #: of the suite's time. One list here rather than a ``pytestmark`` line in each module, so the
 #: loop is defined in one place and the modules (edited by others) stay as they are. Every
 #: package keeps faster tests in the loop (tests/shape_funcs/test_shape_errors.py, the ONNX
@@ -51,6 +51,10 @@ SLOW_MODULES = {
     "tests/dynshape/test_deep_programs.py": 23,  # programs at the nesting limit compiled
     "tests/e2e/test_type_completion.py": 19,  # full type inference per corpus program
     "tests/benchmarks/test_onnx_families.py": 13,  # eight model families in onnxruntime
+    "tests/onnx/test_conformance.py": 31,  # 1,061 backend cases, 15 s of them generating
+    "tests/vm/test_kernels_elementwise.py": 29,  # every elementwise kernel, every dtype
+    "tests/vm/test_shape_program.py": 14,  # random shape programs against the reference
+    "tests/dynshape/test_proof_budget.py": 12,  # size proofs on exported models' dims
 }
 
 
