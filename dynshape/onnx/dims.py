@@ -38,6 +38,8 @@ class InputDims:
         """The ranges of ``main``'s symbols: the declared ones, narrowed by ``nonnegative``."""
         self.narrowed: dict[str, int] = {}
         """Symbol -> the lower bound ``nonnegative`` gave it (the model's own domain)."""
+        self.bounded: dict[str, int] = {}
+        """Symbol -> the upper bound ``at_most`` gave it (float math exact below it)."""
         self.symbols: set[str] = set()
         """The names of the symbols the inputs' dims are (``dim`` records them)."""
         for name, option in self.options.items():
@@ -126,6 +128,58 @@ class InputDims:
         self.ranges[name] = (least, hi)
         self.narrowed[name] = least
         return True
+
+    def at_most(self, dim: Any, bound: int) -> bool:
+        """Whether ``0 <= dim <= bound`` wherever the program runs: proved over the symbols'
+        ranges, or made so by lowering the upper bound of its one symbol to the largest value
+        up to which it is proved (``float_dims.py``: a dim that went through float math is
+        exact up to ``2**24`` in float32). Unlike ``nonnegative`` this narrows on the first
+        import: the float math is the model's, so a larger size would not give the sizes the
+        model computes, and the program's entry check refuses it, naming the dim."""
+        import ir
+
+        if isinstance(dim, int):
+            return 0 <= dim <= bound
+        if not self.proves_nonnegative(dim):
+            return False
+        if ir.compare(dim, "<=", bound, self.ranges) is True:
+            return True
+        symbols = ir.free_symbols(dim)
+        if len(symbols) != 1:
+            return False
+        (symbol,) = symbols
+        name = str(symbol)
+        if ir.is_anonymous(symbol) or name not in self.symbols:
+            return False
+        lo, hi = self.ranges.get(name, (0, None))
+        top = _largest_at_most(dim, symbol, bound, lo, bound if hi is None else min(hi, bound))
+        if top is None:
+            return False
+        narrowed = {**self.ranges, name: (lo, top)}
+        if ir.compare(dim, "<=", bound, narrowed) is not True:
+            return False
+        self.ranges[name] = (lo, top)
+        self.bounded[name] = top
+        return True
+
+
+def _largest_at_most(dim: Any, symbol: Any, bound: int, lo: int, hi: int) -> int | None:
+    """The largest ``v`` in ``[lo, hi]`` with ``dim(v) <= bound``, for a ``dim`` that does not
+    decrease in ``symbol`` (dims of sizes do not); None when even ``lo`` is past it."""
+    import sympy
+
+    def value(v: int) -> int:
+        return int(sympy.sympify(dim).subs(symbol, v))
+
+    if value(lo) > bound:
+        return None
+    while lo < hi:  # invariant: value(lo) <= bound
+        mid = (lo + hi + 1) // 2
+        if value(mid) <= bound:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 #: How far ``_least_nonnegative`` looks: past it, a dim is not taken to become non-negative.

@@ -25,24 +25,33 @@ class Known:
 
     ``array`` holds numbers (a numeric dtype) or, when some element is symbolic, ints and
     sympy dims (``object`` dtype); ``dtype`` is the tensor's dtype in the IR's spelling
-    (``int64`` for a shape), which an ``object`` array cannot tell.
+    (``int64`` for a shape), which an ``object`` array cannot tell. A float ``Known`` may hold
+    dims as floats too (``float_dims.py``: ``Cast(Shape(x), float)``). An ``object`` array
+    whose elements are all numbers is stored as a numeric one: a concrete ``[16]`` cut from a
+    partly symbolic shape is a number, not a shape value.
     """
 
     array: np.ndarray
     dtype: str
 
     def __post_init__(self) -> None:
-        if not isinstance(self.array, np.ndarray):  # np.take of a 0-d index gives an element
-            object.__setattr__(self, "array", np.array(self.array, dtype=object))
+        array = self.array
+        if not isinstance(array, np.ndarray):  # np.take of a 0-d index gives an element
+            array = np.array(array, dtype=object)
+        if array.dtype == object and all(_is_number(v) for v in array.flat):
+            flat = [_number(v, self.dtype) for v in array.flat]
+            array = np.array(flat, dtype=self.dtype).reshape(array.shape)
+        object.__setattr__(self, "array", array)
 
     @staticmethod
     def of(values: Any, dtype: str) -> Known:
         """A known tensor of ``values`` (nested lists, numbers, dims), simplified to a numeric
         array when no element is symbolic."""
         array = np.array(values, dtype=object)
-        if all(not isinstance(v, sympy.Basic) or v.is_Integer for v in array.flat):
-            flat = [int(v) if isinstance(v, sympy.Basic) else v for v in array.flat]
-            return Known(np.array(flat, dtype=dtype).reshape(array.shape), dtype)
+        if all(_is_number(v) for v in array.flat):
+            return Known(array, dtype)  # numeric once built
+        if np.dtype(dtype).kind == "f":  # dims as floats: expressions, not dims
+            return Known(np.vectorize(_float_elem, otypes=[object])(array), dtype)
         return Known(np.vectorize(_dim, otypes=[object])(array), dtype)
 
     @property
@@ -61,6 +70,24 @@ class Known:
     def numeric(self) -> np.ndarray | None:
         """The array when no element is symbolic, else None."""
         return None if self.symbolic else self.array
+
+
+def _is_number(v: Any) -> bool:
+    """A plain number: a Python or numpy number, or a sympy number (an integer, a rational)."""
+    if isinstance(v, sympy.Basic):
+        return bool(v.is_number)
+    return isinstance(v, (int, float, bool, np.number, np.bool_))
+
+
+def _number(v: Any, dtype: str) -> Any:
+    """A number element as the Python number ``np.array(..., dtype)`` takes exactly."""
+    if isinstance(v, sympy.Basic):
+        return int(v) if v.is_Integer else float(v)
+    return v
+
+
+def _float_elem(v: Any) -> Any:
+    return sympy.sympify(v) if isinstance(v, sympy.Basic) else v
 
 
 def _dim(v: Any) -> ir.Dim:

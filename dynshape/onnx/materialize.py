@@ -5,6 +5,8 @@ one (``[batch, seq*4]`` fed to an op that takes a tensor) is computed at run tim
 symbols come from: each symbol is read off the shape of a tensor that has it as a dim
 (``take(shape_of(x), 1)``), and the expression is built with integer ops (``floor`` of a
 quotient is ``floor_divide``, ``Mod`` is ``mod``, ``Min``/``Max`` are ``minimum``/``maximum``).
+A float one holds dims as floats (``float_dims.AsFloat``): the dim is computed as an integer and
+cast, and its exact power-of-two scalings are divisions in the float type.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import sympy
 import ir
 from dynshape.builder import trace
 
+from .float_dims import AsFloat
 from .known import Known
 from .registry import NodeError
 
@@ -80,11 +83,16 @@ class Materializer:
             return dim if dtype == "int64" else trace.apply("cast", dim, dtype=dtype)
         if isinstance(e, sympy.Add):
             return self._fold("add", e.args, dtype)
+        if isinstance(e, AsFloat):  # a dim as a float (float_dims.py): computed, then cast
+            return trace.apply("cast", self._expr(e.args[0], "int64"), dtype=dtype)
         if isinstance(e, sympy.Mul):
             num, den = sympy.fraction(e)
-            if den != 1:
+            product = self._fold("multiply", sympy.Mul.make_args(num), dtype)
+            if den == 1:
+                return product
+            if np.dtype(dtype).kind != "f":
                 raise NodeError(f"the dim {e} is not an integer")
-            return self._fold("multiply", sympy.Mul.make_args(num), dtype)
+            return trace.apply("divide", product, self._expr(den, dtype))
         if isinstance(e, sympy.Pow) and e.exp.is_Integer and e.exp > 0:
             return self._fold("multiply", [e.base] * int(e.exp), dtype)
         if isinstance(e, (sympy.floor, sympy.ceiling)):

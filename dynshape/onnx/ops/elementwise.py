@@ -29,6 +29,7 @@ import sympy
 import ir
 from dynshape.builder import trace
 
+from .. import float_dims
 from ..known import Known
 from ..registry import Node, NodeError, converter
 from .operands import value_dtype
@@ -110,6 +111,8 @@ def _fold(
         except ValueError as e:
             raise NodeError(f"the inputs do not broadcast: {_shapes(knowns)} ({e})") from None
         return Known(np.asarray(out).astype(dtype, copy=False), dtype)
+    if any(k.symbolic and _kind(k.dtype) == _FLOAT for k in knowns):
+        symbolic = float_dims.FOLDING.get(node.op_type)  # exact float math only
     if symbolic is None:
         return None
     try:

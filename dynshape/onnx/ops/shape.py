@@ -18,6 +18,7 @@ import sympy
 import ir
 from dynshape.builder import trace
 
+from .. import float_dims
 from ..known import Known
 from ..model import DTYPES
 from ..registry import Node, NodeError, Unsupported, converter
@@ -74,12 +75,35 @@ def cast(node: Node) -> Any:
     dtype = DTYPES[to]
     value = node.input(0)
     if isinstance(value, Known):
-        if value.symbolic:
-            if dtype.startswith(("int", "uint")):
-                return Known(value.array, dtype)  # dims are integers already
-            raise NodeError(f"a shape cast to {dtype} cannot stay symbolic")
-        return Known(value.array.astype(dtype), dtype)
-    return trace.apply("cast", value, dtype=dtype)
+        if not value.symbolic:
+            return Known(value.array.astype(dtype), dtype)
+        folded = _cast_symbolic(node, value, dtype)
+        if folded is not None:
+            return folded
+    return trace.apply("cast", node.tensor(0), dtype=dtype)
+
+
+def _cast_symbolic(node: Node, value: Known, dtype: str) -> Known | None:
+    """A cast of a shape value kept as one where it is exact (``float_dims.py``): dims to an
+    integer type, dims to a float (``AsFloat``), and float dims back to integers when every
+    element is integer-valued, the input dims' ranges then narrowed to where the float math
+    was exact. None: the cast runs (a float to another float, a bool, a value not integral)."""
+    source = np.dtype(value.dtype).kind
+    target = np.dtype(dtype).kind
+    if source in "iu" and target in "iu":
+        return Known(value.array, dtype)  # dims are integers already
+    if source in "iu" and dtype in float_dims.SIGNIFICAND_BITS:
+        cast = [float_dims.as_float(d, dtype) for d in value.array.flat]
+        return Known.of(np.array(cast, dtype=object).reshape(value.shape), dtype)
+    if source != "f" or target not in "iu":
+        return None
+    dims = [float_dims.as_dim(v) for v in value.array.flat]
+    if any(d is None for d in dims):
+        return None
+    for e, bits in float_dims.requirements(value.array.flat):
+        if node.domain is None or not node.domain.at_most(e, 2**bits):
+            return None
+    return Known.of(np.array(dims, dtype=object).reshape(value.shape), dtype)
 
 
 @converter("Gather")
