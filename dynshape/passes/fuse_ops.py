@@ -77,13 +77,14 @@ from ir import (
     Type,
     Var,
 )
+from shape_funcs.declarations import BUILTIN_OPS
 
 from ..analysis.dataflow import Use, UseGraph, use_graph
 from ..errors import CompileError
 from .base import ModulePass
 
 #: Ops that only reinterpret their input's shape: a group of them alone is a view.
-RESHAPE_LIKE = frozenset({"reshape", "expand_dims", "squeeze", "nn.batch_flatten"})
+RESHAPE_LIKE = frozenset(name for name, op in BUILTIN_OPS.items() if op.reshape_like)
 
 _ANCHORS = (OpPattern.REDUCTION, OpPattern.OUT_ELEMWISE_FUSABLE)
 

@@ -102,6 +102,9 @@ class OpDecl:
     blockwise: bool = False
     """Its kernel may run on blocks of rows of its (broadcast) operands and give the rows of
     the whole result: a fused chain of such ops runs block by block (``vm/fused_blocked.py``)."""
+    reshape_like: bool = False
+    """Its result is its (first) input's elements, in order, in another shape: a fused group of
+    such ops alone is a view of its input (``dynshape/passes/fuse_ops.py``)."""
     attr_index: dict[str, AttrDecl] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -146,9 +149,12 @@ def declare(
     *,
     in_place: bool = False,
     blockwise: bool = False,
+    reshape_like: bool = False,
 ) -> OpDecl:
     """An op declaration (shorthand for the catalogue): checked, registered nowhere."""
-    return OpDecl(name, tuple(operands), tuple(attrs), pattern, dtype, doc, in_place, blockwise)
+    return OpDecl(
+        name, tuple(operands), tuple(attrs), pattern, dtype, doc, in_place, blockwise, reshape_like
+    )
 
 
 def _frozen(value: Any) -> Any:

@@ -68,6 +68,13 @@ def test_the_builders_signature_is_the_declarations(name: str) -> None:
     assert defaults == [inspect.Parameter.empty if a.required else a.default for a in decl.attrs]
 
 
+def test_the_compilers_reshape_like_ops_are_the_declarations() -> None:
+    from dynshape.passes.fuse_ops import RESHAPE_LIKE
+
+    assert {n for n, d in BUILTIN_OPS.items() if d.reshape_like} == RESHAPE_LIKE
+    assert {"reshape", "expand_dims", "squeeze", "nn.batch_flatten"} == RESHAPE_LIKE
+
+
 def test_the_vms_op_tables_are_read_from_the_declarations() -> None:
     assert {n for n, d in BUILTIN_OPS.items() if d.blockwise} == fused_blocked.ELEMENTWISE
     resize = BUILTIN_OPS["resize"]

@@ -17,6 +17,7 @@ DECLARATIONS: tuple[OpDecl, ...] = (
         "first",
         [attr("newshape", "list[int | dim]")],
         "x with a new shape (ints or dims); 0 copies the input dim, -1 is inferred",
+        reshape_like=True,
     ),
     declare(
         "transpose",
@@ -33,6 +34,7 @@ DECLARATIONS: tuple[OpDecl, ...] = (
         "first",
         [attr("axis", "int"), attr("num_newaxis", "int", 1)],
         "insert 1-dims at axis",
+        reshape_like=True,
     ),
     declare(
         "squeeze",
@@ -41,6 +43,7 @@ DECLARATIONS: tuple[OpDecl, ...] = (
         "first",
         [attr("axis", optional("list[int]"), None)],
         "remove 1-dims (all when axis=None)",
+        reshape_like=True,
     ),
     declare(
         "concatenate",
@@ -110,7 +113,14 @@ DECLARATIONS: tuple[OpDecl, ...] = (
         [attr("shape", "list[int | dim]")],
         "x broadcast to shape",
     ),
-    declare("nn.batch_flatten", ["x"], "injective", "first", doc="reshape to (x.shape[0], -1)"),
+    declare(
+        "nn.batch_flatten",
+        ["x"],
+        "injective",
+        "first",
+        doc="reshape to (x.shape[0], -1)",
+        reshape_like=True,
+    ),
     declare(
         "nn.pad",
         ["x"],
