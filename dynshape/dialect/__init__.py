@@ -1,3 +1,3 @@
 """The memory dialect as the compiler uses it (``memory.py``): one class per op with a typed
-constructor, typed fields and its type rule. The ops themselves are declared in the IR's
-catalogue (``ir/ops/memory.py``)."""
+constructor, typed fields and its type rule. The ops themselves are declared once
+(``shape_funcs/declarations/catalogue/memory.py``)."""

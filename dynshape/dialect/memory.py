@@ -1,7 +1,7 @@
 """The memory dialect, typed: one class per op, with a constructor and typed fields.
 
-The ops are declared once in the IR's catalogue (``ir/ops/memory.py``: operands, attribute
-kinds, documentation; what the parser and printer need). This module is how the compiler
+The ops are declared once (``shape_funcs/declarations/catalogue/memory.py``: operands,
+attribute kinds, documentation; what the parser and printer need). This module is how the compiler
 *uses* them: ``AllocStorage.make(size, alignment, dtype_hint)`` builds a call (typed, when its
 operands are: a pass builds typed nodes, so the pipeline need not re-infer), and
 ``memory_op(value)`` returns the typed view of a call of the dialect (``AllocStorage``,

@@ -1,4 +1,4 @@
-"""The reference interpreter's evaluation of the memory dialect (``ir/ops/memory.py``).
+"""The reference interpreter's evaluation of the memory dialect (``catalogue/memory.py``).
 
 A storage is a zeroed byte buffer; a tensor is a typed numpy view of it at a byte offset (a view
 past the end is an error, so a planner that under-sizes a storage is caught); ``invoke``
