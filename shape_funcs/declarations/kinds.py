@@ -15,6 +15,7 @@ with. Its bounds are the loader's (a file cannot make a kernel allocate a 2**63-
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -80,6 +81,11 @@ def parse_kind(text: str) -> tuple[Alternative, ...]:
     ``"'a' | 'b'"`` -> ``(("a", "b"),)``); raises DeclarationError naming an unknown part."""
     if not isinstance(text, str):
         raise DeclarationError(f"an attribute kind is text, got {text!r}")
+    return _parse_kind(text)
+
+
+@functools.cache  # a few dozen kind texts, each read by many attributes
+def _parse_kind(text: str) -> tuple[Alternative, ...]:
     alternatives: list[Alternative] = []
     for part in (p.strip() for p in text.split(" or ")):
         if part in _BASIC:
@@ -93,6 +99,12 @@ def parse_kind(text: str) -> tuple[Alternative, ...]:
 
 def value_check(text: str) -> Check:
     """The predicate a plain value of kind ``text`` passes (see the module doc)."""
+    parse_kind(text)  # refuses what is not a kind's text, in its words
+    return _value_check(text)
+
+
+@functools.cache
+def _value_check(text: str) -> Check:
     checks = [_BASIC[a] if isinstance(a, str) else _choice(frozenset(a)) for a in parse_kind(text)]
     return checks[0] if len(checks) == 1 else (lambda v: any(c(v) for c in checks))
 

@@ -140,3 +140,17 @@ def test_declaring_an_op_twice_in_the_catalogue_is_refused() -> None:
     op = declare("t.a", ["x"], "opaque", "first")
     with pytest.raises(DeclarationError, match=r"op 't\.a' is declared twice"):
         _by_name((op,), (op,))
+
+
+def test_register_op_refuses_what_a_declaration_refuses_and_registers_nothing() -> None:
+    import dynshape
+    from dynshape.errors import BuildError
+
+    with pytest.raises(BuildError) as info:
+        dynshape.register_op(
+            "t.big", attrs={"n": 1 << 63}, pattern="elementwise", kernel=lambda x, out, n: None
+        )
+    assert str(info.value) == (
+        f"register_op 't.big': op t.big: attribute 'n': default {1 << 63} is not int"
+    )
+    assert not ir.has_op("t.big")

@@ -49,20 +49,15 @@ def _builtin_schemas() -> dict[str, dict[str, str]]:
 
 
 _SCHEMAS: dict[str, dict[str, str]] = _builtin_schemas()
-_CHECKS: dict[str, Check] = {}
 
 
 def kind_check(kind: str) -> Check:
-    """The predicate of a kind's text (see the module doc); raises KernelRegistryError for a
-    kind the declarations do not know."""
-    check = _CHECKS.get(kind)
-    if check is None:
-        try:
-            check = value_check(kind)
-        except DeclarationError as e:
-            raise KernelRegistryError(str(e)) from None
-        _CHECKS[kind] = check
-    return check
+    """The predicate of a kind's text (see the module doc; made once per text); raises
+    KernelRegistryError for a kind the declarations do not know."""
+    try:
+        return value_check(kind)
+    except DeclarationError as e:
+        raise KernelRegistryError(str(e)) from None
 
 
 def register_attr_schema(op_name: str, schema: Mapping[str, str]) -> None:
