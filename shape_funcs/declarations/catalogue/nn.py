@@ -77,23 +77,20 @@ DECLARATIONS: tuple[OpDecl, ...] = (
         [attr("axis", "int", 1)],
         "data + bias along axis",
     ),
-    declare(
-        "nn.softmax",
-        ["x"],
-        _FUSABLE,
-        "float",
-        [attr("axis", "int", -1)],
-        "softmax along axis",
-        in_place=True,  # max/sum are taken before the first write; each later step is in place
-    ),
-    declare(
-        "nn.log_softmax",
-        ["x"],
-        _FUSABLE,
-        "float",
-        [attr("axis", "int", -1)],
-        "log of softmax along axis",
-        in_place=True,  # max/sum are taken before the first write; each later step is in place
+    *(
+        declare(
+            name,
+            ["x"],
+            _FUSABLE,
+            "float",
+            [attr("axis", "int", -1)],
+            doc,
+            in_place=True,  # max/sum are taken before the first write; each later step is in place
+        )
+        for name, doc in (
+            ("nn.softmax", "softmax along axis"),
+            ("nn.log_softmax", "log of softmax along axis"),
+        )
     ),
     declare(
         "nn.attention",
