@@ -16,9 +16,10 @@ from ..errors import ModelImportError
 from .known import Known
 
 #: The versions of the default ONNX domain the importer supports. 13 is the floor of the issue;
-#: 22 to 25 add element types (bfloat16, float8, int4) to the ops it converts, not semantics,
-#: and the onnx package of 2026 writes its backend tests at 25.
-OPSETS = range(13, 26)
+#: 22 to 28 add element types (bfloat16, float8, int4, float6) and new ops to the ops it
+#: converts; the two changes of semantics are followed where they apply: ``Range``'s
+#: ``stash_type`` (27: float16 counted in float32) and ``Mod`` with ``fmod=0`` for floats (28).
+OPSETS = range(13, 29)
 
 #: ONNX element types (``TensorProto.DataType``) -> the IR's dtypes.
 DTYPES = {

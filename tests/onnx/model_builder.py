@@ -15,6 +15,7 @@ import dynshape.onnx
 ELEM = {
     "float32": TensorProto.FLOAT,
     "float64": TensorProto.DOUBLE,
+    "float16": TensorProto.FLOAT16,
     "int32": TensorProto.INT32,
     "int64": TensorProto.INT64,
     "bool": TensorProto.BOOL,
@@ -27,13 +28,21 @@ def model(
     outputs: Sequence[str],
     initializers: dict[str, np.ndarray] | None = None,
     opset: int = 17,
+    output_dtypes: Sequence[str] | None = None,
 ) -> onnx.ModelProto:
-    """A model of ``nodes``; inputs as ``(name, dtype, dims)`` (dims: ints, names, None)."""
+    """A model of ``nodes``; inputs as ``(name, dtype, dims)`` (dims: ints, names, None);
+    outputs untyped unless ``output_dtypes`` are given (onnxruntime needs them from IR
+    version 11, opset 23, on)."""
+    elems = (
+        [ELEM[t] for t in output_dtypes]
+        if output_dtypes
+        else [TensorProto.UNDEFINED] * len(outputs)
+    )
     graph = helper.make_graph(
         list(nodes),
         "test",
         [helper.make_tensor_value_info(n, ELEM[t], d) for n, t, d in inputs],
-        [helper.make_tensor_value_info(n, TensorProto.UNDEFINED, None) for n in outputs],
+        [helper.make_tensor_value_info(n, e, None) for n, e in zip(outputs, elems, strict=True)],
         [numpy_helper.from_array(a, name) for name, a in (initializers or {}).items()],
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])

@@ -322,16 +322,24 @@ def div(node: Node) -> Any:
     return _elementwise(node, values, dtype, _np_div, build, symbolic)
 
 
+#: The opset from which ``Mod`` takes ``fmod=0`` for floats (``A - floor(A / B) * B``).
+FLOAT_MOD_OPSET = 28
+
+
 @converter("Mod")
 def mod(node: Node) -> Any:
-    """``fmod=0``: the divisor's sign (Python's ``%``, integers only, as ONNX requires);
-    ``fmod=1``: the dividend's sign (C's ``fmod``)."""
+    """``fmod=0``: the divisor's sign (Python's ``%``; for floats from opset 28, numpy's
+    ``remainder``, whose special cases are the opset's); ``fmod=1``: the dividend's sign (C's
+    ``fmod``)."""
     values = _inputs(node, 2)
     dtype = _one_dtype(node, values, _NUMERIC)
     fmod = int(node.attr("fmod", 0))
     kind = _kind(dtype)
-    if kind == _FLOAT and not fmod:
-        raise NodeError(f"Mod of {dtype} inputs needs fmod=1 (ONNX's rule for floats)")
+    if kind == _FLOAT and not fmod and node.opset < FLOAT_MOD_OPSET:
+        raise NodeError(
+            f"Mod of {dtype} inputs needs fmod=1 before opset {FLOAT_MOD_OPSET} (ONNX's rule "
+            "for floats)"
+        )
     numeric = np.fmod if fmod else np.mod
     build = _c_fmod if fmod and kind != _UNSIGNED else _apply("mod")
     symbolic = _sym_mod(fmod, node.nonnegative) if kind != _FLOAT else None

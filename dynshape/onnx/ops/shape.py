@@ -263,6 +263,22 @@ def expand(node: Node) -> Any:
     return trace.apply("broadcast_to", node.tensor(0), shape=out)
 
 
+#: The opset from which ``Range`` has ``stash_type``: a float16 range counted in another float
+#: type (an ONNX element type: 1 float32, the default, or 11 float64) and rounded once.
+RANGE_STASH_OPSET = 27
+_STASH_TYPES = {1: "float32", 11: "float64"}
+
+
+def _stash_type(node: Node, dtype: str) -> str:
+    """The type ``Range`` counts in (``RANGE_STASH_OPSET``); ``dtype`` itself before it."""
+    if dtype != "float16" or node.opset < RANGE_STASH_OPSET:
+        return dtype
+    stash = node.attr("stash_type", 1)
+    if stash not in _STASH_TYPES:
+        raise Unsupported(f"stash_type={stash}: expected 1 (float) or 11 (double)")
+    return _STASH_TYPES[stash]
+
+
 @converter("Range")
 def range_(node: Node) -> Any:
     """Folded when its scalars are numbers. With dims (``Range(0, seq, 1)``, position ids) and
@@ -272,15 +288,23 @@ def range_(node: Node) -> Any:
     are reshaped to it (a run-time check that the two agree)."""
     a, b, c = (node.known(i) for i in range(3))
     dtype = value_dtype(node.input(0))
+    stash = _stash_type(node, dtype)
 
     def run_time() -> Any:
-        return trace.apply("arange", node.tensor(0), node.tensor(1), node.tensor(2), dtype=dtype)
+        bounds = [node.tensor(i) for i in range(3)]
+        if stash != dtype:
+            bounds = [trace.apply("cast", v, dtype=stash) for v in bounds]
+        out = trace.apply("arange", *bounds, dtype=stash)
+        return out if stash == dtype else trace.apply("cast", out, dtype=dtype)
 
     if a is None or b is None or c is None:
         return run_time()  # from data: the length is known at run time only
     start, limit, delta = (k.array.reshape(-1)[0] for k in (a, b, c))
     if not (a.symbolic or b.symbolic or c.symbolic):
-        return Known(np.arange(start, limit, delta, dtype=a.dtype), a.dtype)
+        if stash != dtype:
+            start, limit, delta = (np.dtype(stash).type(v) for v in (start, limit, delta))
+        values = np.arange(start, limit, delta, dtype=stash).astype(a.dtype)
+        return Known(values, a.dtype)
     if not isinstance(delta, (int, np.integer)) or not delta:
         return run_time()
     span = (sympy.sympify(limit) - sympy.sympify(start)) / int(delta)
