@@ -26,6 +26,7 @@ import numpy as np
 
 import ir
 from dynshape.builder import trace
+from shape_funcs.declarations import BUILTIN_OPS
 
 from ..registry import Node, NodeError, Unsupported, converter
 from .operands import value_dtype, value_shape
@@ -37,7 +38,7 @@ _OPS: dict[str, tuple[str, int, tuple[str, ...]]] = {
     "RNN": ("nn.rnn", 1, ("Tanh",)),
 }
 
-_ACTIVATIONS = ("sigmoid", "tanh", "relu")
+_ACTIVATIONS = BUILTIN_OPS["nn.lstm"].choices("act_f")  # every recurrent op takes the same
 
 #: The op's activation attributes, in ONNX's order of one direction's activations.
 _ACT_ATTRS = ("act_f", "act_g", "act_h")
@@ -100,7 +101,7 @@ def _recurrent(node: Node) -> list[Any]:
         raise NodeError(f"layout={layout} is not 0 or 1")
     seq, batch, input_size = (x_shape[1], x_shape[0], x_shape[2]) if layout else x_shape
     direction = node.attr("direction", "forward")
-    if direction not in ("forward", "reverse", "bidirectional"):
+    if direction not in BUILTIN_OPS["nn.lstm"].choices("direction"):
         raise NodeError(f"direction={direction!r} is not forward, reverse or bidirectional")
     dirs = 2 if direction == "bidirectional" else 1
     w_shape = value_shape(node.input(1))
