@@ -20,11 +20,11 @@ outputs' shapes. A kernel registered with ``vm.register_kernel`` alone may be gi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from shape_funcs.declarations import BUILTIN_OPS, DeclarationError, OpDecl, value_check
-from shape_funcs.declarations.kinds import MAX_INT, MAX_LIST, MAX_STR
+from shape_funcs.declarations.kinds import MAX_INT, MAX_LIST, MAX_STR, Check
 
 from ..errors import FormatError, KernelRegistryError
 
@@ -32,6 +32,7 @@ __all__ = [
     "MAX_INT",
     "MAX_LIST",
     "MAX_STR",
+    "Check",
     "check_kernel_attrs",
     "has_schema",
     "kind_check",
@@ -39,8 +40,6 @@ __all__ = [
     "register_declaration",
     "unregister_attr_schema",
 ]
-
-Check = Callable[[Any], bool]
 
 
 def _builtin_schemas() -> dict[str, dict[str, str]]:
