@@ -5,6 +5,9 @@ and ``unregister_shape_func`` removes what it added; ``concrete_shapes`` is the 
 the compile-time mode lives in the compiler (``dynshape/inference/symbolic_context.py``). This
 package imports neither sympy nor the rest of the project, so a deployed runtime needs numpy
 only.
+
+``shape_funcs.declarations`` holds every op's declaration (its data, written once), here because
+both the IR and the VM read it and this package is below both (design/layering.md).
 """
 
 from . import ops as _ops  # registers the shape functions of the built-in ops
