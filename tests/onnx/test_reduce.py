@@ -175,3 +175,21 @@ def test_arg(op: str, axis: int, keepdims: int, last: int) -> None:
 )
 def test_reduce_any_axes(op: str, axes: list[int], keepdims: int, b: int, s: int) -> None:
     compare(model(op, axes, keepdims=keepdims), data(op, [(b, s, 5)]))
+
+
+@pytest.mark.parametrize("keepdims", [0, 1])
+def test_log_sum_exp_of_an_empty_axis_is_minus_infinity(keepdims: int) -> None:
+    # log(sum(exp(nothing))) = log(0): the max that keeps the sum from overflowing has no value
+    # over no elements, so the statically empty case is the constant
+    graph = helper.make_graph(
+        [helper.make_node("ReduceLogSumExp", ["x", "axes"], ["y"], keepdims=keepdims)],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 0, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.array([1], np.int64), "axes")],
+    )
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    vm = dynshape.VirtualMachine(dynshape.compile(dynshape.onnx.load(m)))
+    out = vm.run(np.zeros((2, 0, 4), np.float32))
+    assert out.shape == ((2, 1, 4) if keepdims else (2, 4))
+    assert np.all(out == -np.inf)

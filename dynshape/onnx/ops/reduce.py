@@ -47,7 +47,9 @@ def _identity(op: str, dtype: str) -> Any:
         return 0
     if op == "ReduceProd":
         return 1
-    lowest = op == "ReduceMax"  # the max of nothing is the least value, and the min the most
+    # the max of nothing is the least value, and the min the most; log(sum(exp(nothing))) is
+    # log(0), the least value too
+    lowest = op in ("ReduceMax", "ReduceLogSumExp")
     if dtype == "bool":
         return not lowest
     if dtype.startswith("float"):
@@ -61,7 +63,7 @@ def _empty_reduction(op: str, shape: Any, axes: Any, keepdims: bool, dtype: str)
     None if no reduced axis is 0. (An axis that is 0 only at run time reaches the catalogue
     op, which refuses an empty max or min with a run-time error.)"""
     reduced = range(len(shape)) if axes is None else axes
-    if op not in ("ReduceSum", "ReduceProd", "ReduceMax", "ReduceMin"):
+    if op not in ("ReduceSum", "ReduceProd", "ReduceMax", "ReduceMin", "ReduceLogSumExp"):
         return None
     if not any(shape[a] == 0 for a in reduced):
         return None
@@ -119,10 +121,15 @@ def reduce_log_sum_exp(node: Node) -> Any:
     if axes == "noop":
         return x
     assert not isinstance(axes, str)
+    keepdims = bool(node.attr("keepdims", 1))
+    shape = value_shape(node.input(0))
+    empty = _empty_reduction(node.op_type, shape, axes, keepdims, value_dtype(node.input(0)))
+    if empty is not None:  # log of an empty sum: -inf, where the max below has no value
+        return empty
     m = _reduce("max", x, axes, True)
     total = _reduce("sum", trace.apply("exp", trace.apply("subtract", x, m)), axes, True)
     out = trace.apply("add", trace.apply("log", total), m)
-    if node.attr("keepdims", 1):
+    if keepdims:
         return out
     gone = list(range(rank)) if axes is None else axes
     return trace.apply(
