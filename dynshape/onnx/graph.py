@@ -50,14 +50,22 @@ class ShapeStats:
     """Tensors with some dims known only at run time (``?``) and some not."""
     unknown: int = 0
     """Tensors whose every dim is ``?`` (rank 1 or more)."""
+    shapes: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    """Each named node output's dims (ints, dims, ``?``), by its ONNX name (a value that is not
+    a tensor is left out): what ``benchmarks/onnx_unknown_dims.py`` compares with onnxruntime's
+    symbolic shape inference."""
 
-    def add(self, value: Any) -> None:
-        """Count one node output."""
+    def add(self, value: Any, name: str = "") -> None:
+        """Count one node output (named ``name`` in the model)."""
         if isinstance(value, Known):
             self.known += 1
+            if name:
+                self.shapes[name] = value.shape
             return
         ty = getattr(value, "type", None)
         shape = ty.shape if isinstance(ty, ir.TensorType) else ()
+        if name and isinstance(ty, ir.TensorType):
+            self.shapes[name] = tuple(shape)
         fresh = [any(ir.is_anonymous(s) for s in ir.free_symbols(d)) for d in shape]
         if not any(fresh):
             self.symbolic += 1
@@ -255,7 +263,7 @@ class _Importer:
                 if not self.depth:  # a branch's values exist in the branch only
                     self.materialize.record(result)
                 if self.counting:
-                    self.stats.add(result)
+                    self.stats.add(result, name)
                 self.check_recorded(where, name, result)
 
     def subgraph(self, graph: Any, inputs: Sequence[Any] = ()) -> list[Any]:
