@@ -76,8 +76,9 @@ def ort_unknown(dim: Any, names: set[str]) -> bool:
         return False
     if not dim:
         return True
-    # every identifier a symbol: sympify alone reads N, S, E, I, Q as sympy's own names
-    local = {n: sympy.Symbol(n) for n in re.findall(r"[A-Za-z_]\w*", dim)}
+    # every identifier that is not called a symbol: sympify alone reads N, S, E, I, Q as
+    # sympy's own names; floor(...), Max(...) stay functions
+    local = {n: sympy.Symbol(n) for n in re.findall(r"([A-Za-z_]\w*)(?!\w|\s*\()", dim)}
     try:
         free = {str(s) for s in sympy.parse_expr(dim, local_dict=local).free_symbols}
     except (sympy.SympifyError, SyntaxError, TypeError, ValueError):
