@@ -399,7 +399,12 @@ def _summary(name: str, arr: np.ndarray) -> str:
 def _run_cmd(args: argparse.Namespace) -> int:
     exe = _load_program(args)
     vm = VirtualMachine(exe, profile="trace" if args.profile_trace else args.profile)
-    results = _results(vm.invoke(args.function, *_inputs(exe, args)))
+    value = vm.invoke(args.function, *_inputs(exe, args))
+    if args.function == "main" and exe.output_names:  # an imported model's names
+        fields = value if isinstance(value, tuple) else (value,)
+        results = {n: np.asarray(v) for n, v in zip(exe.output_names, fields, strict=True)}
+    else:
+        results = _results(value)
     if args.profile_trace:
         try:
             events = vm.write_chrome_trace(args.profile_trace)

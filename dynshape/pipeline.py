@@ -99,6 +99,13 @@ def as_module(program: Module | str | os.PathLike[str], source_name: str = "<str
     return module
 
 
+def _output_names(program: object, count: int) -> tuple[str, ...]:
+    """The names a built or imported program gives its results (``Program.outputs``: an ONNX
+    model's output names), kept in the executable when there is one per result."""
+    names = tuple(getattr(program, "outputs", ()) or ())
+    return names if len(names) == count and all(isinstance(n, str) and n for n in names) else ()
+
+
 def _not_a_path(text: str) -> None:
     """A CompileError if ``text`` is the name of a file rather than program text."""
     if "\n" in text or "{" in text or len(text) > 4096:
@@ -303,6 +310,7 @@ def compile(
                 deadline.enter("bytecode", "lower")
             t0 = _clock()
             exe = lower(out[max(out, key=STAGES.index)])  # the last stage
+            exe.output_names = _output_names(program, len(exe.outputs))
             if report is not None:
                 report.passes.append(("bytecode", "lower", _clock() - t0))
             return exe  # done: a lowering that ended past the deadline is kept (see docs)

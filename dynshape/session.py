@@ -98,8 +98,7 @@ class InferenceSession:
         self._meta = _metadata(proto)
         self._vm = VirtualMachine(compile(program, **compile_options))
         self._inputs = [_node_arg(p.name, p.type) for p in self._vm.inputs]
-        specs = self._vm.outputs
-        self._outputs = [_node_arg(n, t) for n, t in zip(program.outputs, specs, strict=True)]
+        self._outputs = [_node_arg(p.name, p.type) for p in self._vm.named_outputs]
         self._index = {arg.name: i for i, arg in enumerate(self._outputs)}
 
     @property

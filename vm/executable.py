@@ -162,6 +162,9 @@ class Executable:
     """Compiled shape programs indexed by ``shape_program``."""
     shape_funcs: list[ShapeFuncEntry] = field(default_factory=list)
     """Shape functions indexed by ``shape_func``."""
+    output_names: tuple[str, ...] = ()
+    """The names of ``main``'s results, in order (an imported model's output names, which
+    ``compile`` keeps); empty when the program names none. See ``named_outputs``."""
 
     def __post_init__(self) -> None:
         # Read-only views: a kernel can never write into a constant (it fails instead), and the
@@ -194,6 +197,13 @@ class Executable:
         if main is None or main.ret is None:
             return ()
         return main.ret.fields if isinstance(main.ret, TupleSpec) else (main.ret,)
+
+    @property
+    def named_outputs(self) -> tuple[Param, ...]:
+        """``main``'s results with their names and types (as ONNX Runtime's ``get_outputs()``):
+        the names of ``output_names``, or ``output0``, ``output1``... where it has none."""
+        names = self.output_names or tuple(f"output{i}" for i in range(len(self.outputs)))
+        return tuple(Param(n, t) for n, t in zip(names, self.outputs, strict=True))
 
     @property
     def ranges(self) -> dict[str, tuple[int, int | None]]:

@@ -231,6 +231,11 @@ class VirtualMachine:
         """The types of ``main``'s results: one, or the fields of a tuple result."""
         return self.exe.outputs
 
+    @property
+    def named_outputs(self) -> tuple[Param, ...]:
+        """``main``'s results, each with a name (``Executable.named_outputs``) and type."""
+        return self.exe.named_outputs
+
     def _no_function(self, name: str) -> VMError:
         return VMError(
             f"the executable has no function {name!r} (it has: {', '.join(self._index)})"

@@ -148,6 +148,7 @@ def to_bytes(exe: Executable) -> bytes:
             }
             for p in exe.shape_programs
         ],
+        **({"output_names": list(exe.output_names)} if exe.output_names else {}),
         "shape_funcs": [
             {"op": s.op, "attrs": {a: _enc(v) for a, v in s.attrs.items()}} for s in exe.shape_funcs
         ],
@@ -405,12 +406,20 @@ def from_bytes(data: bytes) -> Executable:
     return exe
 
 
+#: Metadata fields a file may leave out: ``output_names`` (written only when the program names
+#: its results, so files without names are as before).
+OPTIONAL_FIELDS = frozenset({"output_names"})
+
+
 def _dec_executable(meta: Any, blob: bytes) -> Executable:
     if not isinstance(meta, dict):
         raise FormatError("metadata must be a JSON object")
     expected = {"constants", "kernels", "shape_programs", "shape_funcs", "functions"}
-    if set(meta) != expected:
+    if set(meta) - OPTIONAL_FIELDS != expected:
         raise FormatError(f"metadata fields {sorted(meta)} differ from {sorted(expected)}")
+    names = meta.get("output_names", [])
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise FormatError("metadata field 'output_names' must be a list of strings")
     for key in expected:
         if not isinstance(meta[key], list):
             raise FormatError(f"metadata field {key!r} must be a list")
@@ -430,4 +439,5 @@ def _dec_executable(meta: Any, blob: bytes) -> Executable:
         sections["kernels"],
         sections["shape_programs"],
         shape_funcs,
+        tuple(names),
     )

@@ -260,7 +260,26 @@ def validate_executable(exe: Executable) -> None:
             )
         check_attrs(sf.attrs, f"shape function {i} ({sf.op})")
     _check_functions(exe)
+    _check_output_names(exe)
     check_register_kinds(exe)
+
+
+def _check_output_names(exe: Executable) -> None:
+    """Names for ``main``'s results: none, or one distinct, bounded string per result."""
+    names = exe.output_names
+    if not names:
+        return
+    if not isinstance(names, tuple) or not all(
+        isinstance(n, str) and 0 < len(n) <= MAX_STR for n in names
+    ):
+        raise FormatError("output names: expected non-empty strings")
+    if len(names) != len(exe.outputs):
+        raise FormatError(
+            f"output names: {len(names)} names for the {len(exe.outputs)} results of main"
+        )
+    twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if twice is not None:
+        raise FormatError(f"output names: {twice[:80]!r} names two results")
 
 
 def _check_kernel(i: int, k: Any, num_constants: int) -> None:

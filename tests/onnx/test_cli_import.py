@@ -56,8 +56,10 @@ def test_compile_run_and_explain_take_an_onnx_file(
     assert "Tensor[(2, 4, seq, 16), float32]" in capsys.readouterr().out
     x = tmp_path / "x.npy"
     np.save(x, np.ones((2, 3, 64), np.float32))
-    assert main(["run", str(heads), "--input", f"x={x}"]) == 0
-    assert "out: float32[2, 4, 3, 16]" in capsys.readouterr().out
+    saved = tmp_path / "out.npz"
+    assert main(["run", str(heads), "--input", f"x={x}", "-o", str(saved)]) == 0
+    assert "y: float32[2, 4, 3, 16]" in capsys.readouterr().out  # the model's output name
+    assert list(np.load(saved)) == ["y"]
     assert main(["explain", str(heads), "--bind", "batch=2", "--bind", "seq=8"]) == 0
     assert "planned peak" in capsys.readouterr().out
 

@@ -172,6 +172,16 @@ def test_compile_takes_an_onnx_path(path: Path) -> None:
         assert out[0].shape == (3, 5) and out[1].shape == (3,)
 
 
+def test_the_executable_keeps_the_output_names(path: Path, tmp_path: Path) -> None:
+    exe = dynshape.compile(path)
+    assert exe.output_names == ("y", "z")
+    saved = tmp_path / "two.dsx"
+    exe.save(str(saved))
+    loaded = dynshape.Executable.load(str(saved))
+    assert [p.name for p in loaded.named_outputs] == ["y", "z"]
+    assert [p.type.shape for p in loaded.named_outputs] == [("batch", 5), ("batch",)]
+
+
 def test_compile_of_a_missing_onnx_file_says_so(tmp_path: Path) -> None:
     missing = tmp_path / "absent.onnx"
     for source in (missing, str(missing)):
