@@ -16,6 +16,7 @@ shared by threads (its ``VirtualMachine`` is). It needs the ``onnx`` extra.
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -78,6 +79,8 @@ class InferenceSession:
 
     ``dims`` narrows or renames the model's input dims as ``dynshape.onnx.load`` takes them;
     ``providers`` is accepted for onnxruntime's code (only ``"CPUExecutionProvider"``);
+    ``external_data_dir`` is where a model given as bytes or a proto keeps its external weights
+    (they are never read from anywhere else);
     ``compile_options`` go to ``dynshape.compile`` (``time_budget=``, ``plan_memory=``).
     """
 
@@ -87,13 +90,14 @@ class InferenceSession:
         dims: Mapping[str, Any] | None = None,
         *,
         providers: Sequence[Any] | None = None,
+        external_data_dir: str | os.PathLike[str] | None = None,
         **compile_options: Any,
     ) -> None:
         from . import onnx as onnx_import  # the extra, only when a session is made
         from .onnx.model import read
 
         _check_providers(providers)
-        proto = read(path_or_bytes)
+        proto = read(path_or_bytes, external_data_dir)
         program = onnx_import.load(proto, dims)
         self._meta = _metadata(proto)
         self._vm = VirtualMachine(compile(program, **compile_options))

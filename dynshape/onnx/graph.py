@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,14 +29,20 @@ from .model import dtype_of, onnx_module, opset_of, read, weight
 from .registry import CONVERTERS, Node, NodeError, Unsupported, unsupported
 
 
-def load(model: Any, dims: Mapping[str, DimOption] | None = None) -> Program:
+def load(
+    model: Any,
+    dims: Mapping[str, DimOption] | None = None,
+    external_data_dir: str | os.PathLike[str] | None = None,
+) -> Program:
     """The program of an ONNX model (a path, bytes or an ``onnx.ModelProto``).
 
     Inputs are the graph's inputs that are not initializers, by ONNX name and in order;
     results are the graph's outputs (``program.outputs`` has their names). ``dims`` renames,
     fixes or bounds the ``dim_param`` names (``{"batch": 1}``, ``{"seq": (1, 512)}``).
+    Weights in external files are read from the model file's directory, or for bytes and a
+    proto from ``external_data_dir`` only (``model.read``).
     """
-    return import_model(model, dims).program
+    return import_model(model, dims, external_data_dir).program
 
 
 @dataclass
@@ -100,14 +107,18 @@ class Imported:
     stats: ShapeStats = field(default_factory=ShapeStats)
 
 
-def import_model(model: Any, dims: Mapping[str, DimOption] | None = None) -> Imported:
+def import_model(
+    model: Any,
+    dims: Mapping[str, DimOption] | None = None,
+    external_data_dir: str | os.PathLike[str] | None = None,
+) -> Imported:
     """``load``, with the shape statistics of the node outputs (``import --stats``).
 
     A model that fails to import is imported once more with the input dims' ranges narrowed
     where a truncating division of dims needs a non-negative numerator (``InputDims``,
     design/onnx.md): only then, so that a model that computes such a value at run time keeps
     every size. If that fails too, the first error is the one raised."""
-    proto = read(model)
+    proto = read(model, external_data_dir)
     try:
         importer = _Importer(proto, dims)
         return Imported(importer.run(), importer.stats)

@@ -46,29 +46,59 @@ def onnx_module() -> Any:
     return onnx
 
 
-def read(model: Any) -> Any:
-    """A ``ModelProto`` from a path, bytes or a ``ModelProto`` (external data loaded)."""
+def read(model: Any, external_data_dir: str | os.PathLike[str] | None = None) -> Any:
+    """A ``ModelProto`` from a path, bytes or a ``ModelProto``, its external data loaded.
+
+    Weights stored in files beside the model (ONNX's external data) are read from the model
+    file's directory for a path, and for bytes or a proto only from ``external_data_dir``,
+    which the caller names: never from the current directory, whatever the model says. onnx
+    refuses locations outside that directory (``..``, absolute paths)."""
     onnx = onnx_module()
     if isinstance(model, onnx.ModelProto):
-        check_text(model, "model")
-        return model
+        proto = model
+    elif isinstance(model, (bytes, bytearray)):
+        proto = _parse(lambda: onnx.load_from_string(bytes(model)), "the model's bytes")
+    elif isinstance(model, (str, os.PathLike)):
+        path = Path(model)
+        if not path.is_file():
+            raise ModelImportError(f"{path}: no such model file")
+        proto = _parse(lambda: onnx.load(str(path)), str(path))
+        external_data_dir = None  # loaded, from the file's own directory
+    else:
+        raise ModelImportError(
+            f"expected a path, bytes or an onnx.ModelProto, got {type(model).__name__}"
+        )
+    check_text(proto, "model")
+    if external_data_dir is not None:
+        proto = _copy_with_external_data(proto, Path(external_data_dir))
+    return proto
+
+
+def _parse(load: Any, what: str) -> Any:
+    """``load()``, any failure of the onnx package a ModelImportError naming ``what``."""
     try:
-        if isinstance(model, (bytes, bytearray)):
-            return check_text(onnx.load_from_string(bytes(model)), "model")
-        if isinstance(model, (str, os.PathLike)):
-            path = Path(model)
-            if not path.is_file():
-                raise ModelImportError(f"{path}: no such model file")
-            return check_text(onnx.load(str(path)), "model")
-    except ModelImportError:
-        raise
+        return load()
     except Exception as e:  # protobuf's DecodeError, OSError on external data, ...
         raise ModelImportError(
-            f"{model}: not a readable ONNX model ({type(e).__name__}: {e})"
+            f"{what}: not a readable ONNX model ({type(e).__name__}: {e})"
         ) from None
-    raise ModelImportError(
-        f"expected a path, bytes or an onnx.ModelProto, got {type(model).__name__}"
-    )
+
+
+def _copy_with_external_data(proto: Any, directory: Path) -> Any:
+    """A copy of ``proto`` with its external data read from ``directory`` (the caller's proto
+    is left as it was)."""
+    onnx = onnx_module()
+    if not directory.is_dir():
+        raise ModelImportError(f"external_data_dir={str(directory)!r} is not a directory")
+    copy = onnx.ModelProto()
+    copy.CopyFrom(proto)
+    try:
+        onnx.external_data_helper.load_external_data_for_model(copy, str(directory))
+    except Exception as e:
+        raise ModelImportError(
+            f"the model's external data cannot be read from {directory} ({type(e).__name__}: {e})"
+        ) from None
+    return copy
 
 
 def check_text(message: Any, where: str) -> Any:
@@ -125,6 +155,13 @@ def weight(tensor: Any, what: str) -> Known:
     """An initializer or a ``Constant``'s tensor as a ``Known`` (one copy of the bytes)."""
     onnx = onnx_module()
     dtype = dtype_of(tensor.data_type, what)
+    if onnx.external_data_helper.uses_external_data(tensor):
+        # not loaded by ``read``: to_array would read it relative to the current directory
+        raise ModelImportError(
+            f"{what}: its data is in an external file; a model given as bytes or a proto "
+            "reads external data only from a directory you name (external_data_dir=DIR), or "
+            "load the model from its path"
+        )
     try:
         array = onnx.numpy_helper.to_array(tensor)
     except Exception as e:
