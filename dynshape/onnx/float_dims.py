@@ -35,7 +35,7 @@ import ir
 SIGNIFICAND_BITS = {"float16": 11, "float32": 24, "float64": 53}
 
 
-class AsFloat(sympy.Function):  # type: ignore[misc, unused-ignore]  # sympy: no stubs
+class AsFloat(sympy.Function):  # type: ignore[misc]  # sympy has no stubs: Function is Any
     """``AsFloat(e, bits)``: the integer dim ``e`` converted to a float of ``bits`` significand
     bits (exact while ``|e| <= 2**bits``). Unevaluated, so that the requirement travels with the
     value through every shape op until the value comes back as a dim or runs."""
