@@ -14,6 +14,9 @@ ITEMSIZE: dict[str, int] = {
     "int32": 4,
     "int64": 8,
     "uint8": 1,
+    "uint16": 2,
+    "uint32": 4,
+    "uint64": 8,
     "float16": 2,
     "float32": 4,
     "float64": 8,
@@ -21,7 +24,9 @@ ITEMSIZE: dict[str, int] = {
 
 DTYPES: frozenset[str] = frozenset(ITEMSIZE)
 FLOAT_DTYPES: frozenset[str] = frozenset({"float16", "float32", "float64"})
-INT_DTYPES: frozenset[str] = frozenset({"int8", "int16", "int32", "int64", "uint8"})
+INT_DTYPES: frozenset[str] = frozenset(
+    {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"}
+)
 
 
 def dtype_name(value: object, what: str = "dtype") -> str:

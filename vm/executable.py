@@ -20,7 +20,20 @@ from .isa import Instruction, Kind, format_instruction
 from .shape_program import ShapeProgram
 
 #: Element types the VM accepts (the IR's set).
-DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "float16", "float32", "float64")
+DTYPES = (
+    "bool",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float16",
+    "float32",
+    "float64",
+)
 
 
 @dataclass(frozen=True)

@@ -82,7 +82,7 @@ _SIGILS = {"%": Kind.LOCAL, "@": Kind.GLOBAL, "?": Kind.ANON}
 _VERSION = re.compile(r"v\d+\.\d+\.\d+(?![A-Za-z0-9_.])")
 # A number: digits, an optional fraction and exponent, then an optional dtype suffix.
 _NUMBER = re.compile(
-    r"(\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)(f16|f32|f64|f|i8|i16|i32|i64|u8)?(?![A-Za-z0-9_])"
+    r"(\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)(f16|f32|f64|f|i8|i16|i32|i64|u8|u16|u32|u64)?(?![A-Za-z0-9_])"
 )
 _DIGITS = re.compile(r"\d+(?![A-Za-z0-9_])")
 _STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')

@@ -94,7 +94,7 @@ def test_any_numpy_dtype_spelling(spelling):
 @pytest.mark.parametrize(
     ("spelling", "message"),
     [
-        ("uint32", "dtype 'uint32' is not supported: use one of bool, float16"),
+        ("datetime64[s]", "dtype 'datetime64[s]' is not supported: use one of bool, float16"),
         (np.complex64, "(complex64) is not supported"),
         (">f4", "dtype '>f4' (big-endian float32) is not supported"),
         ("nonsense", "bad dtype 'nonsense': expected one of bool"),

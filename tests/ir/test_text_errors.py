@@ -111,7 +111,7 @@ CASES = [
         1,
         30,
         "bad dtype 'flaot32': expected one of bool, float16, float32, float64, int16, int32, "
-        "int64, int8, uint8",
+        "int64, int8, uint16, uint32, uint64, uint8",
         id="bad-dtype",
     ),
     pytest.param(
