@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 onnx = pytest.importorskip("onnx")
@@ -143,6 +143,15 @@ def _reference(op: str, case: dict[str, Any]) -> list[np.ndarray]:
     return list(NN_OPS[f"nn.{op.lower()}"](_operands(op, as64, 0), case["attrs"]))
 
 
+def _assume_in_range(op: str, case: dict[str, Any]) -> None:
+    """Only cases whose exact (float64) results stay well inside the dtype's range: relu
+    activations let a state grow without bound, and where two implementations overflow, which
+    elements become inf or nan (inf - inf) depends on their order of operations, not on right
+    or wrong."""
+    limit = float(np.finfo(case["dtype"]).max) / 16
+    assume(all(np.all(np.abs(r) < limit) for r in _reference(op, case)))
+
+
 def _f64(v: np.ndarray | None) -> np.ndarray | None:
     return v if v is None or v.dtype.kind == "i" else v.astype(np.float64)
 
@@ -164,6 +173,7 @@ def test_kernel_matches_onnxruntime(op: str, data: st.DataObject) -> None:
     dtype = data.draw(st.sampled_from(["float32", "float32", "float16"]), "dtype")
     layout = data.draw(st.sampled_from([0, 1]), "layout")
     case = _case(op, data.draw, seq, batch, dtype)
+    _assume_in_range(op, case)
     want = _onnxruntime(op, case)
     got = _kernel(op, case, layout)
     _close(got, [w.astype(np.float64) for w in want], dtype)
