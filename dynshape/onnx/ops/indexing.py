@@ -26,7 +26,7 @@ from dynshape.builder import trace
 from ..known import Known
 from ..registry import Node, NodeError, Unsupported, converter
 from .layout import slice_axis
-from .operands import known_ints, normalize_axis, value_dtype, value_shape
+from .operands import data_dependent, known_ints, normalize_axis, value_dtype, value_shape
 
 # ---- helpers ------------------------------------------------------------------------------
 
@@ -126,6 +126,8 @@ def top_k(node: Node) -> Any:
         values, indices = trace.apply("dyn.topk", x, _dim_scalar(node, dim), **attrs)
         shape = list(x_shape)
         shape[axis] = dim
+        if data_dependent(shape):  # k from a data-dependent size: dyn.topk's own dim stays
+            return values, indices
         return (
             trace.apply("reshape", values, newshape=shape),
             trace.apply("reshape", indices, newshape=shape),

@@ -47,3 +47,13 @@ def known_ints(node: Node, i: int, what: str) -> list[int] | None:
     if array is None:
         raise NodeError(f"{what} (input {i}) must be numbers known at import")
     return [int(v) for v in np.asarray(array).reshape(-1)]
+
+
+def data_dependent(dims: Any) -> bool:
+    """Whether some dim of ``dims`` holds a ``?`` (a size produced at run time by a data-dependent
+    op: NonZero's count, a TopK whose k is computed from one). An op attribute may name only
+    the symbols ``main``'s parameters bind, so such dims go to an op's dynamic variant, which
+    reads them from a materialised tensor (issue 29, item 2)."""
+    return any(
+        not isinstance(d, int) and any(ir.is_anonymous(s) for s in ir.free_symbols(d)) for d in dims
+    )

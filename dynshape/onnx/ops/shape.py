@@ -22,7 +22,7 @@ from .. import float_dims
 from ..known import Known
 from ..model import DTYPES
 from ..registry import Node, NodeError, Unsupported, converter
-from .operands import normalize_axis, value_dtype, value_shape
+from .operands import data_dependent, normalize_axis, value_dtype, value_shape
 
 
 @converter("Constant")
@@ -181,6 +181,9 @@ def reshape(node: Node) -> Any:
         return trace.apply("dyn.reshape", node.tensor(0), node.tensor(1))  # 0 copies, as ONNX
     target = node.ints(1, "shape")
     assert target is not None
+    if data_dependent(target) and not allowzero:
+        # sizes known at run time only: the shape as a tensor (ONNX's 0 and -1 as ONNX's)
+        return trace.apply("dyn.reshape", node.tensor(0), node.tensor(1))
     shape_in = value_shape(value)
     newshape = []
     for i, d in enumerate(target):
@@ -237,9 +240,12 @@ def constant_of_shape(node: Node) -> Any:
     value = fill.array.reshape(-1)[0].item()
     if all(isinstance(d, int) for d in dims):
         return Known(np.full(dims, value, dtype=fill.dtype), fill.dtype)
+    scalar = trace.constant(np.array(value, dtype=fill.dtype), fill.dtype)
+    if data_dependent(dims):
+        return trace.apply("dyn.full", scalar, node.tensor(0), dtype=fill.dtype)
     return trace.apply(
         "full",
-        trace.constant(np.array(value, dtype=fill.dtype), fill.dtype),
+        scalar,
         shape=dims,
         dtype=fill.dtype,
     )
@@ -260,6 +266,15 @@ def expand(node: Node) -> Any:
     value = node.input(0)
     if isinstance(value, Known) and all(isinstance(d, int) for d in out) and not value.symbolic:
         return Known(np.broadcast_to(value.array, out).copy(), value.dtype)
+    if data_dependent(out):
+        # a size known at run time only: broadcast against a tensor of that shape (x * 1 and
+        # x | False are x, broadcast both ways as Expand is)
+        dtype = value_dtype(value)
+        if dtype == "bool":
+            none = trace.apply("dyn.zeros", node.tensor(1), dtype=dtype)
+            return trace.apply("logical_or", node.tensor(0), none)
+        ones = trace.apply("dyn.ones", node.tensor(1), dtype=dtype)
+        return trace.apply("multiply", node.tensor(0), ones)
     return trace.apply("broadcast_to", node.tensor(0), shape=out)
 
 
