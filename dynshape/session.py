@@ -41,9 +41,6 @@ ORT_TYPES = {
     "uint16": "tensor(uint16)",
     "uint32": "tensor(uint32)",
     "uint64": "tensor(uint64)",
-    "uint16": "tensor(uint16)",
-    "uint32": "tensor(uint32)",
-    "uint64": "tensor(uint64)",
     "bool": "tensor(bool)",
 }
 

@@ -1,7 +1,8 @@
 """Literal values in text: scalar constants, tensor constants and attribute values.
 
 Scalar constants carry their dtype in a suffix: ``1f`` / ``1.5f`` (float32), ``1f16``,
-``1f64``, ``2`` (int32), ``2i8``, ``2i16``, ``2i64``, ``2u8`` (``u16``, ``u32``, ``u64``), ``True`` / ``False`` (bool).
+``1f64``, ``2`` (int32), ``2i8``, ``2i16``, ``2i64``, ``2u8``, ``2u16``, ``2u32``, ``2u64``,
+``True`` / ``False`` (bool).
 Non-finite floats are ``nanf``, ``inff``, ``-inff`` (with the same suffixes). Floats print in
 the shortest form that reads back to the same value of their dtype.
 
