@@ -482,6 +482,9 @@ OPS.update(
         "compress": _compress,
         "topk": lambda ins, attrs: _topk(ins[0], attrs["k"], attrs),
         "dyn.topk": lambda ins, attrs: _topk(ins[0], int(ins[1]), attrs),
+        "dyn.resize": lambda ins, attrs: _resize(
+            ins[:1], {**attrs, "sizes": ins[1].tolist(), "scales": None}
+        ),
     }
 )
 OPS.update(NN_OPS)

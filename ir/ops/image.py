@@ -20,7 +20,7 @@ COORDINATE_MODES = BUILTIN_OPS["resize"].choices("coordinate_transformation_mode
 NEAREST_MODES = BUILTIN_OPS["resize"].choices("nearest_mode")
 
 
-@own_rule("resize")
+@own_rule("resize", "dyn.resize")
 def _resize_dtype(dtypes: Sequence[Any], attrs: Attrs) -> str:
     """Any dtype for ``nearest`` (it only moves elements); numbers for the blending modes."""
     dt = input_dtype(dtypes, 0, "input")

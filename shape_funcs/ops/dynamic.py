@@ -25,6 +25,7 @@ from ._common import (
     strided_slice_shape,
     vector_length,
 )
+from .image import resize
 from .transform import reshape_to
 
 
@@ -60,6 +61,18 @@ def dyn_reshape(ctx: ShapeContext, x: Shape, newshape: Any) -> Shape:
     if ctx.is_known(newshape):
         return reshape_to(ctx, x, read_int_vector(newshape, "newshape"))
     return tuple(ctx.fresh("reshape") for _ in range(_static_length(newshape, "newshape")))
+
+
+@register_shape_func("dyn.resize", data_dependent=[False, True])
+def dyn_resize(ctx: ShapeContext, x: Shape, sizes: Any, **attrs: Any) -> Shape:
+    """``resize`` to the sizes held in a 1-d tensor, one per axis: ``resize``'s shape (and its
+    checks) when they are known, else a fresh dim per axis."""
+    if ctx.is_known(sizes):
+        return resize(ctx, x, sizes=read_int_vector(sizes, "sizes"))
+    length = _static_length(sizes, "sizes")
+    if length != len(x):
+        fail(f"sizes has {length} entries for x of rank {len(x)}")
+    return tuple(ctx.fresh("resize") for _ in x)
 
 
 @register_shape_func("dyn.zeros", data_dependent=[True])

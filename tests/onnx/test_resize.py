@@ -254,8 +254,9 @@ def test_refusals() -> None:
     assert "keep_aspect_ratio_policy 'not_smaller' of an empty axis" in aspect
     data = [("x", FLOAT, ["n"]), ("s", FLOAT, [1])]
     assert "unsupported: scales computed from data" in error(inputs=data, order=["x", "", "s"])
-    data = [("x", FLOAT, ["n"]), ("s", INT64, [1])]
-    assert "unsupported: sizes computed from data" in error(inputs=data, order=["x", "", "", "s"])
+    data = [("x", FLOAT, ["n", "m"]), ("s", INT64, [1])]
+    some = error(inputs=data, order=["x", "", "", "s"], axes=[1])
+    assert "unsupported: sizes computed from data for some axes" in some
 
 
 def test_bool_nearest_moves_elements() -> None:

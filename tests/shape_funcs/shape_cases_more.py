@@ -329,6 +329,25 @@ def _resize_cases(op: str) -> st.SearchStrategy[Case]:
     return make()
 
 
+@cases("dyn.resize")
+def _dyn_resize_cases(op: str) -> st.SearchStrategy[Case]:
+    @st.composite
+    def make(draw: st.DrawFn) -> Case:
+        s = draw(shapes(min_rank=1, max_rank=3))
+        sizes = [draw(st.integers(0, 6)) if d else 0 for d in s]
+        attrs = {
+            "mode": draw(st.sampled_from(["nearest", "linear", "cubic"])),
+            "coordinate_transformation_mode": draw(st.sampled_from(COORDINATE_MODES)),
+            "nearest_mode": "round_prefer_floor",
+            "cubic_coeff_a": -0.75,
+            "exclude_outside": draw(st.booleans()),
+        }
+        ins = [np.zeros(s), np.array(sizes, np.int64)]
+        return Case([s, ints(sizes)], attrs, numpy_shape(lambda: OPS["dyn.resize"](ins, attrs)))
+
+    return make()
+
+
 @cases("nn.layer_norm")
 def _layer_norm(op: str) -> st.SearchStrategy[Case]:
     @st.composite

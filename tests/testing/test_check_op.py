@@ -119,6 +119,10 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "dyn.ones": {"inputs": [[_i(2, 3)], [_i()], [_i(4, 0)]]},
     "dyn.zeros": {"inputs": [[_i(2, 3)], [_i()], [_i(4, 0)]]},
     "dyn.reshape": {"inputs": [[_X, _i(5, 4)], [_X, _i(-1)], [_X, _i(2, -1, 5)], [_X, _i(0, 5)]]},
+    "dyn.resize": {
+        "inputs": [[_X, _i(8, 3)], [_X, _i(4, 5)], [_X, _i(0, 7)]],
+        "attrs": {"mode": st.sampled_from(["nearest", "linear", "cubic"])},
+    },
     "dyn.strided_slice": {
         "inputs": [
             [_X, _i(1, 0), _i(3, 5), _i(1, 2)],

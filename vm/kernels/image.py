@@ -238,3 +238,20 @@ def resize(attrs: Mapping[str, Any]) -> Kernel:
         np.copyto(out, result, casting="unsafe")
 
     return kernel
+
+
+@register_kernel("dyn.resize")
+def dyn_resize(attrs: Mapping[str, Any]) -> Kernel:
+    """``resize`` to the sizes held in the ``sizes`` tensor: its shape function read them into
+    the output's shape, so this is ``resize`` with each size taken from ``out`` and the scales
+    out/in (one kernel per rank, made on first use)."""
+    by_rank: dict[int, Kernel] = {}
+
+    def kernel(x: np.ndarray, sizes: np.ndarray, out: np.ndarray) -> None:
+        inner = by_rank.get(x.ndim)
+        if inner is None:
+            inner = resize({**attrs, "sizes": [None] * x.ndim, "scales": None})
+            by_rank[x.ndim] = inner
+        inner(x, out)
+
+    return kernel

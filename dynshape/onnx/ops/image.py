@@ -9,8 +9,12 @@ model (``sympy.Rational(float)``): ``scale_factor=2`` of ``(N, C, H, W)`` types 
 for any dim below 2**29, so the two agree; onnxruntime multiplies in float32 and can give one
 more where the product lies within float32 rounding below an integer (``10 * 0.7f``).
 
+Sizes computed from data (an exporter's float math on a shape that is not exact, such as
+``floor(h * 0.75)``) give ``dyn.resize``, whose output dims are known at run time only.
+
 Refused as unsupported: ``tf_crop_and_resize`` (a region of interest, with its
-``extrapolation_value``), ``antialias``, scales or sizes computed from data, and
+``extrapolation_value``), ``antialias``, scales computed from data (sizes too, for some axes
+only or with an aspect policy),
 ``keep_aspect_ratio_policy`` other than ``stretch`` over several axes with symbolic dims (the
 scale is a minimum or maximum of ratios of dims), and ``exclude_outside`` with ``nearest``.
 ``exclude_outside`` is passed on otherwise (it changes ``cubic`` only: a linear tap outside the
@@ -163,19 +167,21 @@ def resize(node: Node) -> Any:
     scales_in, sizes_in = _given(node, 2), _given(node, 3)
     if (scales_in is None) == (sizes_in is None):
         raise NodeError("exactly one of scales and sizes must be given")
+    interpolation = {
+        "mode": mode,
+        "coordinate_transformation_mode": coord,
+        "nearest_mode": nearest,
+        "cubic_coeff_a": float(node.attr("cubic_coeff_a", -0.75)),
+        "exclude_outside": exclude,
+    }
+    if sizes_in is not None and not isinstance(sizes_in, Known):
+        # sizes computed from data (an exporter's float math on a shape): known at run time
+        if axes != list(range(rank)) or policy != "stretch":
+            raise Unsupported("sizes computed from data for some axes or with an aspect policy")
+        return trace.apply("dyn.resize", node.tensor(0), node.tensor(3), **interpolation)
     scales: list[float] | None
     if scales_in is not None:
         out, scales = _sizes_from_scales(scales_in, dims, axes)
     else:
         out, scales = _sizes_given(sizes_in, dims, axes, policy)
-    return trace.apply(
-        "resize",
-        node.tensor(0),
-        sizes=out,
-        scales=scales,
-        mode=mode,
-        coordinate_transformation_mode=coord,
-        nearest_mode=nearest,
-        cubic_coeff_a=float(node.attr("cubic_coeff_a", -0.75)),
-        exclude_outside=exclude,
-    )
+    return trace.apply("resize", node.tensor(0), sizes=out, scales=scales, **interpolation)

@@ -26,6 +26,15 @@ _COORDINATE_MODES = choice(
 #: How ``nearest`` rounds a source coordinate between two elements.
 _NEAREST_MODES = choice("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
 
+#: How ``resize`` and ``dyn.resize`` interpolate (the same attributes, the same kernel).
+_INTERPOLATION = [
+    attr("mode", choice("nearest", "linear", "cubic"), "nearest"),
+    attr("coordinate_transformation_mode", _COORDINATE_MODES, "half_pixel"),
+    attr("nearest_mode", _NEAREST_MODES, "round_prefer_floor"),
+    attr("cubic_coeff_a", "float", -0.75),
+    attr("exclude_outside", "bool", False),
+]
+
 DECLARATIONS: tuple[OpDecl, ...] = (
     declare(
         "resize",
@@ -35,15 +44,20 @@ DECLARATIONS: tuple[OpDecl, ...] = (
         [
             attr("sizes", "list[int | dim]"),
             attr("scales", optional("list[float]"), None),
-            attr("mode", choice("nearest", "linear", "cubic"), "nearest"),
-            attr("coordinate_transformation_mode", _COORDINATE_MODES, "half_pixel"),
-            attr("nearest_mode", _NEAREST_MODES, "round_prefer_floor"),
-            attr("cubic_coeff_a", "float", -0.75),
-            attr("exclude_outside", "bool", False),
+            *_INTERPOLATION,
         ],
         "x resized to sizes (one int or dim per axis) as ONNX Resize: scales (one per axis, "
         "None for out/in) drive the coordinate transform; nearest, linear or cubic "
         "(cubic_coeff_a, exclude_outside) interpolation, separable, in float64, rounded back to "
         "x's dtype",
+    ),
+    declare(
+        "dyn.resize",
+        ["x", "sizes"],
+        "opaque",
+        "own",
+        _INTERPOLATION,
+        "resize to the sizes held in a 1-d integer tensor (one per axis), known at run time "
+        "only (sizes an exporter computed in float from a shape); scales are out/in",
     ),
 )

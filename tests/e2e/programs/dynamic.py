@@ -137,6 +137,17 @@ def @main(%x: Tensor[(n, m), float32], %v: float32) {
         bindings=[{"n": 0, "m": 3}, {"n": 1, "m": 1}, {"n": 4, "m": 0}, {"n": 3, "m": 5}],
     ),
     Case(
+        name="dyn_resize_to_sizes_computed_at_run_time",
+        source="""
+def @main(%x: Tensor[(n, m), float32]) -> Tensor[(?, ?), float32] {
+  %s = multiply(shape_of(%x), 2i64);
+  dyn.resize(%x, %s, coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+}
+""",
+        reference=lambda x: np.repeat(np.repeat(x, 2, axis=0), 2, axis=1),
+        bindings=[{"n": 0, "m": 3}, {"n": 1, "m": 1}, {"n": 4, "m": 0}, {"n": 3, "m": 5}],
+    ),
+    Case(
         name="dyn_strided_slice_random_bounds",
         source="""
 def @main(%x: Tensor[(n, m), float32], %begin: Tensor[(2,), int64], %end: Tensor[(2,), int64], %strides: Tensor[(2,), int64]) -> Tensor[(?, ?), float32] {
