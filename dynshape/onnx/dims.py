@@ -22,11 +22,18 @@ class InputDims:
     """Maps the dims of the model's inputs to the builder's dims, and gathers the ranges."""
 
     def __init__(
-        self, options: Mapping[str, DimOption] | None, names: set[str], narrow: bool = False
+        self,
+        options: Mapping[str, DimOption] | None,
+        names: set[str],
+        narrow: bool = False,
+        run_time_sizes: bool = False,
     ) -> None:
         self.options = dict(options or {})
         self.narrow = narrow
         """Whether ``nonnegative`` may narrow a symbol's range (the importer's second try)."""
+        self.run_time_sizes = run_time_sizes
+        """Whether a size computed from data may be left to run time (``dyn.resize``): the
+        importer's last try, for a model the others refused (``graph.import_model``)."""
         unknown = sorted(set(self.options) - names)
         if unknown:
             known = ", ".join(sorted(names)) or "none"
@@ -109,15 +116,10 @@ class InputDims:
             return dim >= 0
         if self.proves_nonnegative(dim):
             return True
-        if not self.narrow:
+        symbol = self._input_symbol(dim) if self.narrow else None
+        if symbol is None:
             return False
-        symbols = ir.free_symbols(dim)
-        if len(symbols) != 1:
-            return False
-        (symbol,) = symbols
         name = str(symbol)
-        if ir.is_anonymous(symbol) or name not in self.symbols:
-            return False
         lo, hi = self.ranges.get(name, (0, None))
         least = _least_nonnegative(dim, symbol, lo, hi)
         if least is None or least == lo:
@@ -128,6 +130,19 @@ class InputDims:
         self.ranges[name] = (least, hi)
         self.narrowed[name] = least
         return True
+
+    def _input_symbol(self, dim: Any) -> Any:
+        """The one symbol of ``dim`` when it is an input dim's (the only kind whose range the
+        importer may narrow), else None."""
+        import ir
+
+        symbols = ir.free_symbols(dim)
+        if len(symbols) != 1:
+            return None
+        (symbol,) = symbols
+        if ir.is_anonymous(symbol) or str(symbol) not in self.symbols:
+            return None
+        return symbol
 
     def at_most(self, dim: Any, bound: int) -> bool:
         """Whether ``0 <= dim <= bound`` wherever the program runs: proved over the symbols'
@@ -144,13 +159,10 @@ class InputDims:
             return False
         if ir.compare(dim, "<=", bound, self.ranges) is True:
             return True
-        symbols = ir.free_symbols(dim)
-        if len(symbols) != 1:
+        symbol = self._input_symbol(dim)
+        if symbol is None:
             return False
-        (symbol,) = symbols
         name = str(symbol)
-        if ir.is_anonymous(symbol) or name not in self.symbols:
-            return False
         lo, hi = self.ranges.get(name, (0, None))
         top = _largest_at_most(dim, symbol, bound, lo, bound if hi is None else min(hi, bound))
         if top is None:

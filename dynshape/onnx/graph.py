@@ -117,20 +117,32 @@ def import_model(
     A model that fails to import is imported once more with the input dims' ranges narrowed
     where a truncating division of dims needs a non-negative numerator (``InputDims``,
     design/onnx.md): only then, so that a model that computes such a value at run time keeps
-    every size. If that fails too, the first error is the one raised."""
+    every size. A model refused for sizes computed from data is then imported with those sizes
+    known at run time only (``InputDims.run_time_sizes``: ``dyn.resize``), the last resort, as
+    its dims are no longer symbolic. If every try fails, the first error is the one raised, or
+    the last try's when it got past that one's refusal."""
     proto = read(model, external_data_dir)
     try:
         importer = _Importer(proto, dims)
         return Imported(importer.run(), importer.stats)
     except ModelImportError as first:
-        try:
-            importer = _Importer(proto, dims, narrow=True)
-            program = importer.run()
-        except ModelImportError:
-            raise first from None
-        if not importer.dims.narrowed:
-            raise first from None  # narrowing was not what it needed: the same refusal
-        return Imported(program, importer.stats)
+        error = first
+    try:
+        importer = _Importer(proto, dims, narrow=True)
+        program = importer.run()
+        if importer.dims.narrowed:  # else narrowing was not what it needed
+            return Imported(program, importer.stats)
+    except ModelImportError:
+        pass
+    if RUN_TIME_SIZES not in str(error):
+        raise error from None
+    # the last try got past the first refusal, so its error says more
+    importer = _Importer(proto, dims, narrow=True, run_time_sizes=True)
+    return Imported(importer.run(), importer.stats)
+
+
+#: The refusal that a last try with sizes known at run time only may overcome.
+RUN_TIME_SIZES = "computed from data"
 
 
 def describe(node: Any) -> str:
@@ -140,14 +152,20 @@ def describe(node: Any) -> str:
 
 class _Importer:
     def __init__(
-        self, model: Any, dims: Mapping[str, DimOption] | None, narrow: bool = False
+        self,
+        model: Any,
+        dims: Mapping[str, DimOption] | None,
+        narrow: bool = False,
+        run_time_sizes: bool = False,
     ) -> None:
         self.model = model
         self.graph = model.graph
         self.check_ops()  # first: a model of other domains only has no default opset
         self.opset = opset_of(model)
         weights = {t.name for t in self.graph.initializer}
-        self.dims = InputDims(dims, dim_names(self.graph, weights), narrow=narrow)
+        self.dims = InputDims(
+            dims, dim_names(self.graph, weights), narrow=narrow, run_time_sizes=run_time_sizes
+        )
         self.values: dict[str, Any] = {}
         self.depth = 0
         """How many subgraphs (``If`` branches, ``Loop`` bodies) deep the conversion is."""

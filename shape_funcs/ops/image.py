@@ -37,5 +37,5 @@ def resize(
                 fail(f"scales[{i}] must be a positive number, got {s}")
     for i, (d, n) in enumerate(zip(x, sizes, strict=True)):
         if ctx.decide(n, ">", 0):
-            ctx.check(d, ">", 0, "x.shape[%d] > 0 to resize it to %s elements", i, n)
+            ctx.check(d, ">", 0, "x.shape[{}] > 0 to resize it to {} elements", i, n)
     return tuple(sizes)

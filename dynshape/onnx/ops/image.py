@@ -176,6 +176,9 @@ def resize(node: Node) -> Any:
     }
     if sizes_in is not None and not isinstance(sizes_in, Known):
         # sizes computed from data (an exporter's float math on a shape): known at run time
+        # only, on the importer's last try (the others may find the sizes as dims)
+        if node.domain is not None and not node.domain.run_time_sizes:
+            raise Unsupported("sizes computed from data")
         if axes != list(range(rank)) or policy != "stretch":
             raise Unsupported("sizes computed from data for some axes or with an aspect policy")
         return trace.apply("dyn.resize", node.tensor(0), node.tensor(3), **interpolation)
