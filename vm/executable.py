@@ -15,25 +15,14 @@ from typing import Any
 
 import numpy as np
 
+from shape_funcs.declarations.kinds import DTYPE_NAMES
+
 from .fused import FusedKernel
 from .isa import Instruction, Kind, format_instruction
 from .shape_program import ShapeProgram
 
-#: Element types the VM accepts (the IR's set).
-DTYPES = (
-    "bool",
-    "int8",
-    "int16",
-    "int32",
-    "int64",
-    "uint8",
-    "uint16",
-    "uint32",
-    "uint64",
-    "float16",
-    "float32",
-    "float64",
-)
+#: Element types the VM accepts: the dtype kind of the op declarations (the IR's set).
+DTYPES: tuple[str, ...] = DTYPE_NAMES
 
 
 @dataclass(frozen=True)
