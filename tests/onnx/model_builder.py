@@ -83,3 +83,21 @@ def import_error(m: Any) -> str:
     with pytest.raises(dynshape.ModelImportError) as info:
         dynshape.onnx.load(m)
     return str(info.value)
+
+
+def typed_model(
+    nodes: Sequence[Any],
+    inputs: Sequence[tuple[Any, ...]],
+    outputs: Sequence[tuple[Any, ...]],
+    initializers: dict[str, Any] | None = None,
+) -> onnx.ModelProto:
+    """A model whose inputs and outputs are ``make_tensor_value_info`` arguments ``(name,
+    elem_type, dims)`` (typed outputs: onnxruntime refuses untyped ones in some models)."""
+    graph = helper.make_graph(
+        list(nodes),
+        "test",
+        [helper.make_tensor_value_info(*i) for i in inputs],
+        [helper.make_tensor_value_info(*o) for o in outputs],
+        [numpy_helper.from_array(np.asarray(a), n) for n, a in (initializers or {}).items()],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])

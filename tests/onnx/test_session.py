@@ -13,29 +13,17 @@ import pytest
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
-from model_builder import model  # noqa: E402
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from model_builder import model, typed_model  # noqa: E402
+from onnx import TensorProto, helper  # noqa: E402
 
 import dynshape  # noqa: E402
 from dynshape import InferenceSession, ModelImportError, SessionError, VMError  # noqa: E402
 
 
-def _typed(nodes: list, inputs: list, outputs: list, inits: dict) -> onnx.ModelProto:
-    """A model whose outputs are typed too (onnxruntime refuses untyped ones)."""
-    graph = helper.make_graph(
-        nodes,
-        "test",
-        [helper.make_tensor_value_info(*i) for i in inputs],
-        [helper.make_tensor_value_info(*o) for o in outputs],
-        [numpy_helper.from_array(a, name) for name, a in inits.items()],
-    )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-
-
 def _two_outputs() -> onnx.ModelProto:
     """``y = relu(x @ w)`` and ``z = sum(y, axis=1)``: two outputs, one symbolic dim."""
     rng = np.random.default_rng(0)
-    m = _typed(
+    m = typed_model(
         [
             helper.make_node("MatMul", ["x", "w"], ["h"]),
             helper.make_node("Relu", ["h"], ["y"]),
@@ -235,7 +223,7 @@ def test_a_bad_model_is_an_import_error() -> None:
 
 
 def test_elem_types_spelled_as_onnxruntime_does(tmp_path: Path) -> None:
-    cast = _typed(
+    cast = typed_model(
         [helper.make_node("Cast", ["x"], ["y"], to=TensorProto.DOUBLE)],
         [("x", TensorProto.INT32, ["n"])],
         [("y", TensorProto.DOUBLE, ["n"])],

@@ -11,7 +11,7 @@ import pytest
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
-from model_builder import compare  # noqa: E402
+from model_builder import compare, typed_model  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import dynshape  # noqa: E402
@@ -20,18 +20,7 @@ import dynshape.onnx  # noqa: E402
 MAX = np.iinfo(np.int64).max
 
 
-def _model(nodes: list, inputs: list, outputs: list, inits: dict) -> onnx.ModelProto:
-    graph = helper.make_graph(
-        nodes,
-        "g",
-        [helper.make_tensor_value_info(*i) for i in inputs],
-        [helper.make_tensor_value_info(*o) for o in outputs],
-        [numpy_helper.from_array(np.asarray(a), name) for name, a in inits.items()],
-    )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-
-
-def _scale_model(head_dim: int | str) -> onnx.ModelProto:
+def _scaletyped_model(head_dim: int | str) -> onnx.ModelProto:
     """``scores = (q @ k^T) * (1 / sqrt(q.shape[-1]))``, the scale computed from the shape as
     ViT and TransformerEncoder exports compute it."""
     q = ("q", TensorProto.FLOAT, ["batch", 2, "seq", head_dim])
@@ -51,7 +40,7 @@ def _scale_model(head_dim: int | str) -> onnx.ModelProto:
         "max": np.array([MAX], np.int64),
         "one": np.array(1.0, np.float32),
     }
-    return _model(nodes, [q, k], [("scores", TensorProto.FLOAT, None)], inits)
+    return typed_model(nodes, [q, k], [("scores", TensorProto.FLOAT, None)], inits)
 
 
 def _result_type(program: object) -> str:
@@ -66,12 +55,12 @@ def _qk(batch: int, seq: int, head_dim: int, seed: int) -> list[np.ndarray]:
 
 
 def test_attention_scale_from_a_static_head_dim_imports() -> None:
-    program = compare(_scale_model(16), _qk(1, 3, 16, 0), _qk(2, 7, 16, 1))
+    program = compare(_scaletyped_model(16), _qk(1, 3, 16, 0), _qk(2, 7, 16, 1))
     assert "?" not in _result_type(program), _result_type(program)
 
 
 def test_attention_scale_from_a_symbolic_head_dim_runs() -> None:
-    compare(_scale_model("d"), _qk(1, 3, 16, 0), _qk(2, 5, 9, 1), _qk(1, 1, 1, 2))
+    compare(_scaletyped_model("d"), _qk(1, 3, 16, 0), _qk(2, 5, 9, 1), _qk(1, 1, 1, 2))
 
 
 def _halved_resize() -> onnx.ModelProto:
@@ -95,7 +84,7 @@ def _halved_resize() -> onnx.ModelProto:
         "four": np.array([4], np.int64),
         "half": np.array(0.5, np.float32),
     }
-    return _model(nodes, [x], [("y", TensorProto.FLOAT, None)], inits)
+    return typed_model(nodes, [x], [("y", TensorProto.FLOAT, None)], inits)
 
 
 def _image(n: int, h: int, w: int, seed: int) -> list[np.ndarray]:

@@ -306,6 +306,17 @@ def _scatter_elements_cases(op: str) -> st.SearchStrategy[Case]:
     return make()
 
 
+def _interpolation(draw: st.DrawFn) -> dict[str, Any]:
+    """The interpolation attributes ``resize`` and ``dyn.resize`` share, drawn."""
+    return {
+        "mode": draw(st.sampled_from(["nearest", "linear", "cubic"])),
+        "coordinate_transformation_mode": draw(st.sampled_from(COORDINATE_MODES)),
+        "nearest_mode": "round_prefer_floor",
+        "cubic_coeff_a": -0.75,
+        "exclude_outside": draw(st.booleans()),
+    }
+
+
 @cases("resize")
 def _resize_cases(op: str) -> st.SearchStrategy[Case]:
     @st.composite
@@ -315,15 +326,7 @@ def _resize_cases(op: str) -> st.SearchStrategy[Case]:
         sizes = [draw(st.integers(0, 6)) if d else 0 for d in s]
         ratios = [max(n, 1) / max(d, 1) for n, d in zip(sizes, s, strict=True)]
         scales = draw(st.none() | st.just(ratios))
-        attrs = {
-            "sizes": sizes,
-            "scales": scales,
-            "mode": draw(st.sampled_from(["nearest", "linear", "cubic"])),
-            "coordinate_transformation_mode": draw(st.sampled_from(COORDINATE_MODES)),
-            "nearest_mode": "round_prefer_floor",
-            "cubic_coeff_a": -0.75,
-            "exclude_outside": draw(st.booleans()),
-        }
+        attrs = {"sizes": sizes, "scales": scales, **_interpolation(draw)}
         return Case([s], attrs, numpy_shape(lambda: OPS["resize"]([np.zeros(s)], attrs)))
 
     return make()
@@ -335,13 +338,7 @@ def _dyn_resize_cases(op: str) -> st.SearchStrategy[Case]:
     def make(draw: st.DrawFn) -> Case:
         s = draw(shapes(min_rank=1, max_rank=3))
         sizes = [draw(st.integers(0, 6)) if d else 0 for d in s]
-        attrs = {
-            "mode": draw(st.sampled_from(["nearest", "linear", "cubic"])),
-            "coordinate_transformation_mode": draw(st.sampled_from(COORDINATE_MODES)),
-            "nearest_mode": "round_prefer_floor",
-            "cubic_coeff_a": -0.75,
-            "exclude_outside": draw(st.booleans()),
-        }
+        attrs = _interpolation(draw)
         ins = [np.zeros(s), np.array(sizes, np.int64)]
         return Case([s, ints(sizes)], attrs, numpy_shape(lambda: OPS["dyn.resize"](ins, attrs)))
 
