@@ -1,7 +1,7 @@
 """The ONNX backend node tests through dynshape and, when installed, onnxruntime: how many of
 the cases the ``onnx`` package generates pass, fail or are unsupported, measured in one run.
 
-    python benchmarks/onnx_conformance.py [--quick] [--failures]
+    python benchmarks/onnx_conformance.py [--quick] [--only TEXT] [--failures] [--reasons]
 
 A case is *unsupported* when the importer refuses it up front (an op without a converter, an
 element type or opset it does not take), *failed* when it imports but gives a wrong value or an
@@ -52,15 +52,22 @@ def ort_outcome(case: Any) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="every 20th case (CI smoke)")
+    parser.add_argument("--only", help="the cases whose name contains this text")
     parser.add_argument("--failures", action="store_true", help="list dynshape's failures")
+    parser.add_argument(
+        "--reasons", action="store_true", help="the unsupported cases grouped by reason"
+    )
+    parser.add_argument("--no-ort", action="store_true", help="dynshape's column only")
     args = parser.parse_args()
     cases = conformance.cases()
+    if args.only:
+        cases = [c for c in cases if args.only in c.name]
     if args.quick:
         cases = cases[::20]
     try:
         import onnxruntime  # noqa: F401
 
-        with_ort = True
+        with_ort = not args.no_ort
     except ImportError:
         with_ort = False
     start = time.perf_counter()
@@ -84,6 +91,19 @@ def main() -> None:
         for o in ours:
             if o.status == "failed":
                 print(f"  {o.name}: {o.detail.splitlines()[0][:160]}")
+    if args.reasons:
+        print_reasons(ours)
+
+
+def print_reasons(outcomes: list[conformance.Outcome]) -> None:
+    """The unsupported cases by reason, most cases first (a case counts once per reason)."""
+    by_reason: dict[str, list[str]] = collections.defaultdict(list)
+    for o in outcomes:
+        if o.status == "unsupported":
+            for reason in conformance.reasons(o.detail):
+                by_reason[reason].append(o.name)
+    for reason, names in sorted(by_reason.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        print(f"{len(names):5}  {reason}  (e.g. {names[0]})")
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ import importlib
 import json
 import pkgutil
 import sys
+import re
 import warnings
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -214,7 +215,7 @@ def run_case(case: Any) -> Outcome:
     except ModelImportError as e:
         text = str(e)
         status = "unsupported" if any(m in text for m in _UNSUPPORTED) else "failed"
-        return Outcome(case.name, status, text.splitlines()[0] if status == "unsupported" else text)
+        return Outcome(case.name, status, text)
     try:
         vm = dynshape.VirtualMachine(dynshape.compile(program))
     except DynShapeError as e:
@@ -342,6 +343,22 @@ def _compare(got: np.ndarray, want: np.ndarray, rtol: float, atol: float) -> str
     if got.dtype != want.dtype:
         return f"dtype {got.dtype}, expected {want.dtype}"
     return ""
+
+
+def reasons(detail: str) -> list[str]:
+    """The reasons an importer error gives, one per problem, without node names: ``unsupported
+    op Acos``, ``Cast: unsupported: Cast to element type 16 is not supported``."""
+    lines = [line.strip() for line in detail.splitlines()]
+    problems = lines[1:] if len(lines) > 1 and lines[0].endswith("problem(s)") else lines[:1]
+    found = []
+    for line in problems:
+        op = re.match(r"unsupported op (\S+)", line)
+        if op:
+            found.append(f"unsupported op {op.group(1)}")
+            continue
+        node = re.match(r"node (\S+) \([^)]*\): (.*)", line)
+        found.append(f"{node.group(1)}: {node.group(2)}" if node else line)
+    return found
 
 
 def run_all(selected: Iterable[Any] | None = None) -> Iterator[Outcome]:

@@ -72,7 +72,19 @@ def cast(node: Node) -> Any:
     to = node.attr("to")
     if to not in DTYPES:
         raise Unsupported(f"Cast to element type {to} is not supported")
-    dtype = DTYPES[to]
+    return _cast(node, DTYPES[to])
+
+
+@converter("CastLike")
+def cast_like(node: Node) -> Any:
+    """A ``Cast`` to the element type of input 1 (whose values are not read)."""
+    target = node.input(1)
+    if target is None:
+        raise NodeError("CastLike needs input 1 (target_type)")
+    return _cast(node, value_dtype(target))
+
+
+def _cast(node: Node, dtype: str) -> Any:
     value = node.input(0)
     if isinstance(value, Known):
         if not value.symbolic:
@@ -233,14 +245,18 @@ def transpose(node: Node) -> Any:
 
 @converter("ConstantOfShape")
 def constant_of_shape(node: Node) -> Any:
-    dims = node.ints(0, "shape")
-    assert dims is not None
+    """A tensor of ``shape`` filled with ``value``; a shape computed from data (a model input,
+    say) makes the sizes known at run time only (``dyn.full``)."""
     fill = node.attr("value")
     fill = fill if fill is not None else Known(np.zeros(1, np.float32), "float32")
     value = fill.array.reshape(-1)[0].item()
+    scalar = trace.constant(np.array(value, dtype=fill.dtype), fill.dtype)
+    if node.input(0) is not None and node.known(0) is None:
+        return trace.apply("dyn.full", scalar, node.tensor(0), dtype=fill.dtype)
+    dims = node.ints(0, "shape")
+    assert dims is not None
     if all(isinstance(d, int) for d in dims):
         return Known(np.full(dims, value, dtype=fill.dtype), fill.dtype)
-    scalar = trace.constant(np.array(value, dtype=fill.dtype), fill.dtype)
     if data_dependent(dims):
         return trace.apply("dyn.full", scalar, node.tensor(0), dtype=fill.dtype)
     return trace.apply(
@@ -255,18 +271,23 @@ def constant_of_shape(node: Node) -> Any:
 def expand(node: Node) -> Any:
     """Broadcast both ways (ONNX Expand): the result is the broadcast of the input's shape and
     ``shape``. Where neither dim is 1 and they are not the same dim, the requested one is the
-    target and ``broadcast_to`` checks at run time that the input's dim matches."""
-    dims = node.ints(1, "shape")
-    assert dims is not None
-    shape_in = value_shape(node.input(0))
-    rank = max(len(dims), len(shape_in))
-    a = [1] * (rank - len(shape_in)) + list(shape_in)
-    b = [1] * (rank - len(dims)) + list(dims)
-    out = [x if (y == 1 or x == y) else y for x, y in zip(a, b, strict=True)]
+    target and ``broadcast_to`` checks at run time that the input's dim matches. A shape
+    computed from data broadcasts against a tensor of that shape, built at run time."""
     value = node.input(0)
-    if isinstance(value, Known) and all(isinstance(d, int) for d in out) and not value.symbolic:
-        return Known(np.broadcast_to(value.array, out).copy(), value.dtype)
-    if data_dependent(out):
+    from_data = node.input(1) is not None and node.known(1) is None
+    out: list[Any] = []
+    if not from_data:
+        dims = node.ints(1, "shape")
+        assert dims is not None
+        shape_in = value_shape(value)
+        rank = max(len(dims), len(shape_in))
+        a = [1] * (rank - len(shape_in)) + list(shape_in)
+        b = [1] * (rank - len(dims)) + list(dims)
+        out = [x if (y == 1 or x == y) else y for x, y in zip(a, b, strict=True)]
+        known_value = isinstance(value, Known) and not value.symbolic
+        if known_value and all(isinstance(d, int) for d in out):
+            return Known(np.broadcast_to(value.array, out).copy(), value.dtype)
+    if from_data or data_dependent(out):
         # a size known at run time only: broadcast against a tensor of that shape (x * 1 and
         # x | False are x, broadcast both ways as Expand is)
         dtype = value_dtype(value)
