@@ -37,8 +37,8 @@ from __future__ import annotations
 import importlib
 import json
 import pkgutil
-import sys
 import re
+import sys
 import warnings
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
