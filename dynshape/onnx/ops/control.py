@@ -17,8 +17,8 @@ import ir
 from dynshape.builder import control, trace
 
 from ..known import Known
-from ..registry import Node, NodeError, converter
-from .operands import value_shape
+from ..registry import Node, NodeError, Unsupported, converter
+from .operands import normalize_axis, value_shape
 
 
 @converter("If")
@@ -71,6 +71,27 @@ def _scalar(node: Node, value: Any, dtype: str, what: str) -> Any:
     return value
 
 
+def _tensor_types(types: list[Any]) -> list[ir.TensorType]:
+    """The types of a body's scan outputs, each a tensor's."""
+    for k, ty in enumerate(types):
+        if not isinstance(ty, ir.TensorType):
+            raise NodeError(f"scan output {k} is not a tensor")
+    return types
+
+
+def _empty_scans(probe: list[ir.TensorType]) -> tuple[list[Any], list[bool]]:
+    """Per scan output of one step's type in ``probe``: the empty tensor it starts as, and
+    whether a dim of it is known only inside the loop (0 in the empty start, which the first
+    iteration replaces instead of appending to it)."""
+    starts, unsettled = [], []
+    for ty in probe:
+        inside = [any(ir.is_anonymous(s) for s in ir.free_symbols(d)) for d in ty.shape]
+        shape = [0, *(0 if unknown else d for d, unknown in zip(ty.shape, inside, strict=True))]
+        starts.append(trace.apply("zeros", shape=shape, dtype=ty.dtype))
+        unsettled.append(any(inside))
+    return starts, unsettled
+
+
 @converter("Loop")
 def loop(node: Node) -> Any:
     body, run = node.attr("body"), node.subgraph
@@ -111,17 +132,8 @@ def loop(node: Node) -> Any:
         return [_scalar(node, outs[0], "bool", "the body's condition output"), *outs[1:]]
 
     types = [zero.type, going.type, *(v.type for v in initial)]
-    probe = control.loop_body_types(step, types)[1 + n :]
-    starts, unsettled = [], []
-    for k, ty in enumerate(probe):
-        if not isinstance(ty, ir.TensorType):
-            raise NodeError(f"scan output {k} is not a tensor")
-        inside = [any(ir.is_anonymous(s) for s in ir.free_symbols(d)) for d in ty.shape]
-        # a dim known only inside the loop is 0 in the empty start, which the first
-        # iteration replaces instead of appending to it
-        shape = [0, *(0 if unknown else d for d, unknown in zip(ty.shape, inside, strict=True))]
-        starts.append(trace.apply("zeros", shape=shape, dtype=ty.dtype))
-        unsettled.append(any(inside))
+    probe = _tensor_types(control.loop_body_types(step, types)[1 + n :])
+    starts, unsettled = _empty_scans(probe)
 
     def cond_fn(i: Any, keep: Any, *rest: Any) -> Any:
         if limit is None:
@@ -140,3 +152,121 @@ def loop(node: Node) -> Any:
 
     final = control.while_loop(cond_fn, body_fn, (zero, going, *initial, *starts))
     return list(final[2:])
+
+
+def _prepend(acc: Any, one: Any, first: Any) -> Any:
+    """``acc`` with ``one`` stacked before it (a reversed scan output), as ``_append``."""
+    row = trace.apply("expand_dims", one, axis=0)
+    if first is None:
+        return trace.apply("concatenate", [row, acc], axis=0)
+    return control.cond(first, lambda: row, lambda: trace.apply("concatenate", [row, acc], axis=0))
+
+
+def _axes(node: Node, name: str, count: int) -> list[int]:
+    """The ints attribute ``name`` (one per scan input or output; zeros when absent)."""
+    values = [int(v) for v in node.attr(name, [0] * count)]
+    if len(values) != count:
+        raise NodeError(f"{name} has {len(values)} entries, expected {count}")
+    return values
+
+
+def _scan_attributes(
+    node: Node, xs: list[Any], k: int
+) -> tuple[list[int], list[int], list[int], list[int]]:
+    """A ``Scan``'s input axes (normalised against the scan inputs ``xs``) and directions,
+    and its ``k`` output axes and directions."""
+    m = len(xs)
+    in_axes = [
+        normalize_axis(a, len(value_shape(x)), "a scan input axis")
+        for a, x in zip(_axes(node, "scan_input_axes", m), xs, strict=True)
+    ]
+    in_dirs = _axes(node, "scan_input_directions", m)
+    out_axes = _axes(node, "scan_output_axes", k)
+    out_dirs = _axes(node, "scan_output_directions", k)
+    if any(d not in (0, 1) for d in [*in_dirs, *out_dirs]):
+        raise NodeError("a scan direction must be 0 (forward) or 1 (reverse)")
+    return in_axes, in_dirs, out_axes, out_dirs
+
+
+@converter("Scan")
+def scan(node: Node) -> Any:
+    """``Scan`` (opset 9 on): a ``ds.while_loop`` over the scan position ``i < L`` (``L`` the
+    scanned dim, known at import as a dim) carrying the state variables and one accumulator
+    per scan output; each scan input gives the body its slice ``take(x, i, axis)`` (``L - 1 -
+    i`` in reverse), each scan output grows by one ``concatenate`` per step (before, for a
+    reversed one) and is reshaped to ``(L, *one step's shape)`` after the loop, which gives
+    its dims back."""
+    body, run = node.attr("body"), node.subgraph
+    if body is None or run is None:
+        raise NodeError("Scan needs a body")
+    m = int(node.attr("num_scan_inputs", 0))
+    inputs = [node.materialize(v) if isinstance(v, Known) else v for v in node.inputs]
+    if any(v is None for v in inputs):
+        raise NodeError("an input is missing (an empty input name)")
+    n = len(inputs) - m
+    if m < 1 or n < 0:
+        raise NodeError(f"num_scan_inputs={m} for {len(inputs)} inputs")
+    k = len(body.output) - n
+    if len(body.input) != n + m or k < 0:
+        raise NodeError(
+            f"the body takes {len(body.input)} inputs and returns {len(body.output)}; with {n} "
+            f"state variable(s) and {m} scan input(s) it must take {n + m} and return at "
+            f"least {n}"
+        )
+    states, xs = inputs[:n], inputs[n:]
+    in_axes, in_dirs, out_axes, out_dirs = _scan_attributes(node, xs, k)
+    lengths = [value_shape(x)[a] for x, a in zip(xs, in_axes, strict=True)]
+    length = lengths[0]
+    for other in lengths[1:]:
+        if ir.compare(other, "==", length) is not True:
+            raise Unsupported(
+                f"scan inputs of lengths {lengths}: they must be provably equal at import"
+            )
+    limit = node.materialize(Known.of(length, "int64"))
+    last = trace.apply("subtract", limit, trace.constant(np.array(1, dtype=np.int64), "int64"))
+    zero = trace.constant(np.array(0, dtype=np.int64), "int64")
+
+    def step(i: Any, *values: Any) -> list[Any]:
+        back = trace.apply("subtract", last, i)
+        slices = [
+            trace.apply("take", x, back if rev else i, axis=a)
+            for x, a, rev in zip(xs, in_axes, in_dirs, strict=True)
+        ]
+        outs = [
+            node.materialize(o) if isinstance(o, Known) else o
+            for o in run(body, [*values, *slices])
+        ]
+        if any(o is None for o in outs):
+            raise NodeError("the body leaves an output undefined")
+        return outs
+
+    probe = _tensor_types(control.loop_body_types(step, [zero.type, *(v.type for v in states)])[n:])
+    starts, unsettled = _empty_scans(probe)
+    axes = [
+        normalize_axis(a, ty.rank + 1, "a scan output axis")
+        for a, ty in zip(out_axes, probe, strict=True)
+    ]
+
+    def cond_fn(i: Any, *rest: Any) -> Any:
+        return trace.apply("less", i, limit)
+
+    def body_fn(i: Any, *rest: Any) -> tuple[Any, ...]:
+        outs = step(i, *rest[:n])
+        first = trace.apply("equal", i, zero)
+        grown = [
+            (_prepend if rev else _append)(acc, one, first if replace else None)
+            for acc, one, replace, rev in zip(rest[n:], outs[n:], unsettled, out_dirs, strict=True)
+        ]
+        one_more = trace.apply("add", i, trace.constant(np.array(1, dtype=np.int64), "int64"))
+        return (one_more, *outs[:n], *grown)
+
+    final = control.while_loop(cond_fn, body_fn, (zero, *states, *starts))
+    results = list(final[1 : 1 + n])
+    for acc, ty, replace, axis in zip(final[1 + n :], probe, unsettled, axes, strict=True):
+        if not replace:  # the dims one step has are known: the scan's dims come back
+            acc = trace.apply("reshape", acc, newshape=[length, *ty.shape])
+        if axis:
+            perm = [*range(1, axis + 1), 0, *range(axis + 1, len(ty.shape) + 1)]
+            acc = trace.apply("transpose", acc, axes=perm)
+        results.append(acc)
+    return results
