@@ -7,8 +7,11 @@ from . import (  # noqa: F401
     image,
     indexing,
     layout,
+    loss,
     nn,
+    quantize,
     recurrent,
     reduce,
+    sequence,
     shape,
 )
