@@ -258,8 +258,8 @@ def _dequantize_known(node: Node, layout: _Layout, wide: str, out: str) -> Known
 @converter("DynamicQuantizeLinear")
 def dynamic_quantize_linear(node: Node) -> Any:
     """uint8 quantization with the scale and zero point of the data's range widened to hold
-    0: ``scale = (max(x, 0) - min(x, 0)) / 255`` (1/255 for an all-zero range, as the
-    reference), ``zero_point = round(clip(-min / scale, 0, 255))``."""
+    0: ``scale = (max(x, 0) - min(x, 0)) / 255`` (1 for an all-zero range, as onnxruntime;
+    the reference gives 1/255), ``zero_point = round(clip(-min / scale, 0, 255))``."""
     if value_dtype(node.input(0)) != "float32":
         raise NodeError(f"DynamicQuantizeLinear takes float32, got {value_dtype(node.input(0))}")
     x = node.tensor(0)
@@ -267,9 +267,8 @@ def dynamic_quantize_linear(node: Node) -> Any:
     zero = _const(0.0, f32)
     hi = trace.apply("maximum", trace.apply("max", x, axis=None, keepdims=False), zero)
     lo = trace.apply("minimum", trace.apply("min", x, axis=None, keepdims=False), zero)
-    span = trace.apply("subtract", hi, lo)
-    span = trace.apply("where", trace.apply("equal", hi, lo), _const(1.0, f32), span)
-    scale = trace.apply("divide", span, _const(255.0, f32))
+    scale = trace.apply("divide", trace.apply("subtract", hi, lo), _const(255.0, f32))
+    scale = trace.apply("where", trace.apply("equal", hi, lo), _const(1.0, f32), scale)
     start = trace.apply("negative", trace.apply("divide", lo, scale))
     zp = trace.apply("round", trace.apply("clip", start, a_min=0.0, a_max=255.0))
     q = trace.apply("round", trace.apply("divide", x, scale))
