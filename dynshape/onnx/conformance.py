@@ -77,6 +77,10 @@ FROZEN: dict[str, tuple[int, ...]] = {
     "CumSum": (1,),
     "Trilu": (1,),
     "OneHot": (1,),
+    "AffineGrid": (1,),
+    "CenterCropPad": (1,),
+    "Col2Im": (1, 2),
+    "MaxUnpool": (2,),
 }
 
 #: Messages of the importer that mean "not supported", not "wrong".

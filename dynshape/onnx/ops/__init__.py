@@ -14,4 +14,5 @@ from . import (  # noqa: F401
     reduce,
     sequence,
     shape,
+    spatial,
 )

@@ -325,12 +325,62 @@ def conv_transpose(node: Node) -> Any:
     return finish(out)
 
 
+def pool_nd(
+    x: Any,
+    op: str,
+    kernel: Sequence[int],
+    strides: Sequence[int],
+    begin: Sequence[int],
+    end: Sequence[int],
+    dilations: Sequence[int],
+) -> Any:
+    """A 1-d, 2-d or 3-d ``op`` (``nn.max_pool2d``/``nn.avg_pool2d``) over ``x`` (NC + spatial).
+
+    A 3-d pool is two 2-d ones: over (H, W) with the channels and depth as one axis, then over
+    depth with (H, W) as one axis. Both pools are separable: a window is a box, its maximum the
+    maximum of per-axis maximums, and the count of an average that leaves padding out is the
+    product of the per-axis counts (the window box meets the input box in a box)."""
+    rank = len(kernel) + 2
+    if rank == 5:
+        n_, c, d, h, w = value_shape(x)
+        flat = trace.apply("reshape", x, newshape=[n_, c * d, h, w])
+        hw = pool_nd(flat, op, kernel[1:], strides[1:], begin[1:], end[1:], dilations[1:])
+        ho, wo = value_shape(hw)[2:]
+        cols = trace.apply("reshape", hw, newshape=[n_, c, d, ho * wo])
+        out = pool_nd(
+            cols,
+            op,
+            [kernel[0], 1],
+            [strides[0], 1],
+            [begin[0], 0],
+            [end[0], 0],
+            [dilations[0], 1],
+        )
+        return trace.apply("reshape", out, newshape=[n_, c, value_shape(out)[2], ho, wo])
+    one = rank == 3
+    if one:
+        x = trace.apply("expand_dims", x, axis=2)
+    out = trace.apply(
+        op,
+        x,
+        pool_size=_hw(kernel, one, 1),
+        strides=_hw(strides, one, 1),
+        padding=[*_hw(begin, one, 0), *_hw(end, one, 0)],
+        dilation=_hw(dilations, one, 1),
+    )
+    return trace.apply("squeeze", out, axis=[2]) if one else out
+
+
 def _pool(node: Node, op: str) -> Any:
-    if node.num_outputs > 1:
+    if node.num_outputs > 1 and node.wants(1):
         raise Unsupported("the Indices output of MaxPool is not supported")
     x_shape = value_shape(node.input(0))
     rank = len(x_shape)
     n = rank - 2
+    if rank not in (3, 4, 5):
+        raise Unsupported(
+            f"only 1-d, 2-d and 3-d pools are supported (input rank 3 to 5), got rank {rank}"
+        )
     if node.attr("kernel_shape") is None:
         raise NodeError("kernel_shape is required")
     kernel = _ints(node, "kernel_shape", [], n)
@@ -340,7 +390,7 @@ def _pool(node: Node, op: str) -> Any:
         raise NodeError(
             f"kernel_shape={kernel}, strides={strides} and dilations={dilations} must be >= 1"
         )
-    x, one = _to_2d(node.tensor(0), rank, "pools")
+    x = node.tensor(0)
     begin, end = _spatial_pads(node, x_shape[2:], kernel, strides, dilations)
     if node.attr("ceil_mode", 0):
         end = [
@@ -356,25 +406,12 @@ def _pool(node: Node, op: str) -> Any:
         x = trace.apply(
             "nn.pad",
             x,
-            pad_width=[
-                [0, 0],
-                [0, 0],
-                *([[0, 0]] if one else []),
-                *map(list, zip(begin, real_end, strict=True)),
-            ],
+            pad_width=[[0, 0], [0, 0], *map(list, zip(begin, real_end, strict=True))],
             pad_value=0.0,
         )
         end = [e - r for e, r in zip(end, real_end, strict=True)]
         begin = [0] * n
-    out = trace.apply(
-        op,
-        x,
-        pool_size=_hw(kernel, one, 1),
-        strides=_hw(strides, one, 1),
-        padding=[*_hw(begin, one, 0), *_hw(end, one, 0)],
-        dilation=_hw(dilations, one, 1),
-    )
-    return trace.apply("squeeze", out, axis=[2]) if one else out
+    return pool_nd(x, op, kernel, strides, begin, end, dilations)
 
 
 @converter("MaxPool")
