@@ -51,6 +51,7 @@ from dynshape_errors import DynShapeError
 
 from ..errors import ModelImportError
 from .model import OPSETS
+from .sequence import regroup
 
 #: Op type -> the input positions read at compile time (axes, repeats, sizes, pads, k).
 FROZEN: dict[str, tuple[int, ...]] = {
@@ -77,6 +78,7 @@ FROZEN: dict[str, tuple[int, ...]] = {
     "CumSum": (1,),
     "Trilu": (1,),
     "OneHot": (1,),
+    "SplitToSequence": (1,),
     "AffineGrid": (1,),
     "CenterCropPad": (1,),
     "Col2Im": (1, 2),
@@ -214,8 +216,10 @@ def run_case(case: Any) -> Outcome:
     import dynshape.onnx
 
     model, data_sets = _frozen(case)
+    sequences, empty = _structure(model, data_sets)
     try:
-        program = dynshape.onnx.load(model)
+        imported = dynshape.onnx.import_model(model, sequences=sequences, empty=empty)
+        program = imported.program
     except ModelImportError as e:
         text = str(e)
         status = "unsupported" if any(m in text for m in _UNSUPPORTED) else "failed"
@@ -224,19 +228,22 @@ def run_case(case: Any) -> Outcome:
         vm = dynshape.VirtualMachine(dynshape.compile(program))
     except DynShapeError as e:
         return Outcome(case.name, "failed", f"compile: {e}")
-    dtypes = [_declared(v) for v in model.graph.input if v.name not in _weights(model)]
+    declared = [v for v in model.graph.input if v.name not in _weights(model)]
     for inputs, expected in data_sets:
-        args = [_array(a, d) for a, d in zip(inputs, dtypes, strict=False)]
+        args = _flat_inputs(imported.inputs, declared, inputs)
+        if args is None:
+            return Outcome(case.name, "unsupported", "data sets with sequences of other lengths")
         try:
             with np.errstate(all="ignore"):
                 got = vm.run(*args)
         except DynShapeError as e:
             return Outcome(case.name, "failed", f"run: {e}")
         outputs = list(got) if isinstance(got, tuple) else [got]
+        outputs = regroup(imported.outputs, outputs)
         if len(outputs) != len(expected):
             return Outcome(case.name, "failed", f"{len(outputs)} outputs, expected {len(expected)}")
         for i, (g, w) in enumerate(zip(outputs, expected, strict=True)):
-            problem = _compare(np.asarray(g), _array(w, None), case.rtol, case.atol)
+            problem = _compare_structured(g, w, case.rtol, case.atol)
             if problem:
                 return Outcome(case.name, "failed", f"output {i}: {problem}")
     return Outcome(case.name, "passed")
@@ -253,15 +260,75 @@ def _array(value: Any, dtype: Any) -> np.ndarray:
     return array.astype(dtype) if array.dtype == object and dtype is not None else array
 
 
+def _structure(model: Any, data_sets: list[Any]) -> tuple[dict[str, int], set[str]]:
+    """The lengths of the sequence inputs and the empty optional inputs, as the first data set
+    has them (the importer needs them: ``sequence.py``)."""
+    sequences: dict[str, int] = {}
+    empty: set[str] = set()
+    declared = [v for v in model.graph.input if v.name not in _weights(model)]
+    if not data_sets:
+        return sequences, empty
+    for value, given in zip(declared, data_sets[0][0], strict=False):
+        if value.type.WhichOneof("value") == "tensor_type":
+            continue
+        if given is None:
+            empty.add(value.name)
+        elif isinstance(given, list):
+            sequences[value.name] = len(given)
+    return sequences, empty
+
+
+def _flat_inputs(slots: list[Any], declared: list[Any], inputs: list[Any]) -> list[Any] | None:
+    """A data set's inputs as the program's flat tensors (a sequence's elements in order, an
+    empty optional none); None when a sequence's length differs from the imported one."""
+    by_name = {slot.name: slot for slot in slots}
+    args: list[Any] = []
+    for value, given in zip(declared, inputs, strict=False):
+        slot, dtype = by_name.get(value.name), _declared(value)
+        if slot is None or slot.kind == "tensor":
+            args.append(_array(given, dtype))
+        elif not slot.present:
+            if given is not None:
+                return None
+        elif slot.kind.endswith("sequence"):
+            if not isinstance(given, list) or len(given) != slot.count:
+                return None
+            args += [_array(a, dtype) for a in given]
+        else:
+            args.append(_array(given, dtype))
+    return args
+
+
+def _compare_structured(got: Any, want: Any, rtol: float, atol: float) -> str:
+    """``_compare``, through sequences (lists) and empty optionals (None)."""
+    if want is None or got is None:
+        return "" if want is None and got is None else f"got {got!r}, expected {want!r}"
+    if isinstance(want, list) or isinstance(got, list):
+        if not isinstance(want, list) or not isinstance(got, list) or len(got) != len(want):
+            size = len(got) if isinstance(got, list) else "a tensor"
+            return f"a sequence of {size}, expected {len(want) if isinstance(want, list) else 1}"
+        for k, (g, w) in enumerate(zip(got, want, strict=True)):
+            problem = _compare(np.asarray(g), _array(w, None), rtol, atol)
+            if problem:
+                return f"element {k}: {problem}"
+        return ""
+    return _compare(np.asarray(got), _array(want, None), rtol, atol)
+
+
 def _weights(model: Any) -> set[str]:
     return {t.name for t in model.graph.initializer}
 
 
 def _declared(value: Any) -> Any:
-    """The numpy dtype of a graph input's declared element type (None if not a tensor)."""
+    """The numpy dtype of a graph input's declared element type (of its tensors, for a
+    sequence or an optional)."""
     from onnx import helper
 
-    elem = value.type.tensor_type.elem_type
+    ty = value.type
+    while ty.WhichOneof("value") in ("sequence_type", "optional_type"):
+        kind = ty.WhichOneof("value")
+        ty = ty.sequence_type.elem_type if kind == "sequence_type" else ty.optional_type.elem_type
+    elem = ty.tensor_type.elem_type
     return helper.tensor_dtype_to_np_dtype(elem) if elem else None
 
 
@@ -277,7 +344,7 @@ def _frozen(case: Any) -> tuple[Any, list[tuple[list[Any], list[Any]]]]:
         name
         for node in graph.node
         for i, name in enumerate(node.input)
-        if name and i in FROZEN.get(node.op_type, ())
+        if name and i in FROZEN.get(node.op_type, ()) + _structural(node)
     }
     names = [v.name for v in graph.input]
     frozen = [
@@ -303,6 +370,26 @@ def _frozen(case: Any) -> tuple[Any, list[tuple[list[Any], list[Any]]]]:
         ([a for i, a in enumerate(ins) if i not in frozen], outs) for ins, outs in case.data_sets
     ]
     return model, data
+
+
+def _structural(node: Any) -> tuple[int, ...]:
+    """The input positions of ``node`` that decide the structure of a sequence or an optional
+    (the importer needs them at import, ``sequence.py``): a ``Loop``'s trip count and condition
+    when it carries one, an ``If``'s condition when its branches return one."""
+    graphs = {a.name: a.g for a in node.attribute if a.HasField("g")}
+
+    def tensors(values: Any) -> bool:
+        return all(v.type.WhichOneof("value") in (None, "tensor_type") for v in values)
+
+    if node.op_type == "Loop" and "body" in graphs and not tensors(graphs["body"].input[2:]):
+        return (0, 1)
+    if (
+        node.op_type == "If"
+        and "then_branch" in graphs
+        and not tensors(graphs["then_branch"].output)
+    ):
+        return (0,)
+    return ()
 
 
 def _lifted(model: Any) -> Any:

@@ -13,7 +13,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping
+from collections.abc import Sequence as Listed
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,12 +28,15 @@ from .known import Known
 from .materialize import Materializer
 from .model import dtype_of, onnx_module, opset_of, read, weight
 from .registry import CONVERTERS, Node, NodeError, Unsupported, unsupported
+from .sequence import Optional, Sequence, Slot, flatten
 
 
 def load(
     model: Any,
     dims: Mapping[str, DimOption] | None = None,
     external_data_dir: str | os.PathLike[str] | None = None,
+    sequences: Mapping[str, int] | None = None,
+    empty: Collection[str] = (),
 ) -> Program:
     """The program of an ONNX model (a path, bytes or an ``onnx.ModelProto``).
 
@@ -40,9 +44,11 @@ def load(
     results are the graph's outputs (``program.outputs`` has their names). ``dims`` renames,
     fixes or bounds the ``dim_param`` names (``{"batch": 1}``, ``{"seq": (1, 512)}``).
     Weights in external files are read from the model file's directory, or for bytes and a
-    proto from ``external_data_dir`` only (``model.read``).
+    proto from ``external_data_dir`` only (``model.read``). A graph input that is a sequence
+    becomes one input per element (``x.0``, ``x.1``, ...): ``sequences`` gives each one's
+    length; an optional input named in ``empty`` has no value (``sequence.py``).
     """
-    return import_model(model, dims, external_data_dir).program
+    return import_model(model, dims, external_data_dir, sequences, empty).program
 
 
 @dataclass
@@ -105,12 +111,18 @@ class Imported:
 
     program: Program
     stats: ShapeStats = field(default_factory=ShapeStats)
+    inputs: list[Slot] = field(default_factory=list)
+    """How the graph's inputs lie in the program's (a sequence is one input per element)."""
+    outputs: list[Slot] = field(default_factory=list)
+    """How the graph's outputs lie in the program's results (``sequence.regroup``)."""
 
 
 def import_model(
     model: Any,
     dims: Mapping[str, DimOption] | None = None,
     external_data_dir: str | os.PathLike[str] | None = None,
+    sequences: Mapping[str, int] | None = None,
+    empty: Collection[str] = (),
 ) -> Imported:
     """``load``, with the shape statistics of the node outputs (``import --stats``).
 
@@ -122,23 +134,24 @@ def import_model(
     its dims are no longer symbolic. If every try fails, the first error is the one raised, or
     the last try's when it got past that one's refusal."""
     proto = read(model, external_data_dir)
+    given = dict(sequences or {}), frozenset(empty)
     try:
-        importer = _Importer(proto, dims)
-        return Imported(importer.run(), importer.stats)
+        importer = _Importer(proto, dims, given=given)
+        return importer.imported()
     except ModelImportError as first:
         error = first
     try:
-        importer = _Importer(proto, dims, narrow=True)
-        program = importer.run()
+        importer = _Importer(proto, dims, narrow=True, given=given)
+        result = importer.imported()
         if importer.dims.narrowed:  # else narrowing was not what it needed
-            return Imported(program, importer.stats)
+            return result
     except ModelImportError:
         pass
     if RUN_TIME_SIZES not in str(error):
         raise error from None
     # the last try got past the first refusal, so its error says more
-    importer = _Importer(proto, dims, narrow=True, run_time_sizes=True)
-    return Imported(importer.run(), importer.stats)
+    importer = _Importer(proto, dims, narrow=True, run_time_sizes=True, given=given)
+    return importer.imported()
 
 
 #: The refusal that a last try with sizes known at run time only may overcome.
@@ -157,8 +170,13 @@ class _Importer:
         dims: Mapping[str, DimOption] | None,
         narrow: bool = False,
         run_time_sizes: bool = False,
+        given: tuple[dict[str, int], frozenset[str]] = ({}, frozenset()),
     ) -> None:
         self.model = model
+        self.sequences, self.empty = given
+        """The lengths of the sequence inputs, and the optional inputs given no value."""
+        self.slots: tuple[list[Slot], list[Slot]] = ([], [])
+        """The inputs' and outputs' slots (``sequence.Slot``), as ``run`` lays them out."""
         self.graph = model.graph
         self.check_ops()  # first: a model of other domains only has no default opset
         self.opset = opset_of(model)
@@ -185,21 +203,32 @@ class _Importer:
         inputs = self.read_inputs()
         for node in self.graph.node:
             self.convert(node)
-        outputs = []
+        outputs, names = [], []
         for out in self.graph.output:
             if out.name not in self.values:
                 raise ModelImportError(f"graph output {out.name!r} is computed by no node")
-            value = self.values[out.name]
-            outputs.append(self.materialize(value) if isinstance(value, Known) else value)
+            slot, tensors = flatten(out.name, self.values[out.name])
+            self.slots[1].append(slot)
+            for name, value in tensors:
+                outputs.append(self.materialize(value) if isinstance(value, Known) else value)
+                names.append(name)
         if not outputs:
-            raise ModelImportError("the graph has no outputs")
+            raise ModelImportError(
+                "the graph has no outputs"
+                + (": unsupported: its outputs are empty" if self.slots[1] else "")
+            )
         try:
             program = build(
                 outputs[0] if len(outputs) == 1 else outputs, inputs, ranges=self.dims.ranges
             )
         except (BuildError, CompileError) as e:
             raise ModelImportError(f"the imported program does not type: {e}") from None
-        return Program(program, program.ranges, program.inputs, [o.name for o in self.graph.output])
+        return Program(program, program.ranges, program.inputs, names)
+
+    def imported(self) -> Imported:
+        """``run``'s program with the statistics and the inputs' and outputs' slots."""
+        program = self.run()
+        return Imported(program, self.stats, *self.slots)
 
     def check_ops(self) -> None:
         """Every op converted and in the default domain: else one error listing all nodes."""
@@ -223,25 +252,76 @@ class _Importer:
     def read_inputs(self) -> list[Value]:
         for init in self.graph.initializer:
             self.values[init.name] = weight(init, f"initializer {init.name!r}")
-        inputs = []
+        inputs: list[Value] = []
         for value in self.graph.input:
             if value.name in self.values:
                 continue  # a weight listed as an input (older exporters)
             ty = value.type
             if ty.WhichOneof("value") != "tensor_type":
-                raise ModelImportError(f"input {value.name!r} is not a tensor")
-            dtype = dtype_of(ty.tensor_type.elem_type, f"input {value.name!r}")
-            if not ty.tensor_type.HasField("shape"):
-                raise ModelImportError(f"input {value.name!r} has no shape (not even a rank)")
-            shape = [self.dims.dim(d) for d in ty.tensor_type.shape.dim]
-            try:
-                v = tensor(value.name, shape, dtype)
-            except BuildError as e:
-                raise ModelImportError(f"input {value.name!r}: {e.message}") from None
-            self.materialize.record(v)
+                self.values[value.name] = self.structured_input(value.name, ty, inputs)
+                continue
+            v = self.input_tensor(value.name, value.name, ty.tensor_type)
+            self.slots[0].append(Slot(value.name, "tensor", 1))
             self.values[value.name] = v
             inputs.append(v)
         return inputs
+
+    def input_tensor(self, where: str, name: str, ty: Any, element: int | None = None) -> Value:
+        """The program input ``name`` of tensor type ``ty`` (a ``TypeProto.Tensor``); for
+        ``element`` k of a sequence input each named dim ``N`` is its own ``N_k`` (the
+        elements of one sequence may differ in size)."""
+        dtype = dtype_of(ty.elem_type, f"input {where!r}")
+        if not ty.HasField("shape"):
+            if element is not None:
+                raise ModelImportError(
+                    f"input {where!r}: unsupported: its elements have no shape (not even a rank)"
+                )
+            raise ModelImportError(f"input {where!r} has no shape (not even a rank)")
+        shape = [self.dims.dim(d) for d in ty.shape.dim]
+        if element is not None:
+            shape = [f"{d}_{element}" if isinstance(d, str) and d != "?" else d for d in shape]
+        try:
+            v = tensor(name, shape, dtype)
+        except BuildError as e:
+            raise ModelImportError(f"input {where!r}: {e.message}") from None
+        self.materialize.record(v)
+        return v
+
+    def structured_input(self, name: str, ty: Any, inputs: list[Value]) -> Any:
+        """A sequence or optional graph input (``sequence.py``) as the program inputs its
+        given length or emptiness makes, appended to ``inputs``."""
+        which = ty.WhichOneof("value")
+        if which == "optional_type":
+            inner = ty.optional_type.elem_type
+            if name in self.empty:
+                self.slots[0].append(Slot(name, "optional tensor", 0, present=False))
+                return Optional(None)
+            if inner.WhichOneof("value") == "tensor_type":
+                v = self.input_tensor(name, name, inner.tensor_type)
+                self.slots[0].append(Slot(name, "optional tensor", 1))
+                inputs.append(v)
+                return Optional(v)
+            value = self.structured_input(name, inner, inputs)
+            slot = self.slots[0][-1]
+            self.slots[0][-1] = Slot(name, f"optional {slot.kind}", slot.count)
+            return Optional(value)
+        if which != "sequence_type":
+            raise ModelImportError(f"input {name!r} is not a tensor")
+        elem = ty.sequence_type.elem_type
+        if elem.WhichOneof("value") != "tensor_type":
+            raise ModelImportError(f"input {name!r}: unsupported: a sequence of non-tensors")
+        if name not in self.sequences:
+            raise ModelImportError(
+                f"input {name!r} is a sequence: unsupported without its length "
+                f"(load(..., sequences={{{name!r}: n}}))"
+            )
+        items = [
+            self.input_tensor(name, f"{name}.{k}", elem.tensor_type, k)
+            for k in range(int(self.sequences[name]))
+        ]
+        inputs.extend(items)
+        self.slots[0].append(Slot(name, "sequence", len(items)))
+        return Sequence(tuple(items), dtype_of(elem.tensor_type.elem_type, f"input {name!r}"))
 
     def convert(self, node: Any) -> None:
         where = describe(node)
@@ -295,7 +375,7 @@ class _Importer:
                     self.stats.add(result, name)
                 self.check_recorded(where, name, result)
 
-    def subgraph(self, graph: Any, inputs: Sequence[Any] = ()) -> list[Any]:
+    def subgraph(self, graph: Any, inputs: Listed[Any] = ()) -> list[Any]:
         """Convert the nodes of ``graph`` (an ``If`` branch, a ``Loop`` body) with the
         enclosing values in scope (ONNX subgraphs read outer values by name) and its inputs
         bound to ``inputs``; its outputs, in order."""
