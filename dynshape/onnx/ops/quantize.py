@@ -44,9 +44,26 @@ INT_RANGES: dict[str, tuple[int, int]] = {
     "int8": (-128, 127),
     "uint16": (0, 65535),
     "int16": (-32768, 32767),
+    "uint4": (0, 15),
+    "int4": (-8, 7),
+    "uint2": (0, 3),
+    "int2": (-2, 1),
 }
+#: float8 targets, with the largest finite value ``saturate`` clips to (ml_dtypes' finfo.max);
+#: no zero point is added.
+FLOAT8 = {
+    "float8_e4m3fn": 448.0,
+    "float8_e4m3fnuz": 240.0,
+    "float8_e5m2": 57344.0,
+    "float8_e5m2fnuz": 57344.0,
+}
+#: float4: the zero point added; the cast itself saturates (no inf or nan to overflow to).
+FLOAT4 = "float4_e2m1fn"
 
 _FLOATS = ("float16", "float32", "float64")
+#: Float types the VM stores but does not compute on (``ir.dtypes.EXTENDED``): the arithmetic
+#: runs in float32 and the result is rounded to them, as numpy with ml_dtypes does.
+_STORED_FLOATS = ("bfloat16", "float8_e8m0fnu")
 
 
 def _const(value: Any, dtype: str) -> Any:
@@ -146,14 +163,17 @@ class _Layout:
             out = trace.apply("strided_slice", out, begin=[0] * rank, end=end)
         return out
 
-    def param(self, node: Node, i: int, dtype: str, what: str) -> Any:
-        """Input ``i`` as a ``dtype`` tensor that broadcasts against the input."""
+    def param(self, node: Node, i: int, dtype: str, what: str, via: str | None = None) -> Any:
+        """Input ``i`` as a ``dtype`` tensor that broadcasts against the input (rounded to
+        ``via`` on the way)."""
         value = node.input(i)
         kind = self.shape_of(value_shape(value), what)
         array = node.numeric(i)
         if array is not None:
-            return _const(self.numpy(np.asarray(array), kind).astype(dtype), dtype)
-        return _cast(self.ops(node.tensor(i), kind), dtype)
+            array = self.numpy(np.asarray(array), kind)
+            return _const((array if via is None else array.astype(via)).astype(dtype), dtype)
+        out = self.ops(node.tensor(i), kind)
+        return _cast(out if via is None else _cast(out, via), dtype)
 
 
 def _layout(node: Node) -> _Layout:
@@ -167,10 +187,21 @@ def _division_type(x_dtype: str, scale_dtype: str, precision: str | None) -> str
     """The type ``x / scale`` is computed in: ``precision`` if given, else numpy's promotion of
     the two (the reference's ``x / y_scale``: int32 data over float32 is float64)."""
     if precision is not None:
-        if precision not in _FLOATS:
+        if precision not in (*_FLOATS, "bfloat16"):
             raise Unsupported(f"precision={precision} is not a float type the importer supports")
         return precision
     return str(np.result_type(np.dtype(x_dtype), np.dtype(scale_dtype)))
+
+
+def _quotient(node: Node, layout: _Layout, compute: str) -> Any:
+    """``x / y_scale`` in ``compute``; a stored type's (bfloat16) in float32, both operands
+    and the quotient rounded to it, as ml_dtypes computes."""
+    arith = compute if compute in _FLOATS else "float32"
+    via = None if compute == arith else compute
+    x = _cast(node.tensor(0), compute)
+    scale = layout.param(node, 1, arith, "y_scale", via)
+    q = trace.apply("divide", _cast(x, arith), scale)
+    return q if via is None else _cast(_cast(q, via), arith)
 
 
 def _saturated(q: Any, zero_point: Any, target: str) -> Any:
@@ -198,17 +229,25 @@ def quantize_linear(node: Node) -> Any:
             raise NodeError(f"output_dtype {target} differs from the zero point's type {zp_dtype}")
         target = zp_dtype
     target = target or "uint8"
-    if target not in INT_RANGES:
+    if target not in (*INT_RANGES, *FLOAT8, FLOAT4):
         raise Unsupported(f"quantizing to {target} is not supported")
-    if x_dtype not in (*_FLOATS, "int32") or scale_dtype not in (*_FLOATS, "int32"):
+    numbers = (*_FLOATS, "bfloat16", "int32")
+    if x_dtype not in numbers or scale_dtype not in (*numbers, "float8_e8m0fnu"):
         raise Unsupported(f"QuantizeLinear of {x_dtype} by a {scale_dtype} scale is not supported")
     layout = _layout(node)
     compute = _division_type(x_dtype, scale_dtype, _elem(node, "precision"))
-    x = _cast(node.tensor(0), compute)
-    scale = layout.param(node, 1, compute, "y_scale")
-    q = trace.apply("round", trace.apply("divide", x, scale))
+    q = _quotient(node, layout, compute)
     wide = "float64" if compute == "float64" else "float32"
-    q = _cast(q, wide)
+    if target in FLOAT8:  # the reference adds no zero point for float8
+        if int(node.attr("saturate", 1)):
+            top = FLOAT8[target]
+            q = trace.apply("clip", q, a_min=-top, a_max=top)
+        return trace.apply("cast", q, dtype=target)
+    if target == FLOAT4:
+        if zp is not None:
+            q = trace.apply("add", q, layout.param(node, 2, wide, "y_zero_point"))
+        return trace.apply("cast", q, dtype=target)
+    q = _cast(trace.apply("round", q), wide)
     zero_point = None if zp is None else layout.param(node, 2, wide, "y_zero_point")
     return _saturated(q, zero_point, target)
 
@@ -219,16 +258,23 @@ def dequantize_linear(node: Node) -> Any:
     ``output_dtype`` or the scale's type."""
     x_dtype = value_dtype(node.input(0))
     scale_dtype = value_dtype(node.input(1))
-    if x_dtype not in (*INT_RANGES, "int32"):
+    if x_dtype not in (*INT_RANGES, "int32", *FLOAT8, FLOAT4):
         raise Unsupported(f"DequantizeLinear of {x_dtype} is not supported")
-    if scale_dtype not in _FLOATS:
+    if scale_dtype not in (*_FLOATS, *_STORED_FLOATS):
         raise Unsupported(f"DequantizeLinear with a {scale_dtype} scale is not supported")
     out = _elem(node, "output_dtype") or scale_dtype
-    if out not in _FLOATS:
+    if out not in (*_FLOATS, "bfloat16"):
         raise Unsupported(f"DequantizeLinear to {out} is not supported")
     zp = node.input(2)
     if zp is not None and value_dtype(zp) != x_dtype:
         raise NodeError(f"x_zero_point is {value_dtype(zp)} but x is {x_dtype}")
+    if x_dtype in (*FLOAT8, FLOAT4):
+        # the spec's float zero point must be zero (the reference checks float8's, ignores
+        # float4's); one given at run time is not read
+        known = node.numeric(2)
+        if x_dtype in FLOAT8 and known is not None and np.any(known.astype(np.float32) != 0):
+            raise NodeError(f"x_zero_point of {x_dtype} data must be zero")
+        node = dataclasses.replace(node, inputs=node.inputs[:2])
     layout = _layout(node)
     wide = "float64" if x_dtype == "int32" else "float32"
     if node.all_known() and all(
@@ -236,7 +282,7 @@ def dequantize_linear(node: Node) -> Any:
     ):
         return _dequantize_known(node, layout, wide, out)
     x = _cast(node.tensor(0), wide)
-    if zp is not None:
+    if node.input(2) is not None:
         x = trace.apply("subtract", x, layout.param(node, 2, wide, "x_zero_point"))
     y = trace.apply("multiply", x, layout.param(node, 1, wide, "x_scale"))
     return _cast(y, out)
