@@ -231,14 +231,12 @@ class _Importer:
         return Imported(program, self.stats, *self.slots)
 
     def check_ops(self) -> None:
-        """Every op converted and in the default domain: else one error listing all nodes."""
+        """Every op has a converter (keyed by domain outside the default one): else one error
+        listing all nodes."""
         missing: dict[str, list[str]] = {}
         for node in _all_nodes(self.graph):
-            if node.domain not in ("", "ai.onnx"):
-                key = f"{node.domain}.{node.op_type}"
-            elif node.op_type not in CONVERTERS:
-                key = node.op_type
-            else:
+            key = _op_key(node)
+            if key in CONVERTERS:
                 continue
             missing.setdefault(key, []).append(node.name or "(unnamed)")
         if missing:
@@ -333,7 +331,7 @@ class _Importer:
         except Exception as e:  # protobuf or onnx.helper on a malformed attribute
             raise ModelImportError(f"node {where}: unreadable attributes ({e})") from None
         view = Node(
-            node.op_type,
+            _op_key(node),
             node.name,
             args,
             attrs,
@@ -442,6 +440,14 @@ class _Importer:
                     f"model records {recorded}"
                     + (" (a size fixed at export: the model runs only at it)" if baked else "")
                 )
+
+
+def _op_key(node: Any) -> str:
+    """The op's key in ``CONVERTERS``: its type, prefixed by its domain outside the default
+    one (``ai.onnx.preview.FlexAttention``)."""
+    if node.domain in ("", "ai.onnx"):
+        return str(node.op_type)
+    return f"{node.domain}.{node.op_type}"
 
 
 def _all_nodes(graph: Any) -> list[Any]:

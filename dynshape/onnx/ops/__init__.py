@@ -1,6 +1,7 @@
 """The converters of ONNX ops, one module per family; importing this package registers them."""
 
 from . import (  # noqa: F401
+    attention,
     control,
     detection,
     elementwise,
