@@ -31,8 +31,20 @@ ELEM = {
     "uint16": TensorProto.UINT16,
     "int16": TensorProto.INT16,
     "int32": TensorProto.INT32,
+    "bfloat16": TensorProto.BFLOAT16,
+    "float8_e4m3fn": TensorProto.FLOAT8E4M3FN,
+    "float8_e4m3fnuz": TensorProto.FLOAT8E4M3FNUZ,
+    "float8_e5m2": TensorProto.FLOAT8E5M2,
+    "float8_e5m2fnuz": TensorProto.FLOAT8E5M2FNUZ,
+    "float8_e8m0fnu": TensorProto.FLOAT8E8M0,
+    "float4_e2m1fn": TensorProto.FLOAT4E2M1,
+    "uint4": TensorProto.UINT4,
+    "int4": TensorProto.INT4,
+    "uint2": TensorProto.UINT2,
+    "int2": TensorProto.INT2,
 }
 RANGES = {"uint8": (0, 255), "int8": (-128, 127), "uint16": (0, 65535), "int16": (-32768, 32767)}
+NARROW_RANGES = {"uint4": (0, 15), "int4": (-8, 7), "uint2": (0, 3), "int2": (-2, 1)}
 
 
 def model(
@@ -82,6 +94,8 @@ def check(m: Any, *feeds: list[np.ndarray], oracle: str = "ort") -> Any:
         for g, e in zip(got, expected, strict=True):
             g, e = np.asarray(g), np.asarray(e)
             assert (g.shape, g.dtype) == (e.shape, e.dtype)
+            if g.dtype.kind == "V":  # ml_dtypes' types: compared as float32 (nan equal to nan)
+                g, e = g.astype(np.float32), e.astype(np.float32)
             np.testing.assert_array_equal(g, e)
     return program
 
@@ -439,3 +453,115 @@ def test_errors() -> None:
     assert "output scale and zero point must be per tensor" in import_error(m)
     m = model("QLinearMatMul", [*q, ("sy", "float16", []), ("zy", "uint8", [])])
     assert "scales must share one float type" in import_error(m)
+
+
+# ---- the extended types (ml_dtypes': bfloat16, float8, float4, int4, int2) ---------------------
+
+extended = pytest.mark.skipif(
+    "int4" not in dynshape.onnx.model.DTYPES.values(), reason="the extended dtypes"
+)
+
+
+def ml(dtype: str) -> Any:
+    """The numpy dtype of an extended type's name."""
+    import ml_dtypes
+
+    return np.dtype(getattr(ml_dtypes, dtype))
+
+
+@extended
+@pytest.mark.parametrize("target", list(NARROW_RANGES))
+def test_quantize_dequantize_narrow_ints(target: str) -> None:
+    """int4/uint4/int2/uint2 per axis, with ties and saturation, and back."""
+    lo, hi = NARROW_RANGES[target]
+    zp = np.array([lo, (lo + hi) // 2, hi], ml(target))
+    scale = np.array([0.5, 0.25, 1.0], np.float32)
+    params = [("s", "float32", [3]), ("zp", target, [3])]
+    q = model("QuantizeLinear", [("x", "float32", [3, "n"]), *params], axis=0, opset=25)
+    x = values((3, 6), 0.25, lo - 4, hi + 4)
+    check(q, [x, scale, zp], [x[:, :2], scale, zp], oracle="ref")
+    d = model("DequantizeLinear", [("x", target, [3, "n"]), *params], axis=0, opset=25)
+    xq = RNG.integers(lo, hi, (3, 5), endpoint=True).astype(ml(target))
+    check(d, [xq, scale, zp], oracle="ref")
+
+
+@extended
+@pytest.mark.parametrize("target", ["float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2"])
+@pytest.mark.parametrize("saturate", [0, 1])
+def test_quantize_float8(target: str, saturate: int) -> None:
+    """Values past the type's range saturate or overflow (to inf or nan) by ``saturate``."""
+    m = model(
+        "QuantizeLinear",
+        [("x", "float32", ["n"]), ("s", "float32", []), ("zp", target, [])],
+        saturate=saturate,
+    )
+    x = np.array([0.0, 1.7, -3.1, 300.0, -1000.0, 7e4, -2e5, 12.3456], np.float32)
+    zp = np.array(0, ml(target))
+    check(
+        m, [x, np.array(2.0, np.float32), zp], [x[:3], np.array(0.1, np.float32), zp], oracle="ref"
+    )
+
+
+@extended
+def test_quantize_float4_and_bfloat16() -> None:
+    """float4 (the cast saturates) with a zero point; bfloat16 data over a bfloat16 scale."""
+    m = model(
+        "QuantizeLinear",
+        [("x", "float32", ["n"]), ("s", "float32", []), ("zp", "float4_e2m1fn", [])],
+        opset=23,
+    )
+    x = np.array([0.0, 0.3, -1.26, 2.5, 9.0, -40.0], np.float32)
+    check(m, [x, np.array(0.5, np.float32), np.array(1.0, ml("float4_e2m1fn"))], oracle="ref")
+    m = model(
+        "QuantizeLinear",
+        [("x", "bfloat16", ["n"]), ("s", "bfloat16", []), ("zp", "int8", [])],
+    )
+    xb = (RNG.standard_normal(9) * 50).astype(ml("bfloat16"))
+    check(m, [xb, np.array(0.37, ml("bfloat16")), np.array(3, np.int8)], oracle="ref")
+    m = model(
+        "QuantizeLinear",
+        [("x", "float32", ["n"]), ("s", "float32", [])],
+        opset=23,
+        precision=TensorProto.BFLOAT16,
+    )
+    check(
+        m,
+        [(RNG.standard_normal(9) * 50).astype(np.float32), np.array(0.37, np.float32)],
+        oracle="ref",
+    )
+
+
+@extended
+@pytest.mark.parametrize("source", ["float8_e4m3fn", "float8_e5m2", "float4_e2m1fn"])
+def test_dequantize_floats(source: str) -> None:
+    m = model(
+        "DequantizeLinear",
+        [("x", source, ["n", 2]), ("s", "float32", [])],
+        output_dtype=TensorProto.BFLOAT16,
+        opset=23,
+    )
+    x = (RNG.standard_normal((4, 2)) * 4).astype(ml(source))
+    check(m, [x, np.array(0.3, np.float32)], oracle="ref")
+
+
+@extended
+def test_dequantize_e8m0_scale() -> None:
+    """A float8_e8m0 (power of two) scale, opset 24, with float32 output."""
+    m = model(
+        "DequantizeLinear",
+        [("x", "int8", ["n"]), ("s", "float8_e8m0fnu", [])],
+        output_dtype=TensorProto.FLOAT,
+        opset=24,
+    )
+    x = RNG.integers(-128, 128, 7).astype(np.int8)
+    check(m, [x, np.array(0.125, ml("float8_e8m0fnu"))], oracle="ref")
+
+
+@extended
+def test_float8_zero_point_must_be_zero() -> None:
+    m = model(
+        "DequantizeLinear",
+        [("x", "float8_e4m3fn", [3]), ("s", "float32", [])],
+        {"zp": np.array(1.0, ml("float8_e4m3fn"))},
+    )
+    assert "x_zero_point of float8_e4m3fn data must be zero" in import_error(m)
