@@ -21,7 +21,7 @@ from dynshape.builder import trace
 
 from .float_dims import AsFloat
 from .known import Known
-from .registry import NodeError
+from .registry import NodeError, Unsupported
 
 
 class Materializer:
@@ -77,7 +77,9 @@ class Materializer:
             return trace.constant(np.array(int(e), dtype=dtype), dtype)
         if isinstance(e, sympy.Symbol):
             if e not in self.sources:
-                raise NodeError(f"the dim {e} cannot be computed at run time: no tensor has it")
+                # a size from data made inside a subgraph (an If branch inlined on a known
+                # condition): its values are not sources outside the subgraph's scope
+                raise Unsupported(f"the dim {e} cannot be computed at run time: no tensor has it")
             value, axis = self.sources[e]
             dim = trace.apply("take", trace.apply("shape_of", value, dtype="int64"), axis)
             return dim if dtype == "int64" else trace.apply("cast", dim, dtype=dtype)

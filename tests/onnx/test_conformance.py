@@ -16,10 +16,6 @@ from dynshape.onnx import CONVERTERS, conformance
 #: In-scope cases that give a wrong answer or an error, and why (an unsupported variant, such as
 #: a 3-d pool, is reported as unsupported, not listed here).
 KNOWN: dict[str, str] = {
-    "test_affine_grid_2d_expanded": "a grid whose size is an input: dims from data in GatherElements",
-    "test_affine_grid_2d_align_corners_expanded": "as test_affine_grid_2d_expanded",
-    "test_affine_grid_3d_expanded": "a Range whose stop is a 1-element tensor from data",
-    "test_affine_grid_3d_align_corners_expanded": "an If whose branches differ in rank",
     "test_attention_4d_causal_fp16_expanded": "float16 softmax off by 4.9e-4 (tolerance 1e-3?)",
 }
 

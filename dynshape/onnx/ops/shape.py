@@ -315,6 +315,13 @@ def _stash_type(node: Node, dtype: str) -> str:
     return _STASH_TYPES[stash]
 
 
+def _as_scalar(value: Any) -> Any:
+    shape = value_shape(value)
+    if shape and all(d == 1 for d in shape):
+        return trace.apply("reshape", value, newshape=[])
+    return value
+
+
 @converter("Range")
 def range_(node: Node) -> Any:
     """Folded when its scalars are numbers. With dims (``Range(0, seq, 1)``, position ids) and
@@ -327,7 +334,9 @@ def range_(node: Node) -> Any:
     stash = _stash_type(node, dtype)
 
     def run_time() -> Any:
-        bounds = [node.tensor(i) for i in range(3)]
+        # ONNX's bounds are scalars; a one-element tensor (the AffineGrid function's) is read
+        # as one, as the reference does
+        bounds = [_as_scalar(node.tensor(i)) for i in range(3)]
         if stash != dtype:
             bounds = [trace.apply("cast", v, dtype=stash) for v in bounds]
         out = trace.apply("arange", *bounds, dtype=stash)
