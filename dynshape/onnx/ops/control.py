@@ -18,6 +18,7 @@ from dynshape.builder import control, trace
 
 from ..known import Known
 from ..registry import Node, NodeError, Unsupported, converter
+from ..sequence import structured
 from .operands import normalize_axis, value_shape
 
 
@@ -42,6 +43,11 @@ def if_(node: Node) -> Any:
 
     def branch(graph: Any) -> Any:
         outs = [node.materialize(o) if isinstance(o, Known) else o for o in run(graph)]
+        if any(structured(o) for o in outs):
+            raise Unsupported(
+                "an If on a condition computed from data whose branches return sequences or "
+                "optionals (their structure must be known at import)"
+            )
         # ONNX lets the branches differ in rank; a tensor's rank is decided at import here
         got = [len(value_shape(o)) for o in outs]
         if ranks and ranks[0] != got:
@@ -106,6 +112,8 @@ def loop(node: Node) -> Any:
     body, run = node.attr("body"), node.subgraph
     if body is None or run is None:
         raise NodeError("Loop needs a body")
+    if any(structured(v) for v in node.inputs[2:]):
+        return _unrolled(node)
     initial = [node.materialize(v) if isinstance(v, Known) else v for v in node.inputs[2:]]
     if any(v is None for v in initial):
         raise NodeError("a loop-carried initial value is missing (an empty input name)")
@@ -279,3 +287,67 @@ def scan(node: Node) -> Any:
             acc = trace.apply("transpose", acc, axes=perm)
         results.append(acc)
     return results
+
+
+#: The most iterations of a ``Loop`` unrolled at import (one carrying a sequence).
+UNROLL_LIMIT = 4096
+
+
+def _known_scalar(node: Node, i: int, what: str) -> Any:
+    """Input ``i`` as a Python number known at import (None when omitted); Unsupported when
+    it is computed from data."""
+    if node.input(i) is None:
+        return None
+    array = node.numeric(i)
+    if array is None or array.size != 1:
+        raise Unsupported(
+            f"a Loop carrying a sequence or optional with {what} computed from data (the "
+            "sequence's length would depend on data)"
+        )
+    return np.asarray(array).reshape(-1)[0].item()
+
+
+def _unrolled(node: Node) -> list[Any]:
+    """A ``Loop`` carrying a sequence or an optional, unrolled at import: its trip count and
+    condition must be known there (as the body's condition after each iteration), so the
+    lengths of the sequences are; the body is converted once per iteration, with the
+    iteration number known, and each scan output is the iterations' results stacked."""
+    body, run = node.attr("body"), node.subgraph
+    assert body is not None and run is not None
+    trips = _known_scalar(node, 0, "a trip count")
+    keep = _known_scalar(node, 1, "a condition")
+    keep = True if keep is None else bool(keep)
+    if trips is None:
+        trips = UNROLL_LIMIT + 1
+    values = list(node.inputs[2:])
+    n = len(values)
+    if len(body.input) != n + 2 or len(body.output) < n + 1:
+        raise NodeError(f"the body's inputs and outputs do not match {n} loop-carried value(s)")
+    scans: list[list[Any]] = [[] for _ in range(len(body.output) - 1 - n)]
+    i = 0
+    while i < trips and keep:
+        if i == UNROLL_LIMIT:
+            raise Unsupported(f"a Loop carrying a sequence runs more than {UNROLL_LIMIT} times")
+        args = [Known(np.array(i, np.int64), "int64"), Known(np.array(keep), "bool"), *values]
+        outs = run(body, args)
+        cond = outs[0]
+        if not isinstance(cond, Known) or cond.numeric() is None:
+            raise Unsupported(
+                "a Loop carrying a sequence or optional whose body's condition is computed "
+                "from data (the sequence's length would depend on data)"
+            )
+        keep = bool(np.asarray(cond.numeric()).reshape(-1)[0])
+        values = list(outs[1 : 1 + n])
+        for column, one in zip(scans, outs[1 + n :], strict=True):
+            column.append(one)
+        i += 1
+    stacked = []
+    for column in scans:
+        if not column:
+            raise Unsupported("a scan output of a Loop carrying a sequence that runs no iteration")
+        rows = [
+            trace.apply("expand_dims", node.materialize(v) if isinstance(v, Known) else v, axis=0)
+            for v in column
+        ]
+        stacked.append(rows[0] if len(rows) == 1 else trace.apply("concatenate", rows, axis=0))
+    return [*values, *stacked]
