@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import sympy
 
-from dynshape.builder import trace
+from dynshape.builder import control, trace
 
 from ..known import Known
 from ..model import dtype_of
@@ -479,6 +479,117 @@ def _composed(
     if mode == 3:
         qk_out = probs
     return trace.apply("nn.matmul", probs, v), qk_out
+
+
+# ---- LinearAttention --------------------------------------------------------------------------
+
+_RULES = ("linear", "gated", "delta", "gated_delta")
+
+
+def _steps(x: Any, heads: int, t: Any) -> Any:
+    """A packed ``(B, T, heads * N)`` input as ``(B, heads, T, N)`` in float32."""
+    x = trace.apply("reshape", x, newshape=[0, t, heads, -1])
+    x = trace.apply("transpose", x, axes=[0, 2, 1, 3])
+    return x if value_dtype(x) == "float32" else trace.apply("cast", x, dtype="float32")
+
+
+@converter("LinearAttention")
+def linear_attention(node: Node) -> list[Any]:
+    """The recurrence, one time step per iteration of a ``while_loop`` over ``T`` (float32
+    state, as the reference): the state decays by ``exp(decay_t)`` (gated rules), the value is
+    corrected by what the state retrieves for the key and weighted by ``beta_t`` (delta rules),
+    the outer product ``k_t v_t^T`` is added, and ``scale * q_t^T S_t`` is the step's output,
+    appended to an accumulator reshaped to ``(T, ...)`` after the loop. Grouped query heads read
+    their kv head's state through a ``(B, H_kv, groups, d_k)`` view of the query."""
+    dtype = _float_input(node, 0, "query")
+    rule = node.attr("update_rule", "gated_delta")
+    if rule not in _RULES:
+        raise NodeError(f"update_rule={rule!r} is not one of {', '.join(_RULES)}")
+    h_q, h_kv = int(node.attr("q_num_heads", 0)), int(node.attr("kv_num_heads", 0))
+    if h_q <= 0 or h_kv <= 0 or h_q % h_kv:
+        raise NodeError(f"q_num_heads ({h_q}) must be a positive multiple of kv_num_heads ({h_kv})")
+    gated, delta = rule in ("gated", "gated_delta"), rule in ("delta", "gated_delta")
+    for i, name, wanted in ((4, "decay", gated), (5, "beta", delta)):
+        if (node.input(i) is not None) != wanted:
+            verb = "needs" if wanted else "takes no"
+            raise NodeError(f"update_rule {rule!r} {verb} the {name} input")
+    shapes = [value_shape(node.input(i)) for i in range(3)]
+    if any(len(sh) != 3 for sh in shapes):
+        raise NodeError(f"query, key and value must be rank 3, got {[list(s) for s in shapes]}")
+    batch, t = shapes[0][0], shapes[0][1]
+    d_k = _int(shapes[0][2], "the query's hidden size") // h_q
+    d_v = _int(shapes[2][2], "the value's hidden size") // h_kv
+    groups = h_q // h_kv
+    q = trace.apply("reshape", _steps(node.tensor(0), h_q, t), newshape=[0, h_kv, groups, t, d_k])
+    k, v = _steps(node.tensor(1), h_kv, t), _steps(node.tensor(2), h_kv, t)
+    decay = _per_step(node, 4, h_kv, d_k, t) if gated else None
+    beta = _per_step(node, 5, h_kv, 1, t) if delta else None
+    if node.input(3) is not None:
+        state = node.tensor(3)
+        state_dtype = value_dtype(state)
+        if state_dtype != "float32":
+            state = trace.apply("cast", state, dtype="float32")
+    else:
+        state_dtype = dtype
+        state = trace.apply("zeros", shape=[batch, h_kv, d_k, d_v], dtype="float32")
+    scale = float(node.attr("scale", 0.0)) or 1.0 / math.sqrt(d_k)
+    scale_c = _const(scale, "float32")
+    limit = _dim_tensor(node, t)
+    one = _const(1, "int64")
+
+    def cond_fn(i: Any, *_: Any) -> Any:
+        return trace.apply("less", i, limit)
+
+    def body_fn(i: Any, s: Any, acc: Any) -> tuple[Any, Any, Any]:
+        k_t, v_t = trace.apply("take", k, i, axis=2), trace.apply("take", v, i, axis=2)
+        if decay is not None:
+            g = trace.apply("exp", trace.apply("take", decay, i, axis=2))
+            s = trace.apply("multiply", s, trace.apply("expand_dims", g, axis=3))
+        if beta is not None:
+            seen = trace.apply("nn.matmul", trace.apply("expand_dims", k_t, axis=2), s)
+            seen = trace.apply("squeeze", seen, axis=[2])
+            b_t = trace.apply("take", beta, i, axis=2)
+            v_t = trace.apply("multiply", b_t, trace.apply("subtract", v_t, seen))
+        outer = trace.apply(
+            "multiply",
+            trace.apply("expand_dims", k_t, axis=3),
+            trace.apply("expand_dims", v_t, axis=2),
+        )
+        s = trace.apply("add", s, outer)
+        o = trace.apply("nn.matmul", trace.apply("take", q, i, axis=3), s)  # (B, H_kv, g, d_v)
+        o = trace.apply("multiply", o, scale_c)
+        acc = trace.apply("concatenate", [acc, trace.apply("expand_dims", o, axis=0)], axis=0)
+        return trace.apply("add", i, one), s, acc
+
+    start = trace.apply("zeros", shape=[0, batch, h_kv, groups, d_v], dtype="float32")
+    _, state, acc = control.while_loop(cond_fn, body_fn, (_const(0, "int64"), state, start))
+    out = trace.apply("reshape", acc, newshape=[t, batch, h_kv, groups, d_v])
+    out = trace.apply("transpose", out, axes=[1, 0, 2, 3, 4])
+    out = trace.apply("reshape", out, newshape=[batch, t, h_q * d_v])
+    if dtype != "float32":
+        out = trace.apply("cast", out, dtype=dtype)
+    if state_dtype != "float32":
+        state = trace.apply("cast", state, dtype=state_dtype)
+    return [out, state]
+
+
+def _per_step(node: Node, i: int, heads: int, size: int, t: Any) -> Any:
+    """``decay`` or ``beta`` (``(B, T, heads)``, ``(B, T, heads * size)`` or for beta ``(B, T,
+    1)``) as ``(B, heads or 1, T, 1 or size)`` in float32."""
+    shape = value_shape(node.input(i))
+    name = "decay" if i == 4 else "beta"
+    if len(shape) != 3:
+        raise NodeError(f"{name} must be rank 3, got shape {list(shape)}")
+    last = _int(shape[2], f"{name}'s last dim")
+    x = node.tensor(i)
+    if last in (heads, 1) and (last == heads or i == 5):
+        x = trace.apply("reshape", x, newshape=[0, t, last, 1])
+    elif last == heads * size:
+        x = trace.apply("reshape", x, newshape=[0, t, heads, size])
+    else:
+        raise NodeError(f"{name}'s last dim {last} must be {heads} or {heads * size}")
+    x = trace.apply("transpose", x, axes=[0, 2, 1, 3])
+    return x if value_dtype(x) == "float32" else trace.apply("cast", x, dtype="float32")
 
 
 # ---- FlexAttention (ai.onnx.preview) ----------------------------------------------------------
