@@ -12,15 +12,16 @@ backend cases are generated from:
 - dequantizing subtracts the zero point and multiplies in float32 (float64 for int32 data, so
   the difference of two int32s is exact) and casts to ``output_dtype`` or the scale's type;
 - integer products (``MatMulInteger``, ``ConvInteger`` and the accumulators of the ``QLinear*``
-  ops) run in float64 on BLAS: operands below 2**9 in magnitude make each product below 2**18,
-  so sums of fewer than 2**35 of them are exact. An int32 result is cast through int64, which
+  ops) run in float64 on BLAS: operands at most 255 in magnitude make each product below 2**16,
+  so sums of fewer than 2**37 of them are exact. An int32 result is cast through int64, which
   wraps as an int32 accumulator does; the ``QLinear*`` ops rescale the exact sum (the spec
   lets a 32-bit accumulation overflow, it does not ask for it).
 
 Scales and zero points are per tensor (a scalar or one element), per axis (1-d, along
 ``axis``) or blocked (``block_size``: each repeated along ``axis``, the last block cut to the
 input's extent). A ``DequantizeLinear`` whose inputs are all constants (a QDQ model's weights)
-is evaluated at import.
+is evaluated at import. The extended types (bfloat16, float8, float4, int4, int2: storage in
+the VM) are cast to and from float32 around the arithmetic (``design/onnx.md``, Quantization).
 """
 
 from __future__ import annotations
