@@ -83,6 +83,12 @@ FROZEN: dict[str, tuple[int, ...]] = {
     "CenterCropPad": (1,),
     "Col2Im": (1, 2),
     "MaxUnpool": (2,),
+    "DFT": (1, 2),
+    "STFT": (1, 3),
+    "HannWindow": (0,),
+    "HammingWindow": (0,),
+    "BlackmanWindow": (0,),
+    "MelWeightMatrix": (0, 1, 2, 3, 4),
 }
 
 #: Messages of the importer that mean "not supported", not "wrong".

@@ -17,6 +17,9 @@ from dynshape.onnx import CONVERTERS, conformance
 #: a 3-d pool, is reported as unsupported, not listed here).
 KNOWN: dict[str, str] = {
     "test_attention_4d_causal_fp16_expanded": "float16 softmax off by 4.9e-4 (tolerance 1e-3?)",
+    "test_dft_inverse": "the expected values are numpy's complex64 FFT: 1.4e-6 of noise where the "
+    "exact result is 0 (atol 1e-7); dynshape sums in float64",
+    "test_dft_inverse_opset19": "as test_dft_inverse",
 }
 
 INDEX = conformance.index()
