@@ -365,6 +365,24 @@ def test_qlinear_matmul(dtype: str, scale_type: str, per_column: bool) -> None:
     check(m, feed(1), feed(5), oracle="ort" if dtype == "uint8" else "ref")
 
 
+def test_qlinear_matmul_constants_are_folded() -> None:
+    """Weights, scales and zero points given as initializers are combined at import: one
+    subtraction (a's zero point) and no division left at run time."""
+    w = {
+        "sa": np.array(0.02, np.float32),
+        "za": np.array(3, np.uint8),
+        "bm": RNG.integers(0, 256, (4, 3)).astype(np.uint8),
+        "sb": np.array([0.01, 0.02, 0.03], np.float32),
+        "zb": np.array([1, 2, 3], np.uint8),
+        "sy": np.array(0.3, np.float32),
+        "zy": np.array(7, np.uint8),
+    }
+    m = model("QLinearMatMul", [("a", "uint8", ["m", 4])], w)
+    program = check(m, [RNG.integers(0, 256, (5, 4)).astype(np.uint8)])
+    text = str(program)
+    assert text.count("subtract(") == 1 and "divide(" not in text, text
+
+
 @pytest.mark.parametrize("bias", [False, True])
 @pytest.mark.parametrize(
     ("w_type", "per_channel"), [("uint8", False), ("uint8", True), ("int8", True)]

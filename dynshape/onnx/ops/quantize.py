@@ -326,28 +326,50 @@ def dynamic_quantize_linear(node: Node) -> Any:
 # ---- integer products ---------------------------------------------------------------------
 
 
+_NUMPY = {"subtract": np.subtract, "multiply": np.multiply, "divide": np.true_divide}
+
+
+def _apply(op: str, a: Any, b: Any) -> Any:
+    """``op`` of two operands, each a numpy array (known at import) or a run-time tensor: with
+    numpy when both are known (the kernels' own ufuncs, so the same numbers), else an op."""
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+        return np.asarray(_NUMPY[op](a, b))
+    return trace.apply(op, _tensor(a), _tensor(b))
+
+
+def _tensor(a: Any) -> Any:
+    return trace.constant(a, a.dtype.name) if isinstance(a, np.ndarray) else a
+
+
+def _to(a: Any, dtype: str) -> Any:
+    return a.astype(dtype) if isinstance(a, np.ndarray) else _cast(a, dtype)
+
+
 def _operand(node: Node, i: int, zp_index: int, role: str) -> Any:
-    """Input ``i`` (int8/uint8) minus its optional zero point, in float64. ``role`` is how a
-    1-d zero point of several elements lines up: 'row' (one per row of a matrix operand, the
-    spec's per-row ``a``), 'column' (per column of ``b``), 'channel' (per output channel of a
-    convolution weight) or 'tensor' (only per tensor)."""
+    """Input ``i`` (int8/uint8) minus its optional zero point, in float64 (computed at import
+    for a constant weight). ``role`` is how a 1-d zero point of several elements lines up:
+    'row' (one per row of a matrix operand, the spec's per-row ``a``), 'column' (per column of
+    ``b``), 'channel' (per output channel of a convolution weight) or 'tensor' (only per
+    tensor)."""
     dtype = value_dtype(node.input(i))
     if dtype not in ("int8", "uint8"):
         raise Unsupported(f"{node.op_type} of {dtype} is not supported (int8 and uint8 are)")
-    x = _cast(node.tensor(i), "float64")
+    known = node.numeric(i)
+    x = _to(np.asarray(known) if known is not None else node.tensor(i), "float64")
     if node.input(zp_index) is None:
-        return x
+        return _tensor(x)
     if value_dtype(node.input(zp_index)) != dtype:
         raise NodeError(
             f"input {zp_index}'s type {value_dtype(node.input(zp_index))} differs from "
             f"input {i}'s {dtype}"
         )
-    return trace.apply("subtract", x, _aligned(node, zp_index, i, role, "float64"))
+    return _tensor(_apply("subtract", x, _aligned(node, zp_index, i, role, "float64")))
 
 
 def _aligned(node: Node, p: int, i: int, role: str, dtype: str) -> Any:
     """Input ``p`` (a scale or zero point of input ``i``) as ``dtype``, shaped to broadcast
-    against input ``i`` (or against the result, for a convolution's channels)."""
+    against input ``i`` (or against the result, for a convolution's channels): a numpy array
+    when known at import, else a tensor."""
     shape = tuple(value_shape(node.input(p)))
     rank = len(value_shape(node.input(i)))
     if len(shape) == 0 or shape == (1,):
@@ -369,7 +391,7 @@ def _aligned(node: Node, p: int, i: int, role: str, dtype: str) -> Any:
     array = node.numeric(p)
     if array is not None:
         array = np.asarray(array)
-        return _const(array if newshape is None else array.reshape(newshape), dtype)
+        return (array if newshape is None else array.reshape(newshape)).astype(dtype)
     value = node.tensor(p)
     if newshape is not None:
         value = trace.apply("reshape", value, newshape=newshape)
@@ -401,9 +423,9 @@ def _requantize(node: Node, acc: Any, scales: Any, y_scale: int, y_zp: int) -> A
             raise Unsupported(f"{node.op_type}'s output scale and zero point must be per tensor")
     ts = value_dtype(node.input(y_scale))
     y_s = _aligned(node, y_scale, y_scale, "tensor", ts)
-    multiplier = _cast(trace.apply("divide", scales, y_s), "float64")
+    multiplier = _tensor(_to(_apply("divide", scales, y_s), "float64"))
     q = trace.apply("round", trace.apply("multiply", acc, multiplier))
-    return _saturated(q, _aligned(node, y_zp, y_zp, "tensor", "float64"), target)
+    return _saturated(q, _tensor(_aligned(node, y_zp, y_zp, "tensor", "float64")), target)
 
 
 def _scale_type(node: Node, indices: tuple[int, ...]) -> str:
@@ -424,9 +446,7 @@ def qlinear_matmul(node: Node) -> Any:
     a = _operand(node, 0, 2, "row")
     b = _operand(node, 3, 5, "column")
     acc = trace.apply("nn.matmul", a, b)
-    scales = trace.apply(
-        "multiply", _aligned(node, 1, 0, "row", ts), _aligned(node, 4, 3, "column", ts)
-    )
+    scales = _apply("multiply", _aligned(node, 1, 0, "row", ts), _aligned(node, 4, 3, "column", ts))
     return _requantize(node, acc, scales, 6, 7)
 
 
@@ -464,5 +484,5 @@ def qlinear_conv(node: Node) -> Any:
     acc = _conv(node, x, w, bias)
     # the weight scale per output channel lines up with the result's axis 1
     w_scale = _aligned(node, 4, 3, "result", ts)
-    scales = trace.apply("multiply", _aligned(node, 1, 0, "tensor", ts), w_scale)
+    scales = _apply("multiply", _aligned(node, 1, 0, "tensor", ts), w_scale)
     return _requantize(node, acc, scales, 6, 7)
