@@ -79,6 +79,9 @@ FROZEN: dict[str, tuple[int, ...]] = {
     "Trilu": (1,),
     "OneHot": (1,),
     "SplitToSequence": (1,),
+    "SequenceAt": (1,),
+    "SequenceInsert": (2,),
+    "SequenceErase": (1,),
     "AffineGrid": (1,),
     "CenterCropPad": (1,),
     "Col2Im": (1, 2),
@@ -266,10 +269,10 @@ def _array(value: Any, dtype: Any) -> np.ndarray:
     return array.astype(dtype) if array.dtype == object and dtype is not None else array
 
 
-def _structure(model: Any, data_sets: list[Any]) -> tuple[dict[str, int], set[str]]:
-    """The lengths of the sequence inputs and the empty optional inputs, as the first data set
-    has them (the importer needs them: ``sequence.py``)."""
-    sequences: dict[str, int] = {}
+def _structure(model: Any, data_sets: list[Any]) -> tuple[dict[str, list[int]], set[str]]:
+    """The sequence inputs' element ranks (their lengths) and the empty optional inputs, as
+    the first data set has them (the importer needs them: ``sequence.py``)."""
+    sequences: dict[str, list[int]] = {}
     empty: set[str] = set()
     declared = [v for v in model.graph.input if v.name not in _weights(model)]
     if not data_sets:
@@ -280,7 +283,7 @@ def _structure(model: Any, data_sets: list[Any]) -> tuple[dict[str, int], set[st
         if given is None:
             empty.add(value.name)
         elif isinstance(given, list):
-            sequences[value.name] = len(given)
+            sequences[value.name] = [np.ndim(_array(a, None)) for a in given]
     return sequences, empty
 
 
@@ -298,7 +301,7 @@ def _flat_inputs(slots: list[Any], declared: list[Any], inputs: list[Any]) -> li
                 return None
         elif slot.kind.endswith("sequence"):
             if not isinstance(given, list) or len(given) != slot.count:
-                return None
+                return None  # (a rank that differs is refused by the VM's argument checks)
             args += [_array(a, dtype) for a in given]
         else:
             args.append(_array(given, dtype))

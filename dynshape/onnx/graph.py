@@ -23,7 +23,7 @@ import ir
 from ..builder import Value, build
 from ..builder.program import Program, tensor
 from ..errors import BuildError, CompileError, ModelImportError
-from .dims import DimOption, InputDims, dim_names, recorded_dim
+from .dims import DimOption, InputDims, dim_names, recorded_dim, symbol_name
 from .known import Known
 from .materialize import Materializer
 from .model import dtype_of, onnx_module, opset_of, read, weight
@@ -35,7 +35,7 @@ def load(
     model: Any,
     dims: Mapping[str, DimOption] | None = None,
     external_data_dir: str | os.PathLike[str] | None = None,
-    sequences: Mapping[str, int] | None = None,
+    sequences: Mapping[str, int | list[int]] | None = None,
     empty: Collection[str] = (),
 ) -> Program:
     """The program of an ONNX model (a path, bytes or an ``onnx.ModelProto``).
@@ -46,7 +46,8 @@ def load(
     Weights in external files are read from the model file's directory, or for bytes and a
     proto from ``external_data_dir`` only (``model.read``). A graph input that is a sequence
     becomes one input per element (``x.0``, ``x.1``, ...): ``sequences`` gives each one's
-    length; an optional input named in ``empty`` has no value (``sequence.py``).
+    length, or its elements' ranks (needed where the model declares no element shape); an
+    optional input named in ``empty`` has no value (``sequence.py``).
     """
     return import_model(model, dims, external_data_dir, sequences, empty).program
 
@@ -121,7 +122,7 @@ def import_model(
     model: Any,
     dims: Mapping[str, DimOption] | None = None,
     external_data_dir: str | os.PathLike[str] | None = None,
-    sequences: Mapping[str, int] | None = None,
+    sequences: Mapping[str, int | list[int]] | None = None,
     empty: Collection[str] = (),
 ) -> Imported:
     """``load``, with the shape statistics of the node outputs (``import --stats``).
@@ -170,11 +171,12 @@ class _Importer:
         dims: Mapping[str, DimOption] | None,
         narrow: bool = False,
         run_time_sizes: bool = False,
-        given: tuple[dict[str, int], frozenset[str]] = ({}, frozenset()),
+        given: tuple[dict[str, Any], frozenset[str]] = ({}, frozenset()),
     ) -> None:
         self.model = model
         self.sequences, self.empty = given
-        """The lengths of the sequence inputs, and the optional inputs given no value."""
+        """The lengths (or element ranks) of the sequence inputs, and the optional inputs
+        given no value."""
         self.slots: tuple[list[Slot], list[Slot]] = ([], [])
         """The inputs' and outputs' slots (``sequence.Slot``), as ``run`` lays them out."""
         self.graph = model.graph
@@ -264,18 +266,29 @@ class _Importer:
             inputs.append(v)
         return inputs
 
-    def input_tensor(self, where: str, name: str, ty: Any, element: int | None = None) -> Value:
+    def input_tensor(
+        self, where: str, name: str, ty: Any, element: int | None = None, rank: int | None = None
+    ) -> Value:
         """The program input ``name`` of tensor type ``ty`` (a ``TypeProto.Tensor``); for
         ``element`` k of a sequence input each named dim ``N`` is its own ``N_k`` (the
-        elements of one sequence may differ in size)."""
+        elements of one sequence may differ in size), and an element declared without a shape
+        has ``rank`` dims of its own (``x_d1_0``) when the caller gave its rank."""
         dtype = dtype_of(ty.elem_type, f"input {where!r}")
-        if not ty.HasField("shape"):
+        if not ty.HasField("shape") and rank is None:
             if element is not None:
                 raise ModelImportError(
-                    f"input {where!r}: unsupported: its elements have no shape (not even a rank)"
+                    f"input {where!r}: unsupported: its elements have no shape (not even a "
+                    f"rank; load(..., sequences={{{where!r}: [rank, ...]}}) gives them)"
                 )
             raise ModelImportError(f"input {where!r} has no shape (not even a rank)")
-        shape = [self.dims.dim(d) for d in ty.shape.dim]
+        if not ty.HasField("shape"):
+            shape: list[Any] = [symbol_name(f"{where}_d{a}") for a in range(rank or 0)]
+        else:
+            shape = [self.dims.dim(d) for d in ty.shape.dim]
+            if rank is not None and rank != len(shape):
+                raise ModelImportError(
+                    f"input {where!r}: element {element} given rank {rank}, declared {len(shape)}"
+                )
         if element is not None:
             shape = [f"{d}_{element}" if isinstance(d, str) and d != "?" else d for d in shape]
         try:
@@ -313,9 +326,11 @@ class _Importer:
                 f"input {name!r} is a sequence: unsupported without its length "
                 f"(load(..., sequences={{{name!r}: n}}))"
             )
+        given = self.sequences[name]
+        ranks = [None] * int(given) if isinstance(given, int) else [int(r) for r in given]
         items = [
-            self.input_tensor(name, f"{name}.{k}", elem.tensor_type, k)
-            for k in range(int(self.sequences[name]))
+            self.input_tensor(name, f"{name}.{k}", elem.tensor_type, k, rank)
+            for k, rank in enumerate(ranks)
         ]
         inputs.extend(items)
         self.slots[0].append(Slot(name, "sequence", len(items)))

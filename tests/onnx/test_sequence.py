@@ -176,6 +176,24 @@ def test_sequence_inputs_and_sequence_map() -> None:
     compare(m, [[[], RNG.random(1, np.float32)]], sequences={"xs": 0})
 
 
+def test_sequence_elements_declared_without_a_shape_take_the_given_ranks() -> None:
+    m = make(
+        [
+            helper.make_node("SequenceInsert", ["xs", "t"], ["ys"]),
+            helper.make_node("SequenceLength", ["ys"], ["n"]),
+        ],
+        [seq("xs"), tensor("t", [2, "k"])],
+        [seq("ys"), tensor("n", [], INT64)],
+    )
+    elements = [RNG.random((3, 1), np.float32), RNG.random((1, 4), np.float32)]
+    imported = compare(m, [[elements, RNG.random((2, 5), np.float32)]], sequences={"xs": [2, 2]})
+    assert "Tensor[(xs_d0_1, xs_d1_1), float32]" in str(imported.program)
+    with pytest.raises(dynshape.ModelImportError, match="element 0 given rank 1, declared 2"):
+        dynshape.onnx.load(
+            make(m.graph.node, [seq("xs", [2, 2]), tensor("t", [2, 2])], []), sequences={"xs": [1]}
+        )
+
+
 def test_optional_inputs_present_and_empty() -> None:
     m = make(
         [
