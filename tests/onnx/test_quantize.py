@@ -444,6 +444,42 @@ def test_qlinear_conv_weight_zero_points_against_reference() -> None:
     check(m, [RNG.integers(0, 256, (1, 1, 5, 4)).astype(np.uint8)], oracle="ref")
 
 
+def test_qdq_convolution() -> None:
+    """The QDQ form exporters write: activations quantized and dequantized around a float
+    ``Conv`` whose weight is a DequantizeLinear of int8 initializers (folded at import), with
+    a symbolic batch and height; against the reference (onnxruntime fuses QDQ into its int8
+    kernels)."""
+    w = RNG.integers(-128, 128, (4, 3, 3, 3)).astype(np.int8)
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
+        helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
+        helper.make_node("DequantizeLinear", ["w", "sw"], ["wd"], axis=0),
+        helper.make_node("Conv", ["xd", "wd"], ["y"], pads=[1, 1, 1, 1]),
+    ]
+    weights: dict[str, np.ndarray] = {
+        "sx": np.array(0.05, np.float32),
+        "zx": np.array(128, np.uint8),
+        "w": w,
+        "sw": RNG.uniform(0.001, 0.01, 4).astype(np.float32),
+    }
+    graph = helper.make_graph(
+        nodes,
+        "qdq",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, "h", 5])],
+        [helper.make_empty_tensor_value_info("y")],
+        [numpy_helper.from_array(a, n) for n, a in weights.items()],
+    )
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    program = dynshape.onnx.load(m)
+    # one multiply (the activations'): the weight is dequantized at import
+    assert str(program).count("multiply(") == 1
+    machine = dynshape.VirtualMachine(dynshape.compile(program))
+    for n, h in [(1, 4), (2, 7)]:
+        x = RNG.standard_normal((n, 3, h, 5)).astype(np.float32) * 3
+        (want,) = cast(list[Any], ReferenceEvaluator(m).run(None, {"x": x}))
+        np.testing.assert_allclose(machine.run(x), want, rtol=1e-5, atol=1e-5)
+
+
 # ---- refused variants -------------------------------------------------------------------------
 
 
