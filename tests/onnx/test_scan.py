@@ -14,7 +14,7 @@ pytest.importorskip("onnxruntime")
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from model_builder import compare, import_error
+from model_builder import compare, import_error, run
 from onnx import TensorProto, helper
 
 from dynshape.onnx import conformance
@@ -118,6 +118,17 @@ def test_a_scan_with_no_state_and_a_rank_3_input() -> None:
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     m.ir_version = 8
     compare(m, [RNG.random((2, 3, 4), np.float32)], [RNG.random((1, 6, 4), np.float32)])
+
+
+def test_a_scan_of_length_zero_keeps_the_state() -> None:
+    """onnxruntime refuses a scan of length 0; the spec's loop runs no step: the state comes
+    back as it was and each scan output has 0 rows on its axis."""
+    m = _with_input_dims(_cumulative(scan_output_axes=[1, 0]), ["t", "d"], ["t", "d"])
+    s0 = np.arange(3, dtype=np.float32)
+    empty = np.zeros((0, 3), np.float32)
+    state, z0, z1 = run(m, s0, empty, empty, s0)
+    np.testing.assert_array_equal(state, s0)
+    assert (z0.shape, z1.shape) == ((3, 0), (0, 3))
 
 
 def test_scans_refused() -> None:
