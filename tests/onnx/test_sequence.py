@@ -296,3 +296,15 @@ def test_what_is_refused() -> None:
     )
     with pytest.raises(dynshape.ModelImportError, match="OptionalGetElement of an empty optional"):
         dynshape.onnx.load(get_empty, empty={"o"})
+
+
+def test_a_split_of_a_dim_of_zero_is_an_empty_sequence() -> None:
+    m = make(
+        [
+            helper.make_node("SplitToSequence", ["x"], ["s"], axis=1),
+            helper.make_node("SequenceLength", ["s"], ["n"]),
+        ],
+        [tensor("x", [2, 0])],
+        [tensor("n", [], INT64)],
+    )
+    compare(m, [[np.zeros((2, 0), np.float32)]])

@@ -135,6 +135,8 @@ def split_to_sequence(node: Node) -> Sequence:
             sizes = [int(v) for v in array.reshape(-1)]
             if sum(sizes) != n or any(s < 0 for s in sizes):
                 raise NodeError(f"split sizes {sizes} for a dim of {n}")
+    if not sizes:  # a dim of 0: no part
+        return Sequence((), value_dtype(data))
     squeeze = split is None and not int(node.attr("keepdims", 1))
     points = [int(p) for p in np.cumsum(sizes[:-1])]
     if isinstance(data, Known):
