@@ -78,6 +78,7 @@ FROZEN: dict[str, tuple[int, ...]] = {
     "CumSum": (1,),
     "Trilu": (1,),
     "OneHot": (1,),
+    "Dropout": (1, 2),  # ratio and training_mode: whether it draws random numbers
     "SplitToSequence": (1,),
     "SequenceAt": (1,),
     "SequenceInsert": (2,),

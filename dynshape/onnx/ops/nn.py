@@ -564,14 +564,17 @@ def log_softmax(node: Node) -> Any:
 
 @converter("Dropout")
 def dropout(node: Node) -> Any:
-    """Inference: the identity (its mask is all true); training mode is a NodeError."""
+    """Inference, or a ratio known to be 0: the identity (its mask is all true). Training
+    with another ratio draws random numbers: unsupported."""
     training = node.input(2)
-    if training is not None:
+    ratio = node.numeric(1) if node.input(1) is not None else None
+    drops = ratio is None or bool(np.any(np.asarray(ratio) != 0))
+    if training is not None and drops:
         flag = node.numeric(2)
         if flag is None:
             raise Unsupported("training_mode (input 2) must be known at import")
         if bool(np.asarray(flag).reshape(-1)[0]):
-            raise Unsupported("training_mode=true is not supported (only inference)")
+            raise Unsupported("training_mode=true is not supported (only inference or ratio 0)")
     x = node.input(0)
     if node.num_outputs < 2:
         return x
