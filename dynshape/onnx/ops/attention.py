@@ -316,9 +316,9 @@ class _Bias:
         last = shape[-1]
         if not _same(last, s_k):
             if not (isinstance(last, int) and isinstance(s_k, int)):
-                raise Unsupported(
-                    f"an attn_mask of {last} keys for {s_k} keys: the padding must be static"
-                )
+                # taken to be the key count (an exporter's "total sequence length"), which
+                # the reshape checks at run time: a shorter mask needs static lengths
+                return trace.apply("reshape", m, newshape=[*shape[:-1], s_k])
             if last > s_k:
                 raise NodeError(f"attn_mask has {last} keys, more than the {s_k} keys")
             widths = [[0, 0]] * (len(shape) - 1) + [[0, s_k - last]]
