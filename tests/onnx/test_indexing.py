@@ -324,12 +324,6 @@ def test_einsum(equation: str, dims: list[list[Any]]) -> None:
     assert_symbolic(program)
 
 
-def test_einsum_refuses_a_diagonal() -> None:
-    m = model("Einsum", [("x", FLOAT, ["b", "n", "n"])], equation="bii->bi")
-    text = import_error(m)
-    assert "Einsum 'the_einsum': unsupported: a subscript repeated in 'bii'" in text
-
-
 @pytest.mark.parametrize("op", ["GatherElements", "GatherND"])
 def test_an_index_out_of_range_raises_rather_than_reading_another_element(op: str) -> None:
     from onnx import TensorProto, helper

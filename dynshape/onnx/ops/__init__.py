@@ -10,6 +10,7 @@ from . import (  # noqa: F401
     indexing,
     layout,
     loss,
+    misc,
     nn,
     quantize,
     recurrent,
@@ -17,5 +18,6 @@ from . import (  # noqa: F401
     sequence,
     shape,
     signal,
+    sorting,
     spatial,
 )

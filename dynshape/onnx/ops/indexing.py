@@ -404,7 +404,8 @@ def einsum(node: Node) -> Any:
     """Subscripts with ``...`` and implicit outputs; each operand's letters that no other
     operand or the output uses are summed away, then operands contract pairwise, left to
     right, as one batched ``nn.matmul`` (batch, kept and contracted letters grouped by
-    transposes and reshapes). A letter repeated in one operand (a diagonal) is refused."""
+    transposes and reshapes). A letter repeated in one operand is its diagonal first (a
+    ``take`` from the two axes merged)."""
     equation = str(node.attr("equation", "")).replace(" ", "")
     operands = [v for v in node.inputs if v is not None]
     shapes = [value_shape(v) for v in operands]
@@ -421,6 +422,8 @@ def einsum(node: Node) -> Any:
                 raise NodeError(f"subscript {letter!r} has dims {sizes[letter]} and {d}")
             sizes.setdefault(letter, d)
     values = [node.tensor(i) for i in range(len(node.inputs)) if node.inputs[i] is not None]
+    for i, term in enumerate(terms):  # a letter repeated in an operand: its diagonal
+        values[i], terms[i] = _diagonals(node, values[i], term, sizes)
     current, letters = values[0], terms[0]
     current, letters = _sum_unused(current, letters, [*terms[1:], output])
     for i in range(1, len(values)):
@@ -459,8 +462,6 @@ def _parse_einsum(equation: str, shapes: Sequence[Sequence[Any]]) -> tuple[list[
             raise NodeError(f"subscripts {spec!r} are not letters")
         if len(spec) != len(shape):
             raise NodeError(f"subscripts {spec!r} for an operand of rank {len(shape)}")
-        if len(set(spec)) != len(spec):
-            raise Unsupported(f"a subscript repeated in {spec!r} (a diagonal)")
         terms.append(spec)
     if output is None:
         counts: dict[str, int] = {}
@@ -474,6 +475,25 @@ def _parse_einsum(equation: str, shapes: Sequence[Sequence[Any]]) -> tuple[list[
     if any(c not in used for c in output) or len(set(output)) != len(output):
         raise NodeError(f"output subscripts {output!r} do not fit the operands")
     return terms, output
+
+
+def _diagonals(node: Node, x: Any, letters: str, sizes: dict[str, Any]) -> tuple[Any, str]:
+    """``x`` with each letter that it repeats taken once, along the diagonal: the two axes
+    moved last, merged (``n * n``), and ``take`` at ``0, n + 1, 2 (n + 1), ...``."""
+    while len(set(letters)) != len(letters):
+        c = next(c for c in letters if letters.count(c) > 1)
+        i = letters.index(c)
+        j = letters.index(c, i + 1)
+        rest = [a for a in range(len(letters)) if a not in (i, j)]
+        if [*rest, i, j] != list(range(len(letters))):
+            x = trace.apply("transpose", x, axes=[*rest, i, j])
+        n = sizes[c]
+        x = trace.apply("reshape", x, newshape=[*(sizes[letters[a]] for a in rest), n * n])
+        one = trace.constant(np.array(1, np.int64), "int64")
+        step = trace.apply("add", _dim_scalar(node, n), one)
+        x = trace.apply("take", x, trace.apply("multiply", _iota(node, n, 1, 0), step), axis=-1)
+        letters = "".join(letters[a] for a in rest) + c
+    return x, letters
 
 
 def _sum_unused(x: Any, letters: str, others: Sequence[str]) -> tuple[Any, str]:
