@@ -21,7 +21,6 @@ from dynshape.builder import trace
 from ..known import Known
 from ..model import DTYPES
 from ..registry import Node, NodeError, Unsupported, converter
-from .indexing import _iota
 from .operands import normalize_axis, value_dtype, value_shape
 
 _FLOATS = ("float16", "float32", "float64")
@@ -30,6 +29,17 @@ _FLOATS = ("float16", "float32", "float64")
 def _const(value: Any, dtype: str) -> Any:
     """A 0-d constant of ``dtype``."""
     return trace.constant(np.asarray(value, dtype=dtype), dtype)
+
+
+def _iota(node: Node, n: Any, rank: int, axis: int) -> Any:
+    """``0, 1, ..., n-1`` (int64) along ``axis`` of a tensor of ``rank``, 1s elsewhere; ``n``
+    an int or a dim (then computed from the input shapes)."""
+    shape = [n if a == axis else 1 for a in range(rank)]
+    if isinstance(n, int):
+        return trace.constant(np.arange(n, dtype=np.int64).reshape(shape), "int64")
+    stop = node.materialize(Known.of(n, "int64"))
+    out = trace.apply("arange", _const(0, "int64"), stop, _const(1, "int64"), dtype="int64")
+    return trace.apply("reshape", out, newshape=shape)
 
 
 def _float_input(node: Node, i: int = 0) -> tuple[Any, str]:
