@@ -27,6 +27,7 @@ from .nn import _ceil_extra, _ints, _spatial_pads, pool_nd
 from .operands import known_ints, normalize_axis, value_dtype, value_shape
 
 _FLOATS = ("float16", "float32", "float64")
+_TO_END = 2**62  # a slice end past any dim (the builder's stand-in for "to the end")
 
 
 def _const(value: Any, dtype: str) -> Any:
@@ -190,8 +191,12 @@ def center_crop_pad(node: Node) -> Any:
         else:
             pads[a] = [(size - dim) // 2, size - dim - (size - dim) // 2]
     x = node.tensor(0)
-    if begin != [0] * rank or end != list(x_shape):
-        x = trace.apply("strided_slice", x, begin=begin, end=end)
+    cropped = [a for a in range(rank) if begin[a] or end[a] != x_shape[a]]
+    if cropped:
+        # up to the last cropped axis; an uncropped symbolic one before it is "to the end"
+        last = cropped[-1] + 1
+        ends = [e if isinstance(e, int) else _TO_END for e in end[:last]]
+        x = trace.apply("strided_slice", x, begin=begin[:last], end=ends)
     if any(b or e for b, e in pads):
         x = trace.apply("nn.pad", x, pad_width=pads, pad_value=0.0)
     return x
@@ -331,6 +336,8 @@ def affine_grid(node: Node) -> Any:
     dtype = value_dtype(node.input(0))
     if dtype not in _FLOATS:
         raise NodeError(f"theta of {dtype}: a float type is required")
+    if isinstance(theta_shape[0], int) and theta_shape[0] != size[0]:
+        raise NodeError(f"size[0] ({size[0]}) differs from theta's batch ({theta_shape[0]})")
     align = bool(node.attr("align_corners", 0))
     spatial = size[2:]
     axes = []
@@ -418,7 +425,13 @@ def _taps(
     if mode == "nearest":
         x = trace.apply("round", x)  # half to even, as the reference's np.rint
     if padding == "border":
-        x = trace.apply("minimum", trace.apply("maximum", x, c(0.0)), last)
+        # clamped to [0, size - 1] only outside [lo, hi] (the reference's order: for cubic
+        # taps, a coordinate in [-0.5, 0) is not the same as 0)
+        outside = trace.apply(
+            "logical_or", trace.apply("less", x, lo), trace.apply("greater", x, hi)
+        )
+        clamped = trace.apply("minimum", trace.apply("maximum", x, c(0.0)), last)
+        x = trace.apply("where", outside, clamped, x)
     elif padding == "reflection":
         x = _reflect(x, lo, hi, dtype)
     if mode == "nearest":
