@@ -18,6 +18,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import dynshape
 import dynshape.onnx
+import ir
 from dynshape.onnx import conformance
 
 FLOAT, INT64, BOOL = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
@@ -148,6 +149,17 @@ def test_a_trip_count_from_a_shape_loops_over_the_rows_and_stays_symbolic() -> N
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     program = compare(m, *[[RNG.random(s, dtype=np.float32)] for s in [(3, 4), (7, 2), (1, 5)]])
     assert "zeros(shape=[0, cols])" in str(program)
+    # the condition stays true and the trip count is a dim: the scan output has ``rows`` rows
+    # (issue 29 item 5: no ``?`` where it can be derived)
+    assert [str(d) for d in dynshape.onnx.import_model(m).stats.shapes["stacked"]] == [
+        "rows",
+        "cols",
+    ]
+
+
+def test_a_loop_that_may_stop_early_keeps_an_unknown_scan_length() -> None:
+    shapes = dynshape.onnx.import_model(_accumulate("c0")).stats.shapes
+    assert ir.is_anonymous(next(iter(ir.free_symbols(shapes["scans"][0]))))
 
 
 def test_a_loop_that_never_runs_gives_its_initial_values_and_empty_scans() -> None:

@@ -138,12 +138,12 @@ def loop(node: Node) -> Any:
         else _scalar(node, cond, "bool", "the condition")
     )
     zero = trace.constant(np.array(0, dtype=np.int64), "int64")
+    holds: list[bool] = []  # per trace of the body: whether its condition is surely true
 
     def step(i: Any, keep: Any, *values: Any) -> list[Any]:
-        outs = [
-            node.materialize(o) if isinstance(o, Known) else o
-            for o in run(body, [i, keep, *values])
-        ]
+        raw = run(body, [i, keep, *values])
+        holds.append(bool(raw) and (raw[0] is keep or _true(raw[0])))
+        outs = [node.materialize(o) if isinstance(o, Known) else o for o in raw]
         if any(o is None for o in outs):
             raise NodeError("the body leaves an output undefined")
         return [_scalar(node, outs[0], "bool", "the body's condition output"), *outs[1:]]
@@ -168,7 +168,29 @@ def loop(node: Node) -> Any:
         return (one_more, outs[0], *outs[1 : 1 + n], *grown)
 
     final = control.while_loop(cond_fn, body_fn, (zero, going, *initial, *starts))
-    return list(final[2:])
+    results = list(final[2:])
+    count = _trip_dim(trip)
+    if count is not None and (cond is None or _true(cond)) and all(holds):
+        # exactly M iterations: each scan output has M rows, a dim known before the loop
+        for k, (ty, replace) in enumerate(zip(probe, unsettled, strict=True)):
+            if not replace:
+                results[n + k] = trace.apply("reshape", results[n + k], newshape=[count, *ty.shape])
+    return results
+
+
+def _true(value: Any) -> bool:
+    """Whether ``value`` is a condition known at import to be true."""
+    array = value.numeric() if isinstance(value, Known) else None
+    return array is not None and array.size == 1 and bool(np.asarray(array).reshape(-1)[0])
+
+
+def _trip_dim(trip: Any) -> Any:
+    """A ``Loop``'s trip count as a dim when it is known at import (a number or an
+    expression of the input dims), else None."""
+    if not isinstance(trip, Known) or trip.array.size != 1:
+        return None
+    (dim,) = trip.dims()
+    return dim
 
 
 def _prepend(acc: Any, one: Any, first: Any) -> Any:
