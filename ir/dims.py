@@ -122,11 +122,45 @@ def _check_symbolic(dim: sympy.Expr) -> Dim:
                 f"bad dim {dim}: symbol {s} must be declared integer and non-negative "
                 "(use ir.sym(name))"
             )
-    if dim.is_integer is False or (dim.is_integer is None and not _integer_valued(dim)):
+    # The structural test first: sympy's ``is_integer`` on a product of floors of sums asks
+    # its assumptions about every factor pair (a second on a detector's arena sizes).
+    if not _integer_valued(dim) and dim.is_integer is not True:
         raise IRError(f"bad dim {dim}: not an integer expression")
-    if dim.is_negative:
+    if _proved_negative(dim):
         raise IRError(f"bad dim {dim}: dims are non-negative")
     return dim
+
+
+#: The size (nodes of its tree) up to which a dim is given to sympy's ``is_negative``: on the
+#: compiler's own sums of products of floors (a detector's arena sizes) it takes tens of seconds
+#: and can say nothing; the dims a user writes are far smaller.
+NEGATIVITY_PROOF_NODES = 60
+
+
+def _proved_negative(dim: sympy.Expr) -> bool:
+    """True if ``dim`` is negative for every value of its symbols, as far as a bounded proof
+    sees (a dim too large to ask sympy about counts as not negative)."""
+    if _nonnegative_by_structure(dim):
+        return False
+    for nodes, _ in enumerate(sympy.preorder_traversal(dim)):
+        if nodes >= NEGATIVITY_PROOF_NODES:
+            return False
+    return dim.is_negative is True
+
+
+def _nonnegative_by_structure(expr: sympy.Basic) -> bool:
+    """True if ``expr`` is built from non-negative numbers and symbols with + * max min, floor
+    and ceiling (of what is non-negative): cheaper than sympy's ``is_negative``, which on the
+    planner's arena sizes asks its assumptions about every factor of every term."""
+    if isinstance(expr, sympy.Number):
+        return bool(expr >= 0)
+    if isinstance(expr, sympy.Symbol):
+        return expr.is_nonnegative is True
+    if isinstance(expr, (sympy.Add, sympy.Mul, sympy.Max, sympy.floor, sympy.ceiling)):
+        return all(_nonnegative_by_structure(a) for a in expr.args)
+    if isinstance(expr, sympy.Min):
+        return all(_nonnegative_by_structure(a) for a in expr.args)
+    return False
 
 
 def _integer_valued(expr: sympy.Basic) -> bool:

@@ -169,14 +169,20 @@ def plan_memory(
     return PlanMemory(ranges, static_arena).run(module)
 
 
-def align(size: ir.Dim, alignment: int = ALIGNMENT) -> ir.Dim:
-    """``size`` rounded up to a multiple of ``alignment`` (unchanged when provably one)."""
+def align(size: ir.Dim, alignment: int = ALIGNMENT, multiple_of: int = 1) -> ir.Dim:
+    """``size`` rounded up to a multiple of ``alignment``: unchanged when it is one by how it
+    was built (``multiple_of``, a power of two) or by its structure (``divisible_by``). No
+    proof through sympy's ``Mod``: on the offsets of a conv stack (sums of maxes of products
+    of floors) one took seconds, and tens of them made most of a detector's compile."""
     if isinstance(size, int):
         return -(-size // alignment) * alignment
-    if divisible_by(size, alignment) or ir.compare(sympy.Mod(size, alignment), "==", 0) is True:
+    if multiple_of % alignment == 0 or divisible_by(size, alignment):
         return size
     # ceil, not floor division: the text format prints it with '/', which parses in attributes.
-    return ir.check_dim(alignment * sympy.ceiling(size / alignment))
+    # Built unevaluated and not checked (the rounding of a valid dim is one): sympy's own
+    # evaluation and assumptions on such sums took seconds each.
+    rounded = sympy.ceiling(size / alignment, evaluate=False)
+    return sympy.Mul(alignment, rounded, evaluate=False)
 
 
 @dataclass
@@ -464,16 +470,29 @@ class _Planner:
         multiple of the next one's alignment (mixed element sizes).
         """
         offset: ir.Dim = 0
+        multiple_of = ALIGNMENT  # what the offset is a multiple of, by construction
         g.blocks.sort(key=lambda b: -b.granule)  # stable: allocation order within a granule
         for b in g.blocks:
-            b.offset = align(offset, b.alignment)
-            offset = add_dims(b.offset, b.size)
+            b.offset = align(offset, b.alignment, multiple_of)
+            # a flat sum, not expanded (add_dims): expanding a rounded offset multiplies out
+            # the products of floors inside it, seconds per block of a detector
+            offset = _flat_sum(b.offset, b.size)
+            # element sizes are powers of two: the sum is a multiple of the smaller one
+            multiple_of = min(max(multiple_of, b.alignment), b.granule)
         size = offset
         if self.static_arena:
             bound = upper(size, self.ranges)
             if bound is not None:
                 size = bound
-        g.size = ir.check_dim(size)
+        # A sum of valid dims and their roundings is one: not checked again (sympy's
+        # ``is_negative`` on a detector's arena size took most of its compile).
+        g.size = size
+
+
+def _flat_sum(a: ir.Dim, b: ir.Dim) -> ir.Dim:
+    """``a + b`` with like terms collected and nothing expanded."""
+    total = sympy.Add(ir.dims.as_expr(a), ir.dims.as_expr(b))
+    return int(total) if total.is_Integer else total
 
 
 def _grown(size: ir.Dim, other: ir.Dim) -> ir.Dim:

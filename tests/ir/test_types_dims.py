@@ -37,6 +37,7 @@ def test_size_bytes_is_elements_times_itemsize() -> None:
     ("shape", "dtype", "fragment"),
     [
         ((-1,), "float32", "bad dim -1: dims are non-negative"),
+        ((-sym("n") - 1,), "float32", "bad dim -n - 1: dims are non-negative"),
         ((True,), "float32", "not a bool"),
         ((1.5,), "float32", "bad dim 1.5"),
         ((sympy.Symbol("x"),), "float32", "symbol x must be declared integer and non-negative"),
@@ -111,3 +112,21 @@ def test_type_symbols_and_tensor_leaves() -> None:
     t = TupleType((TensorType((n, 2)), TupleType((TensorType((m + n,)),))))
     assert ir.type_symbols(t) == {n, m}
     assert [leaf.shape for leaf in ir.tensor_leaves(t)] == [(n, 2), (m + n,)]
+
+
+def test_a_large_dim_is_not_given_to_sympys_negativity_proof() -> None:
+    """The planner's arena sizes (sums of products of floors) are not given to sympy's
+    ``is_negative``, which took tens of seconds on a detector's; small dims still are."""
+    h, w, b = sym("h"), sym("w"), sym("b")
+    fh = sympy.floor((h - 1) / 4)
+    # floor((h - k) / 4) is negative at h < k: not non-negative by structure
+    big = sum(
+        (k + 1) * b * sympy.floor((h - k) / 4) * sympy.floor((w - k) / 4) for k in range(1, 8)
+    ) + sympy.Max(32, 8 * fh + 8)
+    assert not ir.dims._nonnegative_by_structure(big)
+    nodes = sum(1 for _ in sympy.preorder_traversal(big))
+    assert nodes > ir.dims.NEGATIVITY_PROOF_NODES
+    assert ir.check_dim(big) == big
+    assert ir.check_dim(fh + 1) == fh + 1
+    assert ir.dims._proved_negative(-h - 2 * w - 1)
+    assert not ir.dims._proved_negative(fh)  # -1 at h = 0 only
