@@ -229,8 +229,8 @@ def test_the_backend_cases_that_use_loop(name: str) -> None:
                 if attribute.name == "body":
                     _unsqueeze_axes_as_inputs(attribute.g)
         outcome = conformance.run_case(dataclasses.replace(case, model=model))
-        if "bfloat16" in case.name:
-            assert outcome.status == "unsupported", outcome
+        if "bfloat16" in case.name:  # the Loop converts; bfloat16 math is another matter
+            assert outcome.status in ("passed", "unsupported"), outcome
         else:
             assert outcome.status == "passed", outcome
 
