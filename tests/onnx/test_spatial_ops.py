@@ -242,3 +242,32 @@ def test_col2im_errors() -> None:
     assert "input dim 1 (6) is not a multiple of prod(block_shape) = 4" in import_error(m)
     m = _m([node], [("x", "float32", [1, 4, 15])], ["y"], initializers=inits, opset=18)
     assert "input dim 2 (15) is not the number of blocks (16)" in import_error(m)
+
+
+@pytest.mark.parametrize("order", [0, 1])
+@pytest.mark.parametrize(
+    "attrs",
+    [
+        {"kernel_shape": [2, 2], "strides": [2, 2]},
+        {"kernel_shape": [3, 2], "pads": [1, 0, 1, 1], "ceil_mode": 1, "strides": [2, 2]},
+        {"kernel_shape": [2], "dilations": [2]},
+    ],
+)
+def test_max_pool_indices(order: int, attrs: dict[str, Any]) -> None:
+    rank = len(attrs["kernel_shape"])
+    node = helper.make_node("MaxPool", ["x"], ["y", "i"], storage_order=order, **attrs)
+    spatial = [5, 6][:rank] if rank == 2 else [7]
+    m = model(
+        [node],
+        [("x", "float32", ["n", "c", *spatial])],
+        ["y", "i"],
+        opset=13,
+        output_dtypes=["float32", "int64"],
+    )
+    compare(m, [_x(1, 1, *spatial)], [_x(2, 3, *spatial)])
+
+
+def test_max_pool_indices_symbolic_spatial() -> None:
+    node = helper.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[2, 2])
+    m = _m([node], [("x", "float32", [1, 1, "h", 4])], ["y", "i"], opset=13)
+    assert "MaxPool's Indices over symbolic spatial dims [h, 4]" in import_error(m)

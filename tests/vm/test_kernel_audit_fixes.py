@@ -57,6 +57,26 @@ def test_where_keeps_nan_payloads_signed_zeros_and_mixed_dtypes():
     assert np.array_equal(out64[1:], [0.0, np.inf, 0.0])
 
 
+@pytest.mark.parametrize("dtype", ["float32", "int64"])
+def test_where_into_another_view_of_an_operand(dtype):
+    """The planner may pass an operand's storage as the output under another array object
+    (found by MaxPool's Indices over symbolic dims): it is the operand itself, and a partial
+    overlap is read before it is written."""
+    rng = np.random.default_rng(1)
+    x, y = (rng.standard_normal((3, 5)) * 10).astype(dtype), np.arange(15, dtype=dtype)
+    cond = rng.random((3, 5)) < 0.5
+    want = np.where(cond, x, y.reshape(3, 5))
+    for which in ("x", "y"):
+        xs, ys = x.copy(), y.reshape(3, 5).copy()
+        out = (xs if which == "x" else ys).view()  # same memory, another object
+        where(cond, xs, ys, out)
+        assert np.array_equal(out, want)
+    buf = np.concatenate([x.reshape(-1), np.zeros(5, dtype)])
+    shifted = buf[5:].reshape(3, 5)  # overlaps x = buf[:15] by ten elements
+    where(cond, buf[:15].reshape(3, 5), y.reshape(3, 5), shifted)
+    assert np.array_equal(shifted, want)
+
+
 @pytest.mark.parametrize("alpha", [0.01, 0.5, 1.0, 3.0, 0.0, -0.5, 1e-30, 7e4, float("inf")])
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
 def test_leaky_relu_equals_the_masked_multiply(alpha, dtype):

@@ -403,6 +403,16 @@ def _minimum(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
 _BITS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
+def _same_view(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether ``a`` and ``b`` are the same elements in the same layout."""
+    return (
+        a.dtype == b.dtype
+        and a.shape == b.shape
+        and a.strides == b.strides
+        and a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
+    )
+
+
 def _where(cond: np.ndarray, x: np.ndarray, y: np.ndarray, out: np.ndarray) -> None:
     """``x where cond else y``, broadcast. ``np.where`` has no ``out=``.
 
@@ -414,15 +424,18 @@ def _where(cond: np.ndarray, x: np.ndarray, y: np.ndarray, out: np.ndarray) -> N
 
     Safe in place: a fused chain may pass the output buffer itself as ``x`` or ``y``.
     """
+    # the planner may pass the output's storage as another array object: the same memory
+    # and layout is the output itself, else a copy first (a partial overlap is read whole)
+    if x is not out and np.may_share_memory(x, out):
+        x = out if _same_view(x, out) else x.copy()
+    if y is not out and np.may_share_memory(y, out):
+        y = out if _same_view(y, out) else y.copy()
     bits = _BITS.get(out.dtype.itemsize)
     if (
         bits is not None
         and x.dtype == out.dtype == y.dtype
         and cond.dtype == np.bool_
         and x is not y
-        and (
-            x is out or y is out or not (np.may_share_memory(x, out) or np.may_share_memory(y, out))
-        )
     ):
         xv, yv, ov = x.view(bits), y.view(bits), out.view(bits)
         mask = np.empty(cond.shape, bits)  # an array even for a 0-d cond

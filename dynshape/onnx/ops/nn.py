@@ -372,8 +372,6 @@ def pool_nd(
 
 
 def _pool(node: Node, op: str) -> Any:
-    if node.num_outputs > 1 and node.wants(1):
-        raise Unsupported("the Indices output of MaxPool is not supported")
     x_shape = value_shape(node.input(0))
     rank = len(x_shape)
     n = rank - 2
@@ -399,6 +397,11 @@ def _pool(node: Node, op: str) -> Any:
                 zip(x_shape[2:], begin, end, kernel, strides, dilations, strict=True)
             )
         ]
+    if op == "nn.max_pool2d" and node.wants(1):  # the Indices output too
+        from .spatial import max_pool_with_indices
+
+        order = int(node.attr("storage_order", 0))
+        return max_pool_with_indices(x, kernel, strides, begin, end, dilations, order)
     if op == "nn.avg_pool2d" and node.attr("count_include_pad", 0) and any(begin + end):
         # The catalogue's average leaves padding out of the count: pad with zeros first (the
         # real pads only; what ceil_mode adds past them is left out, as ONNX does).
@@ -416,15 +419,18 @@ def _pool(node: Node, op: str) -> Any:
 
 @converter("MaxPool")
 def max_pool(node: Node) -> Any:
-    """``nn.max_pool2d`` (kernel_shape, strides, pads, auto_pad, ceil_mode, dilations)."""
-    if node.attr("storage_order", 0):
-        raise Unsupported("storage_order=1 is not supported (it only orders the Indices output)")
+    """``nn.max_pool2d`` (kernel_shape, strides, pads, auto_pad, ceil_mode, dilations); with
+    the Indices output, strided slices compared in turn (``spatial.max_pool_with_indices``)."""
     dtype = value_dtype(node.input(0))
     if dtype in ("int8", "uint8", "int16"):  # exact in float32: pool there, cast back
         cast = trace.apply("cast", node.tensor(0), dtype="float32")
         narrowed = dataclasses.replace(node, inputs=[cast, *node.inputs[1:]])
-        return trace.apply("cast", _pool(narrowed, "nn.max_pool2d"), dtype=dtype)
-    return _pool(node, "nn.max_pool2d")
+        out = _pool(narrowed, "nn.max_pool2d")
+        if isinstance(out, tuple):  # with Indices
+            return [trace.apply("cast", out[0], dtype=dtype), out[1]]
+        return trace.apply("cast", out, dtype=dtype)
+    out = _pool(node, "nn.max_pool2d")
+    return list(out) if isinstance(out, tuple) else out
 
 
 @converter("AveragePool")

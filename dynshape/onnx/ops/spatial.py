@@ -27,7 +27,6 @@ from .nn import _ceil_extra, _ints, _spatial_pads, pool_nd
 from .operands import known_ints, normalize_axis, value_dtype, value_shape
 
 _FLOATS = ("float16", "float32", "float64")
-_TO_END = 2**62  # a slice end past any dim (the builder's stand-in for "to the end")
 
 
 def _const(value: Any, dtype: str) -> Any:
@@ -191,15 +190,20 @@ def center_crop_pad(node: Node) -> Any:
         else:
             pads[a] = [(size - dim) // 2, size - dim - (size - dim) // 2]
     x = node.tensor(0)
-    cropped = [a for a in range(rank) if begin[a] or end[a] != x_shape[a]]
-    if cropped:
-        # up to the last cropped axis; an uncropped symbolic one before it is "to the end"
-        last = cropped[-1] + 1
-        ends = [e if isinstance(e, int) else _TO_END for e in end[:last]]
-        x = trace.apply("strided_slice", x, begin=begin[:last], end=ends)
+    for a in range(rank):
+        if begin[a] or end[a] != x_shape[a]:
+            x = _cut(x, a, range(begin[a], end[a]))
     if any(b or e for b, e in pads):
         x = trace.apply("nn.pad", x, pad_width=pads, pad_value=0.0)
     return x
+
+
+def _cut(x: Any, axis: int, where: range) -> Any:
+    """``x`` at positions ``where`` of ``axis``: a ``take`` of constant indices (a contiguous
+    range is copied as a slice by the kernel), so the other dims keep their exact types
+    where a ``strided_slice`` over a symbolic dim would type it ``min(2**62, n)``."""
+    index = trace.constant(np.arange(where.start, where.stop, where.step, dtype=np.int64), "int64")
+    return trace.apply("take", x, index, axis=axis)
 
 
 # ---- MaxUnpool, Col2Im --------------------------------------------------------------------------
@@ -532,3 +536,68 @@ def grid_sample(node: Node) -> Any:
         out = picked if out is None else trace.apply("add", out, picked)
     assert out is not None
     return trace.apply("transpose", out, axes=[0, r + 1, *range(1, r + 1)])
+
+
+# ---- MaxPool's Indices --------------------------------------------------------------------------
+
+
+def max_pool_with_indices(
+    x: Any,
+    kernel: Sequence[int],
+    strides: Sequence[int],
+    begin: Sequence[int],
+    end: Sequence[int],
+    dilations: Sequence[int],
+    storage_order: int,
+) -> tuple[Any, Any]:
+    """MaxPool with its Indices output: one strided slice of the padded input per window
+    element, kept where strictly greater than the best so far (the first maximum in scan
+    order, as the reference), with its flat index: ``(n * C + c) * prod(spatial)`` plus the
+    spatial position, row-major (``storage_order=0``) or column-major (1). ``end`` includes
+    what ``ceil_mode`` adds. Needs static spatial dims (the positions are constants)."""
+    shape = value_shape(x)
+    batch, channels, *sizes = shape
+    if not all(isinstance(d, int) for d in sizes):
+        raise Unsupported(f"MaxPool's Indices over symbolic spatial dims {sizes}")
+    if storage_order not in (0, 1):
+        raise NodeError(f"storage_order={storage_order} is not 0 or 1")
+    dtype = value_dtype(x)
+    counts = [
+        (size + b + e - (d * (k - 1) + 1)) // s + 1
+        for size, b, e, k, s, d in zip(sizes, begin, end, kernel, strides, dilations, strict=True)
+    ]
+    low = float(np.finfo(dtype).min) if dtype in _FLOATS else float(np.iinfo(dtype).min)
+    padded = x
+    if any(begin) or any(end):
+        width = [[0, 0], [0, 0], *([b, e] for b, e in zip(begin, end, strict=True))]
+        padded = trace.apply("nn.pad", x, pad_width=width, pad_value=low)
+    order = "C" if storage_order == 0 else "F"
+    best: Any = None
+    arg: Any = None
+    for offsets in itertools.product(*(range(k) for k in kernel)):
+        starts = [o * d for o, d in zip(offsets, dilations, strict=True)]
+        stops = [a + (c - 1) * s + 1 for a, c, s in zip(starts, counts, strides, strict=True)]
+        value = padded
+        for i, (a, b, s) in enumerate(zip(starts, stops, strides, strict=True)):
+            value = _cut(value, 2 + i, range(a, b, s))
+        # the input position of each output's window element (clamped: padding never wins)
+        axes = [
+            np.clip(np.arange(c) * s + a - b, 0, size - 1)
+            for c, s, a, b, size in zip(counts, strides, starts, begin, sizes, strict=True)
+        ]
+        where = np.ravel_multi_index(np.meshgrid(*axes, indexing="ij"), sizes, order=order)
+        index = trace.constant(where.astype(np.int64), "int64")
+        if best is None:
+            best, arg = value, index
+            continue
+        better = trace.apply("greater", value, best)
+        best = trace.apply("where", better, value, best)
+        arg = trace.apply("where", better, index, arg)
+    # each (n, c) plane starts at (n * C + c) * prod(spatial)
+    ones = trace.apply("full", _const(1, "int64"), shape=[batch, channels], dtype="int64")
+    plane = trace.apply(
+        "cumsum", trace.apply("reshape", ones, newshape=[-1]), axis=0, exclusive=True
+    )
+    plane = trace.apply("multiply", plane, _const(math.prod(sizes), "int64"))
+    plane = trace.apply("reshape", plane, newshape=[batch, channels, *([1] * len(sizes))])
+    return best, trace.apply("add", arg, plane)
