@@ -22,7 +22,7 @@ from .dims import (
     sym,
     upper_bound,
 )
-from .dtypes import DTYPES, ITEMSIZE
+from .dtypes import DTYPES, ITEMSIZE, StorageDTypeError, is_extended
 from .errors import IRError, ParseError
 from .expr import (
     Binding,
@@ -108,6 +108,7 @@ __all__ = [
     "Span",
     "Step",
     "StepsError",
+    "StorageDTypeError",
     "StorageType",
     "TensorType",
     "Tuple",
@@ -133,6 +134,7 @@ __all__ = [
     "has_op",
     "is_anonymous",
     "is_builtin_op",
+    "is_extended",
     "is_static",
     "known_equal",
     "let_chain",

@@ -15,14 +15,18 @@ from typing import Any
 
 import numpy as np
 
-from shape_funcs.declarations.kinds import DTYPE_NAMES
+from shape_funcs.declarations.dtypes import DTYPE_NAMES, EXTENDED_DTYPES
 
 from .fused import FusedKernel
 from .isa import Instruction, Kind, format_instruction
 from .shape_program import ShapeProgram
 
-#: Element types the VM accepts: the dtype kind of the op declarations (the IR's set).
+#: Element types the VM accepts: the dtype kind of the op declarations (the IR's set). The
+#: extended ones (``bfloat16``, ``float8_*``, ``int4``, ...) are ml_dtypes', resolved when an
+#: executable using one is validated (``shape_funcs/declarations/dtypes.py``).
 DTYPES: tuple[str, ...] = DTYPE_NAMES
+#: The dtypes numpy knows without ml_dtypes (what ``.npy`` files and the serving wire carry).
+CORE_DTYPES: tuple[str, ...] = tuple(d for d in DTYPE_NAMES if d not in EXTENDED_DTYPES)
 
 
 @dataclass(frozen=True)

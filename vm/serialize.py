@@ -33,7 +33,6 @@ import numpy as np
 
 from .errors import FormatError
 from .executable import (
-    DTYPES,
     Executable,
     Function,
     KernelEntry,
@@ -48,7 +47,7 @@ from .fused import FusedKernel, FusedStep, Ref, Scratch
 from .instruction_checks import MAX_RANK
 from .isa import Instruction, Op, Reg
 from .shape_program import ShapeProgram
-from .validate import check_ranges, validate_executable
+from .validate import check_dtype, check_ranges, validate_executable
 
 MAGIC = b"DSHVMEXE"
 VERSION = 1
@@ -327,8 +326,7 @@ def _dec_function(d: Any, what: str) -> Function:
 def _dec_constant(d: Any, blob: bytes, i: int) -> np.ndarray:
     what = f"constant {i}"
     dtype = _get(d, "dtype", str, what)
-    if dtype not in DTYPES:
-        raise FormatError(f"{what}: unknown dtype {dtype!r}")
+    check_dtype(dtype, what)  # an extended one imports ml_dtypes (np.dtype reads its name)
     shape = _get(d, "shape", list, what)
     if len(shape) > MAX_RANK or not all(
         isinstance(s, int) and not isinstance(s, bool) and 0 <= s <= len(blob) for s in shape

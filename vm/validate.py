@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from shape_funcs.declarations.dtypes import require
 from shape_funcs.registry import has_shape_func
 
 from .errors import FormatError
@@ -77,11 +78,19 @@ def check_attrs(attrs: Any, what: str, depth: int = 0) -> None:
     raise FormatError(f"{what}: bad value {attrs!r}")
 
 
+def check_dtype(dtype: Any, what: str) -> None:
+    """A dtype name: one of ``DTYPES`` (FormatError otherwise); an extended one (``bfloat16``,
+    ``float8_e4m3fn``, ``int4``, ...) also needs ml_dtypes, imported here, before anything runs
+    (``DTypeUnavailable`` naming the package when it is missing)."""
+    if not isinstance(dtype, str) or dtype not in DTYPES:
+        raise FormatError(f"{what}: unknown dtype {dtype!r}")
+    require(dtype)
+
+
 def check_type(t: Any, what: str, depth: int = 0) -> None:
     """A parameter or result type spec."""
     if isinstance(t, TensorSpec):
-        if t.dtype not in DTYPES:
-            raise FormatError(f"{what}: unknown dtype {t.dtype!r}")
+        check_dtype(t.dtype, what)
         if not isinstance(t.shape, tuple) or len(t.shape) > MAX_RANK:
             raise FormatError(f"{what}: bad shape {t.shape!r}")
         for d in t.shape:
@@ -162,6 +171,7 @@ class _Operands:
     def dtype(self, v: Any) -> None:
         if v not in DTYPES:
             raise _BadOperand(f"unknown dtype {v!r}")
+        require(v)  # an extended one: ml_dtypes, or DTypeUnavailable
 
     def text(self, v: Any) -> None:
         if not isinstance(v, str) or len(v) > MAX_STR:

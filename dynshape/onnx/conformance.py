@@ -77,6 +77,7 @@ FROZEN: dict[str, tuple[int, ...]] = {
     "Resize": (1, 2, 3),
     "CumSum": (1,),
     "Trilu": (1,),
+    "CumProd": (1,),
     "OneHot": (1,),
     "Dropout": (1, 2),  # ratio and training_mode: whether it draws random numbers
     "SplitToSequence": (1,),

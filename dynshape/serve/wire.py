@@ -5,7 +5,7 @@ JSON request::
     {"inputs": {"x": {"dtype": "float32", "shape": [2, 4], "data": [0.5, ...]}}}
 
 ``data`` is the flat list of elements in C order (nested lists are accepted too); ``dtype``
-(one of ``vm.executable.DTYPES``) and ``shape`` are required, so a float array is never guessed
+(one of ``vm.executable.CORE_DTYPES``) and ``shape`` are required, so a float array is never guessed
 from its numbers. Elements are typed strictly, so that no value is ever rounded or wrapped into
 the array: an integer dtype takes JSON integers only (not ``1.5``, not ``2.0``, not ``true``),
 ``bool`` takes ``true``/``false`` only, and a float dtype takes JSON numbers and the strings
@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from vm.executable import DTYPES
+from vm.executable import CORE_DTYPES as DTYPES  # numpy's own: what .npy and JSON carry
 
 from ..errors import RequestError
 

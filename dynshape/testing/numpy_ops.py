@@ -51,7 +51,16 @@ _UNARY: dict[str, Callable[..., Any]] = {
     "rsqrt": lambda x: 1 / np.sqrt(x),
     "sin": np.sin,
     "cos": np.cos,
+    "tan": np.tan,
+    "asin": np.arcsin,
+    "acos": np.arccos,
+    "atan": np.arctan,
+    "sinh": np.sinh,
+    "cosh": np.cosh,
     "tanh": np.tanh,
+    "asinh": np.arcsinh,
+    "acosh": np.arccosh,
+    "atanh": np.arctanh,
     "sigmoid": lambda x: 1 / (1 + np.exp(-x.astype(np.float64))),
     "erf": _erf,
     "floor": np.floor,
@@ -63,6 +72,7 @@ _UNARY: dict[str, Callable[..., Any]] = {
     "zeros_like": np.zeros_like,
     "ones_like": np.ones_like,
     "logical_not": np.logical_not,
+    "bitwise_not": np.invert,
     "nn.relu": lambda x: np.maximum(x, np.zeros_like(x)),  # max(x, 0): NaN propagates
 }
 OPS.update({name: _unary(fn) for name, fn in _UNARY.items()})
@@ -84,8 +94,42 @@ _BINARY: dict[str, Callable[..., Any]] = {
     "greater_equal": np.greater_equal,
     "logical_and": np.logical_and,
     "logical_or": np.logical_or,
+    "bitwise_and": np.bitwise_and,
+    "bitwise_or": np.bitwise_or,
+    "bitwise_xor": np.bitwise_xor,
 }
 OPS.update({name: _binary(fn) for name, fn in _BINARY.items()})
+
+
+def _shift(ins: Sequence[Any], left: bool) -> np.ndarray:
+    """``a << b`` or ``a >> b`` (arithmetic for signed ``a``) where ``0 <= b < bits``; outside,
+    what the sign fill alone gives: -1 for a negative ``a`` shifted right, else 0."""
+    a, b = np.broadcast_arrays(*ins)
+    bits = a.dtype.itemsize * 8
+    fits = (b >= 0) & (b < bits)
+    count = np.where(fits, b, 0).astype(a.dtype)
+    shifted = np.left_shift(a, count) if left else np.right_shift(a, count)
+    fill = np.zeros_like(a) if left else np.where(a < 0, -1, 0).astype(a.dtype)
+    out: np.ndarray = np.where(fits, shifted, fill)
+    return out
+
+
+OPS["left_shift"] = lambda ins, attrs: _shift(ins, True)
+OPS["right_shift"] = lambda ins, attrs: _shift(ins, False)
+
+
+def _bitcast(ins: Sequence[Any], attrs: Mapping[str, Any]) -> np.ndarray:
+    """The input's bytes read as ``dtype`` (a bool from a byte: ``byte != 0``)."""
+    x = np.ascontiguousarray(ins[0])
+    raw = np.frombuffer(x.tobytes(), np.uint8)
+    if attrs["dtype"] == "bool":
+        out: np.ndarray = (raw != 0).reshape(x.shape)
+    else:
+        out = raw.view(attrs["dtype"]).reshape(x.shape)
+    return out
+
+
+OPS["bitcast"] = _bitcast
 OPS["where"] = lambda ins, attrs: np.where(ins[0], ins[1], ins[2])
 OPS["cast"] = lambda ins, attrs: ins[0].astype(attrs["dtype"])
 OPS["nn.leaky_relu"] = lambda ins, attrs: np.where(ins[0] > 0, ins[0], ins[0] * attrs["alpha"])
@@ -158,17 +202,25 @@ def _arg_reduce(fn: Callable[..., Any]) -> Impl:
     return impl
 
 
-def _cumsum(ins: Sequence[Any], attrs: Mapping[str, Any]) -> Any:
-    x, axis = ins[0], attrs["axis"]
-    if x.dtype == np.float16:
-        x = x.astype(np.float32)  # as sum: float32 accumulation, one rounding by the caller
-    if attrs["reverse"]:
-        x = np.flip(x, axis)
-    sums = np.cumsum(x, axis=axis)
-    if attrs["exclusive"] and x.shape[axis]:
-        zero = np.zeros_like(np.take(sums, [0], axis=axis))
-        sums = np.concatenate([zero, np.take(sums, np.arange(x.shape[axis] - 1), axis=axis)], axis)
-    return np.flip(sums, axis) if attrs["reverse"] else sums
+def _running(fn: Callable[..., Any], identity: int) -> Impl:
+    """``cumsum`` or ``cumprod`` (``fn``): from the end with ``reverse``, shifted one place
+    along the axis with ``identity`` first with ``exclusive``."""
+
+    def impl(ins: Sequence[Any], attrs: Mapping[str, Any]) -> Any:
+        x, axis = ins[0], attrs["axis"]
+        if x.dtype == np.float16:
+            x = x.astype(np.float32)  # as sum: float32 accumulation, one rounding by the caller
+        if attrs["reverse"]:
+            x = np.flip(x, axis)
+        runs = fn(x, axis=axis)
+        if attrs["exclusive"] and x.shape[axis]:
+            first = np.full_like(np.take(runs, [0], axis=axis), identity)
+            runs = np.concatenate(
+                [first, np.take(runs, np.arange(x.shape[axis] - 1), axis=axis)], axis
+            )
+        return np.flip(runs, axis) if attrs["reverse"] else runs
+
+    return impl
 
 
 def _resize_source(mode: str, y: int, n_in: int, n_out: int, scale: float) -> float:
@@ -258,7 +310,8 @@ def _resize(ins: Sequence[Any], attrs: Mapping[str, Any]) -> Any:
 OPS["resize"] = _resize
 
 
-OPS["cumsum"] = _cumsum
+OPS["cumsum"] = _running(np.cumsum, 0)
+OPS["cumprod"] = _running(np.cumprod, 1)
 OPS["argmax"] = _arg_reduce(np.argmax)
 OPS["argmin"] = _arg_reduce(np.argmin)
 

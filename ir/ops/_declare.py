@@ -15,7 +15,7 @@ from typing import Any
 from shape_funcs.declarations import OpDecl
 
 from ..attrs import Attrs
-from ..dtypes import DTYPES, is_float, is_int
+from ..dtypes import DTYPES, is_float, is_int, storage_checked
 from ..errors import IRError
 from ..op import DTypeRule, OpDef, _register
 
@@ -50,7 +50,8 @@ def rule_of(decl: OpDecl) -> DTypeRule:
 
 def declare(decl: OpDecl) -> OpDef:
     """Register the built-in op ``decl`` declares, with the dtype rule it names."""
-    return _register(OpDef.from_declaration(decl, rule_of(decl)), builtin=True)
+    rule = storage_checked(decl.name, rule_of(decl))  # extended dtypes only where ops move data
+    return _register(OpDef.from_declaration(decl, rule), builtin=True)
 
 
 def input_dtype(dtypes: Sequence[Any], i: int, what: str) -> str:

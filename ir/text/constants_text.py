@@ -11,7 +11,10 @@ A constant of rank >= 1 is ``const(<nested list>, <dtype>)``, e.g.
 ``const([], float32, shape=(0, 3))``. A constant of more than ``INLINE_ELEMENTS`` elements
 (a model's weights) is its raw little-endian bytes in base64, with its shape:
 ``const("AACAPwAAAEA=", float32, shape=(2,))``: exact (NaN payloads and ``-0.0`` kept), and
-4/3 of the bytes instead of 10 to 25 characters per number.
+4/3 of the bytes instead of 10 to 25 characters per number. A constant of an extended dtype
+(``bfloat16``, ``float8_e4m3fn``, ``int4``, ...), a scalar too, is always written as its bytes:
+``const("gD8=", bfloat16, shape=())``; ``const([1.5, 2.0], bfloat16)`` reads as well (numpy
+with ml_dtypes rounding the numbers).
 
 Attribute values are plain Python-like literals: ints, floats (``1e-05``, ``nan``, ``inf``),
 ``True`` / ``False``, ``None``, double-quoted strings and nested lists ``[1, [2, 3]]``.
@@ -28,6 +31,9 @@ from typing import Any
 
 import numpy as np
 import sympy
+
+from shape_funcs.declarations.dtypes import EXTENDED_KINDS, DTypeUnavailable, require
+from shape_funcs.declarations.dtypes import kind as dtype_kind
 
 from ..dtypes import check_dtype
 from ..errors import IRError
@@ -104,13 +110,14 @@ def _element_text(item: Any, dtype: str) -> str:
 def constant_text(const: Constant) -> str:
     """The text of a constant: a scalar literal, or ``const(...)`` for rank >= 1."""
     value = const.value
-    if value.ndim == 0:
-        return scalar_text(value)
     dtype = value.dtype.name
+    extended = dtype in EXTENDED_KINDS  # bfloat16, float8_*, int4...: their bytes, exactly
+    if value.ndim == 0 and not extended:
+        return scalar_text(value)
     if value.size == 0:
         shape = ", ".join(str(d) for d in value.shape) + ("," if value.ndim == 1 else "")
         return f"const([], {dtype}, shape=({shape}))"
-    if value.size > INLINE_ELEMENTS:
+    if value.size > INLINE_ELEMENTS or extended:
         raw = np.ascontiguousarray(value, dtype=value.dtype.newbyteorder("<")).tobytes()
         shape = ", ".join(str(d) for d in value.shape) + ("," if value.ndim == 1 else "")
         return f'const("{base64.b64encode(raw).decode("ascii")}", {dtype}, shape=({shape}))'
@@ -277,11 +284,7 @@ def parse_tensor_const(ts: TokenStream, const_tok: Token) -> Constant:
         ts.next()
     data = None if raw is not None else _parse_data(ts)
     ts.expect(",", "',' and a dtype after the data of const")
-    dtype_tok = ts.expect_kind(Kind.IDENT, "a dtype")
-    try:
-        dtype = check_dtype(dtype_tok.text)
-    except IRError as e:
-        raise ts.error(e.message, dtype_tok) from None
+    dtype = _parse_dtype(ts)
     shape: tuple[int, ...] | None = None
     if ts.accept(","):
         ts.expect("shape", "'shape=(...)'")
@@ -302,7 +305,7 @@ def parse_tensor_const(ts: TokenStream, const_tok: Token) -> Constant:
         if shape is None:
             raise ts.error("const data given as base64 bytes needs its shape=(...)", data_tok)
         return Constant(_from_bytes(ts, data_tok, raw, dtype, shape), span=ts.span(const_tok))
-    wanted = _ELEMENT_KINDS[np.dtype(dtype).kind]
+    wanted = _ELEMENT_KINDS[dtype_kind(dtype)]
     for item in _flatten(data):
         if type(item) not in wanted[0]:
             raise ts.error(f"const data for {dtype} holds {wanted[1]}, not {item!r}", data_tok)
@@ -311,6 +314,8 @@ def parse_tensor_const(ts: TokenStream, const_tok: Token) -> Constant:
             array = np.array(data, dtype=dtype)
     except (ValueError, OverflowError, TypeError, FloatingPointError) as e:
         raise ts.error(f"bad const data for {dtype}: {e}", data_tok) from None
+    if _wrapped(array, data):
+        raise ts.error(f"const data is out of range for {dtype}", data_tok)
     if shape is not None:
         if array.size == 0 and math.prod(shape) == 0:
             array = np.zeros(shape, dtype=dtype)
@@ -319,6 +324,29 @@ def parse_tensor_const(ts: TokenStream, const_tok: Token) -> Constant:
                 f"const data has shape {array.shape}, not the stated shape {shape}", data_tok
             )
     return Constant(array, span=ts.span(const_tok))
+
+
+def _parse_dtype(ts: TokenStream) -> str:
+    """A const's dtype name; an extended one needs ml_dtypes, imported here."""
+    dtype_tok = ts.expect_kind(Kind.IDENT, "a dtype")
+    try:
+        dtype = check_dtype(dtype_tok.text)
+    except IRError as e:
+        raise ts.error(e.message, dtype_tok) from None
+    try:
+        require(dtype)
+    except DTypeUnavailable as e:
+        raise ts.error(str(e), dtype_tok) from None
+    return dtype
+
+
+def _wrapped(array: np.ndarray, data: Any) -> bool:
+    """True when integers given for an extended integer dtype (``int4``...) did not fit: numpy
+    raises for its own types, ml_dtypes wraps silently."""
+    dtype = array.dtype.name
+    if dtype not in EXTENDED_KINDS or dtype_kind(dtype) not in "iu":
+        return False
+    return not np.array_equal(array.astype(np.int64), np.array(data, dtype=np.int64))
 
 
 def _from_bytes(

@@ -17,8 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .dtypes import DTYPE_NAMES
 from .errors import DeclarationError
-from .kinds import DTYPE_NAMES, parse_kind, value_check
+from .kinds import parse_kind, value_check
 
 
 class _Required:

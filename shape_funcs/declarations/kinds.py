@@ -19,27 +19,13 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from .dtypes import DTYPE_NAMES
 from .errors import DeclarationError
 
 #: Bounds on attribute values (the same as the VM loader's for immediates and lists).
 MAX_INT = 1 << 62
 MAX_LIST = 1 << 12
 MAX_STR = 1 << 16
-#: The values of the ``dtype`` kind.
-DTYPE_NAMES = (
-    "bool",
-    "int8",
-    "int16",
-    "int32",
-    "int64",
-    "uint8",
-    "uint16",
-    "uint32",
-    "uint64",
-    "float16",
-    "float32",
-    "float64",
-)
 
 Check = Callable[[Any], bool]
 #: One alternative of a kind: a basic kind's name (``"int"``, ``"None"``), or a choice's strings.

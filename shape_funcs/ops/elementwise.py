@@ -9,14 +9,16 @@ from ..registry import register_shape_func
 from ._common import Shape, broadcast_many, broadcast_pair
 
 UNARY = (
-    "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "erf", "floor", "ceil",
-    "round", "negative", "abs", "copy", "zeros_like", "ones_like", "logical_not", "cast",
+    "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh",
+    "tanh", "asinh", "acosh", "atanh", "sigmoid", "erf", "floor", "ceil", "round", "negative",
+    "abs", "copy", "zeros_like", "ones_like", "logical_not", "cast", "bitcast", "bitwise_not",
     "clip", "nn.relu", "nn.leaky_relu",
 )  # fmt: skip
 BINARY = (
     "add", "subtract", "multiply", "divide", "floor_divide", "mod", "power", "maximum",
-    "minimum", "equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
-    "logical_and", "logical_or",
+    "minimum", "bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift",
+    "equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_and",
+    "logical_or",
 )  # fmt: skip
 
 

@@ -48,9 +48,11 @@ for _name in ("max", "min", "argmax", "argmin"):
 
 
 @register_shape_func("cumsum")
+@register_shape_func("cumprod")
 def cumsum(
     ctx: ShapeContext, x: Shape, *, axis: int = 0, exclusive: bool = False, reverse: bool = False
 ) -> Shape:
-    """Running sums keep ``x``'s shape; ``axis`` must be one of its axes (rank 1 or more)."""
+    """Running sums (``cumsum``) and products (``cumprod``) keep ``x``'s shape; ``axis`` must
+    be one of its axes (rank 1 or more)."""
     normalize_axis(axis, len(x), "x")
     return x

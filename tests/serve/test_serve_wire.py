@@ -27,7 +27,7 @@ from dynshape.serve.wire import (
     outputs_to_npz,
     request_to_json,
 )
-from vm.executable import DTYPES
+from vm.executable import CORE_DTYPES as DTYPES  # numpy's own: what .npy and JSON carry
 
 PARAMS = ("x", "w")
 

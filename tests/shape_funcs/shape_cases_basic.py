@@ -24,6 +24,11 @@ UNARY: dict[str, tuple[Any, dict[str, Any]]] = {
     "clip": (lambda x: np.clip(x, 0.0, 1.0), {"a_min": 0.0, "a_max": 1.0}),
     "nn.relu": (lambda x: np.maximum(x, 0), {}),
     "nn.leaky_relu": (lambda x: np.where(x > 0, x, 0.1 * x), {"alpha": 0.1}),
+    "tan": (np.tan, {}), "asin": (np.arcsin, {}), "acos": (np.arccos, {}),
+    "atan": (np.arctan, {}), "sinh": (np.sinh, {}), "cosh": (np.cosh, {}),
+    "asinh": (np.arcsinh, {}), "acosh": (np.arccosh, {}), "atanh": (np.arctanh, {}),
+    "bitwise_not": (lambda x: np.invert(x.astype(np.int64)), {}),
+    "bitcast": (lambda x: x.view(np.int64), {"dtype": "int64"}),
 }  # fmt: skip
 BINARY = {
     "add": np.add, "subtract": np.subtract, "multiply": np.multiply, "divide": np.divide,
@@ -31,6 +36,13 @@ BINARY = {
     "minimum": np.minimum, "equal": np.equal, "not_equal": np.not_equal, "less": np.less,
     "less_equal": np.less_equal, "greater": np.greater, "greater_equal": np.greater_equal,
     "logical_and": np.logical_and, "logical_or": np.logical_or,
+}  # fmt: skip
+
+
+#: Binary ops of integers (numpy refuses floats): run on int64 ones.
+INTEGER_BINARY = {
+    "bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or, "bitwise_xor": np.bitwise_xor,
+    "left_shift": np.left_shift, "right_shift": np.right_shift,
 }  # fmt: skip
 
 
@@ -48,6 +60,18 @@ def _binary(op: str) -> st.SearchStrategy[Case]:
             list(bs.input_shapes),
             {},
             numpy_shape(lambda: fn(*(np.ones(s) for s in bs.input_shapes))),
+        )
+    )
+
+
+@cases(*INTEGER_BINARY)
+def _integer_binary(op: str) -> st.SearchStrategy[Case]:
+    fn = INTEGER_BINARY[op]
+    return hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=4, max_side=4).map(
+        lambda bs: Case(
+            list(bs.input_shapes),
+            {},
+            numpy_shape(lambda: fn(*(np.ones(s, np.int64) for s in bs.input_shapes))),
         )
     )
 

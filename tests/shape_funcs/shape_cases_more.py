@@ -265,7 +265,7 @@ def _softmax_cases(op: str) -> st.SearchStrategy[Case]:
     return make()
 
 
-@cases("cumsum")
+@cases("cumsum", "cumprod")
 def _cumsum_cases(op: str) -> st.SearchStrategy[Case]:
     @st.composite
     def make(draw: st.DrawFn) -> Case:

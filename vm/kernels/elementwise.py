@@ -23,7 +23,16 @@ register_table(
         "sqrt": np.sqrt,
         "sin": np.sin,
         "cos": np.cos,
+        "tan": np.tan,
+        "asin": np.arcsin,
+        "acos": np.arccos,
+        "atan": np.arctan,
+        "sinh": np.sinh,
+        "cosh": np.cosh,
         "tanh": np.tanh,
+        "asinh": np.arcsinh,
+        "acosh": np.arccosh,
+        "atanh": np.arctanh,
         "floor": np.floor,
         "ceil": np.ceil,
         "round": np.rint,  # half to even
@@ -43,6 +52,15 @@ register_table(
         "greater_equal": np.greater_equal,
         "logical_and": np.logical_and,
         "logical_or": np.logical_or,
+        "bitwise_and": np.bitwise_and,
+        "bitwise_or": np.bitwise_or,
+        "bitwise_xor": np.bitwise_xor,
+        "bitwise_not": np.invert,
+        # numpy's shifts already give 0 (-1 for a negative a shifted right) where the shift is
+        # negative or at least the bit width, as ONNX's BitShift specifies (C leaves it
+        # undefined); checked against that rule in tests/vm/test_kernels_bitwise_trig.py.
+        "left_shift": np.left_shift,
+        "right_shift": np.right_shift,
     }
 )
 
@@ -483,6 +501,23 @@ def cast(attrs: Mapping[str, Any]) -> Kernel:
 
     def kernel(x: np.ndarray, out: np.ndarray) -> None:
         np.copyto(out, x, casting="unsafe")
+
+    return kernel
+
+
+@register_kernel("bitcast")
+def bitcast(attrs: Mapping[str, Any]) -> Kernel:
+    """``x``'s bytes reinterpreted as the output's dtype, of the same width (a view, copied:
+    numpy's native byte order, little endian on every platform the VM runs on). A bool output
+    is ``bits != 0``: a byte other than 0 or 1 is no bool numpy (or anything after) handles."""
+
+    def kernel(x: np.ndarray, out: np.ndarray) -> None:
+        if x.dtype.itemsize != out.dtype.itemsize:
+            raise ValueError(f"bitcast: {x.dtype} and {out.dtype} differ in width")
+        if out.dtype == np.bool_:
+            np.not_equal(x.view(np.uint8), 0, out=out)
+        else:
+            np.copyto(out, x.view(out.dtype))
 
     return kernel
 

@@ -118,32 +118,43 @@ register_kernel("argmax")(_arg_reducer(np.argmax))
 register_kernel("argmin")(_arg_reducer(np.argmin))
 
 
-@register_kernel("cumsum")
-def cumsum(attrs: Mapping[str, Any]) -> Kernel:
-    """``np.cumsum`` along ``axis`` with ``out=``: ``reverse`` runs over flipped views of the
-    input and the output (no copy), ``exclusive`` writes 0 first and the running sums of all
-    but the last element after it. float16 accumulates in a float32 temporary of the output's
-    shape, rounded once into ``out`` (as ``sum``)."""
-    axis, exclusive, reverse = attrs["axis"], attrs["exclusive"], attrs["reverse"]
+def _running(
+    name: str, fn: Callable[..., Any], identity: int
+) -> Callable[[Mapping[str, Any]], Kernel]:
+    """The kernel factory of ``cumsum`` or ``cumprod``: ``fn`` (``np.cumsum``, ``np.cumprod``)
+    along ``axis`` with ``out=``: ``reverse`` runs over flipped views of the input and the
+    output (no copy), ``exclusive`` writes ``identity`` (0 or 1) first and the running values of
+    all but the last element after it. float16 accumulates in a float32 temporary of the
+    output's shape, rounded once into ``out`` (as ``sum``)."""
 
-    def kernel(x: np.ndarray, out: np.ndarray) -> None:
-        if not -x.ndim <= axis < x.ndim:
-            raise ValueError(f"cumsum: axis {axis} is out of bounds for input shape {x.shape}")
-        if out.shape != x.shape:
-            raise ValueError(f"cumsum: output {out.shape} for input shape {x.shape}")
-        a = axis % x.ndim
-        target = np.empty(out.shape, np.float32) if out.dtype == F16 else out
-        src = np.flip(x, a) if reverse else x
-        dst = np.flip(target, a) if reverse else target
-        if exclusive and x.shape[a]:
-            first = [slice(None)] * a + [slice(0, 1)]
-            rest = [slice(None)] * a + [slice(1, None)]
-            but_last = [slice(None)] * a + [slice(0, -1)]
-            dst[tuple(first)] = 0
-            np.cumsum(src[tuple(but_last)], axis=a, dtype=target.dtype, out=dst[tuple(rest)])
-        elif not exclusive:
-            np.cumsum(src, axis=a, dtype=target.dtype, out=dst)
-        if target is not out:
-            np.copyto(out, target)
+    def factory(attrs: Mapping[str, Any]) -> Kernel:
+        axis, exclusive, reverse = attrs["axis"], attrs["exclusive"], attrs["reverse"]
 
-    return kernel
+        def kernel(x: np.ndarray, out: np.ndarray) -> None:
+            if not -x.ndim <= axis < x.ndim:
+                raise ValueError(f"{name}: axis {axis} is out of bounds for input shape {x.shape}")
+            if out.shape != x.shape:
+                raise ValueError(f"{name}: output {out.shape} for input shape {x.shape}")
+            a = axis % x.ndim
+            target = np.empty(out.shape, np.float32) if out.dtype == F16 else out
+            src = np.flip(x, a) if reverse else x
+            dst = np.flip(target, a) if reverse else target
+            if exclusive and x.shape[a]:
+                first = [slice(None)] * a + [slice(0, 1)]
+                rest = [slice(None)] * a + [slice(1, None)]
+                but_last = [slice(None)] * a + [slice(0, -1)]
+                dst[tuple(first)] = identity
+                fn(src[tuple(but_last)], axis=a, dtype=target.dtype, out=dst[tuple(rest)])
+            elif not exclusive:
+                fn(src, axis=a, dtype=target.dtype, out=dst)
+            if target is not out:
+                np.copyto(out, target)
+
+        return kernel
+
+    factory.__doc__ = _running.__doc__
+    return factory
+
+
+register_kernel("cumsum")(_running("cumsum", np.cumsum, 0))
+register_kernel("cumprod")(_running("cumprod", np.cumprod, 1))

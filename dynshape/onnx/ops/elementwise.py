@@ -6,6 +6,8 @@ differ). Where ONNX and numpy differ, ONNX is followed: integer ``Div`` truncate
 ``Mod`` is Python's ``%`` (the divisor's sign) with ``fmod=0`` and C's ``fmod`` (the dividend's
 sign) with ``fmod=1``, ``Round`` rounds half to even. An op with no catalogue op of its own is
 composed of catalogue ops (``Reciprocal`` is ``divide(1, x)``, ``Xor`` is ``not_equal``).
+The bit ops take integers only; ``BitShift`` follows opset 28 for counts out of range (the
+sign fill alone), as numpy's shifts do.
 
 Folding. When every input is ``Known`` the node is evaluated at import: numpy with ONNX's
 semantics on numeric arrays; on symbolic ones (dims of shape subgraphs, ``Mul(Gather(Shape(x),
@@ -31,7 +33,8 @@ from dynshape.builder import trace
 
 from .. import float_dims
 from ..known import Known
-from ..registry import Node, NodeError, converter
+from ..model import DTYPES
+from ..registry import Node, NodeError, Unsupported, converter
 from .operands import value_dtype
 
 Elem = Any
@@ -44,9 +47,15 @@ _FLOAT = "f"
 _SIGNED = "i"
 _UNSIGNED = "u"
 _BOOL = "b"
-_NUMERIC = _FLOAT + _SIGNED + _UNSIGNED
+_INTEGER = _SIGNED + _UNSIGNED
+_NUMERIC = _FLOAT + _INTEGER
 _ANY = _NUMERIC + _BOOL
-_KIND_NAMES = {_FLOAT: "floating-point", _NUMERIC: "numeric", _BOOL: "bool"}
+_KIND_NAMES = {
+    _FLOAT: "floating-point",
+    _INTEGER: "integer",
+    _NUMERIC: "numeric",
+    _BOOL: "bool",
+}
 
 
 # ---- inputs, dtypes ------------------------------------------------------------------------
@@ -429,6 +438,83 @@ def min_(node: Node) -> Any:
     return _variadic(node, _NUMERIC, "minimum", np.minimum, ir.dim_min)[0]
 
 
+# ---- bitwise ------------------------------------------------------------------------------
+
+_BITWISE: dict[str, tuple[str, Callable[..., Any]]] = {
+    "BitwiseAnd": ("bitwise_and", np.bitwise_and),
+    "BitwiseOr": ("bitwise_or", np.bitwise_or),
+    "BitwiseXor": ("bitwise_xor", np.bitwise_xor),
+}
+
+
+@converter(*_BITWISE)
+def bitwise(node: Node) -> Any:
+    """Of integers only (ONNX's types; bool is ``And``/``Or``/``Xor``)."""
+    op_name, numeric = _BITWISE[node.op_type]
+    values = _inputs(node, 2)
+    dtype = _one_dtype(node, values, _INTEGER)
+    return _elementwise(node, values, dtype, numeric, _apply(op_name))
+
+
+_SHIFTS = {"LEFT": ("left_shift", np.left_shift), "RIGHT": ("right_shift", np.right_shift)}
+
+
+@converter("BitShift")
+def bit_shift(node: Node) -> Any:
+    """``direction`` LEFT or RIGHT; a shift count that is negative or at least the bit width
+    gives 0 (-1 for a negative value shifted right), as opset 28 specifies; numpy's shifts
+    (folding) and the kernels give exactly that. Before opset 28 only unsigned types are
+    ONNX's, which this rule covers too."""
+    direction = node.attr("direction")
+    if isinstance(direction, bytes):
+        direction = direction.decode()
+    if direction not in _SHIFTS:
+        raise NodeError(f"BitShift's direction must be 'LEFT' or 'RIGHT', got {direction!r}")
+    op_name, numeric = _SHIFTS[direction]
+    values = _inputs(node, 2)
+    dtype = _one_dtype(node, values, _INTEGER)
+    return _elementwise(node, values, dtype, numeric, _apply(op_name))
+
+
+#: The element types ``BitCast`` takes: numpy's own, whose bytes are their bits.
+_BITCAST_DTYPES = frozenset(
+    (
+        "bool",
+        "float16",
+        "float32",
+        "float64",
+        *(f"{u}int{b}" for u in ("", "u") for b in (8, 16, 32, 64)),
+    )
+)
+
+
+@converter("BitCast")
+def bit_cast(node: Node) -> Any:
+    """The input's bits as the element type ``to``, of the same width (ONNX requires it; a bool
+    is one byte). A byte other than 0 or 1 cast to bool is True."""
+    to = node.attr("to")
+    if to not in DTYPES:
+        raise Unsupported(f"BitCast to element type {to} is not supported")
+    target = DTYPES[to]
+    values = _inputs(node, 1)
+    source = value_dtype(values[0])
+    for dt in (source, target):
+        if dt not in _BITCAST_DTYPES:  # ml_dtypes' narrow types: sub-byte ones store a byte
+            raise Unsupported(f"BitCast of element type {dt} is not supported")
+    if np.dtype(source).itemsize != np.dtype(target).itemsize:
+        raise NodeError(
+            f"BitCast needs element types of one width, got {source} "
+            f"({np.dtype(source).itemsize * 8} bits) and {target} "
+            f"({np.dtype(target).itemsize * 8} bits)"
+        )
+
+    def numeric(x: np.ndarray) -> np.ndarray:
+        raw = np.ascontiguousarray(x).view(np.uint8 if target == "bool" else target)
+        return raw != 0 if target == "bool" else raw
+
+    return _elementwise(node, values, target, numeric, _apply("bitcast", dtype=target))
+
+
 # ---- comparisons, logic, Where -------------------------------------------------------------
 
 _COMPARISONS: dict[str, tuple[str, str, Callable[..., Any], str]] = {
@@ -509,7 +595,17 @@ _SIMPLE_UNARY: dict[str, tuple[str, Callable[..., Any], str, SymbolicFn | None]]
     "Round": ("round", np.rint, _FLOAT, None),  # half to even, as ONNX
     "Sin": ("sin", np.sin, _FLOAT, None),
     "Cos": ("cos", np.cos, _FLOAT, None),
+    "Tan": ("tan", np.tan, _FLOAT, None),
+    "Asin": ("asin", np.arcsin, _FLOAT, None),
+    "Acos": ("acos", np.arccos, _FLOAT, None),
+    "Atan": ("atan", np.arctan, _FLOAT, None),
+    "Sinh": ("sinh", np.sinh, _FLOAT, None),
+    "Cosh": ("cosh", np.cosh, _FLOAT, None),
     "Tanh": ("tanh", np.tanh, _FLOAT, None),
+    "Asinh": ("asinh", np.arcsinh, _FLOAT, None),
+    "Acosh": ("acosh", np.arccosh, _FLOAT, None),
+    "Atanh": ("atanh", np.arctanh, _FLOAT, None),
+    "BitwiseNot": ("bitwise_not", np.invert, _INTEGER, None),
     "Sigmoid": ("sigmoid", lambda x: 1 / (1 + np.exp(-x)), _FLOAT, None),
     "Erf": ("erf", _np_erf, _FLOAT, None),
     "Relu": ("nn.relu", lambda x: np.maximum(x, 0), _SIGNED + _FLOAT, None),

@@ -1,5 +1,6 @@
 """Indexing and miscellaneous ops: ``NonZero``, ``TopK``, ``GatherElements``, ``GatherND``,
-``Pad``, ``CumSum``, ``Trilu``, ``OneHot``, ``Einsum``, ``ScatterND``, ``ScatterElements``.
+``Pad``, ``CumSum``, ``CumProd``, ``Trilu``, ``OneHot``, ``Einsum``, ``ScatterND``,
+``ScatterElements``.
 
 Most are composed of catalogue ops. A gather by computed positions is one ``take`` from the
 flattened data: ``GatherElements`` and ``GatherND`` add up each index times the stride of its
@@ -7,9 +8,10 @@ axis (index grids are ``arange``s of the dims, broadcast), negative indices wrap
 dims stay symbolic (strides are products of dims); only ``NonZero``'s count and a ``TopK`` of a
 ``k`` computed from data are ``?`` dims. ``Pad`` is ``nn.pad`` for a constant, and slices and
 ``concatenate`` for ``reflect``, ``edge`` and ``wrap``. ``Trilu`` and ``OneHot`` compare index
-grids. ``CumSum`` is the catalogue's ``cumsum``. ``Einsum`` is transposes, ``sum`` and one
-batched ``nn.matmul`` per pair of operands. ``ScatterND`` and ``ScatterElements`` are the
-catalogue's ``scatter_nd`` and ``scatter_elements`` (folded at import on known shapes).
+grids. ``CumSum`` and ``CumProd`` are the catalogue's ``cumsum`` and ``cumprod``. ``Einsum`` is
+transposes, ``sum`` and one batched ``nn.matmul`` per pair of operands. ``ScatterND`` and
+``ScatterElements`` are the catalogue's ``scatter_nd`` and ``scatter_elements`` (folded at
+import on known shapes).
 """
 
 from __future__ import annotations
@@ -311,10 +313,10 @@ def _pad_axis(x: Any, axis: int, before: int, after: int, mode: str) -> Any:
 # ---- CumSum --------------------------------------------------------------------------------
 
 
-@converter("CumSum")
+@converter("CumSum", "CumProd")
 def cum_sum(node: Node) -> Any:
-    """``cumsum`` along the axis input (a number known at import), ``exclusive``/``reverse``
-    as ONNX's attributes."""
+    """``cumsum`` (``cumprod``) along the axis input (a number known at import),
+    ``exclusive``/``reverse`` as ONNX's attributes."""
     axis_known = node.numeric(1)
     if axis_known is None:
         raise Unsupported("an axis computed from data")
@@ -322,12 +324,12 @@ def cum_sum(node: Node) -> Any:
         raise NodeError(f"axis must hold one value, got shape {list(axis_known.shape)}")
     rank = len(value_shape(node.input(0)))
     if rank == 0:
-        raise NodeError("CumSum of a scalar")
+        raise NodeError(f"{node.op_type} of a scalar")
     axis = normalize_axis(int(np.asarray(axis_known).reshape(-1)[0]), rank)
     if value_dtype(node.input(0)) == "bool":
-        raise NodeError("CumSum of a bool tensor")
+        raise NodeError(f"{node.op_type} of a bool tensor")
     return trace.apply(
-        "cumsum",
+        "cumprod" if node.op_type == "CumProd" else "cumsum",
         node.tensor(0),
         axis=axis,
         exclusive=bool(node.attr("exclusive", 0)),

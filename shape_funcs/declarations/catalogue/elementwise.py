@@ -13,7 +13,16 @@ _FLOAT_UNARY = {
     "rsqrt": "1 / sqrt(x)",
     "sin": "sine",
     "cos": "cosine",
+    "tan": "tangent",
+    "asin": "inverse sine",
+    "acos": "inverse cosine",
+    "atan": "inverse tangent",
+    "sinh": "hyperbolic sine",
+    "cosh": "hyperbolic cosine",
     "tanh": "hyperbolic tangent",
+    "asinh": "inverse hyperbolic sine",
+    "acosh": "inverse hyperbolic cosine",
+    "atanh": "inverse hyperbolic tangent",
     "sigmoid": "1 / (1 + e**-x)",
     "erf": "error function",
     "floor": "round down",
@@ -30,6 +39,14 @@ _ARITHMETIC = {
     "power": "a ** b",
     "maximum": "elementwise max",
     "minimum": "elementwise min",
+}
+_BITWISE = {
+    "bitwise_and": "a & b (integers)",
+    "bitwise_or": "a | b (integers)",
+    "bitwise_xor": "a ^ b (integers)",
+    "left_shift": "a << b (integers); 0 where b < 0 or b >= the bit width",
+    "right_shift": "a >> b (integers, arithmetic for signed); where b < 0 or b >= the bit "
+    "width, -1 for a negative a, else 0",
 }
 _COMPARISONS = {
     "equal": "a == b",
@@ -62,6 +79,13 @@ DECLARATIONS: tuple[OpDecl, ...] = (
     _unary("logical_not", "logical", "not x (bool)"),
     _unary("cast", "attr", "x converted to dtype", [attr("dtype", "dtype")]),
     _unary(
+        "bitcast",
+        "own",
+        "x's bits reinterpreted as dtype, of the same width (little endian)",
+        [attr("dtype", "dtype")],
+    ),
+    _unary("bitwise_not", "integer", "~x (integers)"),
+    _unary(
         "clip",
         "numeric",
         "x limited to [a_min, a_max]",
@@ -70,6 +94,7 @@ DECLARATIONS: tuple[OpDecl, ...] = (
     _unary("nn.relu", "numeric", "max(x, 0)"),
     _unary("nn.leaky_relu", "float", "x if x > 0 else alpha * x", [attr("alpha", "float", 0.01)]),
     *(_binary(name, "same_numeric", doc) for name, doc in _ARITHMETIC.items()),
+    *(_binary(name, "same_integer", doc) for name, doc in _BITWISE.items()),
     *(_binary(name, "bool", doc) for name, doc in _COMPARISONS.items()),
     _binary("logical_and", "logical", "a and b (bool)"),
     _binary("logical_or", "logical", "a or b (bool)"),

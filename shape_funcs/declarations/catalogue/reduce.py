@@ -46,4 +46,13 @@ DECLARATIONS: tuple[OpDecl, ...] = (
         "running sums along axis (x's shape); exclusive leaves out each element itself, "
         "reverse sums from the end",
     ),
+    declare(
+        "cumprod",
+        ["x"],
+        "opaque",
+        "numeric",
+        [attr("axis", "int", 0), attr("exclusive", "bool", False), attr("reverse", "bool", False)],
+        "running products along axis (x's shape); exclusive leaves out each element itself, "
+        "reverse multiplies from the end",
+    ),
 )

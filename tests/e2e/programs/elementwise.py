@@ -323,4 +323,43 @@ def @main(%a: Tensor[(n, 1), int64], %b: Tensor[(1, m), int64]) -> Tensor[(n, m)
         bindings=NM,
         inputs={"a": ints(-50, 50), "b": ints(-50, 50)},
     ),
+    Case(
+        name="trigonometric_hyperbolic",
+        source="""
+def @main(%x: Tensor[(n, m), float32], %y: Tensor[(n, m), float32]) -> (Tensor[(n, m), float32], Tensor[(n, m), float32], Tensor[(n, m), float32]) {
+  %t = add(tan(%x), atan(%x));
+  %a = add(asin(%x), add(acos(%x), atanh(%x)));
+  %h = add(sinh(%x), add(cosh(%x), add(asinh(%y), acosh(%y))));
+  (%t, %a, %h)
+}
+""",
+        reference=lambda x, y: (
+            np.tan(x) + np.arctan(x),
+            np.arcsin(x) + np.arccos(x) + np.arctanh(x),
+            np.sinh(x) + np.cosh(x) + np.arcsinh(y) + np.arccosh(y),
+        ),
+        bindings=NM,
+        inputs={"x": uniform(-0.9, 0.9), "y": uniform(1.0, 6.0)},
+    ),
+    Case(
+        name="bitwise_shifts_bitcast",
+        source="""
+def @main(%a: Tensor[(n, m), int32], %b: Tensor[(m,), int32], %x: Tensor[(n,), float32]) -> (Tensor[(n, m), int32], Tensor[(n, m), int32], Tensor[(n, m), int32], Tensor[(n,), int32], Tensor[(n,), float32]) {
+  %0 = bitwise_xor(bitwise_and(%a, %b), bitwise_or(%a, bitwise_not(%b)));
+  %bits = bitcast(%x, dtype="int32");
+  (%0, left_shift(%a, %b), right_shift(%a, %b), %bits, bitcast(%bits, dtype="float32"))
+}
+""",
+        # Shift counts from -2 to 39: outside [0, 32) a left shift gives 0 and a right shift
+        # the sign fill (ONNX's BitShift, numpy's shifts).
+        reference=lambda a, b, x: (
+            (a & b) ^ (a | ~b),
+            np.where((b >= 0) & (b < 32), a << np.clip(b, 0, 31), 0),
+            np.where((b >= 0) & (b < 32), a >> np.clip(b, 0, 31), np.where(a < 0, -1, 0)),
+            x.view(np.int32),
+            x,
+        ),
+        bindings=NM,
+        inputs={"a": ints(-(2**31), 2**31), "b": ints(-2, 40)},
+    ),
 ]

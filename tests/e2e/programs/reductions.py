@@ -9,7 +9,7 @@ cases bind the reduced dims to >= 1, or reduce static axes so the batch may stil
 from __future__ import annotations
 
 import numpy as np
-from harness import Case, distinct, ints
+from harness import Case, distinct, ints, uniform
 
 
 def _arg_flat(x: np.ndarray, axes: tuple[int, ...], fn: str, keepdims: bool = False) -> np.ndarray:
@@ -39,6 +39,21 @@ def @main(%mask: Tensor[(b, n), int64], %y: Tensor[(n, 3), float32]) {
 """,
         reference=lambda mask, y: (mask.cumsum(1), _exclusive_reverse_cumsum(y), y.cumsum(-1)),
         bindings=[{"b": 0, "n": 3}, {"b": 2, "n": 1}, {"b": 3, "n": 0}, {"b": 2, "n": 6}],
+    ),
+    Case(
+        name="cumprod_inclusive_exclusive_reverse",
+        source="""
+def @main(%k: Tensor[(b, n), int64], %y: Tensor[(n, 3), float32]) {
+  (cumprod(%k, axis=1), cumprod(%y, axis=0, exclusive=True, reverse=True), cumprod(%y, axis=-1))
+}
+""",
+        reference=lambda k, y: (
+            k.cumprod(1),
+            np.concatenate([y[::-1].cumprod(0)[::-1][1:], np.ones((min(len(y), 1), 3))]),
+            y.cumprod(-1),
+        ),
+        bindings=[{"b": 0, "n": 3}, {"b": 2, "n": 1}, {"b": 3, "n": 0}, {"b": 2, "n": 6}],
+        inputs={"k": ints(-3, 4), "y": uniform(0.5, 1.5)},
     ),
     Case(
         name="sum_axes_keepdims_exclude_empty_list",
