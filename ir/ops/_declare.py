@@ -122,6 +122,22 @@ def all_same_float(dtypes: Sequence[Any], attrs: Attrs) -> str:
     return dt
 
 
+def integer_like(dtypes: Sequence[Any], attrs: Attrs) -> str:
+    """Input 0 must be a signed or unsigned integer (not bool); the result has its dtype."""
+    dt = input_dtype(dtypes, 0, "input")
+    if not is_int(dt):
+        raise IRError(f"expects an integer input, got {dt}")
+    return dt
+
+
+def all_same_integer(dtypes: Sequence[Any], attrs: Attrs) -> str:
+    """Like ``all_same``, and the dtype is a signed or unsigned integer (not bool)."""
+    dt = all_same(dtypes, attrs)
+    if not is_int(dt):
+        raise IRError(f"expects integer inputs, got {dt}")
+    return dt
+
+
 def compare(dtypes: Sequence[Any], attrs: Attrs) -> str:
     """Inputs of one dtype; the result is bool."""
     all_same(dtypes, attrs)
@@ -172,8 +188,10 @@ NAMED_RULES: dict[str, DTypeRule] = {
     "same": all_same,
     "same_numeric": all_same_numeric,
     "same_float": all_same_float,
+    "same_integer": all_same_integer,
     "float": float_like,
     "numeric": numeric_like,
+    "integer": integer_like,
     "bool": compare,
     "logical": all_bool,
     "mean": mean_dtype,
