@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from dynshape_errors import DynShapeError
+from shape_funcs.declarations.dtypes import EXTENDED_KINDS
 
 from ..errors import ModelImportError
 from .model import OPSETS
@@ -436,6 +437,10 @@ def _lifted(model: Any) -> Any:
 def _compare(got: np.ndarray, want: np.ndarray, rtol: float, atol: float) -> str:
     if got.shape != want.shape:
         return f"shape {got.shape}, expected {want.shape}"
+    if EXTENDED_KINDS.get(want.dtype.name) == "f":  # bfloat16, float8_*: compared as float64
+        if got.dtype != want.dtype:
+            return f"dtype {got.dtype}, expected {want.dtype}"
+        return _compare(got.astype(np.float64), want.astype(np.float64), rtol, atol)
     if want.dtype.kind in "fc":
         if not np.allclose(got.astype(want.dtype), want, rtol=rtol, atol=atol, equal_nan=True):
             worst = np.nanmax(np.abs(got.astype(np.float64) - want.astype(np.float64)))

@@ -487,11 +487,33 @@ def _run_converter(view: Node, where: str) -> Any:
     except ModelImportError:
         raise  # a subgraph's node, named already
     except (NodeError, BuildError, CompileError) as e:
+        if _extended(view, e):  # ONNX allows bfloat16 or float8 there; dynshape refuses it
+            raise ModelImportError(
+                f"node {where}: unsupported: {getattr(e, 'message', e)}"
+            ) from None
         raise ModelImportError(f"node {where}: {getattr(e, 'message', e)}") from None
     except Exception as e:  # a malformed node the converter did not foresee
         raise ModelImportError(
             f"node {where}: malformed for the importer ({type(e).__name__}: {e})"
         ) from None
+
+
+def _extended(view: Node, error: Exception) -> bool:
+    """True when a converter's refusal is of an extended dtype (``bfloat16``, ``float8_*``,
+    ``int4``, ...): an input has one, or an op refused computing on one. dynshape keeps them
+    storage types (Cast, reshapes, selections), so such a node is unsupported, not a bug."""
+    if isinstance(error.__context__, ir.StorageDTypeError):
+        return True
+    for v in view.inputs:
+        if isinstance(v, Known):
+            dtype = v.dtype
+        elif isinstance(v, Value) and isinstance(v.type, ir.TensorType):
+            dtype = v.type.dtype
+        else:
+            continue  # omitted, a sequence, a tuple
+        if ir.is_extended(dtype):
+            return True
+    return False
 
 
 def _attributes(node: Any, where: str) -> dict[str, Any]:

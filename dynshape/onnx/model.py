@@ -35,6 +35,18 @@ DTYPES = {
     11: "float64",
     12: "uint32",
     13: "uint64",
+    # the extended dtypes, ml_dtypes' (onnx depends on it; shape_funcs.declarations.dtypes)
+    16: "bfloat16",
+    17: "float8_e4m3fn",
+    18: "float8_e4m3fnuz",
+    19: "float8_e5m2",
+    20: "float8_e5m2fnuz",
+    21: "uint4",
+    22: "int4",
+    23: "float4_e2m1fn",
+    24: "float8_e8m0fnu",
+    25: "uint2",
+    26: "int2",
 }
 
 

@@ -84,15 +84,47 @@ def cast_like(node: Node) -> Any:
     return _cast(node, value_dtype(target))
 
 
+#: The float8 types ``saturate`` applies to, with their largest finite values.
+SATURATING = {
+    "float8_e4m3fn": 448.0,
+    "float8_e4m3fnuz": 240.0,
+    "float8_e5m2": 57344.0,
+    "float8_e5m2fnuz": 57344.0,
+}
+
+
 def _cast(node: Node, dtype: str) -> Any:
+    """``astype`` (numpy's, ml_dtypes' for the extended dtypes, as the reference's Cast). To a
+    float8 type with ``saturate=1`` (the default), values beyond the largest finite one, the
+    infinities too, become it first (a ``clip``, NaN kept: the reference's
+    ``saturate_cast``); with ``saturate=0`` they become NaN or inf, as ml_dtypes converts."""
+    if dtype == "float8_e8m0fnu":
+        # ONNX rounds the exponent up by default (round_mode), ignoring the sign; ml_dtypes
+        # rounds to nearest and makes negatives NaN: no kernel computes ONNX's rule yet.
+        raise Unsupported("Cast to FLOAT8E8M0 (its round_mode rounding) is not supported")
     value = node.input(0)
+    bound = SATURATING.get(dtype) if node.attr("saturate", 1) else None
     if isinstance(value, Known):
         if not value.symbolic:
-            return Known(value.array.astype(dtype), dtype)
+            array = value.array
+            if bound is not None:
+                wide = "float64" if array.dtype.name in (*WIDE, "float64") else "float32"
+                array = np.clip(array.astype(wide), -bound, bound)
+            return Known(array.astype(dtype), dtype)
         folded = _cast_symbolic(node, value, dtype)
         if folded is not None:
             return folded
-    return trace.apply("cast", node.tensor(0), dtype=dtype)
+    x = node.tensor(0)
+    if bound is not None:
+        source = value_dtype(value)
+        if source not in ("float16", "float32", "float64"):  # clip needs a float: exact ones
+            x = trace.apply("cast", x, dtype="float64" if source in WIDE else "float32")
+        x = trace.apply("clip", x, a_min=-bound, a_max=bound)
+    return trace.apply("cast", x, dtype=dtype)
+
+
+#: Integer types whose values float32 does not hold exactly (float64 holds those of 32 bits).
+WIDE = ("int32", "uint32", "int64", "uint64")
 
 
 def _cast_symbolic(node: Node, value: Known, dtype: str) -> Known | None:
