@@ -208,7 +208,22 @@ def test_arithmetic_on_bfloat16_is_unsupported() -> None:
     assert "unsupported" in message and "float8_e4m3fn: a storage dtype" in message
 
 
-def test_a_cast_to_float8e8m0_is_unsupported() -> None:
-    node = helper.make_node("Cast", ["x"], ["y"], to=TensorProto.FLOAT8E8M0)
-    message = import_error(_model([node], [("x", "float32")], [("y", "float8_e8m0fnu")]))
-    assert "unsupported: Cast to FLOAT8E8M0" in message
+@pytest.mark.parametrize("mode", ["up", "nearest", "down"])
+@pytest.mark.parametrize("saturate", [0, 1])
+@pytest.mark.parametrize("source", ["float32", "float16"])
+def test_cast_to_float8e8m0_rounds_the_exponent(mode: str, saturate: int, source: str) -> None:
+    node = helper.make_node(
+        "Cast", ["x"], ["y"], to=TensorProto.FLOAT8E8M0, saturate=saturate, round_mode=mode
+    )
+    m = _model([node], [("x", source)], [("y", "float8_e8m0fnu")], opset=24)
+    for rows, seed in ((1, 8), (5, 9)):
+        x = _floats(rows, seed)
+        x.reshape(-1)[-3:] = [3e38, -3e38, 1.5]  # 2**127 with a fraction: saturate decides
+        with np.errstate(over="ignore"):
+            _check(m, x.astype(source))
+
+
+def test_a_bad_round_mode_is_an_error() -> None:
+    node = helper.make_node("Cast", ["x"], ["y"], to=TensorProto.FLOAT8E8M0, round_mode="odd")
+    message = import_error(_model([node], [("x", "float32")], [("y", "float8_e8m0fnu")], opset=24))
+    assert "round_mode 'odd' is not up, nearest or down" in message

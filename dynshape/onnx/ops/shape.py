@@ -98,11 +98,9 @@ def _cast(node: Node, dtype: str) -> Any:
     float8 type with ``saturate=1`` (the default), values beyond the largest finite one, the
     infinities too, become it first (a ``clip``, NaN kept: the reference's
     ``saturate_cast``); with ``saturate=0`` they become NaN or inf, as ml_dtypes converts."""
-    if dtype == "float8_e8m0fnu":
-        # ONNX rounds the exponent up by default (round_mode), ignoring the sign; ml_dtypes
-        # rounds to nearest and makes negatives NaN: no kernel computes ONNX's rule yet.
-        raise Unsupported("Cast to FLOAT8E8M0 (its round_mode rounding) is not supported")
     value = node.input(0)
+    if dtype == "float8_e8m0fnu" and value_dtype(value) != dtype:
+        return _to_e8m0(node, value)
     bound = SATURATING.get(dtype) if node.attr("saturate", 1) else None
     if isinstance(value, Known):
         if not value.symbolic:
@@ -121,6 +119,56 @@ def _cast(node: Node, dtype: str) -> Any:
             x = trace.apply("cast", x, dtype="float64" if source in WIDE else "float32")
         x = trace.apply("clip", x, a_min=-bound, a_max=bound)
     return trace.apply("cast", x, dtype=dtype)
+
+
+def _to_e8m0(node: Node, value: Any) -> Any:
+    """ONNX's cast to FLOAT8E8M0 (the reference's ``to_float8e8m0``): the float32 value's
+    exponent bits, the sign ignored, rounded by ``round_mode`` (``up``: any fraction adds one;
+    ``nearest``: the guard bit with round, sticky or the exponent's low bit; ``down``: none);
+    ``saturate`` stops 2**127 from rounding to NaN; NaN and inf are NaN. ml_dtypes' own
+    conversion rounds to nearest and makes negatives NaN, so it is composed of bit ops."""
+    mode = node.attr("round_mode", "up")
+    if isinstance(mode, bytes):
+        mode = mode.decode()
+    if mode not in ("up", "nearest", "down"):
+        raise NodeError(f"Cast: round_mode {mode!r} is not up, nearest or down")
+    saturate = bool(node.attr("saturate", 1))
+    if isinstance(value, Known) and not value.symbolic:
+        from onnx.numpy_helper import to_float8e8m0
+
+        array = to_float8e8m0(value.array.astype(np.float32), saturate, mode)
+        return Known(np.asarray(array), "float8_e8m0fnu")
+    x = node.tensor(0)
+    if value_dtype(value) != "float32":
+        x = trace.apply("cast", x, dtype="float32")
+    bits = trace.apply("bitcast", x, dtype="uint32")
+
+    def u32(v: int) -> Any:
+        return trace.constant(np.uint32(v), "uint32")
+
+    def masked(mask: int) -> Any:  # bits & mask != 0
+        return trace.apply("greater", trace.apply("bitwise_and", bits, u32(mask)), u32(0))
+
+    exponent = trace.apply("bitwise_and", trace.apply("right_shift", bits, u32(23)), u32(255))
+    if mode == "down":
+        return _e8m0_of(exponent)
+    if mode == "up":
+        up = masked(0x7FFFFF)
+    else:  # nearest
+        low = trace.apply("greater", exponent, u32(0))
+        tail = trace.apply("logical_or", masked(0x200000), masked(0x1FFFFF))
+        up = trace.apply("logical_and", masked(0x400000), trace.apply("logical_or", tail, low))
+    keep = trace.apply("not_equal", exponent, u32(255))  # NaN and inf stay 255
+    if saturate:
+        keep = trace.apply("logical_and", keep, trace.apply("not_equal", exponent, u32(254)))
+    up = trace.apply("logical_and", up, keep)
+    return _e8m0_of(trace.apply("add", exponent, trace.apply("cast", up, dtype="uint32")))
+
+
+def _e8m0_of(exponent: Any) -> Any:
+    """The uint32 exponent (at most 255) as FLOAT8E8M0, whose byte it is."""
+    byte = trace.apply("cast", exponent, dtype="uint8")
+    return trace.apply("bitcast", byte, dtype="float8_e8m0fnu")
 
 
 #: Integer types whose values float32 does not hold exactly (float64 holds those of 32 bits).
