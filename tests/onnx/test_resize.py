@@ -225,8 +225,10 @@ def test_refusals() -> None:
 
     prefix = "Resize 'the_resize': "
     crop = error(coordinate_transformation_mode="tf_crop_and_resize")
-    assert prefix + "unsupported: coordinate_transformation_mode 'tf_crop_and_resize'" in crop
-    assert prefix + "unsupported: antialias" in error(antialias=1, mode="linear")
+    assert prefix + "unsupported: tf_crop_and_resize with a roi computed from data" in crop
+    symbolic = "unsupported: antialias or tf_crop_and_resize over the symbolic dim H"
+    assert prefix + symbolic in error(antialias=1, mode="linear")
+    assert "antialias with mode 'nearest' (linear and cubic only)" in error(antialias=1)
     assert "unsupported: exclude_outside with mode 'nearest'" in error(exclude_outside=1)
     assert prefix + "mode 'bilinear' is not one of nearest, linear, cubic" in error(mode="bilinear")
     assert "nearest_mode 'round' is not one of" in error(nearest_mode="round")

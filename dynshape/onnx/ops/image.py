@@ -12,8 +12,12 @@ more where the product lies within float32 rounding below an integer (``10 * 0.7
 Sizes computed from data (an exporter's float math on a shape that is not exact, such as
 ``floor(h * 0.75)``) give ``dyn.resize``, whose output dims are known at run time only.
 
-Refused as unsupported: ``tf_crop_and_resize`` (a region of interest, with its
-``extrapolation_value``), ``antialias``, scales computed from data (sizes too, for some axes
+``antialias`` and ``tf_crop_and_resize`` (a region of interest, with its
+``extrapolation_value``) are per-axis affine maps, ``x @ W.T + b`` along each resized axis,
+whose weights are the onnx reference's own 1-d interpolation of unit vectors, computed at
+import: they need numbers for the resized dims and the ``roi``, and a float element type.
+
+Refused as unsupported: scales computed from data (sizes too, for some axes
 only or with an aspect policy),
 ``keep_aspect_ratio_policy`` other than ``stretch`` over several axes with symbolic dims (the
 scale is a minimum or maximum of ratios of dims), and ``exclude_outside`` with ``nearest``.
@@ -24,6 +28,7 @@ axis has the same element as the one inside, edge padding).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -138,14 +143,11 @@ def resize(node: Node) -> Any:
         "half_pixel",
         (*COORDINATE_MODES, "tf_crop_and_resize"),
     )
-    if coord == "tf_crop_and_resize":
-        raise Unsupported(
-            "coordinate_transformation_mode 'tf_crop_and_resize' (a region of interest)"
-        )
     nearest = _choice(node, "nearest_mode", "round_prefer_floor", NEAREST_MODES)
     policy = _choice(node, "keep_aspect_ratio_policy", "stretch", _POLICIES)
-    if node.attr("antialias", 0):
-        raise Unsupported("antialias")
+    antialias = bool(node.attr("antialias", 0))
+    if antialias and mode == "nearest":
+        raise NodeError("antialias with mode 'nearest' (linear and cubic only)")
     exclude = bool(node.attr("exclude_outside", 0))
     if exclude and mode == "nearest":
         # the reference gives the samples outside weight 0 (zeros near the edges);
@@ -187,4 +189,95 @@ def resize(node: Node) -> Any:
         out, scales = _sizes_from_scales(scales_in, dims, axes)
     else:
         out, scales = _sizes_given(sizes_in, dims, axes, policy)
+    if antialias or coord == "tf_crop_and_resize":
+        return _by_matrices(node, dims, axes, out, scales, interpolation, antialias)
     return trace.apply("resize", node.tensor(0), sizes=out, scales=scales, **interpolation)
+
+
+def _by_matrices(
+    node: Node,
+    dims: list[Any],
+    axes: list[int],
+    out: list[Any],
+    scales: list[float] | None,
+    interpolation: dict[str, Any],
+    antialias: bool,
+) -> Any:
+    """``antialias`` and ``tf_crop_and_resize``: per resized axis (in the order of ``axes``,
+    as the reference), an affine map of that axis, ``x @ W.T + b``, whose ``W`` and ``b``
+    (the extrapolation value where a coordinate falls outside the region of interest) are the
+    onnx reference's own 1-d interpolation of the unit vectors and of zeros, computed at
+    import. Needs numbers for the resized dims and the ``roi``, and a float element type."""
+    from onnx.reference.ops import op_resize as ref
+
+    dtype = value_dtype(node.input(0))
+    if dtype not in ("float16", "float32", "float64"):
+        raise Unsupported(f"antialias or tf_crop_and_resize of {dtype} (a float type is supported)")
+    mode, coord = interpolation["mode"], interpolation["coordinate_transformation_mode"]
+    rank = len(dims)
+    roi: list[float] | None = None
+    if coord == "tf_crop_and_resize":
+        given = _given(node, 1)
+        if not isinstance(given, Known) or given.numeric() is None:
+            raise Unsupported("tf_crop_and_resize with a roi computed from data")
+        values = [float(v) for v in np.asarray(given.numeric()).reshape(-1)]
+        if len(values) != 2 * len(axes):
+            raise NodeError(f"roi has {len(values)} entries for {len(axes)} axes")
+        roi = [0.0] * rank + [1.0] * rank
+        for i, a in enumerate(axes):
+            roi[a], roi[rank + a] = values[i], values[len(axes) + i]
+    a_cubic = interpolation["cubic_coeff_a"]
+    coeffs: Callable[[float, float], Any]
+    if mode == "nearest":
+        nearest = interpolation["nearest_mode"]
+
+        def nearest_coeffs(x: float, scale: float) -> Any:
+            return ref._nearest_coeffs(x, mode=nearest)
+
+        coeffs = nearest_coeffs
+    elif mode == "cubic":
+        cubic = ref._cubic_coeffs_antialias if antialias else ref._cubic_coeffs
+
+        def cubic_coeffs(x: float, scale: float) -> Any:
+            return cubic(x, scale, A=a_cubic)
+
+        coeffs = cubic_coeffs
+    else:
+        coeffs = ref._linear_coeffs_antialias if antialias else ref._linear_coeffs
+    x = node.tensor(0)
+    for a in axes:
+        size, target = dims[a], out[a]
+        crop = None if roi is None else [roi[a], roi[rank + a]]
+        whole = crop is None or (math.isclose(crop[0], 0.0) and math.isclose(crop[1], 1.0))
+        if whole and target == size and (scales is None or math.isclose(scales[a], 1.0)):
+            continue  # the reference leaves such an axis as it is
+        if not (isinstance(size, int) and isinstance(target, int)):
+            symbolic = size if not isinstance(size, int) else target
+            raise Unsupported(
+                f"antialias or tf_crop_and_resize over the symbolic dim {symbolic} "
+                f"(its interpolation weights are computed at import)"
+            )
+        scale = scales[a] if scales is not None else (target / size if size else 1.0)
+        if whole and target == size and math.isclose(scale, 1.0):
+            continue
+        kwargs = {
+            "roi": crop,
+            "extrapolation_value": float(node.attr("extrapolation_value", 0.0)),
+            "coordinate_transformation_mode": coord,
+            "exclude_outside": interpolation["exclude_outside"],
+        }
+        full = ref._interpolate_1d_along_axis(np.eye(size), 0, scale, target, coeffs, **kwargs)
+        bias = ref._interpolate_1d_along_axis(
+            np.zeros((size, 1)), 0, scale, target, coeffs, **kwargs
+        )
+        weight = np.asarray(full) - np.asarray(bias)  # (target, size)
+        perm = [*(i for i in range(rank) if i != a), a]
+        moved = trace.apply("transpose", x, axes=perm) if a != rank - 1 else x
+        moved = trace.apply("nn.dense", moved, trace.constant(weight.astype(dtype), dtype))
+        if np.any(bias):
+            moved = trace.apply(
+                "add", moved, trace.constant(np.asarray(bias).reshape(-1).astype(dtype), dtype)
+            )
+        back = [perm.index(i) for i in range(rank)]
+        x = trace.apply("transpose", moved, axes=back) if a != rank - 1 else moved
+    return x

@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import sympy
@@ -571,7 +571,7 @@ def max_pool_with_indices(
     if any(begin) or any(end):
         width = [[0, 0], [0, 0], *([b, e] for b, e in zip(begin, end, strict=True))]
         padded = trace.apply("nn.pad", x, pad_width=width, pad_value=low)
-    order = "C" if storage_order == 0 else "F"
+    order: Literal["C", "F"] = "C" if storage_order == 0 else "F"
     best: Any = None
     arg: Any = None
     for offsets in itertools.product(*(range(k) for k in kernel)):
@@ -585,7 +585,8 @@ def max_pool_with_indices(
             np.clip(np.arange(c) * s + a - b, 0, size - 1)
             for c, s, a, b, size in zip(counts, strides, starts, begin, sizes, strict=True)
         ]
-        where = np.ravel_multi_index(np.meshgrid(*axes, indexing="ij"), sizes, order=order)
+        grids = tuple(np.meshgrid(*axes, indexing="ij"))
+        where = np.ravel_multi_index(grids, [int(d) for d in sizes], order=order)
         index = trace.constant(where.astype(np.int64), "int64")
         if best is None:
             best, arg = value, index
