@@ -305,3 +305,46 @@ def test_resize_tf_crop_and_resize(mode: str) -> None:
     for x in (_x(1, 1, 6, 5), _x(2, 3, 6, 5)):
         want = ReferenceEvaluator(m).run(None, {"x": x})[0]  # type: ignore[index]
         np.testing.assert_allclose(run(m, x), want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["avg", "max"])
+@pytest.mark.parametrize("coord", ["half_pixel", "output_half_pixel"])
+def test_roi_align(mode: str, coord: str) -> None:
+    node = helper.make_node(
+        "RoiAlign",
+        ["x", "rois", "idx"],
+        ["y"],
+        mode=mode,
+        coordinate_transformation_mode=coord,
+        output_height=3,
+        output_width=4,
+        sampling_ratio=2,
+        spatial_scale=0.5,
+    )
+    m = _m(
+        [node],
+        [
+            ("x", "float32", ["n", "c", "h", "w"]),
+            ("rois", "float32", ["r", 4]),
+            ("idx", "int64", ["r"]),
+        ],
+        ["y"],
+        opset=16,
+    )
+    feeds = []
+    for n, c, h, w, r in [(1, 2, 8, 9, 3), (2, 1, 6, 5, 4)]:
+        corners = RNG.uniform(-2, 2 * max(h, w) + 2, (r, 2, 2)).astype(np.float32)
+        rois = np.concatenate([corners.min(1), corners.max(1)], axis=1)  # x1 <= x2, y1 <= y2
+        feeds.append([_x(n, c, h, w), rois, RNG.integers(0, n, r).astype(np.int64)])
+    compare(m, *feeds)
+
+
+def test_roi_align_adaptive_grid_is_unsupported() -> None:
+    node = helper.make_node("RoiAlign", ["x", "rois", "idx"], ["y"])
+    m = _m(
+        [node],
+        [("x", "float32", [1, 1, 4, 4]), ("rois", "float32", [2, 4]), ("idx", "int64", [2])],
+        ["y"],
+        opset=16,
+    )
+    assert "RoiAlign with sampling_ratio 0" in import_error(m)

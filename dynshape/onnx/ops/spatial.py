@@ -602,3 +602,135 @@ def max_pool_with_indices(
     plane = trace.apply("multiply", plane, _const(math.prod(sizes), "int64"))
     plane = trace.apply("reshape", plane, newshape=[batch, channels, *([1] * len(sizes))])
     return best, trace.apply("add", arg, plane)
+
+
+# ---- RoiAlign -----------------------------------------------------------------------------------
+
+
+def _roi_axis(
+    node: Node,
+    rois: Any,
+    r: Any,
+    column: int,
+    size: ir.Dim,
+    bins: int,
+    grid: int,
+    scale: float,
+    half: bool,
+    dtype: str,
+) -> list[tuple[Any, Any]]:
+    """One axis of RoiAlign's samples: ``(r, bins, grid)`` positions as two taps (int64 index,
+    weight), the weight 0 where the sample is outside ``[-1, size]`` (the reference skips it)."""
+
+    def c(v: float) -> Any:
+        return _const(v, dtype)
+
+    def column_of(j: int) -> Any:
+        v = trace.apply("take", rois, _const(j, "int64"), axis=1)
+        v = trace.apply("subtract", trace.apply("multiply", v, c(scale)), c(0.5 if half else 0.0))
+        return trace.apply("reshape", v, newshape=[r, 1, 1])
+
+    start, end = column_of(column), column_of(column + 2)
+    extent = trace.apply("subtract", end, start)
+    if not half:  # malformed rois are 1 x 1
+        extent = trace.apply("maximum", extent, c(1.0))
+    step = trace.apply("divide", extent, c(float(bins)))
+    where = np.arange(bins, dtype=dtype).reshape(1, bins, 1)
+    within = ((np.arange(grid, dtype=dtype) + 0.5) / grid).reshape(1, 1, grid)
+    offsets = trace.constant((where + within).astype(dtype), dtype)  # in bins
+    y = trace.apply("add", start, trace.apply("multiply", step, offsets))  # (r, bins, grid)
+    s = _scalar(node, size, dtype)
+    last = _scalar(node, size - 1, dtype)
+    inside = trace.apply(
+        "logical_and",
+        trace.apply("greater_equal", y, c(-1.0)),
+        trace.apply("less_equal", y, s),
+    )
+    y = trace.apply("maximum", y, c(0.0))
+    low = trace.apply("floor", y)
+    at_end = trace.apply("greater_equal", low, last)
+    low = trace.apply("where", at_end, last, low)
+    y = trace.apply("where", at_end, last, y)
+    high = trace.apply("where", at_end, last, trace.apply("add", low, c(1.0)))
+    frac = trace.apply("subtract", y, low)
+    mask = trace.apply("cast", inside, dtype=dtype)
+    w_low = trace.apply("multiply", trace.apply("subtract", c(1.0), frac), mask)
+    w_high = trace.apply("multiply", frac, mask)
+    return [
+        (trace.apply("cast", low, dtype="int64"), w_low),
+        (trace.apply("cast", high, dtype="int64"), w_high),
+    ]
+
+
+@converter("RoiAlign")
+def roi_align(node: Node) -> Any:
+    """Per roi, bins of ``sampling_ratio``^2 bilinear samples averaged (or, ``max``, the
+    largest weighted corner of each sample, maximised), as the reference: per axis two taps
+    per sample; the four corner combinations gathered by ``take`` from X's (N * H * W, C) rows
+    at ``batch * H * W + y * W + x``. ``sampling_ratio`` 0 (a grid sized by each roi's extent,
+    data) is unsupported."""
+    x_shape = value_shape(node.input(0))
+    if len(x_shape) != 4:
+        raise NodeError(f"X must have rank 4 (N, C, H, W), got rank {len(x_shape)}")
+    r_shape = value_shape(node.input(1))
+    if len(r_shape) != 2 or r_shape[1] != 4:
+        raise NodeError(f"rois must be (num_rois, 4), got {list(r_shape)}")
+    dtype = value_dtype(node.input(0))
+    if dtype not in _FLOATS:
+        raise NodeError(f"RoiAlign of {dtype}: a float type is required")
+    mode = _mode(node, "mode", "avg", ("avg", "max"))
+    default = "half_pixel" if node.opset >= 16 else "output_half_pixel"
+    coord = _mode(
+        node, "coordinate_transformation_mode", default, ("half_pixel", "output_half_pixel")
+    )
+    bins_h, bins_w = int(node.attr("output_height", 1)), int(node.attr("output_width", 1))
+    ratio = int(node.attr("sampling_ratio", 0))
+    if ratio <= 0:
+        raise Unsupported(
+            "RoiAlign with sampling_ratio 0 (each roi's grid is sized by its extent, data)"
+        )
+    if min(bins_h, bins_w) < 1:
+        raise NodeError(f"output_height and output_width must be >= 1, got {bins_h}, {bins_w}")
+    scale = float(node.attr("spatial_scale", 1.0))
+    _, channels, height, width = x_shape
+    r = r_shape[0]
+    rois = node.tensor(1)
+    if value_dtype(node.input(1)) != dtype:
+        rois = trace.apply("cast", rois, dtype=dtype)
+    half = coord == "half_pixel"
+    ys = _roi_axis(node, rois, r, 1, height, bins_h, ratio, scale, half, dtype)
+    xs = _roi_axis(node, rois, r, 0, width, bins_w, ratio, scale, half, dtype)
+    which = trace.apply("cast", node.tensor(2), dtype="int64")
+    plane = trace.apply("multiply", which, _scalar(node, height * width, "int64"))
+    plane = trace.apply("reshape", plane, newshape=[r, 1, 1, 1, 1])
+    rows = trace.apply(
+        "reshape",
+        trace.apply("transpose", node.tensor(0), axes=[0, 2, 3, 1]),
+        newshape=[-1, channels],
+    )
+    w_dim = _scalar(node, width, "int64")
+    out = None
+    for (yi, yw), (xi, xw) in itertools.product(ys, xs):
+        y5 = trace.apply("reshape", yi, newshape=[r, bins_h, ratio, 1, 1])
+        x5 = trace.apply("reshape", xi, newshape=[r, 1, 1, bins_w, ratio])
+        index = trace.apply("add", plane, trace.apply("multiply", y5, w_dim))
+        index = trace.apply("add", index, x5)
+        weight = trace.apply(
+            "multiply",
+            trace.apply("reshape", yw, newshape=[r, bins_h, ratio, 1, 1]),
+            trace.apply("reshape", xw, newshape=[r, 1, 1, bins_w, ratio]),
+        )
+        term = trace.apply(
+            "multiply",
+            trace.apply("take", rows, index, axis=0),  # (r, bh, g, bw, g, C)
+            trace.apply("expand_dims", weight, axis=-1),
+        )
+        combine = "add" if mode == "avg" else "maximum"
+        out = term if out is None else trace.apply(combine, out, term)
+    assert out is not None
+    if mode == "avg":
+        out = trace.apply("sum", out, axis=[2, 4])
+        out = trace.apply("divide", out, _const(float(ratio * ratio), dtype))
+    else:
+        out = trace.apply("max", out, axis=[2, 4])
+    return trace.apply("transpose", out, axes=[0, 3, 1, 2])
