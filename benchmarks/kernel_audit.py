@@ -76,6 +76,11 @@ KNOWN: dict[str, str] = {
     "nn.layer_norm": "mean, variance, normalise, scale, shift: several passes",
     "sigmoid": "tanh-based: four passes with a transcendental",
     "cumsum": "a sequential scan along the axis",
+    "cumprod": "a sequential scan along the axis",
+    **{
+        op: "a transcendental per element"
+        for op in ("tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh")
+    },
     "prod": "a reduction in float32 accumulation (float16/32 inputs) or the dtype",
 }
 
@@ -113,6 +118,10 @@ def _binary(positive: bool = False) -> Case:
 
 def _with(attrs: dict[str, Any], positive: bool = False) -> Case:
     return lambda n: ([_f32(_rows(n), W, positive=positive)], dict(attrs))
+
+
+def _i32(n: int, seed: int = 7, high: int = 1 << 30) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, high, (_rows(n), W)).astype(np.int32)
 
 
 def _square(n: int) -> int:
@@ -201,11 +210,25 @@ CASES: dict[str, Case] = {
         for op in ("logical_and", "logical_or")
     },
     "where": lambda n: ([_bool(_rows(n), W), _f32(_rows(n), W), _f32(_rows(n), W, seed=2)], {}),
+    **{op: _unary() for op in ("tan", "atan", "sinh", "cosh", "asinh")},
+    # inside the domains: |x| < 1, x >= 1 (NaN elsewhere would time another path)
+    **{op: (lambda n: ([np.tanh(_f32(_rows(n), W))], {})) for op in ("asin", "acos", "atanh")},
+    "acosh": lambda n: ([_f32(_rows(n), W, positive=True) + np.float32(1)], {}),
+    **{
+        op: (lambda n: ([_i32(n), _i32(n, seed=8)], {}))
+        for op in ("bitwise_and", "bitwise_or", "bitwise_xor")
+    },
+    **{
+        op: (lambda n: ([_i32(n), _i32(n, seed=8, high=40)], {}))
+        for op in ("left_shift", "right_shift")
+    },
+    "bitwise_not": lambda n: ([_i32(n)], {}),
+    "bitcast": _with({"dtype": "int32"}),
     "cast": _with({"dtype": "int32"}),
     "clip": _with({"a_min": -1.0, "a_max": 1.0}),
     **{
         op: _with({"axis": 1})
-        for op in ["sum", "mean", "max", "min", "prod", "argmax", "argmin", "cumsum"]
+        for op in ["sum", "mean", "max", "min", "prod", "argmax", "argmin", "cumsum", "cumprod"]
     },
     "nn.layer_norm": lambda n: ([_f32(_rows(n), W), _f32(W), _f32(W, seed=2)], {"axis": -1}),
     "nn.bias_add": lambda n: ([_f32(_rows(n), W), _f32(W)], {"axis": 1}),
