@@ -16,7 +16,7 @@ import sympy
 from shape_funcs.declarations import parse_kind
 
 from .dims import check_dim
-from .dtypes import DTYPES, dtype_name
+from .dtypes import SUPPORTED, dtype_name
 from .errors import IRError
 
 
@@ -81,7 +81,7 @@ class _DType(AttrKind):
         try:
             return dtype_name(value)  # any numpy spelling: np.int32, "i4", np.dtype(...)
         except IRError:
-            raise TypeError(f"expected a dtype, one of {', '.join(sorted(DTYPES))}") from None
+            raise TypeError(f"expected a dtype, one of {SUPPORTED}") from None
 
 
 class _IntList(AttrKind):

@@ -99,13 +99,18 @@ class StorageDTypeError(IRError):
     """An op that computes was given an extended dtype (``check_extended``)."""
 
 
+#: The dtypes as error messages list them: numpy's, then ml_dtypes' (``bool, float16, ...,
+#: uint8, or ml_dtypes' bfloat16, float8_e4m3fn, ...``).
+SUPPORTED = ", ".join(sorted(DTYPES - EXTENDED)) + ", or ml_dtypes' " + ", ".join(EXTENDED_DTYPES)
+
+
 def dtype_name(value: object, what: str = "dtype") -> str:
     """The IR's name of a dtype given in any spelling numpy accepts (``"float32"``, ``"f4"``,
     ``np.float32``, ``np.dtype("float32")``, ``float`` is float64 as in numpy), or IRError
     naming ``what`` when numpy does not know it or the IR does not support it."""
     if isinstance(value, str) and value in DTYPES:
         return value  # the common case
-    supported = ", ".join(sorted(DTYPES))
+    supported = SUPPORTED
     if value is None:
         raise IRError(f"bad {what} None: expected one of {supported} (or a numpy dtype)")
     try:
@@ -124,7 +129,7 @@ def dtype_name(value: object, what: str = "dtype") -> str:
 def check_dtype(dtype: object, what: str = "dtype") -> str:
     """Return ``dtype`` if it names a supported element type, else raise an IRError."""
     if not isinstance(dtype, str) or dtype not in DTYPES:
-        raise IRError(f"bad {what} {dtype!r}: expected one of {', '.join(sorted(DTYPES))}")
+        raise IRError(f"bad {what} {dtype!r}: expected one of {SUPPORTED}")
     return dtype
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sympy
 
-from ..dtypes import DTYPES, check_dtype
+from ..dtypes import SUPPORTED, check_dtype
 from ..errors import IRError
 from ..types import FuncType, StorageType, TensorType, TupleType, Type
 from .dims_text import AnonNamer, DimParser
@@ -107,7 +107,7 @@ class TypeParser:
     def _dtype(self) -> str:
         tok = self.ts.peek()
         if tok.kind is not Kind.IDENT:
-            raise self.ts.unexpected(f"a dtype (one of {', '.join(sorted(DTYPES))})")
+            raise self.ts.unexpected(f"a dtype (one of {SUPPORTED})")
         self.ts.next()
         try:
             return check_dtype(tok.text)
