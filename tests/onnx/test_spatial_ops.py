@@ -348,3 +348,41 @@ def test_roi_align_adaptive_grid_is_unsupported() -> None:
         opset=16,
     )
     assert "RoiAlign with sampling_ratio 0" in import_error(m)
+
+
+@pytest.mark.parametrize(
+    "attrs",
+    [
+        {},
+        {"strides": [2, 1, 2], "pads": [1, 0, 0, 0, 1, 1], "output_padding": [1, 0, 1]},
+        {"dilations": [1, 2, 1], "strides": [1, 2, 2]},
+        {"strides": [2, 2, 2], "auto_pad": "SAME_UPPER"},
+        {"strides": [3, 1, 1], "output_shape": [9, 5, 6]},
+    ],
+)
+def test_conv_transpose_3d(attrs: dict[str, Any]) -> None:
+    node = helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], **attrs)
+    inits = {"w": _x(3, 2, 2, 3, 2), "b": _x(2)}
+    m = _m([node], [("x", "float32", ["n", 3, 3, 4, 5])], ["y"], initializers=inits, opset=13)
+    compare(m, [_x(1, 3, 3, 4, 5)], [_x(2, 3, 3, 4, 5)], rtol=1e-4, atol=1e-4)
+
+
+def test_conv_transpose_3d_refusals() -> None:
+    node = helper.make_node("ConvTranspose", ["x", "w"], ["y"], group=3)
+    m = _m(
+        [node],
+        [("x", "float32", [1, 3, 3, 4, 5])],
+        ["y"],
+        initializers={"w": _x(3, 1, 2, 2, 2)},
+        opset=13,
+    )
+    assert "3-d ConvTranspose with group > 1" in import_error(m)
+    node = helper.make_node("ConvTranspose", ["x", "w"], ["y"])
+    m = _m(
+        [node],
+        [("x", "float32", [1, 3, "d", 4, 5])],
+        ["y"],
+        initializers={"w": _x(3, 1, 2, 2, 2)},
+        opset=13,
+    )
+    assert "3-d ConvTranspose over symbolic dims" in import_error(m)

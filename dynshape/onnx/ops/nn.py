@@ -163,7 +163,7 @@ def _to_2d(x: Any, rank: int, what: str) -> tuple[Any, bool]:
     """An NCHW view of an NCW (1-d) or NCHW input; True when it was 1-d."""
     if rank == 3:
         return trace.apply("expand_dims", x, axis=2), True
-    if rank == 4:
+    if rank == 4 or (rank == 5 and what == "transposed convolutions"):  # 3-d: spatial.py
         return x, False
     raise Unsupported(f"only 1-d and 2-d {what} are supported (input rank 3 or 4), got rank {rank}")
 
@@ -285,7 +285,8 @@ def _transpose_pads(
 @converter("ConvTranspose")
 def conv_transpose(node: Node) -> Any:
     """1-d and 2-d transposed convolution: ``nn.conv2d_transpose`` (group, dilations, strides,
-    pads, output_padding, output_shape, auto_pad), plus ``nn.bias_add`` of the optional bias.
+    pads, output_padding, output_shape, auto_pad), plus ``nn.bias_add`` of the optional bias;
+    3-d as a matmul and Col2Im's scatter (``spatial.conv_transpose_nd``).
 
     A negative crop that ``output_shape`` or SAME asks for (an output wider than the full
     result) is zeros: at the end it is more output_padding, at the start an ``nn.pad``."""
@@ -305,6 +306,10 @@ def conv_transpose(node: Node) -> Any:
     if group < 1:
         raise NodeError(f"group={group} must be >= 1")
     begin, end = _transpose_pads(node, x_shape[2:], kernel, strides, dilations, output_padding)
+    if len(x_shape) == 5:
+        from .spatial import conv_transpose_nd
+
+        return conv_transpose_nd(node, kernel, strides, dilations, begin, end, output_padding)
     w, finish = _weight_and_finish(node, one)
     out = trace.apply(
         "nn.conv2d_transpose",

@@ -295,7 +295,29 @@ def col2im(node: Node) -> Any:
     if isinstance(cols, int) and cols != length:
         raise NodeError(f"input dim 2 ({cols}) is not the number of blocks ({length})")
     channels = rows // k if isinstance(rows, int) else ir.check_dim(rows / k)
-    # the image position of each (block element, block position), -1 outside the image
+    dtype = value_dtype(node.input(0))
+    return _scatter_blocks(
+        node.tensor(0), batch, channels, image, block, counts, strides, dilations, pads, dtype
+    )
+
+
+def _scatter_blocks(
+    x: Any,
+    batch: ir.Dim,
+    channels: ir.Dim,
+    image: list[int],
+    block: list[int],
+    counts: list[int],
+    strides: list[int],
+    dilations: list[int],
+    pads: list[int],
+    dtype: str,
+) -> Any:
+    """Col2Im's sum: ``x`` (N, C * prod(block), prod(counts)) added into zeros of (N, C,
+    *image) at each (block element, block position)'s image position, known at import; the
+    pairs outside the image are dropped."""
+    n = len(image)
+    k, length = math.prod(block), math.prod(counts)
     grids = np.meshgrid(
         *(np.arange(b) * d for b, d in zip(block, dilations, strict=True)),
         *(np.arange(c) * s - pads[i] for i, (c, s) in enumerate(zip(counts, strides, strict=True))),
@@ -307,8 +329,7 @@ def col2im(node: Node) -> Any:
     )
     flat = np.ravel_multi_index(tuple(np.where(inside, c, 0) for c in coords), image).reshape(-1)
     keep = np.flatnonzero(inside.reshape(-1))
-    dtype = value_dtype(node.input(0))
-    x = trace.apply("reshape", node.tensor(0), newshape=[batch, channels, k * length])
+    x = trace.apply("reshape", x, newshape=[batch, channels, k * length])
     if keep.size != k * length:
         x = trace.apply("take", x, trace.constant(keep.astype(np.int64), "int64"), axis=2)
     index = trace.constant(flat[keep].astype(np.int64), "int64")
@@ -318,6 +339,52 @@ def col2im(node: Node) -> Any:
     )
     out = trace.apply("scatter_elements", zeros, index, x, axis=2, reduction="add")
     return trace.apply("reshape", out, newshape=[batch, channels, *image])
+
+
+def conv_transpose_nd(
+    node: Node,
+    kernel: list[int],
+    strides: list[int],
+    dilations: list[int],
+    begin: list[int],
+    end: list[int],
+    output_padding: list[int],
+) -> Any:
+    """A 3-d ConvTranspose (``group`` 1, static spatial dims): the columns ``W^T x`` by one
+    ``nn.matmul``, ``(N, M * prod(k), D * H * W)``, summed into the output by Col2Im's
+    scatter with the crop as its pads (a column position past the output is dropped); a
+    negative crop (an output past the full result) is zeros there."""
+    x_shape = value_shape(node.input(0))
+    w_shape = value_shape(node.input(1))
+    if int(node.attr("group", 1)) != 1:
+        raise Unsupported("3-d ConvTranspose with group > 1")
+    sizes = list(x_shape[2:])
+    if not all(isinstance(d, int) for d in [*sizes, *w_shape]):
+        raise Unsupported(f"3-d ConvTranspose over symbolic dims {list(x_shape)}, {list(w_shape)}")
+    batch, channels = x_shape[:2]
+    outs = list(w_shape)[1]
+    dtype = value_dtype(node.input(0))
+    image = [
+        s * (i - 1) + p + d * (k - 1) + 1 - b - e
+        for i, s, p, d, k, b, e in zip(
+            sizes, strides, output_padding, dilations, kernel, begin, end, strict=True
+        )
+    ]
+    lead = [max(-b, 0) for b in begin]
+    pads = [max(b, 0) for b in begin] + [max(e, 0) for e in end]
+    inner = [i - extra for i, extra in zip(image, lead, strict=True)]
+    w = trace.apply("reshape", node.tensor(1), newshape=[channels, -1])  # (C, M * K)
+    w = trace.apply("transpose", w, axes=[1, 0])
+    cols = trace.apply("reshape", node.tensor(0), newshape=[batch, channels, -1])
+    cols = trace.apply("nn.matmul", w, cols)  # (N, M * K, L)
+    counts = [int(v) for v in sizes]
+    out = _scatter_blocks(cols, batch, outs, inner, kernel, counts, strides, dilations, pads, dtype)
+    if any(lead):
+        width = [[0, 0], [0, 0], *([a, 0] for a in lead)]
+        out = trace.apply("nn.pad", out, pad_width=width, pad_value=0.0)
+    if node.input(2) is not None:
+        out = trace.apply("nn.bias_add", out, node.tensor(2), axis=1)
+    return out
 
 
 # ---- AffineGrid, GridSample ---------------------------------------------------------------------
