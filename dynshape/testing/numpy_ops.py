@@ -468,6 +468,29 @@ def _topk(x: np.ndarray, k: int, attrs: Mapping[str, Any]) -> Any:
     return (values, indices) if ret == "both" else values if ret == "values" else indices
 
 
+def _sort_order(x: np.ndarray, axis: int, descending: bool) -> np.ndarray:
+    """Stable sorting indices; descending ties by the lower index (the reversed axis sorted)."""
+    if not descending:
+        return np.argsort(x, axis=axis, kind="stable")
+    n = x.shape[axis]
+    flipped = np.argsort(np.flip(x, axis=axis), axis=axis, kind="stable")
+    return np.flip(n - 1 - flipped, axis=axis)
+
+
+def _unique(x: np.ndarray, attrs: Mapping[str, Any]) -> tuple[np.ndarray, ...]:
+    axis = attrs["axis"]
+    y, first, inverse, counts = np.unique(
+        x, return_index=True, return_inverse=True, return_counts=True, axis=axis
+    )
+    inverse = inverse.reshape(-1)
+    if not attrs["sorted"]:  # by first occurrence
+        order = np.argsort(first, kind="stable")
+        y = np.take(y, order, axis=0 if axis is None else axis)
+        inverse = np.argsort(order)[inverse]
+        first, counts = first[order], counts[order]
+    return y, first.astype(np.int64), inverse.astype(np.int64), counts.astype(np.int64)
+
+
 def _box_iou(box: np.ndarray, other: np.ndarray, center: int) -> Any:
     """IoU of two boxes (0 for empty ones) in the boxes' dtype, as ONNX defines it: corners
     ``[y1, x1, y2, x2]`` in either order, or ``[x_center, y_center, width, height]``."""
@@ -535,6 +558,13 @@ OPS.update(
         "compress": _compress,
         "topk": lambda ins, attrs: _topk(ins[0], attrs["k"], attrs),
         "dyn.topk": lambda ins, attrs: _topk(ins[0], int(ins[1]), attrs),
+        "sort": lambda ins, attrs: np.take_along_axis(
+            ins[0], _sort_order(ins[0], attrs["axis"], attrs["descending"]), attrs["axis"]
+        ),
+        "argsort": lambda ins, attrs: _sort_order(
+            ins[0], attrs["axis"], attrs["descending"]
+        ).astype(attrs["dtype"]),
+        "unique": lambda ins, attrs: _unique(ins[0], attrs),
         "dyn.resize": lambda ins, attrs: _resize(
             ins[:1], {**attrs, "sizes": ins[1].tolist(), "scales": None}
         ),

@@ -52,6 +52,17 @@ def _dyn_topk(dtypes: Sequence[Any], attrs: Attrs) -> str | tuple[str, ...]:
     return _topk_result(dtypes, attrs)
 
 
+@own_rule("argsort")
+def _argsort(dtypes: Sequence[Any], attrs: Attrs) -> str:
+    numeric_like(dtypes, attrs)
+    return str(attrs["dtype"])
+
+
+@own_rule("unique")
+def _unique(dtypes: Sequence[Any], attrs: Attrs) -> tuple[str, ...]:
+    return (numeric_like(dtypes, attrs), "int64", "int64", "int64")
+
+
 @own_rule("non_max_suppression")
 def _non_max_suppression(dtypes: Sequence[Any], attrs: Attrs) -> str:
     for i, what in [(0, "boxes"), (1, "scores"), (3, "iou_threshold"), (4, "score_threshold")]:

@@ -19,6 +19,7 @@ from ._common import (
     Shape,
     fail,
     normalize_axis,
+    prod,
     read_int_scalar,
     read_int_vector,
     require_nonnegative,
@@ -183,6 +184,65 @@ def dyn_topk(
     if count < 0:
         fail(f"k must be >= 0, got {count}")
     return _topk_shapes(ctx, x, count, axis, ret_type)
+
+
+@register_shape_func("sort")
+def sort(ctx: ShapeContext, x: Shape, *, axis: int = -1, descending: bool = False) -> Shape:
+    """``x``'s shape (the axis must exist: a scalar has none to sort)."""
+    normalize_axis(axis, len(x), "x")
+    return x
+
+
+@register_shape_func("argsort")
+def argsort(
+    ctx: ShapeContext, x: Shape, *, axis: int = -1, descending: bool = False, dtype: str = "int64"
+) -> Shape:
+    """``x``'s shape, as ``sort``."""
+    normalize_axis(axis, len(x), "x")
+    return x
+
+
+def unique_values(
+    x: np.ndarray, axis: int | None, keep_sorted: bool = True
+) -> tuple[np.ndarray, ...]:
+    """ONNX ``Unique`` of ``x`` (flattened when ``axis`` is None): the distinct values
+    (``np.unique``'s, ascending; else reordered by first occurrence, the inverse renumbered to
+    match), the first indices, the inverse (1-d) and the counts, int64. Shared by the shape
+    function (the count), the kernel and the importer (folding known inputs)."""
+    if axis is not None and x.ndim == 0:
+        raise ValueError("unique along an axis of a scalar")
+    y, first, inverse, counts = np.unique(
+        x, return_index=True, return_inverse=True, return_counts=True, axis=axis
+    )
+    inverse = inverse.reshape(-1)
+    if not keep_sorted:
+        order = np.argsort(first, kind="stable")
+        rank = np.empty_like(order)
+        rank[order] = np.arange(order.size)
+        y = np.take(y, order, axis=0 if axis is None else axis)
+        first, inverse, counts = first[order], rank[inverse], counts[order]
+    return tuple(a if a is y else a.astype(np.int64) for a in (y, first, inverse, counts))
+
+
+@register_shape_func("unique", data_dependent=[True])
+def unique(ctx: ShapeContext, x: Any, *, axis: int | None = None, sorted: bool = True) -> Any:
+    """``[(u,) or x's shape with u along axis, (u,), (n,), (u,)]``: ``u`` the number of distinct
+    elements (slices), a fresh dim until the value is known; ``n`` the element count of ``x``
+    (axis None) or its axis dim."""
+    shape = tuple(x.shape)
+    if ctx.is_known(x):
+        at = None if axis is None else normalize_axis(axis, len(shape), "x")
+        count: Dim = int(unique_values(np.asarray(x), at)[0].shape[0 if at is None else at])
+    else:
+        count = ctx.fresh("unique")
+    if axis is None:
+        n = prod(shape)
+        values: Shape = (count,)
+    else:
+        at = normalize_axis(axis, len(shape), "x")
+        n = shape[at]
+        values = (*shape[:at], count, *shape[at + 1 :])
+    return [values, (count,), (n,), (count,)]
 
 
 # ---- non_max_suppression ------------------------------------------------------------------

@@ -128,6 +128,30 @@ def _compress(op: str) -> st.SearchStrategy[Case]:
     return make()
 
 
+@cases("sort", "argsort")
+def _sort(op: str) -> st.SearchStrategy[Case]:
+    @st.composite
+    def make(draw: st.DrawFn) -> Case:
+        s, axis = _axis_case(draw)
+        attrs = {"axis": axis, "descending": draw(st.booleans())}
+        return Case([s], attrs, numpy_shape(lambda: np.argsort(np.zeros(s), axis=axis)))
+
+    return make()
+
+
+@cases("unique")
+def _unique(op: str) -> st.SearchStrategy[Case]:
+    @st.composite
+    def make(draw: st.DrawFn) -> Case:
+        x = draw(hnp.arrays(np.int32, shapes(min_rank=1, max_side=4), elements=st.integers(0, 2)))
+        axis = draw(st.one_of(st.none(), st.integers(-x.ndim, x.ndim - 1)))
+        attrs = {"axis": axis, "sorted": draw(st.booleans())}
+        expected = numpy_shape(lambda: list(OPS["unique"]([x], attrs)))
+        return Case([x], attrs, expected, value_shapes=True)
+
+    return make()
+
+
 def _topk_reference(x: np.ndarray, k: int, axis: int, ret_type: str) -> Any:
     order = np.argsort(-x, axis=axis, kind="stable")
     indices = np.take(order, np.arange(k), axis=axis)

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from shape_funcs.ops.dynamic import select_boxes
+from shape_funcs.ops.dynamic import select_boxes, unique_values
 
 from .registry import Kernel, register_kernel, register_table
 from .transform import slices
@@ -221,6 +221,52 @@ def dyn_topk(attrs: Mapping[str, Any]) -> Kernel:
     """``topk`` with k held in a scalar tensor (the output's shape already says k)."""
     run = _topk_kernel(attrs)
     return lambda x, k, *outs: run(x, outs)
+
+
+@register_kernel("sort")
+def sort(attrs: Mapping[str, Any]) -> Kernel:
+    """``x`` sorted along ``axis`` into ``out``, stably (``topk_order``: descending without
+    negating); temporaries: the int64 order (and its flipped copy, descending)."""
+    axis, descending = attrs["axis"], attrs["descending"]
+
+    def kernel(x: np.ndarray, out: np.ndarray) -> None:
+        if not descending:
+            np.copyto(out, np.sort(x, axis=axis, kind="stable"))
+            return
+        np.copyto(out, np.take_along_axis(x, topk_order(x, axis, False), axis=axis))
+
+    return kernel
+
+
+@register_kernel("argsort")
+def argsort(attrs: Mapping[str, Any]) -> Kernel:
+    """The stable sorting order of ``x`` along ``axis`` (equal values by the lower index
+    first, in both directions), cast to ``out``'s dtype."""
+    axis, descending = attrs["axis"], attrs["descending"]
+
+    def kernel(x: np.ndarray, out: np.ndarray) -> None:
+        np.copyto(out, topk_order(x, axis, not descending), casting="unsafe")
+
+    return kernel
+
+
+@register_kernel("unique")
+def unique(attrs: Mapping[str, Any]) -> Kernel:
+    """ONNX ``Unique`` (``unique_values``) into four outputs sized by the shape function, which
+    ran the same ``np.unique`` (data-dependent ops compute twice, design/shapes.md)."""
+    axis, keep_sorted = attrs["axis"], attrs["sorted"]
+
+    def kernel(x: np.ndarray, *outs: np.ndarray) -> None:
+        results = unique_values(x, axis, keep_sorted)
+        if len(outs) != 4 or any(o.shape != r.shape for o, r in zip(outs, results, strict=True)):
+            raise ValueError(
+                f"unique: outputs {[o.shape for o in outs]} do not fit the results "
+                f"{[r.shape for r in results]} of an input of shape {x.shape}"
+            )
+        for o, r in zip(outs, results, strict=True):
+            np.copyto(o, r, casting="unsafe")
+
+    return kernel
 
 
 @register_kernel("non_max_suppression")

@@ -1,7 +1,10 @@
-"""Sorting and selection by data: ``Compress`` (the catalogue's ``compress``) and ``Unique``.
+"""Selection by data: ``Compress`` (the catalogue's ``compress``) and ``Unique`` (the
+catalogue's ``unique``).
 
 Their output lengths are data-dependent: a ``?`` dim in the types, fixed at run time by the
-op's shape function (``shape_funcs/ops/dynamic.py``).
+op's shape function (``shape_funcs/ops/dynamic.py``). ``TopK`` stays ``topk``
+(``indexing.py``): with k the whole axis it is the catalogue's ``sort`` and ``argsort`` at
+once, by the same stable order (``topk_order``, ties to the lower index), in one op.
 """
 
 from __future__ import annotations
@@ -12,11 +15,12 @@ import numpy as np
 
 import ir
 from dynshape.builder import trace
+from shape_funcs.ops.dynamic import unique_values
 
 from ..known import Known
-from ..registry import Node, NodeError, converter
+from ..registry import Node, NodeError, Unsupported, converter
 from .layout import slice_axis
-from .operands import normalize_axis, value_shape
+from .operands import normalize_axis, value_dtype, value_shape
 
 
 @converter("Compress")
@@ -52,3 +56,32 @@ def compress(node: Node) -> Any:
     if isinstance(m, int) and ir.compare(m, "<", n, {}) is True:
         data = slice_axis(data, axis, 0, m)
     return trace.apply("compress", data, node.tensor(1), axis=axis)
+
+
+@converter("Unique")
+def unique(node: Node) -> Any:
+    """The catalogue's ``unique``: ``Y``, ``indices``, ``inverse_indices``, ``counts``, of the
+    flattened input or of its slices along ``axis``, ``sorted`` or by first occurrence; folded
+    at import when the input is numbers known then."""
+    x = node.input(0)
+    shape = value_shape(x)
+    axis_attr = node.attr("axis")
+    axis = None if axis_attr is None else normalize_axis(int(axis_attr), len(shape))
+    if axis is not None and not shape:
+        raise NodeError("Unique along an axis of a scalar")
+    keep_sorted = bool(node.attr("sorted", 1))
+    dtype = value_dtype(x)
+    if dtype == "bool":
+        raise Unsupported("Unique of a bool tensor")
+    if isinstance(x, Known) and not x.symbolic:
+        found = unique_values(np.asarray(x.array), axis, keep_sorted)
+        dtypes = (dtype, "int64", "int64", "int64")
+        return tuple(Known(a, t) for a, t in zip(found, dtypes, strict=True))
+    data = node.tensor(0)
+    storage = dtype == "bfloat16" or dtype.startswith("float8")
+    if storage:  # exact in float32, and one-to-one: the same distinct values
+        data = trace.apply("cast", data, dtype="float32")
+    y, first, inverse, counts = trace.apply("unique", data, axis=axis, sorted=keep_sorted)
+    if storage:
+        y = trace.apply("cast", y, dtype=dtype)
+    return y, first, inverse, counts

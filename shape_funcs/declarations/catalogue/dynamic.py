@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..decl import OpDecl, attr, declare
-from ..kinds import choice
+from ..kinds import choice, optional
 
 _TOPK_ATTRS = [
     attr("axis", "int", -1),
@@ -78,6 +78,40 @@ DECLARATIONS: tuple[OpDecl, ...] = (
         "own",
         _TOPK_ATTRS,
         "topk with k held in a scalar integer tensor",
+    ),
+    declare(
+        "sort",
+        ["x"],
+        "opaque",
+        "numeric",
+        [attr("axis", "int", -1), attr("descending", "bool", False)],
+        "x sorted along axis (stable: equal values keep their order; NaNs last ascending, "
+        "first descending)",
+    ),
+    declare(
+        "argsort",
+        ["x"],
+        "opaque",
+        "own",
+        [
+            attr("axis", "int", -1),
+            attr("descending", "bool", False),
+            attr("dtype", "dtype", "int64"),
+        ],
+        "the indices that sort x along axis (stable: equal values by the lower index first, in "
+        "both directions)",
+    ),
+    declare(
+        "unique",
+        ["x"],
+        "opaque",
+        "own",
+        [attr("axis", optional("int"), None), attr("sorted", "bool", True)],
+        "ONNX Unique: the distinct elements of the flattened x (axis=None) or distinct slices "
+        "along axis, ascending (sorted) or in order of first occurrence; four outputs: those "
+        "values (their count a dim known at run time), the int64 index of each one's first "
+        "occurrence, the int64 index of each element (slice) of x in the values, and the int64 "
+        "count of each",
     ),
     declare(
         "non_max_suppression",

@@ -35,6 +35,25 @@ def _topk(x: np.ndarray, k: int, axis: int = -1, ascending: bool = False) -> tup
     return np.take_along_axis(x, order, axis=axis), order
 
 
+def _unique(x: np.ndarray, axis: int | None, keep_sorted: bool) -> tuple[Any, ...]:
+    """ONNX Unique by a dictionary of first occurrences (not np.unique, the kernel's)."""
+    rows = list(x.reshape(-1)) if axis is None else list(np.moveaxis(x, axis, 0))
+    keys = [r.tobytes() if isinstance(r, np.ndarray) else r.item() for r in rows]
+    first: dict[Any, int] = {}
+    for i, k in enumerate(keys):
+        first.setdefault(k, i)
+    picked = list(first.values())
+    if keep_sorted:
+        picked.sort(key=lambda i: tuple(np.asarray(rows[i]).reshape(-1).tolist()))
+    where = {keys[i]: j for j, i in enumerate(picked)}
+    inverse = np.array([where[k] for k in keys], np.int64)
+    counts = np.array([keys.count(keys[i]) for i in picked], np.int64)
+    values = np.take(
+        x.reshape(-1) if axis is None else x, np.array(picked, np.int64), axis=axis or 0
+    )
+    return values, np.array(picked, np.int64), inverse, counts
+
+
 def _iou(a: np.ndarray, b: np.ndarray) -> float:
     """IoU of two ``[y1, x1, y2, x2]`` boxes (corners in either order), 0 for empty ones."""
     ay0, ay1 = sorted((a[0], a[2]))
@@ -306,5 +325,25 @@ def @main(%boxes: Tensor[(b, n, 4), float32], %scores: Tensor[(b, c, n), float32
         ),
         bindings=[{"b": 1, "c": 1, "n": 0}, {"b": 1, "c": 2, "n": 5}, {"b": 2, "c": 3, "n": 12}],
         make_inputs=_detections,
+    ),
+    Case(
+        name="sort_argsort_unique",
+        source="""
+def @main(%x: Tensor[(n, 4), int32], %v: Tensor[(m,), float32]) {
+  %u = unique(%x, axis=0);
+  %f = unique(%v, sorted=False);
+  (sort(%x, axis=0), sort(%x, descending=True), argsort(%x, axis=0, descending=True), argsort(%v, dtype="int32"), %u.0, %u.1, %u.2, %u.3, %f.0, %f.1, %f.2, %f.3)
+}
+""",
+        reference=lambda x, v: (
+            np.sort(x, axis=0, kind="stable"),
+            np.take_along_axis(x, _topk_order(x, -1, False), axis=-1),
+            _topk_order(x, 0, False),
+            np.argsort(v, kind="stable").astype(np.int32),
+            *_unique(x, 0, True),
+            *_unique(v, None, False),
+        ),
+        bindings=[{"n": 0, "m": 0}, {"n": 1, "m": 1}, {"n": 6, "m": 5}, {"n": 11, "m": 9}],
+        inputs={"x": ints(-1, 2), "v": ints(0, 4)},
     ),
 ]
