@@ -96,3 +96,48 @@ def test_einsum_diagonals_match_onnxruntime(equation: str, shapes: list[list[obj
         dims = [[env[d] if isinstance(d, str) else int(d) for d in s] for s in shapes]  # type: ignore[call-overload]
         feeds.append([RNG.standard_normal(d).astype(np.float32) for d in dims])
     compare(m, *feeds)
+
+
+@pytest.mark.parametrize("mode", ["TF", "IDF", "TFIDF"])
+@pytest.mark.parametrize("grams,skips", [((1, 2), 2), ((2, 2), 0), ((1, 1), 0)])
+@pytest.mark.parametrize("batched", [False, True])
+def test_tfidf_vectorizer_matches_onnxruntime(
+    mode: str, grams: tuple[int, int], skips: int, batched: bool
+) -> None:
+    node = helper.make_node(
+        "TfIdfVectorizer",
+        ["x"],
+        ["y"],
+        mode=mode,
+        min_gram_length=grams[0],
+        max_gram_length=grams[1],
+        max_skip_count=skips,
+        ngram_counts=[0, 4],
+        ngram_indexes=[0, 1, 2, 3, 4, 5, 6],
+        pool_int64s=[2, 3, 5, 4, 5, 6, 7, 8, 6, 7],
+        weights=[0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5],
+    )
+    dims: list[object] = ["b", "n"] if batched else ["n"]
+    m = model([node], [("x", "int64", dims)], ["y"], opset=17, output_dtypes=["float32"])
+    feeds = []
+    for b, n in [(1, 1), (2, 6), (3, 12)]:
+        size = (b, n) if batched else (n,)
+        feeds.append([RNG.integers(2, 9, size).astype(np.int64)])
+    compare(m, *feeds)
+
+
+def test_tfidf_vectorizer_refuses_strings() -> None:
+    node = helper.make_node(
+        "TfIdfVectorizer",
+        ["x"],
+        ["y"],
+        mode="TF",
+        min_gram_length=1,
+        max_gram_length=1,
+        max_skip_count=0,
+        ngram_counts=[0],
+        ngram_indexes=[0],
+        pool_strings=["a"],
+    )
+    m = model([node], [("x", "int64", [4])], ["y"], opset=17)
+    assert "over strings" in import_error(m)

@@ -1,4 +1,5 @@
-"""``ReverseSequence`` and ``TensorScatter``, composed of catalogue ops. (``Scatter``, the
+"""``ReverseSequence``, ``TensorScatter`` and ``TfIdfVectorizer`` (integer pools), composed of
+catalogue ops. (``Scatter``, the
 ``ScatterElements`` of opsets 9-10, is deprecated from opset 11: the importer reads 13 on.)
 
 ``ReverseSequence`` is one ``take`` from the flattened data at the flat position of
@@ -17,8 +18,9 @@ import numpy as np
 import ir
 from dynshape.builder import trace
 
-from ..registry import Node, NodeError, converter
+from ..registry import Node, NodeError, Unsupported, converter
 from .indexing import _dim_scalar, _int64, _iota, _prod
+from .layout import slice_axis
 from .operands import normalize_axis, value_dtype, value_shape
 
 
@@ -106,3 +108,93 @@ def tensor_scatter(node: Node) -> Any:
         axis=axis,
         reduction="none",
     )
+
+
+def _pool_ngrams(node: Node) -> list[tuple[tuple[int, ...], int]]:
+    """The pool's n-grams of a length in ``[min_gram_length, max_gram_length]``, each with its
+    output column (``ngram_indexes``, numbered over every n-gram of the pool)."""
+    pool = [int(v) for v in node.attr("pool_int64s", [])]
+    if node.attr("pool_strings"):
+        raise Unsupported("TfIdfVectorizer over strings (pool_strings)")
+    starts = [int(v) for v in node.attr("ngram_counts", [])]
+    columns = [int(v) for v in node.attr("ngram_indexes", [])]
+    lo, hi = int(node.attr("min_gram_length", 1)), int(node.attr("max_gram_length", 1))
+    out: list[tuple[tuple[int, ...], int]] = []
+    number = 0
+    for size, start in enumerate(starts, 1):
+        end = starts[size] if size < len(starts) else len(pool)
+        if (end - start) % size:
+            raise NodeError(f"the pool's {size}-grams take {end - start} items")
+        for at in range(start, end, size):
+            if number >= len(columns):
+                raise NodeError("ngram_indexes has fewer entries than the pool has n-grams")
+            if lo <= size <= hi:
+                out.append((tuple(pool[at : at + size]), columns[number]))
+            number += 1
+    return out
+
+
+@converter("TfIdfVectorizer")
+def tfidf_vectorizer(node: Node) -> Any:
+    """Counts of the pool's n-grams in each row of integer input (items ``d`` apart, ``d`` up
+    to ``max_skip_count + 1``; a unigram once per position), weighted by ``mode``: ``TF`` the
+    counts, ``IDF`` the weight (1 without ``weights``) where the count is positive, ``TFIDF``
+    the count times the weight. Each n-gram at each distance is one comparison of shifted
+    slices, summed; the counts go to their output columns by one matmul with a 0/1 matrix."""
+    x = node.input(0)
+    shape = value_shape(x)
+    if value_dtype(x) not in ("int32", "int64"):
+        raise Unsupported(f"TfIdfVectorizer of {value_dtype(x)} (int32 and int64 are supported)")
+    if len(shape) not in (1, 2):
+        raise NodeError(f"input of rank {len(shape)} (1 or 2)")
+    mode = node.attr("mode", "TF")
+    mode = mode.decode() if isinstance(mode, bytes) else str(mode)
+    if mode not in ("TF", "IDF", "TFIDF"):
+        raise NodeError(f"mode {mode!r} (TF, IDF or TFIDF)")
+    columns = [int(v) for v in node.attr("ngram_indexes", [])]
+    if not columns or min(columns) < 0:
+        raise NodeError("ngram_indexes must be non-empty and non-negative")
+    width = max(columns) + 1
+    skips = int(node.attr("max_skip_count", 0))
+    data = _int64(node.tensor(0))
+    if len(shape) == 1:
+        data = trace.apply("expand_dims", data, axis=0)
+    counts, targets = [], []
+    for gram, column in _pool_ngrams(node):
+        total: Any = None
+        for d in range(1, (skips + 1 if len(gram) > 1 else 1) + 1):
+            hit: Any = None
+            for j, item in enumerate(gram):
+                tail = (len(gram) - 1 - j) * d
+                part = slice_axis(data, 1, j * d, -tail if tail else None)
+                same = trace.apply("equal", part, trace.constant(np.array(item, np.int64), "int64"))
+                hit = same if hit is None else trace.apply("logical_and", hit, same)
+            found = trace.apply(
+                "sum", trace.apply("cast", hit, dtype="float32"), axis=[1], keepdims=False
+            )
+            total = found if total is None else trace.apply("add", total, found)
+        counts.append(total)
+        targets.append(column)
+    rows = value_shape(data)[0]
+    if counts:
+        placed = np.zeros((len(counts), width), np.float32)
+        placed[np.arange(len(counts)), targets] = 1.0
+        table = trace.apply("stack", counts, axis=1)
+        out = trace.apply("nn.matmul", table, trace.constant(placed, "float32"))
+    else:
+        out = trace.apply("zeros", shape=[rows, width], dtype="float32")
+    weights = node.attr("weights")
+    if mode == "IDF":
+        out = trace.apply(
+            "cast",
+            trace.apply("greater", out, trace.constant(np.array(0, np.float32), "float32")),
+            dtype="float32",
+        )
+    if mode != "TF" and weights is not None and len(weights):
+        w = np.asarray(weights, np.float32)
+        if w.shape != (width,):
+            raise NodeError(f"{w.size} weights for {width} outputs")
+        out = trace.apply("multiply", out, trace.constant(w, "float32"))
+    if len(shape) == 1:
+        out = trace.apply("reshape", out, newshape=[width])
+    return out
