@@ -424,6 +424,9 @@ def einsum(node: Node) -> Any:
                 raise NodeError(f"subscript {letter!r} has dims {sizes[letter]} and {d}")
             sizes.setdefault(letter, d)
     values = [node.tensor(i) for i in range(len(node.inputs)) if node.inputs[i] is not None]
+    storage = dtype == "bfloat16"  # a storage type: summed in float32, rounded once at the end
+    if storage:
+        values = [trace.apply("cast", v, dtype="float32") for v in values]
     for i, term in enumerate(terms):  # a letter repeated in an operand: its diagonal
         values[i], terms[i] = _diagonals(node, values[i], term, sizes)
     current, letters = values[0], terms[0]
@@ -434,7 +437,7 @@ def einsum(node: Node) -> Any:
         current, letters = _contract(current, letters, other, other_letters, later, sizes)
     if letters != output:
         current = trace.apply("transpose", current, axes=[letters.index(c) for c in output])
-    return current
+    return trace.apply("cast", current, dtype=dtype) if storage else current
 
 
 def _parse_einsum(equation: str, shapes: Sequence[Sequence[Any]]) -> tuple[list[str], str]:
