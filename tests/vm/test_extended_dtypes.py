@@ -60,10 +60,12 @@ def test_every_extended_dtype_round_trips_through_a_file() -> None:
         y = ds.cast(x, dtype)
         exe = Executable.from_bytes(ds.compile(ds.build(y, inputs=[x])).to_bytes())
         values = np.array([1.0, 0.5, 1.0, 0.25, 3.0], np.float32)  # e8m0: positive
-        got = ds.VirtualMachine(exe).run(values)
+        with np.errstate(invalid="ignore"):  # 3.0 is out of int2's and uint2's range
+            got = ds.VirtualMachine(exe).run(values)
+            want = values.astype(dtype)
         assert got.dtype == np.dtype(require(dtype))
         assert got.dtype.itemsize == ITEMSIZE[dtype]
-        assert got.tobytes() == values.astype(dtype).tobytes()
+        assert got.tobytes() == want.tobytes()
 
 
 def test_text_of_a_program_with_extended_constants_reads_back() -> None:
