@@ -42,6 +42,19 @@ ORT_TYPES = {
     "uint32": "tensor(uint32)",
     "uint64": "tensor(uint64)",
     "bool": "tensor(bool)",
+    # the extended dtypes: ONNX's element type names in lower case (onnxruntime 1.32 reports
+    # the bfloat16 and float8 ones so; it runs no model with the others on the CPU)
+    "bfloat16": "tensor(bfloat16)",
+    "float8_e4m3fn": "tensor(float8e4m3fn)",
+    "float8_e4m3fnuz": "tensor(float8e4m3fnuz)",
+    "float8_e5m2": "tensor(float8e5m2)",
+    "float8_e5m2fnuz": "tensor(float8e5m2fnuz)",
+    "float8_e8m0fnu": "tensor(float8e8m0)",
+    "float4_e2m1fn": "tensor(float4e2m1)",
+    "int4": "tensor(int4)",
+    "uint4": "tensor(uint4)",
+    "int2": "tensor(int2)",
+    "uint2": "tensor(uint2)",
 }
 
 #: The one execution provider: dynshape's kernels are numpy on the CPU.

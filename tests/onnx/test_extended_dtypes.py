@@ -227,3 +227,15 @@ def test_a_bad_round_mode_is_an_error() -> None:
     node = helper.make_node("Cast", ["x"], ["y"], to=TensorProto.FLOAT8E8M0, round_mode="odd")
     message = import_error(_model([node], [("x", "float32")], [("y", "float8_e8m0fnu")], opset=24))
     assert "round_mode 'odd' is not up, nearest or down" in message
+
+
+def test_the_session_spells_extended_types_as_onnxruntime() -> None:
+    node = helper.make_node("Cast", ["x"], ["y"], to=TensorProto.FLOAT8E4M3FN)
+    m = _model([node], [("x", "bfloat16")], [("y", "float8_e4m3fn")])
+    session = dynshape.InferenceSession(m.SerializeToString())
+    assert session.get_inputs()[0].type == "tensor(bfloat16)"
+    assert session.get_outputs()[0].type == "tensor(float8e4m3fn)"
+    x = np.array([[1.0, 500.0, -3.0, 0.1, np.nan]], ml_dtypes.bfloat16)
+    (got,) = session.run(None, {"x": x})
+    assert got.dtype == ml_dtypes.float8_e4m3fn
+    assert got.astype(np.float32)[0, :4].tolist() == [1.0, 448.0, -3.0, 0.1015625]
