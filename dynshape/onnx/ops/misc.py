@@ -1,6 +1,7 @@
 """``ReverseSequence``, ``TensorScatter`` and ``TfIdfVectorizer`` (integer pools), composed of
-catalogue ops. (``Scatter``, the
-``ScatterElements`` of opsets 9-10, is deprecated from opset 11: the importer reads 13 on.)
+catalogue ops. (``Scatter``, the ``ScatterElements`` of opsets 9-10, is not converted: the
+importer reads opsets 13 on, and a case of opset 10 is lifted only when its ops are the same
+at 13, which a deprecated op is not.)
 
 ``ReverseSequence`` is one ``take`` from the flattened data at the flat position of
 ``(t' , b, ...)`` with ``t' = len[b] - 1 - t`` below ``len[b]`` and ``t`` past it (index grids
