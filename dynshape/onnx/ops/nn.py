@@ -28,6 +28,7 @@ from dynshape.builder import trace
 from ..known import Known
 from ..registry import Node, NodeError, Unsupported, converter
 from .operands import normalize_axis, value_dtype, value_shape
+from .unrolled_windows import conv_transpose_nd, max_pool_with_indices
 
 
 def _const(value: Any, dtype: str) -> Any:
@@ -163,7 +164,7 @@ def _to_2d(x: Any, rank: int, what: str) -> tuple[Any, bool]:
     """An NCHW view of an NCW (1-d) or NCHW input; True when it was 1-d."""
     if rank == 3:
         return trace.apply("expand_dims", x, axis=2), True
-    if rank == 4 or (rank == 5 and what == "transposed convolutions"):  # 3-d: spatial.py
+    if rank == 4 or (rank == 5 and what == "transposed convolutions"):  # 3-d: unrolled_windows.py
         return x, False
     raise Unsupported(f"only 1-d and 2-d {what} are supported (input rank 3 or 4), got rank {rank}")
 
@@ -286,7 +287,7 @@ def _transpose_pads(
 def conv_transpose(node: Node) -> Any:
     """1-d and 2-d transposed convolution: ``nn.conv2d_transpose`` (group, dilations, strides,
     pads, output_padding, output_shape, auto_pad), plus ``nn.bias_add`` of the optional bias;
-    3-d as a matmul and Col2Im's scatter (``spatial.conv_transpose_nd``).
+    3-d as a matmul and Col2Im's scatter (``unrolled_windows.conv_transpose_nd``).
 
     A negative crop that ``output_shape`` or SAME asks for (an output wider than the full
     result) is zeros: at the end it is more output_padding, at the start an ``nn.pad``."""
@@ -307,8 +308,6 @@ def conv_transpose(node: Node) -> Any:
         raise NodeError(f"group={group} must be >= 1")
     begin, end = _transpose_pads(node, x_shape[2:], kernel, strides, dilations, output_padding)
     if len(x_shape) == 5:
-        from .spatial import conv_transpose_nd
-
         return conv_transpose_nd(node, kernel, strides, dilations, begin, end, output_padding)
     w, finish = _weight_and_finish(node, one)
     out = trace.apply(
@@ -403,8 +402,6 @@ def _pool(node: Node, op: str) -> Any:
             )
         ]
     if op == "nn.max_pool2d" and node.wants(1):  # the Indices output too
-        from .spatial import max_pool_with_indices
-
         order = int(node.attr("storage_order", 0))
         return max_pool_with_indices(x, kernel, strides, begin, end, dilations, order)
     if op == "nn.avg_pool2d" and node.attr("count_include_pad", 0) and any(begin + end):
@@ -425,7 +422,8 @@ def _pool(node: Node, op: str) -> Any:
 @converter("MaxPool")
 def max_pool(node: Node) -> Any:
     """``nn.max_pool2d`` (kernel_shape, strides, pads, auto_pad, ceil_mode, dilations); with
-    the Indices output, strided slices compared in turn (``spatial.max_pool_with_indices``)."""
+    the Indices output, strided slices compared in turn
+    (``unrolled_windows.max_pool_with_indices``)."""
     dtype = value_dtype(node.input(0))
     if dtype in ("int8", "uint8", "int16"):  # exact in float32: pool there, cast back
         cast = trace.apply("cast", node.tensor(0), dtype="float32")
