@@ -237,7 +237,7 @@ class _Importer:
         listing all nodes."""
         missing: dict[str, list[str]] = {}
         for node in _all_nodes(self.graph):
-            key = _op_key(node)
+            key = op_key(node)
             if key in CONVERTERS:
                 continue
             missing.setdefault(key, []).append(node.name or "(unnamed)")
@@ -346,7 +346,7 @@ class _Importer:
         except Exception as e:  # protobuf or onnx.helper on a malformed attribute
             raise ModelImportError(f"node {where}: unreadable attributes ({e})") from None
         view = Node(
-            _op_key(node),
+            op_key(node),
             node.name,
             args,
             attrs,
@@ -457,7 +457,7 @@ class _Importer:
                 )
 
 
-def _op_key(node: Any) -> str:
+def op_key(node: Any) -> str:
     """The op's key in ``CONVERTERS``: its type, prefixed by its domain outside the default
     one (``ai.onnx.preview.FlexAttention``)."""
     if node.domain in ("", "ai.onnx"):
