@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 import ir
 
-# numpy's dtypes; the extended ones (ml_dtypes') are tested in tests/vm/test_extended_dtypes.py
+# numpy's dtypes; the extended ones (ml_dtypes') are tested in tests/vm/test_extended_dtypes_vm.py
 DTYPES = sorted(ir.DTYPES - ir.dtypes.EXTENDED)
 SYMBOLS = [ir.sym("n"), ir.sym("m"), ir.sym("batch")]
 VAR_HINTS = ["x", "y", "x1", "t", "0", "12", "a.b", "1x", "p0", "v0"]
