@@ -11,15 +11,10 @@ from onnx import TensorProto, helper, numpy_helper
 
 import dynshape
 import dynshape.onnx
+from dynshape.onnx.model import DTYPES
 
-ELEM = {
-    "float32": TensorProto.FLOAT,
-    "float64": TensorProto.DOUBLE,
-    "float16": TensorProto.FLOAT16,
-    "int32": TensorProto.INT32,
-    "int64": TensorProto.INT64,
-    "bool": TensorProto.BOOL,
-}
+#: IR dtype -> ONNX element type: the importer's own table, inverted.
+ELEM = {name: elem for elem, name in DTYPES.items()}
 
 
 def model(

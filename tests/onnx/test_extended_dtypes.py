@@ -11,31 +11,13 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 import pytest
-from model_builder import import_error
+from model_builder import ELEM, import_error
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 import dynshape
 import dynshape.onnx
 
-#: IR dtype -> ONNX element type.
-ELEM = {
-    "float32": TensorProto.FLOAT,
-    "float16": TensorProto.FLOAT16,
-    "int8": TensorProto.INT8,
-    "uint8": TensorProto.UINT8,
-    "bfloat16": TensorProto.BFLOAT16,
-    "float8_e4m3fn": TensorProto.FLOAT8E4M3FN,
-    "float8_e4m3fnuz": TensorProto.FLOAT8E4M3FNUZ,
-    "float8_e5m2": TensorProto.FLOAT8E5M2,
-    "float8_e5m2fnuz": TensorProto.FLOAT8E5M2FNUZ,
-    "float8_e8m0fnu": TensorProto.FLOAT8E8M0,
-    "float4_e2m1fn": TensorProto.FLOAT4E2M1,
-    "int4": TensorProto.INT4,
-    "uint4": TensorProto.UINT4,
-    "int2": TensorProto.INT2,
-    "uint2": TensorProto.UINT2,
-}
 FLOAT8 = ["float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz"]
 SMALL_INTS = ["int4", "uint4", "int2", "uint2"]
 

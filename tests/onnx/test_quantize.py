@@ -15,7 +15,7 @@ ort = pytest.importorskip("onnxruntime")
 
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
-from model_builder import import_error  # noqa: E402
+from model_builder import ELEM, import_error  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from onnx.reference import ReferenceEvaluator  # noqa: E402
 
@@ -23,26 +23,6 @@ import dynshape  # noqa: E402
 import dynshape.onnx  # noqa: E402
 
 RNG = np.random.default_rng(20261202)
-ELEM = {
-    "float32": TensorProto.FLOAT,
-    "float16": TensorProto.FLOAT16,
-    "uint8": TensorProto.UINT8,
-    "int8": TensorProto.INT8,
-    "uint16": TensorProto.UINT16,
-    "int16": TensorProto.INT16,
-    "int32": TensorProto.INT32,
-    "bfloat16": TensorProto.BFLOAT16,
-    "float8_e4m3fn": TensorProto.FLOAT8E4M3FN,
-    "float8_e4m3fnuz": TensorProto.FLOAT8E4M3FNUZ,
-    "float8_e5m2": TensorProto.FLOAT8E5M2,
-    "float8_e5m2fnuz": TensorProto.FLOAT8E5M2FNUZ,
-    "float8_e8m0fnu": TensorProto.FLOAT8E8M0,
-    "float4_e2m1fn": TensorProto.FLOAT4E2M1,
-    "uint4": TensorProto.UINT4,
-    "int4": TensorProto.INT4,
-    "uint2": TensorProto.UINT2,
-    "int2": TensorProto.INT2,
-}
 RANGES = {"uint8": (0, 255), "int8": (-128, 127), "uint16": (0, 65535), "int16": (-32768, 32767)}
 NARROW_RANGES = {"uint4": (0, 15), "int4": (-8, 7), "uint2": (0, 3), "int2": (-2, 1)}
 
