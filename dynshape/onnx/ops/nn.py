@@ -375,9 +375,9 @@ def pool_nd(
     return trace.apply("squeeze", out, axis=[2]) if one else out
 
 
-def _pool(node: Node, op: str) -> Any:
-    x_shape = value_shape(node.input(0))
-    rank = len(x_shape)
+def pool_window(node: Node) -> tuple[list[int], list[int], list[int]]:
+    """A pool's ``kernel_shape``, ``strides`` and ``dilations`` (1-d to 3-d), checked."""
+    rank = len(value_shape(node.input(0)))
     n = rank - 2
     if rank not in (3, 4, 5):
         raise Unsupported(
@@ -392,6 +392,12 @@ def _pool(node: Node, op: str) -> Any:
         raise NodeError(
             f"kernel_shape={kernel}, strides={strides} and dilations={dilations} must be >= 1"
         )
+    return kernel, strides, dilations
+
+
+def _pool(node: Node, op: str) -> Any:
+    x_shape = value_shape(node.input(0))
+    kernel, strides, dilations = pool_window(node)
     x = node.tensor(0)
     begin, end = _spatial_pads(node, x_shape[2:], kernel, strides, dilations)
     if node.attr("ceil_mode", 0):
@@ -415,7 +421,7 @@ def _pool(node: Node, op: str) -> Any:
             pad_value=0.0,
         )
         end = [e - r for e, r in zip(end, real_end, strict=True)]
-        begin = [0] * n
+        begin = [0] * len(kernel)
     return pool_nd(x, op, kernel, strides, begin, end, dilations)
 
 

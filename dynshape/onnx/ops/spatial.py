@@ -23,7 +23,7 @@ from dynshape.builder import trace
 
 from ..known import Known
 from ..registry import Node, NodeError, Unsupported, converter
-from .nn import _ceil_extra, _ints, _spatial_pads, pool_nd
+from .nn import _ceil_extra, _ints, _spatial_pads, pool_nd, pool_window
 from .operands import known_ints, normalize_axis, value_dtype, value_shape
 from .unrolled_windows import FLOATS as _FLOATS
 from .unrolled_windows import cut as _cut
@@ -107,22 +107,10 @@ def lp_pool(node: Node) -> Any:
     """``(sum over the window of |x|^p)^(1/p)``: the sum an average pool of ``|x|^p`` padded
     with zeros (the pads, and what ``ceil_mode`` adds) times the window's size; 1-d to 3-d."""
     x_shape = value_shape(node.input(0))
-    rank = len(x_shape)
-    if rank not in (3, 4, 5):
-        raise Unsupported(f"only 1-d, 2-d and 3-d pools are supported (rank 3 to 5), got {rank}")
+    kernel, strides, dilations = pool_window(node)
     dtype = value_dtype(node.input(0))
     if dtype not in _FLOATS:
         raise NodeError(f"LpPool of {dtype}: a float type is required")
-    n = rank - 2
-    if node.attr("kernel_shape") is None:
-        raise NodeError("kernel_shape is required")
-    kernel = _ints(node, "kernel_shape", [], n)
-    strides = _ints(node, "strides", [1] * n, n)
-    dilations = _ints(node, "dilations", [1] * n, n)
-    if min(kernel + strides + dilations) < 1:
-        raise NodeError(
-            f"kernel_shape={kernel}, strides={strides} and dilations={dilations} must be >= 1"
-        )
     p = int(node.attr("p", 2))
     if p < 1:
         raise NodeError(f"p={p} must be >= 1")
@@ -140,7 +128,7 @@ def lp_pool(node: Node) -> Any:
     if any(begin + end):
         width = [[0, 0], [0, 0], *([b, e] for b, e in zip(begin, end, strict=True))]
         x = trace.apply("nn.pad", x, pad_width=width, pad_value=0.0)
-    zeros = [0] * n
+    zeros = [0] * len(kernel)
     out = pool_nd(x, "nn.avg_pool2d", kernel, strides, zeros, zeros, dilations)
     out = trace.apply("multiply", out, _const(math.prod(kernel), dtype))
     if p == 1:
