@@ -571,3 +571,24 @@ OPS.update(
     }
 )
 OPS.update(NN_OPS)
+
+
+def _dft(x: np.ndarray, attrs: Mapping[str, Any]) -> np.ndarray:
+    """ONNX ``DFT`` as onnx's reference computes it: the complex signal ``real + 1j imag``
+    (complex64 from float32), ``np.fft.fft`` then the first bins (one-sided), ``ifft`` or
+    ``irfft``, in the real layout ``[..., 2]`` (``[..., 1]`` for irfft)."""
+    axis = attrs["axis"] % x.ndim
+    wide = x.astype(np.float64 if x.dtype == np.float64 else np.float32)
+    signal = wide[..., 0] + 1j * wide[..., 1] if x.shape[-1] == 2 else wide[..., 0]
+    inverse, onesided, n = attrs["inverse"], attrs["onesided"], attrs["length"]
+    if inverse and onesided:
+        n = 2 * (x.shape[axis] - 1) if n is None else n
+        return np.fft.irfft(signal, n=n, axis=axis)[..., None].astype(x.dtype)
+    n = x.shape[axis] if n is None else n
+    result = (np.fft.ifft if inverse else np.fft.fft)(signal, n=n, axis=axis)
+    if onesided and not inverse:
+        result = np.take(result, np.arange(n // 2 + 1), axis=axis)
+    return np.stack([result.real, result.imag], axis=-1).astype(x.dtype)
+
+
+OPS["dft"] = lambda ins, attrs: _dft(ins[0], attrs)

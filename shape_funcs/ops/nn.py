@@ -418,3 +418,37 @@ def rnn(
         ("initial_h", initial_h, "state"),
     ]
     return _recurrent(ctx, 1, x, w, r, optional, direction, layout, 2)
+
+
+@register_shape_func("dft")
+def dft(
+    ctx: ShapeContext,
+    x: Shape,
+    *,
+    axis: int = -2,
+    length: int | None = None,
+    inverse: bool = False,
+    onesided: bool = False,
+) -> Shape:
+    """ONNX ``DFT``: ``x``'s shape with ``length`` (or ``length // 2 + 1`` one-sided) along
+    ``axis`` and a last dim of 2; an inverse one-sided one (irfft) ``length`` and 1. The
+    default length is the axis dim (``2 (dim - 1)`` for irfft), a symbol if the dim is one."""
+    require_min_rank(x, 2, "x")
+    rank = len(x)
+    at = normalize_axis(axis, rank, "x")
+    if at == rank - 1:
+        fail("the DFT axis cannot be the last one (real and imaginary parts)")
+    channels = x[rank - 1]  # 1 (real) or 2 (complex): 1 <= channels <= 2
+    ctx.check(channels, ">=", 1, "the last dim of x (1 real, 2 complex) >= 1")
+    ctx.check(channels, "<=", 2, "the last dim of x (1 real, 2 complex) <= 2")
+    real_out = inverse and onesided
+    size: Dim
+    if length is not None:
+        if length <= 0:
+            fail(f"length must be >= 1, got {length}")
+        size = length
+    else:
+        size = 2 * (x[at] - 1) if real_out else x[at]
+        ctx.check(size, ">=", 1, "the DFT length (from x.shape[{}]) >= 1", at)
+    bins = size // 2 + 1 if onesided and not inverse else size
+    return (*x[:at], bins, *x[at + 1 : rank - 1], 1 if real_out else 2)

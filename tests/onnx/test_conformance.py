@@ -21,9 +21,6 @@ KNOWN: dict[str, str] = {
     "in float32 and rounds once, nearer the exact values (0.4690 where exact is 0.46918 and the "
     "case says 0.4695): two ulps apart, past rtol 1e-3. onnxruntime passes by chance (its "
     "intermediates match neither). Attention itself passes (nn.attention)",
-    "test_dft_inverse": "the expected values are numpy's complex64 FFT: 1.4e-6 of noise where the "
-    "exact result is 0 (atol 1e-7); dynshape sums in float64",
-    "test_dft_inverse_opset19": "as test_dft_inverse",
 }
 
 INDEX = conformance.index()

@@ -1,5 +1,6 @@
 """The signal converters (``dynshape/onnx/ops/signal.py``) against onnxruntime: ``DFT``
-(forward, inverse, one-sided, cut and padded lengths, axis as attribute and input), ``STFT``
+(forward, inverse, one-sided, cut and padded lengths, axis as attribute and input, a symbolic
+length), ``STFT``
 (with and without a window, a symbolic signal length), the windows and ``MelWeightMatrix``."""
 
 from __future__ import annotations
@@ -64,11 +65,24 @@ def test_dft_refusals() -> None:
     node = helper.make_node("DFT", ["x"], ["y"], axis=3)
     m = model([node], [("x", "float32", [2, 8, 1, 1])], ["y"], opset=17)
     assert "cannot be the last one" in import_error(m)
+    node = helper.make_node("DFT", ["x", "n"], ["y"], axis=1)
+    inputs = [("x", "float32", [2, 8, 1]), ("n", "int64", [])]
+    m = model([node], inputs, ["y"], opset=17)
+    assert "dft_length not known at import" in import_error(m)
     node = helper.make_node("DFT", ["x"], ["y"], axis=1)
-    m = model([node], [("x", "float32", [2, "n", 1])], ["y"], opset=17)
-    assert "not known at import" in import_error(m)
     m = model([node], [("x", "float32", [2, 8, 3])], ["y"], opset=17)
     assert "must be 1 (real) or 2 (complex)" in import_error(m)
+
+
+@pytest.mark.parametrize(("inverse", "onesided"), [(0, 0), (1, 0), (0, 1)])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_dft_of_a_symbolic_length(inverse: int, onesided: int, dtype: str) -> None:
+    """The transformed dim may be a symbol (the default length, and ``n // 2 + 1`` bins)."""
+    node = helper.make_node("DFT", ["x"], ["y"], axis=1, inverse=inverse, onesided=onesided)
+    channels = 1 if onesided else 2
+    m = model([node], [("x", dtype, [2, "n", channels])], ["y"], opset=17, output_dtypes=[dtype])
+    feeds = [[RNG.standard_normal((2, n, channels)).astype(dtype)] for n in (1, 6, 9)]
+    compare(m, *feeds, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("window", [False, True])

@@ -152,6 +152,22 @@ def _unique(op: str) -> st.SearchStrategy[Case]:
     return make()
 
 
+@cases("dft")
+def _dft(op: str) -> st.SearchStrategy[Case]:
+    @st.composite
+    def make(draw: st.DrawFn) -> Case:
+        s = (*draw(shapes(min_rank=1, max_rank=3)), draw(st.sampled_from([1, 2])))
+        axis = draw(st.integers(0, len(s) - 2)) - draw(st.sampled_from([0, len(s)]))
+        inverse, onesided = draw(st.booleans()), draw(st.booleans())
+        length = draw(st.one_of(st.none(), st.integers(1, 9)))
+        if length is None:  # the default length, from the axis dim, must be >= 1
+            assume(s[axis] >= (2 if inverse and onesided else 1))
+        attrs = {"axis": axis, "length": length, "inverse": inverse, "onesided": onesided}
+        return Case([s], attrs, numpy_shape(lambda: OPS["dft"]([np.zeros(s)], attrs)))
+
+    return make()
+
+
 def _topk_reference(x: np.ndarray, k: int, axis: int, ret_type: str) -> Any:
     order = np.argsort(-x, axis=axis, kind="stable")
     indices = np.take(order, np.arange(k), axis=axis)

@@ -339,3 +339,39 @@ def global_avg_pool2d(attrs: Mapping[str, Any]) -> Kernel:
 def global_max_pool2d(attrs: Mapping[str, Any]) -> Kernel:
     """Max over H and W keeping them as 1-dims (``np.max`` with ``out=``)."""
     return _global_max
+
+
+@register_kernel("dft")
+def dft(attrs: Mapping[str, Any]) -> Kernel:
+    """ONNX ``DFT`` by ``np.fft`` (``fft``, ``ifft``, ``rfft`` for a real one-sided one,
+    ``irfft`` for an inverse one-sided one) in complex64, complex128 for float64 input: numpy's
+    own precision, which onnx's reference (and its expected values) follows; float16 and the
+    narrower floats go through float32. Temporaries: the complex signal and its transform."""
+    axis, length = attrs["axis"], attrs["length"]
+    inverse, onesided = attrs["inverse"], attrs["onesided"]
+
+    def kernel(x: np.ndarray, out: np.ndarray) -> None:
+        real = np.float64 if x.dtype == np.float64 else np.float32
+        at = axis % x.ndim
+        if x.shape[-1] == 2:
+            signal = np.empty(x.shape[:-1], np.complex128 if real is np.float64 else np.complex64)
+            signal.real, signal.imag = x[..., 0], x[..., 1]
+        else:
+            signal = x[..., 0].astype(real)
+        if inverse and onesided:
+            n = 2 * (x.shape[at] - 1) if length is None else length
+            np.copyto(out[..., 0], np.fft.irfft(signal, n=n, axis=at), casting="unsafe")
+            return
+        n = x.shape[at] if length is None else length
+        if inverse:
+            result = np.fft.ifft(signal, n=n, axis=at)
+        elif onesided and not np.iscomplexobj(signal):
+            result = np.fft.rfft(signal, n=n, axis=at)
+        else:
+            result = np.fft.fft(signal, n=n, axis=at)
+            if onesided:
+                result = np.take(result, np.arange(n // 2 + 1), axis=at)
+        np.copyto(out[..., 0], result.real, casting="unsafe")
+        np.copyto(out[..., 1], result.imag, casting="unsafe")
+
+    return kernel

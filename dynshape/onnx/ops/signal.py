@@ -1,14 +1,12 @@
 """Signal ops: ``DFT``, ``STFT``, ``HannWindow``, ``HammingWindow``, ``BlackmanWindow``,
 ``MelWeightMatrix``.
 
-No catalogue op transforms: a DFT of length ``L`` along an axis is a product with the matrices
-of ``cos(2 pi k n / L)`` and ``sin(2 pi k n / L)``, built at import in float64 (the angle from
-``k n mod L``, so large products stay exact) and cast to the signal's dtype, and applied by one
-``nn.matmul`` per real or imaginary part (``O(L^2)`` per transform, not ``O(L log L)``: fine for
-the frame lengths of spectrograms, slow for long signals). The length must be known at import.
+A DFT is the catalogue's ``dft``: numpy's FFT (``O(L log L)``) in the input's precision
+(complex64 for float32), as onnx's reference computes it, so that its expected values, which
+carry complex64 rounding (1e-6 where the exact value is 0), are met; the length may be a dim.
 ``STFT`` gathers its frames with one ``take`` (a grid of ``frame * step + j``), weights them by
-the window and transforms the frame axis. The windows and ``MelWeightMatrix`` take sizes known
-at import and are constants, computed with numpy as onnx's reference does.
+the window and transforms the frame axis with ``dft``. The windows and ``MelWeightMatrix``
+take sizes known at import and are constants, computed with numpy as onnx's reference does.
 """
 
 from __future__ import annotations
@@ -25,7 +23,6 @@ from ...errors import ModelImportError
 from ..known import Known
 from ..model import dtype_of
 from ..registry import Node, NodeError, Unsupported, converter
-from .layout import slice_axis
 from .operands import known_ints, normalize_axis, value_dtype, value_shape
 
 _FLOATS = ("float16", "float32", "float64")
@@ -130,86 +127,19 @@ def mel_weight_matrix(node: Node) -> Known:
 # ---- DFT ------------------------------------------------------------------------------------
 
 
-def _angles(rows: int, cols: int, length: int) -> tuple[np.ndarray, np.ndarray]:
-    """``cos`` and ``sin`` of ``2 pi r c / length`` for ``r < rows``, ``c < cols`` (float64),
-    from ``r c mod length``: exact zeros at multiples of ``pi``."""
-    turns = np.outer(np.arange(rows), np.arange(cols)) % length
-    angle = 2 * np.pi * turns / length
-    cos, sin = np.cos(angle), np.sin(angle)
-    half = (2 * turns) % length == 0
-    sin[half] = 0.0
-    cos[((4 * turns) % length == 0) & ~half] = 0.0  # a quarter or three quarters of a turn
-    return cos, sin
-
-
-def _transform(node: Node, x: Any, axis: int, length: int, inverse: bool, onesided: bool) -> Any:
-    """The DFT of ``x`` (``[..., n, ..., 1 or 2]``, real or (real, imaginary)) along ``axis``,
-    ``[..., k, ..., 2]`` (``[..., n, ..., 1]`` for an inverse one-sided one)."""
-    shape = value_shape(x)
-    rank = len(shape)
-    channels = shape[-1]
-    if channels not in (1, 2):
-        raise NodeError(f"the last dim must be 1 (real) or 2 (complex), got {channels}")
-    n = shape[axis]
-    if not isinstance(n, int):
-        raise Unsupported(f"a DFT along a dim not known at import ({n})")
-    if length <= 0:
-        raise NodeError(f"dft_length {length} must be positive")
+def _transform(x: Any, axis: int, length: int | None, inverse: bool, onesided: bool) -> Any:
+    """The catalogue's ``dft`` of ``x`` (``[..., n, ..., 1 or 2]``) along ``axis``: numpy's FFT
+    in the input's precision, as onnx's reference (``length`` None: the axis dim, or
+    ``2 (n - 1)`` for an inverse one-sided one, a symbol if the dim is one)."""
     dtype = value_dtype(x)
     if dtype not in _FLOATS:
         raise Unsupported(f"a DFT of {dtype} (float16, float32 and float64 are supported)")
-    used = min(n, length // 2 + 1 if inverse and onesided else length)
-    if used < n:
-        x = slice_axis(x, axis, 0, used)
-    if dtype != "float64":  # summed in float64, as numpy's FFT does: an inverse DFT's
-        x = trace.apply("cast", x, dtype="float64")  # near-zero parts need it (1e-7)
-    # the transformed axis last, the channel axis gone: parts of shape [..., used]
-    order = [a for a in range(rank - 1) if a != axis] + [axis]
-    parts = []
-    for c in range(channels):
-        part = trace.apply("take", x, trace.constant(np.array(c, np.int64), "int64"), axis=-1)
-        if order != list(range(rank - 1)):
-            part = trace.apply("transpose", part, axes=order)
-        parts.append(part)
-    real = parts[0]
-    imag = parts[1] if channels == 2 else None
-    if inverse and onesided:
-        cos, sin = _angles(used, length, length)
-        weight = np.full((used, 1), 2.0)
-        weight[0] = 1.0
-        if length % 2 == 0 and used > length // 2:
-            weight[length // 2] = 1.0
-        outs = [_combine(real, imag, weight * cos / length, -weight * sin / length)]
-    else:
-        bins = length // 2 + 1 if onesided and not inverse else length
-        cos, sin = _angles(used, bins, length)
-        sign = 1.0 if inverse else -1.0
-        scale = 1.0 / length if inverse else 1.0
-        # (a + ib)(cos + i sign sin) = a cos - sign b sin + i (sign a sin + b cos)
-        outs = [
-            _combine(real, imag, scale * cos, -sign * scale * sin),
-            _combine(real, imag, sign * scale * sin, scale * cos),
-        ]
-    back = [order.index(a) for a in range(rank - 1)]
-    results = []
-    for out in outs:
-        if back != list(range(rank - 1)):
-            out = trace.apply("transpose", out, axes=back)
-        results.append(out)
-    out = trace.apply("stack", results, axis=-1)
-    return out if dtype == "float64" else trace.apply("cast", out, dtype=dtype)
-
-
-def _matmul(x: Any, matrix: np.ndarray) -> Any:
-    return trace.apply("nn.matmul", x, trace.constant(matrix.astype(np.float64), "float64"))
-
-
-def _combine(real: Any, imag: Any, on_real: np.ndarray, on_imag: np.ndarray) -> Any:
-    """``real @ on_real + imag @ on_imag`` (the second term left out without ``imag``)."""
-    out = _matmul(real, on_real)
-    if imag is not None:
-        out = trace.apply("add", out, _matmul(imag, on_imag))
-    return out
+    channels = value_shape(x)[-1]
+    if channels not in (1, 2):
+        raise NodeError(f"the last dim must be 1 (real) or 2 (complex), got {channels}")
+    if length is not None and length <= 0:
+        raise NodeError(f"dft_length {length} must be positive")
+    return trace.apply("dft", x, axis=axis, length=length, inverse=inverse, onesided=onesided)
 
 
 @converter("DFT")
@@ -232,22 +162,12 @@ def dft(node: Node) -> Any:
         raise NodeError("the DFT axis cannot be the last one (real and imaginary parts)")
     inverse = bool(node.attr("inverse", 0))
     onesided = bool(node.attr("onesided", 0))
+    if node.input(1) is not None and node.numeric(1) is None:
+        raise Unsupported("a dft_length not known at import")
     length = _scalar_int(node, 1, "dft_length")
-    if length is None:
-        n = x_shape[axis]
-        if not isinstance(n, int):
-            raise Unsupported(f"a DFT along a dim not known at import ({n})")
-        length = 2 * (n - 1) if inverse and onesided else n
     if inverse and onesided and x_shape[-1] != 2:
         raise NodeError("an inverse one-sided DFT takes complex input (a last dim of 2)")
-    out = _transform(node, node.tensor(0), axis, length, inverse, onesided)
-    if inverse and onesided:  # a real signal: [..., 1]
-        return trace.apply("expand_dims", trace.apply("take", out, _zero(), axis=-1), axis=-1)
-    return out
-
-
-def _zero() -> Any:
-    return trace.constant(np.array(0, np.int64), "int64")
+    return _transform(node.tensor(0), axis, length, inverse, onesided)
 
 
 # ---- STFT -----------------------------------------------------------------------------------
@@ -295,7 +215,7 @@ def stft(node: Node) -> Any:
             w = trace.apply("cast", w, dtype=value_dtype(signal))
         framed = trace.apply("multiply", framed, w)
     onesided = bool(node.attr("onesided", 1))
-    return _transform(node, framed, 2, frame, False, onesided)
+    return _transform(framed, 2, frame, False, onesided)
 
 
 def _frame_starts(node: Node, frames: Any, step: int) -> Any:

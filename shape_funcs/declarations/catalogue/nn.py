@@ -183,4 +183,21 @@ DECLARATIONS: tuple[OpDecl, ...] = (
         [attr("linear_before_reset", "bool", False)],
     ),
     _recurrent("nn.rnn", [], ["Y", "Y_h"], {"f": "tanh"}, []),
+    declare(
+        "dft",
+        ["x"],
+        "opaque",
+        "float",
+        [
+            attr("axis", "int", -2),
+            attr("length", optional("int"), None),
+            attr("inverse", "bool", False),
+            attr("onesided", "bool", False),
+        ],
+        "ONNX's DFT by numpy's FFT along axis (not the last): x is real ([..., 1]) or complex "
+        "([..., 2], real and imaginary parts), cut or zero-padded to length (default: the axis "
+        "dim, 2 (dim - 1) for an inverse one-sided one); the result [..., 2] (length // 2 + 1 "
+        "bins if onesided), or the real [..., length, ..., 1] of an inverse one-sided DFT "
+        "(irfft). Computed in complex64 (complex128 for float64), as numpy's FFT of the input",
+    ),
 )

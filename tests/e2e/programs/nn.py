@@ -15,6 +15,37 @@ import numpy as np
 from harness import Case, uniform
 
 
+def _naive_dft(z: np.ndarray, axis: int, n: int, inverse: bool) -> np.ndarray:
+    """The DFT of the complex ``z`` along ``axis`` (cut or zero-padded to ``n``) by the sum of
+    its definition in complex128, not an FFT."""
+    z = np.moveaxis(z.astype(np.complex128), axis, -1)[..., :n]
+    z = np.concatenate([z, np.zeros((*z.shape[:-1], n - z.shape[-1]))], axis=-1)
+    k = np.arange(n)
+    sign = 1 if inverse else -1
+    out = z @ np.exp(sign * 2j * np.pi * np.outer(k, k) / n) / (n if inverse else 1)
+    return np.moveaxis(out, -1, axis)
+
+
+def _naive_irfft(half: np.ndarray, axis: int, n: int) -> np.ndarray:
+    """The real signal of length ``n`` whose one-sided spectrum is ``half`` (``[..., 2]``):
+    bins 1 to ``n / 2`` (exclusive) count twice, the others once, real parts only."""
+    z = np.moveaxis(half[..., 0] + 1j * half[..., 1], axis, -1)[..., : n // 2 + 1]
+    k = np.arange(z.shape[-1])
+    weight = np.where((k == 0) | (2 * k == n), 1.0, 2.0)
+    turn = np.exp(2j * np.pi * np.outer(k, np.arange(n)) / n)
+    out: np.ndarray = ((z * weight) @ turn).real / n
+    return np.moveaxis(out, -1, axis)[..., None]
+
+
+def _dft_ops(x: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, ...]:
+    n = x.shape[1]
+    full = _naive_dft(x[..., 0], 1, n, False)[:, : n // 2 + 1]
+    r = np.stack([full.real, full.imag], axis=-1).astype(np.float32)
+    inv = _naive_dft(z[..., 0] + 1j * z[..., 1], 0, 6, True)
+    back = _naive_irfft(r.astype(np.float64), 1, 2 * (n // 2)).astype(np.float32)
+    return r, np.stack([inv.real, inv.imag], axis=-1), back
+
+
 def _pad4(padding: Sequence[int]) -> tuple[int, int, int, int]:
     if len(padding) == 2:
         return padding[0], padding[1], padding[0], padding[1]
@@ -548,5 +579,19 @@ def @main(%x: Tensor[(n, 1, 8, 8), float32], %k: Tensor[(4, 1, 3, 3), float32], 
 """,
         reference=_cnn,
         bindings=[{"n": 0}, {"n": 1}, {"n": 3}],
+    ),
+    Case(
+        name="dft_fft_ifft_rfft_irfft",
+        # dft of a real signal one-sided (rfft, n // 2 + 1 bins of a symbolic n), of a complex
+        # one inverse and zero-padded or cut to 6 along axis 0, and the irfft back.
+        source="""
+def @main(%x: Tensor[(b, n, 1), float32], %z: Tensor[(n, 3, 2), float64]) {
+  %r = dft(%x, axis=1, onesided=True);
+  (%r, dft(%z, axis=0, length=6, inverse=True), dft(%r, axis=1, inverse=True, onesided=True))
+}
+""",
+        reference=_dft_ops,
+        bindings=[{"b": 0, "n": 4}, {"b": 1, "n": 2}, {"b": 2, "n": 7}, {"b": 3, "n": 10}],
+        atol=1e-4,
     ),
 ]
