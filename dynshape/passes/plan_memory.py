@@ -179,10 +179,9 @@ def align(size: ir.Dim, alignment: int = ALIGNMENT, multiple_of: int = 1) -> ir.
     if multiple_of % alignment == 0 or divisible_by(size, alignment):
         return size
     # ceil, not floor division: the text format prints it with '/', which parses in attributes.
-    # Built unevaluated and not checked (the rounding of a valid dim is one): sympy's own
-    # evaluation and assumptions on such sums took seconds each.
-    rounded = sympy.ceiling(size / alignment, evaluate=False)
-    return sympy.Mul(alignment, rounded, evaluate=False)
+    # Evaluated (the printed program parses back to the same dims) but not checked: the
+    # rounding of a valid dim is one, and sympy's assumptions on such sums took seconds.
+    return alignment * sympy.ceiling(size / alignment)
 
 
 @dataclass

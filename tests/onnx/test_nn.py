@@ -277,7 +277,7 @@ def test_pool_errors() -> None:
     message = import_error(m)
     assert "MaxPool 'the_maxpool'" in message and "ceil_mode=1 over the symbolic dim H" in message
     m = model("MaxPool", NCHW, n_outputs=2, kernel_shape=[2, 2])
-    assert "the Indices output of MaxPool is not supported" in import_error(m)
+    assert "MaxPool's Indices over symbolic spatial dims [H, W]" in import_error(m)
 
 
 @pytest.mark.parametrize("op", ["GlobalAveragePool", "GlobalMaxPool"])

@@ -151,10 +151,22 @@ def test_declared_ranges_prove_the_sign_without_narrowing() -> None:
 
 
 def test_a_range_where_the_numerator_is_never_non_negative_is_not_narrowed() -> None:
-    # samples in [0, 4]: (samples - 3) // 2 - 1 < 0 throughout; nothing to narrow to, so the
-    # division stays a run-time computation and the Expand shape is refused as before.
-    with pytest.raises(dynshape.ModelImportError, match=r"the_expand.*depends on tensor data"):
-        dynshape.onnx.load(expand_model(), dims={"samples": (0, 4)})
+    # samples in [0, 4]: (samples - 3) // 2 - 1 < 0 throughout; nothing to narrow the second
+    # division to, so it stays a run-time computation: the Expand's shape is known at run time
+    # only (the importer's last try, which keeps the first division's narrowing, samples >= 3)
+    # and truncates as ONNX does.
+    program = dynshape.onnx.load(expand_model(), dims={"samples": (0, 4)})
+    assert program.ranges == {"samples": (3, 4)}
+    assert "dyn.ones" in str(program)
+    machine = dynshape.VirtualMachine(dynshape.compile(program))
+    with pytest.raises(dynshape.DynShapeError, match="samples"):
+        machine.run(np.zeros((2, 2), np.float32))
+    for samples in (3, 4):
+        x = RNG.standard_normal((2, samples)).astype(np.float32)
+        want = _ort(expand_model(), x)
+        got = machine.run(x)
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
 def test_mod_fmod_of_a_dim_of_unknown_sign() -> None:

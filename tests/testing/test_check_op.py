@@ -107,6 +107,20 @@ EXAMPLES: dict[str, dict[str, Any]] = {
             [_f(), np.zeros(0, np.bool_)],
         ]
     },
+    "bitcast": {
+        # the same width both ways: float32 <-> int32/uint32 (the drawn inputs are float32)
+        "attrs": {"dtype": st.sampled_from(["int32", "uint32", "float32"])},
+    },
+    "unique": {
+        # repeats, all distinct, one element, empty; flat and along an axis, both orders
+        "inputs": [
+            [_f(3, 1, 3, 2, 1)],
+            [np.array([[1, 2], [1, 2], [0, 5]], F32)],
+            [_f(7)],
+            [_f()],
+        ],
+        "attrs": {"sorted": st.booleans()},
+    },
     "broadcast_to": {
         "shapes": [[(5,)], [(1, 5)], [(3, 1)], [()]],
         "attrs": {"shape": st.sampled_from([[3, 5], [2, 3, 5]])},

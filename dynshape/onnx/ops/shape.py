@@ -198,6 +198,13 @@ def _cast_symbolic(node: Node, value: Known, dtype: str) -> Known | None:
     return Known.of(np.array(dims, dtype=object).reshape(value.shape), dtype)
 
 
+def _last_resort(node: Node, what: str) -> None:
+    """Sizes known at run time only are the importer's last try (``graph.RUN_TIME_SIZES``):
+    the tries before it may find them as dims (a truncating division of dims, narrowed)."""
+    if node.domain is not None and not node.domain.run_time_sizes:
+        raise Unsupported(what)
+
+
 @converter("Gather")
 def gather(node: Node) -> Any:
     data, indices = node.input(0), node.input(1)
@@ -332,6 +339,7 @@ def constant_of_shape(node: Node) -> Any:
     value = fill.array.reshape(-1)[0].item()
     scalar = trace.constant(np.array(value, dtype=fill.dtype), fill.dtype)
     if node.input(0) is not None and node.known(0) is None:
+        _last_resort(node, "a shape computed from data")
         return trace.apply("dyn.full", scalar, node.tensor(0), dtype=fill.dtype)
     dims = node.ints(0, "shape")
     assert dims is not None
@@ -367,6 +375,8 @@ def expand(node: Node) -> Any:
         known_value = isinstance(value, Known) and not value.symbolic
         if known_value and all(isinstance(d, int) for d in out):
             return Known(np.broadcast_to(value.array, out).copy(), value.dtype)
+    if from_data:
+        _last_resort(node, "a shape computed from data")
     if from_data or data_dependent(out):
         # a size known at run time only: broadcast against a tensor of that shape (x * 1 and
         # x | False are x, broadcast both ways as Expand is)
