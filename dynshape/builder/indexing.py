@@ -8,8 +8,8 @@ How a key becomes ops (each exact, so ``x[:, 1:3]`` of an ``(n, 8)`` tensor has 
   written as a number: the dim itself when it is static. A sliced axis that comes after an
   axis with an omitted stop and a symbolic dim is done by ``take`` with constant indices when
   its own dim is static (``x[:, 1:3]``); only a symbolic axis sliced after another whole
-  symbolic axis (``x[:, :k]`` with both dims symbolic) needs a large stand-in end, whose result
-  dim is then ``min(n, 2**62)``-like (exact at run time, less readable at compile time);
+  symbolic axis (``x[:, :k]`` with both dims symbolic) needs a stand-in end of ``2**62``,
+  which the shape function types as an omitted bound (the whole axis, ``n``);
 - ints: ``take`` of a scalar index along the axis (negative indices count from the end), which
   drops the axis; statically out-of-range indices fail at build time;
 - ``None``: ``expand_dims``;

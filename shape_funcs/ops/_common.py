@@ -127,12 +127,28 @@ def clamp_index(ctx: ShapeContext, n: Dim, index: Dim, forward: bool) -> Dim:
     return ctx.max(n + index, low)  # n + index < n + low + 1, so only the bottom can clip
 
 
+#: A slice bound at least this far out (the most an attribute holds, ``MAX_INT``) is past the
+#: end of every dim: an omitted bound written as a number (``x[:, :k]`` has to write an end for
+#: axis 0), typed as omitted, so ``x[:2**62]`` of ``(n,)`` is ``(n,)``, not ``min(2**62, n)``.
+#: Exact for every dim below 2**62; numpy slices a larger one (a zero-size array's) short, and
+#: the kernel's output then disagrees with its planned shape: an error, not a wrong answer.
+FAR = 1 << 62
+
+
+def _past_the_end(bound: Dim | None, toward_end: bool) -> bool:
+    return isinstance(bound, int) and (bound >= FAR if toward_end else bound <= -FAR)
+
+
 def slice_length(ctx: ShapeContext, n: Dim, start: Dim | None, stop: Dim | None, step: int) -> Dim:
     """``len(range(n)[start:stop:step])``: numpy's slice length, for symbolic ``n`` too.
 
-    ``None`` is an omitted bound. A forward slice has ``ceil((stop - start) / step)`` elements,
-    a backward one ``ceil((start - stop) / -step)``, never fewer than zero.
+    ``None`` is an omitted bound (so is one ``FAR`` out). A forward slice has ``ceil((stop -
+    start) / step)`` elements, a backward one ``ceil((start - stop) / -step)``, never fewer
+    than zero.
     """
+    forward = step > 0
+    start = None if _past_the_end(start, not forward) else start
+    stop = None if _past_the_end(stop, forward) else stop
     if step > 0:
         lo = 0 if start is None else clamp_index(ctx, n, start, True)
         hi = n if stop is None else clamp_index(ctx, n, stop, True)

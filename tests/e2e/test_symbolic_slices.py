@@ -53,3 +53,24 @@ def test_the_slice_that_needed_a_fraction_of_a_min_compiles() -> None:
     for n in range(6):
         y = np.arange(n, dtype=np.float32)
         np.testing.assert_array_equal(vm.run(y), np.concatenate((y, y))[2:5:2])
+
+
+def test_a_bound_of_two_to_the_62_is_an_omitted_one() -> None:
+    """numpy's "to the end" idiom (the builder's and the importer's stand-in where an interior
+    bound must be written) types as the whole axis, not as ``min(2**62, b)``; reversed too."""
+    far = 1 << 62
+    source = f"""
+    def @main(%x: Tensor[(b, n), float32]) {{
+      (strided_slice(%x, begin=[0, 0], end=[{far}, 1]),
+       strided_slice(%x, begin=[{far}, 1], end=[-{far}, {far}], strides=[-1, 1]))
+    }}
+    """
+    types = str(dynshape.stages(source)["types"]["main"])
+    assert "Tensor[(b, min(1, n)), float32], Tensor[(b, n - min(1, n)), float32]" in types, types
+    assert str(far) not in types.split("->")[-1]
+    vm = dynshape.VirtualMachine(dynshape.compile(source))
+    for b, n in [(0, 0), (1, 3), (4, 1), (3, 5)]:
+        x = np.arange(b * n, dtype=np.float32).reshape(b, n)
+        first, second = vm.run(x)
+        np.testing.assert_array_equal(first, x[:far, :1])
+        np.testing.assert_array_equal(second, x[far:-far:-1, 1:far])

@@ -60,8 +60,8 @@ _HUGE = 2**31 - 1
 
 def _end_list(stops: list[int | None], strides: list[int], shape: Any) -> list[int]:
     """``strided_slice``'s ``end``: trailing "to the end" entries are left out (an omitted
-    bound: exact for symbolic dims); an interior one is the dim when static, else a huge
-    stand-in (which the types show as ``min(2**62, n)``)."""
+    bound: exact for symbolic dims); an interior one is the dim when static, else ``2**62``,
+    which the shape function types as omitted too."""
     count = len(stops)
     while count and stops[count - 1] is None:
         count -= 1

@@ -28,8 +28,8 @@ def _const(value: Any, dtype: str) -> Any:
 
 def cut(x: Any, axis: int, where: range) -> Any:
     """``x`` at positions ``where`` of ``axis``: a ``take`` of constant indices (a contiguous
-    range is copied as a slice by the kernel), so the other dims keep their exact types
-    where a ``strided_slice`` over a symbolic dim would type it ``min(2**62, n)``."""
+    range is copied as a slice by the kernel): static positions of a padded, possibly symbolic
+    axis."""
     index = trace.constant(np.arange(where.start, where.stop, where.step, dtype=np.int64), "int64")
     return trace.apply("take", x, index, axis=axis)
 
