@@ -143,6 +143,23 @@ def top_k(node: Node) -> Any:
 # ---- GatherElements, GatherND -----------------------------------------------------------------
 
 
+def flat_index(
+    node: Node, index: Any, axis: int, shape: Sequence[Any], data_shape: Sequence[Any]
+) -> Any:
+    """The flat (row-major) position in ``data_shape`` of each element of ``shape``, with
+    ``index`` standing for its coordinate along ``axis`` and the element's own coordinate along
+    every other axis: each coordinate times its axis's stride, added up."""
+    rank = len(data_shape)
+    flat: Any = None
+    for j in range(rank):
+        term = index if j == axis else _iota(node, shape[j], rank, j)
+        stride = _prod(data_shape[j + 1 :])
+        if stride != 1:
+            term = trace.apply("multiply", term, _dim_scalar(node, stride))
+        flat = term if flat is None else trace.apply("add", flat, term)
+    return flat
+
+
 @converter("GatherElements")
 def gather_elements(node: Node) -> Any:
     """``out[i0, .., ik] = data[i0, .., indices[i0, .., ik], .., ik]``: one ``take`` of the
@@ -160,13 +177,7 @@ def gather_elements(node: Node) -> Any:
             raise NodeError(f"GatherElements indices {idx.tolist()} are out of range for {n}")
         return Known(np.take_along_axis(data.array, idx % n, axis=axis), data.dtype)
     index = _checked(node, _int64(node.tensor(1)), d_shape[axis], _prod(d_shape))
-    flat: Any = None
-    for j in range(rank):
-        term = index if j == axis else _iota(node, i_shape[j], rank, j)
-        stride = _prod(d_shape[j + 1 :])
-        if stride != 1:
-            term = trace.apply("multiply", term, _dim_scalar(node, stride))
-        flat = term if flat is None else trace.apply("add", flat, term)
+    flat = flat_index(node, index, axis, i_shape, d_shape)
     if rank == 0:
         raise NodeError("GatherElements of a scalar")
     if value_shape(flat) != i_shape:

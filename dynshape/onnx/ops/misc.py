@@ -20,7 +20,7 @@ import ir
 from dynshape.builder import trace
 
 from ..registry import Node, NodeError, Unsupported, converter
-from .indexing import _dim_scalar, _int64, _iota, _prod
+from .indexing import _dim_scalar, _int64, _iota, flat_index
 from .layout import slice_axis
 from .operands import normalize_axis, value_dtype, value_shape
 
@@ -54,13 +54,7 @@ def reverse_sequence(node: Node) -> Any:
     one = trace.constant(np.array(1, np.int64), "int64")
     flipped = trace.apply("subtract", trace.apply("subtract", lens, one), t)
     index = trace.apply("where", trace.apply("less", t, lens), flipped, t)
-    flat: Any = None
-    for a in range(rank):
-        term = index if a == time_axis else _iota(node, shape[a], rank, a)
-        stride = _prod(shape[a + 1 :])
-        if stride != 1:
-            term = trace.apply("multiply", term, _dim_scalar(node, stride))
-        flat = term if flat is None else trace.apply("add", flat, term)
+    flat = flat_index(node, index, time_axis, shape, shape)
     if value_shape(flat) != shape:
         flat = trace.apply("broadcast_to", flat, shape=list(shape))
     return trace.apply("take", node.tensor(0), flat, axis=None)

@@ -395,18 +395,28 @@ def pool_window(node: Node) -> tuple[list[int], list[int], list[int]]:
     return kernel, strides, dilations
 
 
-def _pool(node: Node, op: str) -> Any:
-    x_shape = value_shape(node.input(0))
-    kernel, strides, dilations = pool_window(node)
-    x = node.tensor(0)
-    begin, end = _spatial_pads(node, x_shape[2:], kernel, strides, dilations)
+def pool_pads(
+    node: Node, kernel: list[int], strides: list[int], dilations: list[int]
+) -> tuple[list[int], list[int]]:
+    """A pool's ``(begin, end)`` padding per spatial axis, ``end`` with what ``ceil_mode``
+    adds (the last partial window's rows)."""
+    sizes = value_shape(node.input(0))[2:]
+    begin, end = _spatial_pads(node, sizes, kernel, strides, dilations)
     if node.attr("ceil_mode", 0):
         end = [
             e + _ceil_extra(size, b, e, k, s, d, i)
             for i, (size, b, e, k, s, d) in enumerate(
-                zip(x_shape[2:], begin, end, kernel, strides, dilations, strict=True)
+                zip(sizes, begin, end, kernel, strides, dilations, strict=True)
             )
         ]
+    return begin, end
+
+
+def _pool(node: Node, op: str) -> Any:
+    x_shape = value_shape(node.input(0))
+    kernel, strides, dilations = pool_window(node)
+    x = node.tensor(0)
+    begin, end = pool_pads(node, kernel, strides, dilations)
     if op == "nn.max_pool2d" and node.wants(1):  # the Indices output too
         order = int(node.attr("storage_order", 0))
         return max_pool_with_indices(x, kernel, strides, begin, end, dilations, order)

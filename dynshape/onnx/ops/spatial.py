@@ -23,7 +23,7 @@ from dynshape.builder import trace
 
 from ..known import Known
 from ..registry import Node, NodeError, Unsupported, converter
-from .nn import _ceil_extra, _ints, _spatial_pads, pool_nd, pool_window
+from .nn import _ints, pool_nd, pool_pads, pool_window
 from .operands import known_ints, normalize_axis, value_dtype, value_shape
 from .unrolled_windows import FLOATS as _FLOATS
 from .unrolled_windows import cut as _cut
@@ -106,7 +106,6 @@ def space_to_depth(node: Node) -> Any:
 def lp_pool(node: Node) -> Any:
     """``(sum over the window of |x|^p)^(1/p)``: the sum an average pool of ``|x|^p`` padded
     with zeros (the pads, and what ``ceil_mode`` adds) times the window's size; 1-d to 3-d."""
-    x_shape = value_shape(node.input(0))
     kernel, strides, dilations = pool_window(node)
     dtype = value_dtype(node.input(0))
     if dtype not in _FLOATS:
@@ -114,14 +113,7 @@ def lp_pool(node: Node) -> Any:
     p = int(node.attr("p", 2))
     if p < 1:
         raise NodeError(f"p={p} must be >= 1")
-    begin, end = _spatial_pads(node, x_shape[2:], kernel, strides, dilations)
-    if node.attr("ceil_mode", 0):
-        end = [
-            e + _ceil_extra(size, b, e, k, s, d, i)
-            for i, (size, b, e, k, s, d) in enumerate(
-                zip(x_shape[2:], begin, end, kernel, strides, dilations, strict=True)
-            )
-        ]
+    begin, end = pool_pads(node, kernel, strides, dilations)
     x = trace.apply("abs", node.tensor(0))
     if p != 1:
         x = trace.apply("power", x, _const(p, dtype))
