@@ -30,6 +30,7 @@ from vm import Executable
 
 from .errors import CompileError, CompileTimeoutError
 from .lower import lower
+from .passes.append_in_place import AppendInPlace
 from .passes.base import ModulePass, Sequential
 from .passes.fuse_attention import FuseAttention
 from .passes.fuse_ops import FuseOps
@@ -48,7 +49,7 @@ def default_passes(planner: PlanMemory | None = None) -> list[tuple[str, ModuleP
     return [
         ("types", InferTypes()),
         ("selected", SimplifySelection()),
-        ("rewritten", Sequential(MergeSharedMatmuls(), FuseAttention())),
+        ("rewritten", Sequential(MergeSharedMatmuls(), FuseAttention(), AppendInPlace())),
         ("fused", FuseOps()),
         ("anf", ToANF()),
         ("manifest", ManifestAlloc()),

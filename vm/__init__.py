@@ -10,6 +10,7 @@ from .backend import BACKENDS, Backend, BackendWrapper, ClosureBackend
 from .errors import (
     AssemblerError,
     DeadTensorError,
+    DonatedArrayError,
     FormatError,
     KernelError,
     KernelRegistryError,
@@ -54,6 +55,7 @@ __all__ = [
     "BackendWrapper",
     "ClosureBackend",
     "DeadTensorError",
+    "DonatedArrayError",
     "Executable",
     "FormatError",
     "Function",

@@ -206,6 +206,12 @@ class FunctionBuilder:
         self.emit(Op.RESHAPE, dst, src, shape if isinstance(shape, Reg) else tuple(shape))
         return dst
 
+    def append(self, x: Reg, y: Reg, axis: int, capacity: int = 0, dst: Reg | None = None) -> Reg:
+        """``concatenate((x, y), axis)``, grown in place in ``x``'s storage where it has room."""
+        dst = self._dst(dst)
+        self.emit(Op.APPEND, dst, x, y, axis, capacity)
+        return dst
+
     def tuple(self, items: Sequence[Reg], dst: Reg | None = None) -> Reg:
         """``dst = (items...)``."""
         dst = self._dst(dst)

@@ -29,6 +29,7 @@ from shape_funcs.errors import ShapeError
 from .errors import RunTimeShapeError
 from .isa import Kind, Reg
 from .memory.allocator import Allocator
+from .memory.capacity import append as grow
 from .memory.storage import Storage, view_error
 from .shape_program import ShapeProgram
 
@@ -62,6 +63,8 @@ class DecodeContext:
     """Storages allocated by the current run and not freed yet, by ``id(storage.raw)``."""
     state: list[Any] = field(default_factory=lambda: [None])
     """Payload of the last ``call``/``ret`` for the loop."""
+    donated: set[int] = field(default_factory=set)
+    """``id`` of each argument array the current call's caller donated (``run(donate=)``)."""
     names: dict[Kind, Any] = field(default_factory=dict)
     """Display names of the kernel-table entries and functions (``Kind.KERNEL``/``Kind.FUNC``
     -> list), for listings in messages and reports (``isa.format_instruction``)."""
@@ -251,6 +254,21 @@ def dim(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
 
     def step(r: list[Any]) -> int:
         r[d] = r[s].shape[axis]
+        return nxt
+
+    return step
+
+
+def append(ops: tuple[Any, ...], nxt: int, ctx: DecodeContext) -> Step:
+    """``dst = concatenate((x, y), axis)``, grown in place where ``x``'s storage has room
+    (``memory/capacity.py``); ``x`` counts as donated when the caller donated that very
+    array (``ctx.donated``)."""
+    d, x, y, axis, capacity = ops[0].index, ops[1].index, ops[2].index, ops[3], ops[4]
+    allocator, donated = ctx.allocator, ctx.donated
+
+    def step(r: list[Any]) -> int:
+        a = r[x]
+        r[d] = grow(a, r[y], axis, capacity, allocator, id(a) in donated)
         return nxt
 
     return step

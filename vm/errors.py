@@ -93,6 +93,12 @@ class DeadTensorError(VMError):
         """The instruction (or event) that killed the register or freed the storage."""
 
 
+class DonatedArrayError(VMError):
+    """With ``check_memory=True``: an array the caller donated to an earlier call
+    (``run(..., donate=...)``) was passed to the VM again. A donated array's memory may since
+    hold another call's values (``vm/donation.py``)."""
+
+
 class UnwrittenOutputError(VMError):
     """With ``check_memory=True``: a kernel returned without writing every element of one of
     its outputs (found by poisoning the output before the call, ``vm/unwritten.py``).

@@ -76,6 +76,13 @@ def _axis(axis: int) -> str | None:
     return None if -MAX_RANK <= axis < MAX_RANK else "axis out of range"
 
 
+def append(ops: tuple[Any, ...], exe: Executable) -> str | None:
+    """A non-negative axis a shape can have, and a capacity of at least 0."""
+    if not 0 <= ops[3] < MAX_RANK:
+        return "axis out of range"
+    return None if ops[4] >= 0 else f"negative capacity {ops[4]}"
+
+
 def dim(ops: tuple[Any, ...], exe: Executable) -> str | None:
     """An axis a shape can have."""
     return _axis(ops[2])

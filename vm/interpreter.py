@@ -35,7 +35,7 @@ by the loop only there (straight-line code costs nothing extra), and a run stops
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from time import perf_counter, perf_counter_ns
 from typing import Any
 
@@ -46,6 +46,7 @@ from . import kernels as _kernels  # noqa: F401  (registers the built-in kernels
 from .backend import BACKENDS, Backend, backend_named, decode_function, find_layer
 from .calling import arguments_checker, positional
 from .decode import BACK, CALL, RET, TAIL, DecodeContext, Step
+from .donation import DonationRecord, donated_positions
 from .errors import KernelError, StepLimitError, VMError
 from .executable import Executable, KernelEntry, Param, TypeSpec
 from .isa import SIGNATURES, Kind, format_instruction
@@ -155,6 +156,7 @@ class VirtualMachine:
         profiling = find_layer(self.backend, ProfilingBackend)
         self.profiler: Profiler | None = profiling.profiler if profiling else None
         """Timings when built with ``profile=True`` (or a ``ProfilingBackend``)."""
+        self._donations = DonationRecord()  # what sanitized calls were donated
         self._names: dict[Kind, Any] = {
             Kind.KERNEL: [k.name for k in exe.kernels],
             Kind.FUNC: [f.name for f in exe.functions],
@@ -198,28 +200,33 @@ class VirtualMachine:
 
     # Calling ----------------------------------------------------------------------------
 
-    def run(self, *args: Any, **named: Any) -> Any:
+    def run(self, *args: Any, donate: Iterable[str | int] = (), **named: Any) -> Any:
         """Run ``main``: ``run(x, y)``, ``run(x=x, y=y)`` (positional first, then names, as in
         Python) or ``run({"x": x, "y": y})``; arguments are numpy arrays or Python scalars.
-        Returns an array, an int or a tuple of them (see ``outputs``)."""
+        Returns an array, an int or a tuple of them (see ``outputs``).
+
+        ``donate``: parameters (names or positions) whose arrays the caller gives up: the call
+        may reuse their memory, so the caller must not use them afterwards (``vm/donation.py``;
+        the memory sanitizer catches a donated array passed again). A parameter that is itself
+        named ``donate`` is passed by position or in a mapping."""
         fidx = self._main
         if fidx is None:
             raise self._no_function("main")
         if named or (len(args) == 1 and isinstance(args[0], Mapping)):
             args = positional(self.exe.functions[fidx], args, named)
-        return self._call(fidx, args)
+        return self._call(fidx, args, donate)
 
     __call__ = run
 
-    def invoke(self, name: str, *args: Any, **named: Any) -> Any:
-        """Run function ``name`` on ``args`` (and ``named``, as ``run`` takes them); returns
-        arrays, ints or tuples of them."""
+    def invoke(self, name: str, *args: Any, donate: Iterable[str | int] = (), **named: Any) -> Any:
+        """Run function ``name`` on ``args`` (and ``named``, as ``run`` takes them, ``donate``
+        too); returns arrays, ints or tuples of them."""
         fidx = self._index.get(name)
         if fidx is None:
             raise self._no_function(name)
         if named or (len(args) == 1 and isinstance(args[0], Mapping)):
             args = positional(self.exe.functions[fidx], args, named)
-        return self._call(fidx, args)
+        return self._call(fidx, args, donate)
 
     @property
     def inputs(self) -> tuple[Param, ...]:
@@ -241,10 +248,13 @@ class VirtualMachine:
             f"the executable has no function {name!r} (it has: {', '.join(self._index)})"
         )
 
-    def _call(self, fidx: int, args: tuple[Any, ...]) -> Any:
+    def _call(self, fidx: int, args: tuple[Any, ...], donate: Iterable[str | int] = ()) -> Any:
         profiler = self.profiler
         t0 = perf_counter_ns() if profiler is not None else 0
         regs = self._checkers[fidx](args)
+        donated = donated_positions(self.exe.functions[fidx], donate) if donate else ()
+        if self.sanitizer is not None:
+            self._donations.check(self.exe.functions[fidx], regs)
         idle = self._idle
         try:
             inst = idle.pop()
@@ -252,6 +262,8 @@ class VirtualMachine:
             inst = self._decode()
         ctx = inst.ctx
         live = ctx.live
+        if donated:
+            ctx.donated.update(id(regs[i]) for i in donated)
         try:
             result = self._execute(inst, fidx, regs)
             if result.__class__ is not ndarray or result.base is not None:
@@ -264,6 +276,10 @@ class VirtualMachine:
                     free(st)
                 live.clear()
             ctx.state[0] = None
+            if donated:
+                ctx.donated.clear()
+                if self.sanitizer is not None:
+                    self._donations.remember(self.exe.functions[fidx], regs, donated)
             self.allocator.end_call()
             idle.append(inst)
         if profiler is not None:

@@ -95,6 +95,7 @@ class Op(enum.IntEnum):
     CHECK_DIM = 19
     TAIL_CALL = 20
     CHECK_VALUES = 21
+    APPEND = 22
 
 
 K = Kind
@@ -147,6 +148,10 @@ SIGNATURES: dict[Op, tuple[Kind, ...]] = {
     # CHECK whose message also shows the ints in srcs: "{0}", "{1}", ... stand for them (the
     # values of the symbols a failed fact is about; the compiler has no other way to name them)
     Op.CHECK_VALUES: (K.VAL, K.CMP, K.VAL, K.STR, K.SRCS),
+    # dst = concatenate((x, y), axis), written into x's storage past x's end when that storage
+    # has room there (memory/capacity.py), else into a new storage with room for `capacity`
+    # along the axis (0: twice the result's length)
+    Op.APPEND: (K.DST, K.SRC, K.SRC, K.INT, K.INT),
 }
 del K
 

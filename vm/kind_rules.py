@@ -124,6 +124,12 @@ def shape_of(c: KindChecker, pc: int, ops: tuple[Any, ...], regs: Regs) -> None:
     regs[ops[0].index] = SHAPE
 
 
+def append(c: KindChecker, pc: int, ops: tuple[Any, ...], regs: Regs) -> None:
+    c.need(pc, regs, ops[1], "first operand", ("tensor",))
+    c.need(pc, regs, ops[2], "second operand", ("tensor",))
+    regs[ops[0].index] = TENSOR
+
+
 def dim(c: KindChecker, pc: int, ops: tuple[Any, ...], regs: Regs) -> None:
     c.need(pc, regs, ops[1], "source", ("tensor",))
     regs[ops[0].index] = INT

@@ -120,6 +120,7 @@ _ENTRIES = (
     ),
     # Not counted as shape computation: the profile never has, and reports stay comparable.
     Opcode(Op.CHECK_VALUES, dec.check_values, kinds.check_values, san.not_killed),
+    Opcode(Op.APPEND, dec.append, kinds.append, san.alive, check=chk.append),
 )
 
 #: The entry of each opcode.

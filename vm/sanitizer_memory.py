@@ -125,6 +125,9 @@ class SanitizingAllocator(Allocator):
     def is_cached(self, raw: object) -> bool:
         return self.inner.is_cached(raw)
 
+    def count_append(self, nbytes: int, in_place: bool) -> None:
+        self.inner.count_append(nbytes, in_place)
+
     def release(self) -> None:
         self.inner.release()
 

@@ -6,7 +6,8 @@ calls of globals, ``if``s, tuples, projections and atoms.
 
 **Roots.** Every value is mapped to the set of *roots* it may alias: the variables bound by
 ``memory.alloc_storage`` and ``memory.alloc_tensor`` in the function. A tensor's roots are itself
-and its storage; a ``memory.reshape_tensor`` view, a tuple, a projection of a tuple, the result of
+and its storage; a ``memory.reshape_tensor`` view, a ``memory.append`` (which may grow its first
+operand's storage in place), a tuple, a projection of a tuple, the result of
 an ``if`` (either branch's result) and the result of a call of a global (conservatively: any of
 its arguments, since a callee may return a parameter) have the roots of what they are made of.
 So *using a value uses every root it may alias*: a storage stays live while any tensor, view or
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 import ir
 from ir import Call, Expr, Function, GlobalVar, If, Let, Tuple, TupleGetItem, Var
 
-from ..dialect.memory import AllocStorage, AllocTensor, Kill, ReshapeTensor, memory_op
+from ..dialect.memory import AllocStorage, AllocTensor, Append, Kill, ReshapeTensor, memory_op
 
 #: The time of "after the function returns" (values reachable from the result live until then).
 END = 1 << 60
@@ -100,7 +101,8 @@ class Aliases:
             assert isinstance(storage, Var)
             self.storage_of[var] = storage
             return frozenset({var}) | self.of(storage)
-        if isinstance(op, ReshapeTensor):
+        if isinstance(op, (ReshapeTensor, Append)):
+            # An append's result may be its first operand's storage, grown in place.
             return self.of(op.tensor)
         if op is not None:
             return frozenset()  # invoke, kill, check, shape_of, shape_func: no alias

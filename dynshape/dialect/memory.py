@@ -43,6 +43,7 @@ __all__ = [
     "UNIT",
     "AllocStorage",
     "AllocTensor",
+    "Append",
     "Check",
     "Holds",
     "Invoke",
@@ -318,6 +319,57 @@ class ReshapeTensor(MemoryOp):
 
 
 @dataclass(frozen=True, slots=True)
+class Append(MemoryOp):
+    """``memory.append(x, y, axis=, shape=, capacity=)``: ``concatenate((x, y), axis)`` grown
+    in place where ``x``'s storage has room (design/memory.md, "Appends")."""
+
+    NAME: ClassVar[str] = "memory.append"
+
+    @property
+    def tensor(self) -> Expr:
+        """The tensor appended to (its storage may be grown in place)."""
+        return self.call.args[0]
+
+    @property
+    def appended(self) -> Expr:
+        """The tensor appended (copied)."""
+        return self.call.args[1]
+
+    @property
+    def axis(self) -> int:
+        """The axis along which ``appended`` goes after ``tensor`` (non-negative)."""
+        return int(self.call.attrs["axis"])
+
+    @property
+    def shape(self) -> tuple[Dim, ...]:
+        """The result's shape."""
+        return tuple(self.call.attrs["shape"])
+
+    @property
+    def capacity(self) -> int:
+        """Elements along the axis a new storage gets room for (0: twice the result's)."""
+        return int(self.call.attrs["capacity"])
+
+    def result_type(self, operands: Sequence[Type]) -> Type:
+        x = _tensor(operands[0], "memory.append's first operand")
+        y = _tensor(operands[1], "memory.append's second operand")
+        if x.dtype != y.dtype or len(x.shape) != len(y.shape):
+            raise CompileError(
+                f"memory.append joins tensors of one dtype and rank, got {x} and {y}"
+            )
+        if not 0 <= self.axis < len(x.shape) or len(self.shape) != len(x.shape):
+            raise CompileError(
+                f"memory.append: axis {self.axis} and shape {list(self.shape)} do not fit {x}"
+            )
+        return TensorType(self.shape, x.dtype)
+
+    @staticmethod
+    def make(x: Expr, y: Expr, axis: int, shape: Sequence[Dim], capacity: int = 0) -> Call:
+        """A call appending ``y`` to ``x`` along ``axis`` (result ``shape``)."""
+        return Append._build(x, y, axis=axis, shape=list(shape), capacity=capacity)
+
+
+@dataclass(frozen=True, slots=True)
 class Kill(MemoryOp):
     """``memory.kill(x)``: ``x`` is dead from here."""
 
@@ -392,6 +444,7 @@ class Holds(_DimFact):
 OPS: tuple[type[MemoryOp], ...] = (
     AllocStorage,
     AllocTensor,
+    Append,
     Invoke,
     ShapeOf,
     ShapeFunc,

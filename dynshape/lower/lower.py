@@ -60,6 +60,7 @@ from ..analysis.entry_binding import Derived, entry_plan
 from ..dialect.memory import (
     AllocStorage,
     AllocTensor,
+    Append,
     Check,
     Holds,
     Invoke,
@@ -432,6 +433,9 @@ class _FunctionLowering:
     def reshape_tensor(self, op: ReshapeTensor, symbols: dict[sympy.Basic, Reg]) -> Reg:
         return self.b.reshape(self.atom(op.tensor), self.shape(op.shape, symbols))
 
+    def append(self, op: Append, symbols: dict[sympy.Basic, Reg]) -> Reg:
+        return self.b.append(self.atom(op.tensor), self.atom(op.appended), op.axis, op.capacity)
+
     def shape_of(self, op: ShapeOf, symbols: dict[sympy.Basic, Reg]) -> Reg:
         return self.b.shape_of(self.atom(op.tensor))
 
@@ -568,6 +572,7 @@ _LOWER_MEMORY_OP: dict[type[MemoryOp], Callable[[Any, Any, dict[sympy.Basic, Reg
     AllocTensor: _FunctionLowering.alloc_tensor,
     Invoke: _FunctionLowering.invoke,
     ReshapeTensor: _FunctionLowering.reshape_tensor,
+    Append: _FunctionLowering.append,
     ShapeOf: _FunctionLowering.shape_of,
     Kill: _FunctionLowering.kill,
     Check: _FunctionLowering.check,

@@ -60,6 +60,7 @@ from ..dialect.memory import (
     ALIGNMENT,
     AllocStorage,
     AllocTensor,
+    Append,
     Check,
     Invoke,
     ReshapeTensor,
@@ -90,6 +91,12 @@ class ManifestAlloc(ModulePass):
 def manifest_alloc(module: Module) -> Module:
     """Make allocations explicit (see ``ManifestAlloc``)."""
     return ManifestAlloc().run(module)
+
+
+def _is_append(fn: Function) -> bool:
+    """True for a primitive whose body is one ``append`` (it becomes ``memory.append``)."""
+    body = fn.body
+    return single_op(fn) and isinstance(body, Call) and getattr(body.op, "name", "") == "append"
 
 
 def _symbols(dims: Iterable[ir.Dim]) -> set[sympy.Basic]:
@@ -129,8 +136,10 @@ class _FunctionManifest:
         self.subst: dict[Var, Expr] = {}
         self.functions: dict[Var, Function] = {}  # let-bound primitive functions
         self.plans: dict[Function, StepPlan] = {}  # the step plan of each fused primitive
+        self.ranges: dict[sympy.Basic, tuple[int, int | None]] = {}  # the function's
 
     def function(self, fn: Function) -> Function:
+        self.ranges = dict(fn.ranges)
         # The symbols the parameters bind, plain or derived (2*n + 1 binds n): the rule and
         # its compile errors are the lowering's, so a program is refused here already.
         params = [(p.name_hint, p.ty or p.type_annotation) for p in fn.params]
@@ -269,6 +278,10 @@ class _FunctionManifest:
         if fn.attrs.reshape and isinstance(out_ty, TensorType) and len(args) == 1:
             self.require_bound(leaves, bound, call)
             return b.let(var.name_hint, ReshapeTensor.make(args[0], out_ty.shape))
+        body = fn.body
+        if _is_append(fn) and isinstance(body, Call) and isinstance(out_ty, TensorType):
+            self.require_bound(leaves, bound, call)
+            return b.let(var.name_hint, self.append(args, out_ty, int(body.attrs["axis"])))
         if not _symbols(d for leaf in leaves for d in leaf.shape) <= bound:
             self.shape_func(b, fn, fn_ref, args, leaves, bound, call)
         outputs = [
@@ -281,6 +294,14 @@ class _FunctionManifest:
         if len(outputs) == 1 and isinstance(out_ty, TensorType):
             return outputs[0]
         return b.let(var.name_hint, _rebuild(out_ty, outputs))
+
+    def append(self, args: tuple[Expr, ...], out_ty: TensorType, axis: int) -> Call:
+        """``memory.append`` of ``append(x, y, axis)``: room for the axis's upper bound under
+        the function's ranges when it has one (a declared ``seq <= 2048`` allocates once),
+        else 0 (the VM doubles the length it needs)."""
+        axis = axis + len(out_ty.shape) if axis < 0 else axis
+        bound = ir.ranges.upper_bound(out_ty.shape[axis], self.ranges)
+        return Append.make(args[0], args[1], axis, out_ty.shape, bound or 0)
 
     def scratch(self, fn: Function, call: Call, bound: set[sympy.Basic]) -> list[TensorType]:
         """The scratch slots of ``fn``'s step plan in the caller's terms, or [] if one of them

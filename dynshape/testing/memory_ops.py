@@ -22,6 +22,7 @@ from shape_funcs import ShapeError, concrete_shapes, get_shape_func
 from ..dialect.memory import (
     AllocStorage,
     AllocTensor,
+    Append,
     Check,
     Holds,
     Invoke,
@@ -121,6 +122,19 @@ def reshape_tensor(interp: Interpreter, op: ReshapeTensor, frame: Frame) -> np.n
     return np.asarray(x).reshape(shape)
 
 
+def append(interp: Interpreter, op: Append, frame: Frame) -> np.ndarray:
+    """A fresh concatenation (the VM's growing in place is an optimisation of it)."""
+    node = op.call
+    x, y = interp.eval(op.tensor, frame), interp.eval(op.appended, frame)
+    out = np.concatenate((x, y), axis=op.axis)
+    shape = [_dim(interp, frame, d, node, "dim") for d in op.shape]
+    if list(out.shape) != shape:
+        raise InterpreterError(
+            f"@{frame.function}: {describe(node)}: made {out.shape}, not {shape}"
+        )
+    return out
+
+
 def kill(interp: Interpreter, op: Kill, frame: Frame) -> tuple[()]:
     target = op.target
     interp.eval(target, frame)  # killing a dead value is reading it
@@ -208,6 +222,7 @@ MEMORY_OPS.update(
         ShapeOf: shape_of,
         ShapeFunc: shape_func,
         ReshapeTensor: reshape_tensor,
+        Append: append,
         Kill: kill,
         Check: check,
         Holds: holds,

@@ -413,6 +413,7 @@ OPS.update(
         "expand_dims": _expand_dims,
         "squeeze": _squeeze,
         "concatenate": lambda ins, attrs: np.concatenate(ins[0], attrs["axis"]),
+        "append": lambda ins, attrs: np.concatenate(ins, attrs["axis"]),
         "stack": lambda ins, attrs: np.stack(ins[0], attrs["axis"]),
         "split": _split,
         "strided_slice": lambda ins, attrs: slice_of(

@@ -118,6 +118,12 @@ def squeeze(ctx: ShapeContext, x: Shape, *, axis: Sequence[int] | None = None) -
     return tuple(out)
 
 
+@register_shape_func("append")
+def append(ctx: ShapeContext, x: Shape, y: Shape, *, axis: int = 0) -> Shape:
+    """``concatenate((x, y), axis)``'s shape."""
+    return concatenate(ctx, (x, y), axis=axis)
+
+
 @register_shape_func("concatenate")
 def concatenate(ctx: ShapeContext, data: Sequence[Shape], *, axis: int = 0) -> Shape:
     """The tensors of ``data`` joined along ``axis``; the other dims must agree."""

@@ -262,6 +262,20 @@ def _concatenate(op: str) -> st.SearchStrategy[Case]:
     return make()
 
 
+@cases("append")
+def _append(op: str) -> st.SearchStrategy[Case]:
+    @st.composite
+    def make(draw: st.DrawFn) -> Case:
+        s = draw(shapes(min_rank=1))
+        axis = draw(st.integers(-len(s), len(s) - 1))
+        other = list(s)
+        other[axis] = draw(st.integers(0, 4))
+        expected = numpy_shape(lambda: np.concatenate([np.zeros(s), np.zeros(other)], axis))
+        return Case([s, tuple(other)], {"axis": axis}, expected)
+
+    return make()
+
+
 @cases("stack")
 def _stack(op: str) -> st.SearchStrategy[Case]:
     @st.composite

@@ -67,6 +67,18 @@ def concatenate(attrs: Mapping[str, Any]) -> Kernel:
     return kernel
 
 
+@register_kernel("append")
+def append(attrs: Mapping[str, Any]) -> Kernel:
+    """``np.concatenate((x, y), axis, out=out)``: what ``append`` computes where the compiler
+    did not make it a ``memory.append`` (which grows ``x``'s storage in place instead)."""
+    axis = attrs["axis"]
+
+    def kernel(x: np.ndarray, y: np.ndarray, out: np.ndarray) -> None:
+        np.concatenate((x, y), axis=axis, out=out)
+
+    return kernel
+
+
 @register_kernel("stack")
 def stack(attrs: Mapping[str, Any]) -> Kernel:
     """``np.stack(data, axis, out=out)``; ``data`` is a tuple of arrays."""

@@ -109,6 +109,19 @@ class Allocator:
         finally:
             self._release()
 
+    def count_append(self, nbytes: int, in_place: bool) -> None:
+        """Count an append that copied ``nbytes`` (``memory/capacity.py``)."""
+        self._acquire()
+        try:
+            s = self.stats
+            s.bytes_appended += nbytes
+            if in_place:
+                s.appends_in_place += 1
+            else:
+                s.appends_moved += 1
+        finally:
+            self._release()
+
     def lend(self, storage: Storage) -> None:
         """Hand ``storage`` to the caller with a returned array. An allocator that can tell when
         the caller lets go of it takes it back then (``PooledAllocator``); this one forgets it."""

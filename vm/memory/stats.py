@@ -35,6 +35,13 @@ class MemoryStats:
     """Bytes in buffers handed out and not yet freed."""
     peak_live_bytes: int = 0
     """The largest ``live_bytes`` seen."""
+    appends_in_place: int = 0
+    """Appends that copied only the appended part, into room after the first operand
+    (``memory/capacity.py``)."""
+    appends_moved: int = 0
+    """Appends that made a new buffer with room and copied both parts into it."""
+    bytes_appended: int = 0
+    """Bytes copied by appends of both kinds (a decode loop's copy per step)."""
 
     def copy(self) -> MemoryStats:
         """A snapshot of the counters."""

@@ -65,6 +65,17 @@ DECLARATIONS: tuple[OpDecl, ...] = (
         "a view of x with another shape (allocates nothing)",
     ),
     declare(
+        "memory.append",
+        ["x", "y"],
+        "opaque",
+        "dialect",
+        [attr("axis", "int"), attr("shape", "list[dim]"), attr("capacity", "int", 0)],
+        "concatenate((x, y), axis) of the given result shape, written into x's storage past "
+        "x's end when that storage has room there (a capacity the VM made for an earlier "
+        "append), else into a new storage with room to grow: up to capacity elements on the "
+        "axis when capacity > 0, else twice the result's length",
+    ),
+    declare(
         "memory.kill",
         ["x"],
         "opaque",

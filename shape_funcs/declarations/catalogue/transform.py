@@ -54,6 +54,15 @@ DECLARATIONS: tuple[OpDecl, ...] = (
         "join a tuple of tensors along axis",
     ),
     declare(
+        "append",
+        ["x", "y"],
+        "opaque",
+        "same",
+        [attr("axis", "int", 0)],
+        "concatenate((x, y), axis), grown in place in x's storage where it has room "
+        "(the compiler writes it for a concatenation onto a parameter that is returned)",
+    ),
+    declare(
         "stack",
         ["*data"],
         "injective",

@@ -109,6 +109,22 @@ def @main(%a: Tensor[(n, 2), float32], %b: Tensor[(n, m), float32], %c: Tensor[(
         bindings=[{"n": 0, "m": 3}, {"n": 1, "m": 1}, {"n": 5, "m": 0}, {"n": 3, "m": 6}],
     ),
     Case(
+        name="append_onto_params_and_intermediates",
+        source="""
+def @main(%past: Tensor[(b, p, 3), float32], %new: Tensor[(b, 1, 3), float32], %w: Tensor[(k, 3), float32]) -> (Tensor[(b, p + 1, 3), float32], Tensor[(b, 3), float32], Tensor[(2*k, 3), float32]) {
+  let %present = concatenate((%past, multiply(%new, 2f)), axis=-2);
+  let %w2 = append(exp(%w), %w);
+  (%present, sum(%present, axis=[1]), %w2)
+}
+""",
+        reference=lambda past, new, w: (
+            np.concatenate([past, new * 2], axis=1),
+            np.concatenate([past, new * 2], axis=1).sum(1),
+            np.concatenate([np.exp(w), w]),
+        ),
+        bindings=[{"b": 1, "p": 0, "k": 0}, {"b": 2, "p": 1, "k": 1}, {"b": 0, "p": 3, "k": 2}],
+    ),
+    Case(
         name="stack_along_axes",
         source="""
 def @main(%x: Tensor[(n, m), int32], %y: Tensor[(n, m), int32]) {

@@ -1,0 +1,223 @@
+"""Appends that grow a buffer in place (``vm/memory/capacity.py``) and donated arguments
+(``vm/donation.py``): results equal numpy's concatenation, the allocator's counters show what
+was copied, and every way the in-place write could show through an earlier view is refused."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+
+import numpy as np
+import pytest
+
+import dynshape
+import ir
+from vm import (
+    Assembler,
+    DonatedArrayError,
+    Executable,
+    FormatError,
+    MemoryLimitError,
+    VirtualMachine,
+    VMArgumentError,
+    VMError,
+    tensor,
+)
+from vm.memory import capacity
+
+STEP = """
+def @main(%past: Tensor[(b, p, 4), float32], %x: Tensor[(b, 1, 4), float32]) {
+  let %present = concatenate((%past, multiply(%x, 2f)), axis=1);
+  (sum(%present, axis=[1]), %present)
+}
+"""
+
+
+def _vm(
+    ranges: dict[str, tuple[int, int | None]] | None = None, **options: object
+) -> VirtualMachine:
+    module = ir.parse(STEP)
+    if ranges:
+        module = ir.Module({"main": dataclasses.replace(module["main"], ranges=ir.Ranges(ranges))})
+    return VirtualMachine(dynshape.compile(module), **options)  # type: ignore[arg-type]
+
+
+def _step(vm: VirtualMachine, past: np.ndarray, rng: np.random.Generator, **kw: object) -> tuple:
+    x = rng.standard_normal((past.shape[0], 1, 4)).astype(np.float32)
+    total, present = vm.run(past, x, **kw)
+    expected = np.concatenate([past, x * 2], axis=1)
+    assert np.array_equal(present, expected)
+    assert np.allclose(total, expected.sum(1), rtol=1e-5, atol=1e-5)
+    return present, x
+
+
+def test_a_decode_loop_copies_one_step_a_call_amortised() -> None:
+    vm, rng = _vm(), np.random.default_rng(0)
+    past = np.zeros((2, 0, 4), np.float32)
+    kept = []
+    for _ in range(200):
+        past, _ = _step(vm, past, rng)
+        kept.append(past)
+    s = vm.allocator.stats
+    step_bytes = 2 * 1 * 4 * 4
+    # Room for twice the length each time it runs out: at 1, 3, 7, ..., 127 positions.
+    assert s.appends_moved == 7 and s.appends_in_place == 193
+    # In place: one step's bytes; moved: the whole prefix, 1 + 2 + ... + 128 steps at most.
+    assert s.bytes_appended <= 200 * step_bytes + 255 * step_bytes
+    # Every earlier result still shows what it showed when it was returned.
+    for i, k in enumerate(kept):
+        assert k.shape[1] == i + 1
+        assert np.array_equal(k, kept[-1][:, : i + 1])
+
+
+def test_a_declared_bound_gives_all_the_room_at_once() -> None:
+    vm, rng = _vm({"p": (0, 63)}), np.random.default_rng(1)
+    past = np.zeros((1, 0, 4), np.float32)
+    for _ in range(64):
+        past, _ = _step(vm, past, rng)
+    s = vm.allocator.stats
+    assert s.appends_moved == 1 and s.appends_in_place == 63
+    assert past.base is not None and past.base.nbytes >= 64 * 16
+
+
+def test_two_continuations_of_one_prefix_do_not_overwrite_each_other() -> None:
+    vm, rng = _vm(), np.random.default_rng(2)
+    past = np.zeros((1, 0, 4), np.float32)
+    for _ in range(3):  # room for 6 positions after the third step's doubling
+        past, _ = _step(vm, past, rng)
+    first, _ = _step(vm, past, rng)
+    before = vm.allocator.stats.copy()
+    second, _ = _step(vm, past, rng)  # the mark is past `past`'s end: a copy
+    assert vm.allocator.stats.appends_moved == before.appends_moved + 1
+    assert not np.shares_memory(first, second)
+    assert not np.array_equal(first[:, -1], second[:, -1])
+
+
+def test_a_donated_prefix_is_written_in_place_even_behind_the_mark() -> None:
+    vm, rng = _vm(), np.random.default_rng(3)
+    past = np.zeros((1, 0, 4), np.float32)
+    for _ in range(3):
+        past, _ = _step(vm, past, rng)
+    _step(vm, past, rng)  # a speculation, then rolled back: `past` is donated below
+    before = vm.allocator.stats.copy()
+    again, _ = _step(vm, past, rng, donate=("past",))
+    assert vm.allocator.stats.appends_in_place == before.appends_in_place + 1
+    assert np.shares_memory(again, past)
+
+
+def test_donation_by_position_and_its_errors() -> None:
+    vm, rng = _vm(), np.random.default_rng(4)
+    past = np.zeros((1, 0, 4), np.float32)
+    _step(vm, past, rng, donate=[0])
+    with pytest.raises(VMArgumentError, match="has no parameter 'pats'"):
+        vm.run(past, np.zeros((1, 1, 4), np.float32), donate=("pats",))
+    with pytest.raises(VMArgumentError, match="position 2 is out of range"):
+        vm.run(past, np.zeros((1, 1, 4), np.float32), donate=(2,))
+    with pytest.raises(VMArgumentError, match=r"names or positions, got 1\.5"):
+        vm.run(past, np.zeros((1, 1, 4), np.float32), donate=(1.5,))
+
+
+def test_the_sanitizer_catches_a_donated_array_used_again() -> None:
+    vm, rng = _vm(check_memory=True), np.random.default_rng(5)
+    past = np.zeros((1, 0, 4), np.float32)
+    present, _ = _step(vm, past, rng, donate=("past",))
+    present, _ = _step(vm, present, rng, donate=("past",))  # the result is fine to pass
+    with pytest.raises(DonatedArrayError, match="argument 'past' is an array donated"):
+        vm.run(past, np.zeros((1, 1, 4), np.float32))
+
+
+def test_threads_appending_onto_one_prefix_each_get_their_own_answer() -> None:
+    vm, rng = _vm(), np.random.default_rng(6)
+    past = np.zeros((1, 0, 4), np.float32)
+    for _ in range(5):
+        past, _ = _step(vm, past, rng)
+    xs = [np.full((1, 1, 4), i, np.float32) for i in range(16)]
+    results: list[np.ndarray | None] = [None] * 16
+
+    def work(i: int) -> None:
+        results[i] = vm.run(past, xs[i])[1]
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i, r in enumerate(results):
+        assert r is not None and np.array_equal(r, np.concatenate([past, xs[i] * 2], axis=1))
+    assert vm.allocator.stats.appends_in_place <= 1 + 5  # at most one thread wrote in place
+
+
+def test_a_memory_limit_counts_the_room() -> None:
+    vm, rng = _vm(memory_limit=4096), np.random.default_rng(7)
+    past = np.zeros((1, 0, 4), np.float32)
+    with pytest.raises(MemoryLimitError):
+        for _ in range(400):
+            past, _ = _step(vm, past, rng)
+    assert past.shape[1] > 32  # it ran until the room for the doubled cache passed 4 KiB
+
+
+def test_the_pass_rewrites_only_escaping_concatenations_onto_parameters() -> None:
+    text = dynshape.stages(
+        """
+def @main(%a: Tensor[(n, 4), float32], %b: Tensor[(m, 4), float32], %s: Tensor[(2, 4), float32]) {
+  let %kept = concatenate((%a, %b));
+  let %inner = concatenate((%b, %a));
+  let %static = concatenate((%s, %b));
+  (%kept, sum(%inner), %static)
+}
+"""
+    )["rewritten"]
+    body = str(text["main"])
+    assert "let %kept = append(%a, %b)" in body
+    assert body.count("concatenate(") == 2  # the one that dies, the one onto a static axis
+
+
+def test_a_loop_grows_its_accumulator_in_place() -> None:
+    exe = dynshape.compile(
+        """
+def @grow(%acc: Tensor[(?, 2), float32], %i: int32, %k: int32) -> Tensor[(?, 2), float32] {
+  if (less(%i, %k)) { @grow(concatenate((%acc, ones(shape=[1, 2]))), add(%i, 1), %k) } else { %acc }
+}
+
+def @main(%x: Tensor[(n, 2), float32], %k: int32) -> Tensor[(?, 2), float32] {
+  @grow(%x, 0, %k)
+}
+"""
+    )
+    vm = VirtualMachine(exe)
+    x = np.arange(6, dtype=np.float32).reshape(3, 2)
+    out = vm.run(x, 50)
+    assert np.array_equal(out, np.concatenate([x, np.ones((50, 2), np.float32)]))
+    s = vm.allocator.stats
+    assert s.appends_moved <= 6 and s.appends_in_place >= 44
+
+
+def _appending(axis: int, capacity: int = 0) -> Assembler:
+    asm = Assembler()
+    x, y = tensor("float32", ("n", 2)), tensor("float32", ("m", 3))
+    f = asm.function("main", [("x", x), ("y", y)])
+    f.ret(f.append(f.params[0], f.params[1], axis, capacity))
+    return asm
+
+
+def test_an_executable_with_a_bad_append_is_refused() -> None:
+    with pytest.raises(FormatError, match="axis out of range"):
+        _appending(-1).build()
+    with pytest.raises(FormatError, match="negative capacity -3"):
+        _appending(0, -3).build()
+    exe = _appending(0).build()
+    with pytest.raises(VMError, match="differ on axis 1"):
+        VirtualMachine(exe).run(np.zeros((1, 2), np.float32), np.zeros((1, 3), np.float32))
+    exe2 = Executable.from_bytes(exe.to_bytes())
+    assert str(exe2.functions[0].code) == str(exe.functions[0].code)
+
+
+def test_operands_that_do_not_concatenate_are_a_clear_error() -> None:
+    with pytest.raises(VMError, match="differ on axis 1"):
+        capacity.append(
+            np.zeros((2, 2), np.float32), np.zeros((1, 3), np.float32), 0, 0, _vm().allocator
+        )
+    with pytest.raises(VMError, match="cannot join float32"):
+        capacity.append(
+            np.zeros((2, 2), np.float32), np.zeros((1, 2), np.int32), 0, 0, _vm().allocator
+        )

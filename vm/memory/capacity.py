@@ -1,0 +1,200 @@
+"""Storages with room to grow along one axis: what ``append`` writes into in place.
+
+``append(x, y, axis)`` (the ``append`` opcode, which the compiler emits for a concatenation
+onto a parameter that the function returns: a KV cache's ``present = concat(past, new)``)
+returns ``concatenate((x, y), axis)``. When ``x`` is a *prefix* of a buffer this module made
+(the same first byte, strides and dims but a shorter extent along ``axis``) and the buffer has
+room after ``x``, only ``y`` is copied, into that room, and the result is a longer view of the
+same buffer. Otherwise the VM allocates a new buffer with room to grow (twice the result's
+length along the axis, or the length the compiler gives: the axis's declared upper bound),
+copies ``x`` and ``y`` into it and registers it. A decode loop that feeds each result back as
+the next ``x`` so copies one token's keys and values a step, plus a doubling now and then:
+amortised O(1) bytes per step instead of the whole cache.
+
+**Why it is safe without the caller's promise.** Each buffer keeps a *high-water mark*: the
+longest extent along the axis any view of it has been given. An append writes in place only
+when ``x`` ends exactly at the mark, so the elements it writes were never visible to anybody:
+no earlier result and no array the caller holds changes. A second append onto the same ``x``
+(two continuations of one prefix, a beam) finds the mark past ``x``'s end and copies. A caller
+who *donates* ``x`` (``VirtualMachine.run(..., donate=...)``) promises that no view beyond
+``x``'s end is used any more (a rolled-back speculation): then the append writes at ``x``'s end
+whatever the mark says. The check and the mark's update hold one lock, so threads appending
+onto one buffer each get a correct result.
+
+Buffers come from the VM's allocator (its statistics and memory limit count them) and are
+detached at once: their memory belongs to the views, like a returned array's.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import MemoryLimitError, VMError
+from .allocator import MAX_STORAGE_BYTES, Allocator
+
+
+@dataclass
+class _Room:
+    """One buffer with room to grow: how its whole extent is viewed, and its high-water mark.
+
+    No array of the buffer is kept here (it would keep the buffer alive): the whole view is
+    made again from the owning array, which any prefix view holds as its ``base``."""
+
+    shape: tuple[int, ...]
+    """The whole buffer's shape (``capacity`` long along ``axis``)."""
+    dtype: np.dtype[Any]
+    strides: tuple[int, ...]
+    offset: int
+    """Byte offset of the first element in the owning array."""
+    start: int
+    """Address of the first element."""
+    axis: int
+    """The axis with room."""
+    mark: int
+    """The longest extent along ``axis`` handed out in a view so far."""
+
+
+_rooms: dict[int, tuple[weakref.ref[Any], _Room]] = {}  # id(owning raw array) -> its room
+_lock = threading.Lock()
+
+
+def _forget(key: int) -> None:
+    with _lock:
+        _rooms.pop(key, None)
+
+
+def _register(raw: np.ndarray, room: _Room) -> None:
+    key = id(raw)
+
+    def forget(_: object) -> None:  # the buffer is gone: its id may be reused
+        _forget(key)
+
+    with _lock:
+        _rooms[key] = (weakref.ref(raw, forget), room)
+
+
+def registered_buffers() -> int:
+    """How many buffers with room are alive (tests count them)."""
+    with _lock:
+        return len(_rooms)
+
+
+def append(
+    x: np.ndarray,
+    y: np.ndarray,
+    axis: int,
+    capacity: int,
+    allocator: Allocator,
+    donated: bool = False,
+) -> np.ndarray:
+    """``concatenate((x, y), axis)``, in ``x``'s buffer when it has room (module docstring).
+    ``capacity``: the length along ``axis`` a new buffer gets room for (0: twice the result's).
+    Raises VMError when the operands do not concatenate."""
+    _check(x, y, axis)
+    n = x.shape[axis] + y.shape[axis]
+    grown = _grow_in_place(x, y, axis, n, donated)
+    if grown is not None:
+        allocator.count_append(y.nbytes, in_place=True)
+        return grown
+    return _grow_into_new(x, y, axis, n, capacity, allocator)
+
+
+def _check(x: np.ndarray, y: np.ndarray, axis: int) -> None:
+    if x.dtype != y.dtype or x.ndim != y.ndim or not 0 <= axis < x.ndim:
+        raise VMError(
+            f"append: cannot join {x.dtype.name}{list(x.shape)} and {y.dtype.name}"
+            f"{list(y.shape)} along axis {axis}"
+        )
+    for k in range(x.ndim):
+        if k != axis and x.shape[k] != y.shape[k]:
+            raise VMError(
+                f"append: shapes {list(x.shape)} and {list(y.shape)} differ on axis {k} "
+                f"(they are joined along axis {axis})"
+            )
+
+
+def _grow_in_place(
+    x: np.ndarray, y: np.ndarray, axis: int, n: int, donated: bool
+) -> np.ndarray | None:
+    """The longer view of ``x``'s buffer with ``y`` written after ``x``, or None if ``x`` is not
+    a prefix of a registered buffer with room at its end."""
+    raw = x.base
+    if raw is None:
+        return None
+    with _lock:
+        found = _rooms.get(id(raw))
+        if found is None or found[0]() is not raw:
+            return None
+        room = found[1]
+        length = x.shape[axis]
+        if (
+            room.axis != axis
+            or n > room.shape[axis]
+            or x.strides != room.strides
+            or x.shape[:axis] != room.shape[:axis]
+            or x.shape[axis + 1 :] != room.shape[axis + 1 :]
+            or x.dtype != room.dtype
+            or x.__array_interface__["data"][0] != room.start
+            or (length != room.mark and not (donated and length <= room.mark))
+        ):
+            return None
+        room.mark = n
+    full = np.ndarray(room.shape, room.dtype, raw, room.offset)
+    index: list[Any] = [slice(None)] * x.ndim
+    index[axis] = slice(length, n)
+    full[tuple(index)] = y
+    index[axis] = slice(0, n)
+    out: np.ndarray = full[tuple(index)]
+    return out
+
+
+def _grow_into_new(
+    x: np.ndarray, y: np.ndarray, axis: int, n: int, capacity: int, allocator: Allocator
+) -> np.ndarray:
+    """A new registered buffer with room, holding ``x`` then ``y``; its first ``n`` along
+    ``axis``."""
+    shape = list(x.shape)
+    per_row = x.dtype.itemsize * _product(shape[:axis] + shape[axis + 1 :])
+    lengths = [capacity] if capacity >= n else []
+    lengths.append(max(2 * n, 1))
+    storage = None
+    for length in lengths:  # the declared bound first; doubling if that is too much
+        if per_row * length > MAX_STORAGE_BYTES:
+            continue
+        try:
+            storage = allocator.alloc(per_row * length)
+        except MemoryLimitError:
+            if length == lengths[-1]:
+                raise
+            continue
+        shape[axis] = length
+        break
+    if storage is None:
+        raise VMError(f"append: a result of {n} along axis {axis} of {list(x.shape)} is too large")
+    allocator.detach(storage)
+    raw = storage.raw
+    offset = storage.buf.__array_interface__["data"][0] - raw.__array_interface__["data"][0]
+    full = np.ndarray(tuple(shape), x.dtype, raw, offset)
+    index: list[Any] = [slice(None)] * x.ndim
+    index[axis] = slice(0, x.shape[axis])
+    full[tuple(index)] = x
+    index[axis] = slice(x.shape[axis], n)
+    full[tuple(index)] = y
+    index[axis] = slice(0, n)
+    start = full.__array_interface__["data"][0]
+    _register(raw, _Room(full.shape, full.dtype, full.strides, offset, start, axis, n))
+    allocator.count_append(x.nbytes + y.nbytes, in_place=False)
+    out: np.ndarray = full[tuple(index)]
+    return out
+
+
+def _product(dims: list[int]) -> int:
+    out = 1
+    for d in dims:
+        out *= d
+    return out
