@@ -472,5 +472,6 @@ def test_an_in_place_kernel_that_reads_what_it_wrote(custom):
         "check_op wrong.in_place: the kernel, declared in_place, gives another result when its "
         "output is its first input's array\n  inputs: x float32 (4,)"
     )
-    custom("right.not_in_place", pattern="opaque", shape_func=same, kernel=reverse)  # the same, not declared
+    # the same kernel, not declared in_place, passes
+    custom("right.not_in_place", pattern="opaque", shape_func=same, kernel=reverse)
     assert check_op("right.not_in_place", inputs=[[np.arange(4, dtype=F32)]]) == 1
