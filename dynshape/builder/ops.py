@@ -8,7 +8,8 @@ its attributes, positionally in the order the declaration gives them or by keywo
 ``nn.`` prefix (``ds.relu`` is ``nn.relu``) and spell ``dyn.`` as ``dyn_``. ``tests/builder``
 checks that every op of the catalogue has one. A few are written out because numpy spells them
 differently (``ds.full`` takes the shape first, ``ds.arange`` takes numbers, ``ds.sum`` takes
-``axis`` positionally): ``WRITTEN_OUT``.
+``axis`` positionally), or because a plain number must not take the other operands' dtype
+(``ds.dynamic_update_slice``'s integer starts): ``WRITTEN_OUT``.
 """
 
 from __future__ import annotations
