@@ -8,13 +8,16 @@ its attributes, positionally in the order the declaration gives them or by keywo
 ``nn.`` prefix (``ds.relu`` is ``nn.relu``) and spell ``dyn.`` as ``dyn_``. ``tests/builder``
 checks that every op of the catalogue has one. A few are written out because numpy spells them
 differently (``ds.full`` takes the shape first, ``ds.arange`` takes numbers, ``ds.sum`` takes
-``axis`` positionally): ``WRITTEN_OUT``.
+``axis`` positionally), or because a plain number must not take the other operands' dtype
+(``ds.dynamic_update_slice``'s integer starts): ``WRITTEN_OUT``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from typing import Any
+
+import numpy as np
 
 import ir
 from shape_funcs.declarations import BUILTIN_OPS
@@ -96,6 +99,34 @@ def stack(values: Sequence[Any], axis: int = _default("stack", "axis")) -> Any:
     return apply("stack", list(values), axis=axis)
 
 
+def dynamic_update_slice(operand: Any, update: Any, start_indices: Any) -> Any:
+    """XLA's DynamicUpdateSlice: a copy of ``operand`` with ``update`` written at
+    ``start_indices``, each start clamped to ``[0, operand.shape[i] - update.shape[i]]`` so the
+    update fits. ``start_indices``: one start per axis (scalar Values, or Python ints, which
+    become int64 constants), or one 1-d integer Value or array. The compiler writes the result
+    over ``operand``'s storage when ``operand`` is not used afterwards."""
+    from .value import Value
+
+    if isinstance(start_indices, (Value, np.ndarray)):
+        starts = [start_indices]  # the 1-d form
+    elif isinstance(start_indices, (list, tuple)):
+        starts = [_start(s) for s in start_indices]
+    else:
+        raise fail(
+            "dynamic_update_slice: start_indices must be a list of scalars (one per axis) or a "
+            f"1-d integer tensor, got {type(start_indices).__name__}"
+        )
+    return apply("dynamic_update_slice", operand, update, starts)
+
+
+def _start(value: Any) -> Any:
+    """A Python or numpy integer start as an int64 constant (not the operand's dtype, which a
+    plain number would take); anything else as it is, for the op to check."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return constant(np.int64(value), "int64", user_span())
+    return value
+
+
 def zeros(shape: Sequence[int], dtype: str = _default("zeros", "dtype")) -> Any:
     """A tensor of zeros of a static shape."""
     return apply("zeros", shape=list(shape), dtype=dtype)
@@ -147,6 +178,7 @@ WRITTEN_OUT: dict[str, Callable[..., Any]] = {
     "argmin": argmin,
     "concatenate": concatenate,
     "stack": stack,
+    "dynamic_update_slice": dynamic_update_slice,
     "zeros": zeros,
     "ones": ones,
     "full": full,

@@ -406,6 +406,27 @@ def _scatter_elements(ins: Sequence[Any], attrs: Mapping[str, Any]) -> np.ndarra
     return out
 
 
+def _dynamic_update_slice(ins: Sequence[Any], attrs: Mapping[str, Any]) -> np.ndarray:
+    """XLA's definition, element by element: ``update[j]`` lands at ``out[start + j]`` with
+    each start clamped to ``[0, operand.shape[i] - update.shape[i]]`` (the update always fits;
+    a negative start is 0). The starts: a scalar per axis, or one 1-d tensor."""
+    operand, update, starts = ins
+    if update.ndim != operand.ndim or any(
+        u > d for u, d in zip(update.shape, operand.shape, strict=True)
+    ):
+        raise ValueError(f"dynamic_update_slice: update {update.shape} for operand {operand.shape}")
+    flat = [int(v) for s in starts for v in np.reshape(s, -1).tolist()]
+    if len(flat) != operand.ndim:
+        raise ValueError(f"dynamic_update_slice: {len(flat)} starts for rank {operand.ndim}")
+    begin = [
+        min(max(s, 0), d - u) for s, d, u in zip(flat, operand.shape, update.shape, strict=True)
+    ]
+    out = np.array(operand, copy=True)
+    for pos in np.ndindex(*update.shape):
+        out[tuple(b + j for b, j in zip(begin, pos, strict=True))] = update[pos]
+    return out
+
+
 OPS.update(
     {
         "reshape": lambda ins, attrs: reshape_to(ins[0], attrs["newshape"]),
@@ -422,6 +443,7 @@ OPS.update(
         "take": lambda ins, attrs: np.take(ins[0], ins[1], axis=attrs["axis"]),
         "scatter_nd": _scatter_nd,
         "scatter_elements": _scatter_elements,
+        "dynamic_update_slice": _dynamic_update_slice,
         "tile": lambda ins, attrs: np.tile(ins[0], attrs["reps"]),
         "repeat": lambda ins, attrs: np.repeat(ins[0], attrs["repeats"], attrs["axis"]),
         "broadcast_to": lambda ins, attrs: np.broadcast_to(ins[0], attrs["shape"]),

@@ -13,7 +13,10 @@ otherwise:
   check that fails there) however general the symbols (``TIERS``);
 - the kernel raises, leaves an element of an output unwritten, modifies an input, or (a custom
   op whose kernel returns its result) returns a result of another shape or dtype kind than
-  declared.
+  declared;
+- an op declared ``in_place`` whose output has its first input's type gives another result when
+  its output is that input's very array (what the memory planner does when the input dies
+  there: ``dynshape/analysis/in_place.py``).
 """
 
 from __future__ import annotations
@@ -83,7 +86,9 @@ def check_example(op: ir.OpDef, args: Sequence[Any], attrs: Mapping[str, Any]) -
     shapes = _results(result, dtypes, fail)
     _check_symbolic(op.name, sf, shape_inputs, attrs, shapes, fail)
     names = [o.name for o in op.operands]
-    _check_kernel(op.name, names, args, attrs, shapes, _as_tuple(dtypes), fail)
+    outputs = _check_kernel(op.name, names, args, attrs, shapes, _as_tuple(dtypes), fail)
+    if op.in_place:
+        _check_in_place(op.name, args, attrs, outputs, fail)
 
 
 def _shape_inputs(sf: ShapeFunc, args: Sequence[Any]) -> list[Any]:
@@ -275,19 +280,12 @@ def _check_kernel(
     shapes: Sequence[tuple[int, ...]],
     dtypes: Sequence[str],
     fail: Callable[[str], OpCheckError],
-) -> None:
-    """Run the kernel into poisoned outputs of the declared types; see the module doc."""
-    factory = get_kernel_factory(name)
-    user = getattr(factory, "user_kernel", None)
+) -> list[np.ndarray]:
+    """Run the kernel into poisoned outputs of the declared types; see the module doc. Returns
+    the outputs."""
     outputs = [np.empty(s, d) for s, d in zip(shapes, dtypes, strict=True)]
     inputs = [_copy(a) for a in args]
-    if user is not None:
-        run = _returning(user, inputs, outputs, attrs, fail)
-    else:
-        kernel = factory(dict(attrs))
-
-        def run() -> None:
-            kernel(*inputs, *outputs)
+    run = _runner(name, inputs, outputs, attrs, fail)
 
     declared = ", ".join(f"{d} {shape_text(s)}" for s, d in zip(shapes, dtypes, strict=True))
     checked = [k for k, o in enumerate(outputs) if checkable(o)]
@@ -320,6 +318,53 @@ def _check_kernel(
     for operand, before, after in zip(names, args, inputs, strict=True):
         if not _same_bytes(before, after):
             raise fail(f"the kernel modified its input {operand}")
+    return outputs
+
+
+def _runner(
+    name: str,
+    inputs: Sequence[Any],
+    outputs: Sequence[np.ndarray],
+    attrs: Mapping[str, Any],
+    fail: Callable[[str], OpCheckError],
+) -> Callable[[], None]:
+    """The kernel of op ``name`` called on ``inputs`` and ``outputs`` as the VM calls it."""
+    factory = get_kernel_factory(name)
+    user = getattr(factory, "user_kernel", None)
+    if user is not None:
+        return _returning(user, inputs, outputs, attrs, fail)
+    kernel = factory(dict(attrs))
+
+    def run() -> None:
+        kernel(*inputs, *outputs)
+
+    return run
+
+
+def _check_in_place(
+    name: str,
+    args: Sequence[Any],
+    attrs: Mapping[str, Any],
+    outputs: Sequence[np.ndarray],
+    fail: Callable[[str], OpCheckError],
+) -> None:
+    """Run an ``in_place`` op's kernel with its output the very array of its first input (as
+    the planner may place it) and compare with the result written elsewhere, bit for bit."""
+    first = args[0] if args else None
+    if len(outputs) != 1 or not isinstance(first, np.ndarray):
+        return
+    if first.shape != outputs[0].shape or first.dtype != outputs[0].dtype:
+        return
+    shared = first.copy()
+    run = _runner(name, [shared, *(_copy(a) for a in args[1:])], [shared], attrs, fail)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        run()
+    if not _same_bytes(shared, outputs[0]):
+        raise fail(
+            "the kernel, declared in_place, gives another result when its output is its first "
+            "input's array"
+        )
 
 
 def _returning(

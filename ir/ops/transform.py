@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..attrs import Attrs
+from ..dtypes import is_int
 from ..errors import IRError
 from ._declare import input_dtype, integer_input, own_rule
 
@@ -37,3 +38,15 @@ def _scatter(dtypes: Sequence[Any], attrs: Attrs) -> str:
         # numpy would compute logical or/and; ONNX defines no sum of bools: say so instead.
         raise IRError(f"reduction={attrs['reduction']!r} of bool data (cast it first)")
     return data
+
+
+@own_rule("dynamic_update_slice")
+def _dynamic_update_slice(dtypes: Sequence[Any], attrs: Attrs) -> str:
+    operand = input_dtype(dtypes, 0, "the operand")
+    update = input_dtype(dtypes, 1, "the update")
+    if update != operand:
+        raise IRError(f"the update must have the operand's dtype {operand}, got {update}")
+    for i, dt in enumerate(dtypes[2]):  # a tuple operand: one dtype per start
+        if not is_int(dt):
+            raise IRError(f"start_indices[{i}] must be an integer tensor, got {dt}")
+    return operand

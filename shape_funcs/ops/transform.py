@@ -273,6 +273,32 @@ def scatter_elements(
     return data
 
 
+@register_shape_func("dynamic_update_slice")
+def dynamic_update_slice(
+    ctx: ShapeContext, operand: Shape, update: Shape, start_indices: Sequence[Shape]
+) -> Shape:
+    """``operand``'s shape. ``update`` has its rank and fits in it (``update.shape[i] <=
+    operand.shape[i]``: proved, refuted, or checked at run time); ``start_indices`` (a tuple)
+    is one scalar per axis (XLA's form), or one 1-d tensor of ``rank(operand)`` elements
+    (ONNX's). The starts' values are clamped by the kernel: they never change a shape."""
+    rank = len(operand)
+    if len(update) != rank:
+        fail(f"update must have the operand's rank {rank}, got rank {len(update)}")
+    ranks = [len(s) for s in start_indices]
+    if ranks == [1]:
+        ctx.check_equal(start_indices[0][0], rank, "start_indices[0].shape[0] == rank(operand)")
+    elif any(ranks):
+        fail(
+            f"start_indices must be {rank} scalars (one per axis of the operand) or one 1-d "
+            f"tensor of {rank} elements, got tensors of ranks {ranks}"
+        )
+    elif len(ranks) != rank:
+        fail(f"{len(ranks)} start indices for an operand of rank {rank} (one scalar per axis)")
+    for i in range(rank):
+        ctx.check(update[i], "<=", operand[i], "update.shape[{0}] <= operand.shape[{0}]", i)
+    return operand
+
+
 @register_shape_func("tile")
 def tile(ctx: ShapeContext, x: Shape, *, reps: Sequence[int]) -> Shape:
     """``np.tile``: the shorter of ``x.shape`` and ``reps`` is padded with leading 1s."""

@@ -346,6 +346,19 @@ def _scatter_elements_cases(op: str) -> st.SearchStrategy[Case]:
     return make()
 
 
+@cases("dynamic_update_slice")
+def _dynamic_update_slice_cases(op: str) -> st.SearchStrategy[Case]:
+    @st.composite
+    def make(draw: st.DrawFn) -> Case:
+        s = draw(shapes(max_rank=4))
+        u = tuple(draw(st.integers(0, d)) for d in s)  # the update fits, 0-size included
+        # one scalar per axis, or one 1-d tensor of rank elements: the result is the operand's
+        starts = [()] * len(s) if draw(st.booleans()) else [(len(s),)]
+        return Case([s, u, starts], {}, numpy_shape(lambda: np.zeros(s)))
+
+    return make()
+
+
 def _interpolation(draw: st.DrawFn) -> dict[str, Any]:
     """The interpolation attributes ``resize`` and ``dyn.resize`` share, drawn."""
     return {

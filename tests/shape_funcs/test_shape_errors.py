@@ -118,6 +118,37 @@ INVALID: list[tuple[str, list[Any], dict[str, Any], str]] = [
         "expected indices.shape[1] <= data.shape[1], got 4 > 3",
     ),
     ("scatter_elements", [(), (), ()], {}, "axis 0 is out of range for data of rank 0"),
+    (
+        "dynamic_update_slice",
+        [(4, 5), (2,), [(), ()]],
+        {},
+        "update must have the operand's rank 2, got rank 1",
+    ),
+    (
+        "dynamic_update_slice",
+        [(4, 5), (2, 6), [(), ()]],
+        {},
+        "expected update.shape[1] <= operand.shape[1], got 6 > 5",
+    ),
+    (
+        "dynamic_update_slice",
+        [(4, 5), (2, 3), [()]],
+        {},
+        "1 start indices for an operand of rank 2 (one scalar per axis)",
+    ),
+    (
+        "dynamic_update_slice",
+        [(4, 5), (2, 3), [(3,)]],
+        {},
+        "expected start_indices[0].shape[0] == rank(operand), got 3 != 2",
+    ),
+    (
+        "dynamic_update_slice",
+        [(4, 5), (2, 3), [(2,), ()]],
+        {},
+        "start_indices must be 2 scalars (one per axis of the operand) or one 1-d tensor of 2 "
+        "elements, got tensors of ranks [1, 0]",
+    ),
     ("tile", [(2,)], {"reps": [-1]}, "reps[0] must be >= 0, got -1"),
     ("repeat", [(2,)], {"repeats": -2}, "repeats must be >= 0, got -2"),
     (

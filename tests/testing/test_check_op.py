@@ -243,6 +243,17 @@ EXAMPLES: dict[str, dict[str, Any]] = {
             "reduction": st.sampled_from(["none", "add", "mul", "max", "min"]),
         },
     },
+    "dynamic_update_slice": {
+        # scalar starts (in range, clamped from below and above, unsigned), one 1-d start
+        # tensor, a 0-size update, a 0-d operand with no starts
+        "inputs": [
+            [_X, np.ones((2, 3), F32), (_scalar(1, np.int64), _scalar(1, np.int32))],
+            [_X, np.ones((2, 3), F32), (_scalar(-7, np.int8), _scalar(9, np.uint64))],
+            [_X, np.ones((4, 1), F32), (_i(3, 4),)],
+            [_X, np.ones((0, 5), F32), (_i(2, -1),)],
+            [_scalar(2, F32), _scalar(3, F32), ()],
+        ]
+    },
     "tile": {"attrs": {"reps": st.sampled_from([[2], [1, 3], [0, 1, 2]])}},
     "topk": {"attrs": {"k": st.sampled_from([0, 1, 2]), "ret_type": st.sampled_from(["both"])}},
 }
@@ -446,3 +457,21 @@ def test_a_given_example_the_op_refuses():
     assert message.startswith(
         "check_op nn.dense: a given example is not valid for the op: nn.dense: "
     )
+
+
+def test_an_in_place_kernel_that_reads_what_it_wrote(custom):
+    def reverse(x, out):
+        # right into a fresh output; in place, the second half reads the first half's writes
+        for i in range(x.shape[0]):
+            out[i] = x[x.shape[0] - 1 - i]
+
+    same = lambda ctx, x: x  # noqa: E731
+    custom("wrong.in_place", pattern="opaque", shape_func=same, kernel=reverse, in_place=True)
+    message = _fails("wrong.in_place", inputs=[[np.arange(4, dtype=F32)]])
+    assert message == (
+        "check_op wrong.in_place: the kernel, declared in_place, gives another result when its "
+        "output is its first input's array\n  inputs: x float32 (4,)"
+    )
+    # the same kernel, not declared in_place, passes
+    custom("right.not_in_place", pattern="opaque", shape_func=same, kernel=reverse)
+    assert check_op("right.not_in_place", inputs=[[np.arange(4, dtype=F32)]]) == 1

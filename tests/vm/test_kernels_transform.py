@@ -213,6 +213,7 @@ def test_scatter_nd(reduction, data):
     expected = _ref_scatter(x, targets, list(rows), reduction)
     got = run_like("scatter_nd", {"reduction": reduction}, [x, indices, updates], expected)
     assert_same(got, expected, tol(dtype) if dtype in FLOATS else None)
+    _assert_same_in_place("scatter_nd", {"reduction": reduction}, x, [indices, updates], got)
 
 
 @pytest.mark.parametrize("reduction", REDUCTIONS)
@@ -236,6 +237,15 @@ def test_scatter_elements(reduction, data):
     attrs = {"axis": axis, "reduction": reduction}
     got = run_like("scatter_elements", attrs, [x, index, updates], expected)
     assert_same(got, expected, tol(dtype) if dtype in FLOATS else None)
+    _assert_same_in_place("scatter_elements", attrs, x, [index, updates], got)
+
+
+def _assert_same_in_place(op: str, attrs: dict[str, Any], x: Any, rest: list[Any], got: Any):
+    """The kernel written over its operand (declared in_place: the planner may do it) gives
+    the very result it writes into a fresh output."""
+    shared = x.copy()
+    get_kernel_factory(op)(attrs)(shared, *rest, shared)
+    assert shared.tobytes() == got.tobytes()
 
 
 def test_scatter_none_lets_the_last_of_repeated_indices_win():

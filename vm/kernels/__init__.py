@@ -14,6 +14,7 @@ from . import (
     recurrent,
     reduce,
     transform,
+    update,
 )
 from . import registry as _registry
 from .registry import (
@@ -49,4 +50,5 @@ __all__ = [
     "registered_kernels",
     "transform",
     "unregister_kernel",
+    "update",
 ]

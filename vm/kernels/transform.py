@@ -1,5 +1,5 @@
-"""Layout kernels: reshape, transpose, slicing, joining and splitting, gathering, scattering,
-padding.
+"""Layout kernels: reshape, transpose, slicing, joining and splitting, gathering, padding
+(scattering: ``update.py``).
 
 Where numpy offers ``out=`` (``concatenate``, ``stack``, ``take``) it is used; the rest build a
 view of the input (no copy) and ``np.copyto`` it into the output. ``tile`` and ``repeat`` have
@@ -14,7 +14,6 @@ ValueError naming both otherwise (an executable file may carry any attributes).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -284,158 +283,6 @@ def take(attrs: Mapping[str, Any]) -> Kernel:
                 np.take(data, indices, axis=axis, out=out, mode="wrap")
                 return
         np.take(data, indices, axis=axis, out=out)
-
-    return kernel
-
-
-#: The ufunc whose ``.at`` combines a scatter's updates with what is there (``None``: write).
-_SCATTER_UFUNCS: dict[str, Any] = {
-    "none": None,
-    "add": np.add,
-    "mul": np.multiply,
-    "max": np.maximum,
-    "min": np.minimum,
-}
-
-
-def _scatter_ufunc(op: str, reduction: Any) -> Any:
-    if reduction not in _SCATTER_UFUNCS:
-        raise ValueError(f"{op}: unknown reduction {reduction!r} (one of {list(_SCATTER_UFUNCS)})")
-    return _SCATTER_UFUNCS[reduction]
-
-
-def _check_scatter_inputs(
-    op: str, data: np.ndarray, indices: np.ndarray, updates: np.ndarray, out: np.ndarray
-) -> None:
-    """What both scatters need of their arrays beyond the shape relations of each."""
-    if indices.dtype.kind not in "iu":
-        raise ValueError(f"{op}: indices must be integers, got {indices.dtype}")
-    if indices.dtype == np.uint64 and indices.size and int(indices.max()) > 2**63 - 1:
-        # past int64 (the dtype the indices are wrapped in): out of range of any dim
-        raise ValueError(f"{op}: index {int(indices.max())} is out of range")
-    if updates.dtype != data.dtype or out.dtype != data.dtype:
-        raise ValueError(
-            f"{op}: data {data.dtype}, updates {updates.dtype} and output {out.dtype} must have "
-            "one dtype"
-        )
-    if out.shape != data.shape:
-        raise ValueError(f"{op}: output {out.shape} for data of shape {data.shape}")
-
-
-def _position(flat: int, shape: tuple[int, ...], *tail: str) -> str:
-    """The coordinates of element ``flat`` of ``shape``, as ``1, 0`` (and ``tail``)."""
-    return ", ".join([*(str(int(i)) for i in np.unravel_index(flat, shape)), *tail])
-
-
-def _scatter_rows(
-    out: np.ndarray, data: np.ndarray, rows: int, flat: np.ndarray, updates: np.ndarray, ufunc: Any
-) -> None:
-    """``out = data``, then row ``flat[j]`` of ``out`` seen as ``(rows, ...)`` receives
-    ``updates[j]`` for each ``j`` in order: written (the last of repeated rows wins, as a
-    sequential loop) or combined by ``ufunc.at`` (repeated rows accumulate). ``flat`` holds
-    valid rows. A non-contiguous ``out`` (a reshape would copy it) goes through a temporary."""
-    target = out if out.flags.c_contiguous else np.empty(out.shape, out.dtype)
-    np.copyto(target, data)
-    view = target.reshape((rows, *updates.shape[1:]))
-    if ufunc is None:
-        # numpy leaves the winner among repeated fancy-assignment indices unspecified: keep
-        # only each row's last update, so the result does not depend on numpy's order.
-        last = flat.size - 1 - np.unique(flat[::-1], return_index=True)[1]
-        view[flat[last]] = updates[last]
-    else:
-        ufunc.at(view, flat, updates)
-    if target is not out:
-        np.copyto(out, target)
-
-
-@register_kernel("scatter_nd")
-def scatter_nd(attrs: Mapping[str, Any]) -> Kernel:
-    """Copy ``data`` into ``out``, then scatter: the index tuples (the last axis of
-    ``indices``, ``q`` long, negative coordinates wrapped) become row numbers of ``out`` seen
-    as ``(prod(data.shape[:q]), *data.shape[q:])``, and each row receives its slice of
-    ``updates`` (``_scatter_rows``). A coordinate out of range raises ValueError naming it."""
-    ufunc = _scatter_ufunc("scatter_nd", attrs["reduction"])
-
-    def kernel(data: np.ndarray, indices: np.ndarray, updates: np.ndarray, out: np.ndarray) -> None:
-        _check_scatter_inputs("scatter_nd", data, indices, updates, out)
-        if indices.ndim < 1 or indices.shape[-1] > data.ndim:
-            raise ValueError(
-                f"scatter_nd: indices of shape {indices.shape} for data of rank {data.ndim} "
-                "(the last dim, the index tuple's length, must be at most the data's rank)"
-            )
-        q = indices.shape[-1]
-        expected = (*indices.shape[:-1], *data.shape[q:])
-        if updates.shape != expected:
-            raise ValueError(
-                f"scatter_nd: updates of shape {updates.shape} for indices {indices.shape} and "
-                f"data {data.shape} (expected {expected})"
-            )
-        dims = np.array(data.shape[:q], dtype=np.int64)
-        tuples = indices.reshape(math.prod(indices.shape[:-1]), q).astype(np.int64)
-        bad = np.nonzero(((tuples < -dims) | (tuples >= dims)).any(axis=1))[0]
-        if bad.size:
-            at = _position(int(bad[0]), indices.shape[:-1], ":")
-            raise ValueError(
-                f"scatter_nd: index {tuples[bad[0]].tolist()} at indices[{at}] is out of range "
-                f"for the leading dims {data.shape[:q]} of data"
-            )
-        tuples = np.where(tuples < 0, tuples + dims, tuples)
-        # Row-major strides of the leading dims: (d1*..*d(q-1), .., d(q-1), 1).
-        strides = np.cumprod([1, *dims[:0:-1]], dtype=np.int64)[::-1] if q else dims
-        flat = tuples @ strides
-        rows = int(np.prod(dims, dtype=np.int64))
-        _scatter_rows(out, data, rows, flat, updates.reshape((len(tuples), *data.shape[q:])), ufunc)
-
-    return kernel
-
-
-@register_kernel("scatter_elements")
-def scatter_elements(attrs: Mapping[str, Any]) -> Kernel:
-    """Copy ``data`` into ``out``, then ``out[i0, .., indices[i0, .., ik], .., ik]`` receives
-    ``updates[i0, .., ik]`` (the index, negative ones wrapped, replacing the coordinate along
-    ``axis``), in row-major order of ``indices`` (``_scatter_rows`` on the flattened output).
-    An index out of range raises ValueError naming it."""
-    axis = attrs["axis"]
-    ufunc = _scatter_ufunc("scatter_elements", attrs["reduction"])
-
-    def kernel(data: np.ndarray, indices: np.ndarray, updates: np.ndarray, out: np.ndarray) -> None:
-        _check_scatter_inputs("scatter_elements", data, indices, updates, out)
-        rank = data.ndim
-        if not -rank <= axis < rank:
-            raise ValueError(f"scatter_elements: axis {axis} is out of range for rank {rank}")
-        a = axis % rank
-        if indices.ndim != rank or updates.shape != indices.shape:
-            raise ValueError(
-                f"scatter_elements: indices {indices.shape} and updates {updates.shape} must have "
-                f"one shape, of the data's rank {rank}"
-            )
-        if any(
-            i != a and m > d for i, (m, d) in enumerate(zip(indices.shape, data.shape, strict=True))
-        ):
-            raise ValueError(
-                f"scatter_elements: indices {indices.shape} exceed the data {data.shape} along "
-                f"an axis other than {a}"
-            )
-        n = data.shape[a]
-        index = indices.astype(np.int64)
-        bad = np.nonzero(((index < -n) | (index >= n)).reshape(-1))[0]
-        if bad.size:
-            at = _position(int(bad[0]), indices.shape)
-            raise ValueError(
-                f"scatter_elements: index {int(index.reshape(-1)[bad[0]])} at indices[{at}] is "
-                f"out of range for axis {a} of size {n}"
-            )
-        index = np.where(index < 0, index + n, index)
-        flat = np.zeros(indices.shape, np.int64)
-        stride = 1
-        for i in reversed(range(rank)):
-            if i == a:
-                flat += index * stride
-            else:
-                iota = np.arange(indices.shape[i], dtype=np.int64) * stride
-                flat += iota.reshape([-1 if j == i else 1 for j in range(rank)])
-            stride *= data.shape[i]
-        _scatter_rows(out, data, data.size, flat.reshape(-1), updates.reshape(-1), ufunc)
 
     return kernel
 

@@ -149,6 +149,7 @@ DECLARATIONS: tuple[OpDecl, ...] = (
         "(updates.shape == indices.shape[:-1] + data.shape[q:]); reduction='none' writes "
         "(the last of repeated indices wins), add/mul/max/min combine with what is there "
         "(repeated indices accumulate)",
+        in_place=True,  # every index is read and checked before the first write
     ),
     declare(
         "scatter_elements",
@@ -159,5 +160,18 @@ DECLARATIONS: tuple[OpDecl, ...] = (
         "a copy of data where updates[i0, .., ik] goes to data[i0, .., indices[i0, .., ik], "
         ".., ik] (the index replaces the coordinate along axis; indices and updates have one "
         "shape, of data's rank); reduction as scatter_nd's",
+        in_place=True,  # every index is read and checked before the first write
+    ),
+    declare(
+        "dynamic_update_slice",
+        ["operand", "update", "*start_indices"],
+        "opaque",
+        "own",
+        doc="a copy of operand whose block at start_indices is update (XLA's "
+        "DynamicUpdateSlice): update has operand's rank, update.shape[i] <= operand.shape[i]; "
+        "start_indices is one integer scalar per axis, or one 1-d integer tensor of rank(operand) "
+        "elements; each start is clamped to [0, operand.shape[i] - update.shape[i]] so the "
+        "update fits (a negative start is 0, not counted from the end)",
+        in_place=True,  # the starts are read before the first write
     ),
 )

@@ -1,7 +1,8 @@
 """Layout ops: reshape (0 copies a dim, -1), transpose, expand_dims/squeeze, concatenate,
 stack, split (sections and indices), strided_slice (negative indices and strides, clamping),
 take (axis None, scalar and tensor indices), scatter_nd and scatter_elements (repeated and
-negative indices, reductions), tile, repeat, broadcast_to, batch_flatten, pad."""
+negative indices, reductions), dynamic_update_slice (clamped starts, in place over a dying
+operand and copied from a live one), tile, repeat, broadcast_to, batch_flatten, pad."""
 
 from __future__ import annotations
 
@@ -19,6 +20,14 @@ def _scatter_rows(x: np.ndarray, rows: np.ndarray, new: np.ndarray, add: bool) -
     for j in range(len(rows)):
         r = int(rows[j, 0])
         out[r] = out[r] + new[j] if add else new[j]
+    return out
+
+
+def _update_block(x: np.ndarray, u: np.ndarray, starts: list[int]) -> np.ndarray:
+    """A copy of ``x`` with ``u`` at ``starts``, each clamped so that ``u`` fits (XLA)."""
+    out = x.copy()
+    at = [min(max(int(s), 0), d - e) for s, d, e in zip(starts, x.shape, u.shape, strict=True)]
+    out[tuple(slice(a, a + e) for a, e in zip(at, u.shape, strict=True))] = u
     return out
 
 
@@ -214,6 +223,30 @@ def @main(%x: Tensor[(n, 3), int32], %i: Tensor[(k,), int32], %j: int64) -> (Ten
         inputs={
             "i": index_into(lambda b: b["n"], negative=True),
             "j": index_into(lambda b: min(b["n"], 3)),
+        },
+    ),
+    Case(
+        name="dynamic_update_slice_in_place_and_copied",
+        source="""
+def @main(%x: Tensor[(n, 4), float32], %u: Tensor[(k, 2), float32], %i: int64, %j: int32, %at: Tensor[(2,), int64], %rows: Tensor[(k, 1), int64], %new: Tensor[(k, 4), float32]) {
+  %a = multiply(%x, 2f);
+  %b = dynamic_update_slice(%a, %u, (%i, %j));
+  %c = scatter_nd(%b, %rows, %new, reduction="add");
+  (%c, dynamic_update_slice(%x, %u, (%at,)))
+}
+""",
+        # %a dies at the update and %b at the scatter: both write in place. %x is the caller's:
+        # the second update copies it. Starts drawn past both ends are clamped.
+        reference=lambda x, u, i, j, at, rows, new: (
+            _scatter_rows(_update_block(2 * x, u, [i, j]), rows % max(len(x), 1), new, add=True),
+            _update_block(x, u, list(at)),
+        ),
+        bindings=[{"n": 0, "k": 0}, {"n": 1, "k": 1}, {"n": 5, "k": 3}, {"n": 6, "k": 6}],
+        inputs={
+            "i": ints(-8, 9),
+            "j": ints(-5, 6),
+            "at": ints(-8, 9),
+            "rows": index_into(lambda b: b["n"], negative=True),
         },
     ),
     Case(
