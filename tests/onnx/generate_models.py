@@ -93,7 +93,10 @@ def successor(
         for kind in ("key", "value"):
             past, present = past_name(i, kind), present_name(i, kind)
             inputs.append(helper.make_tensor_value_info(past, TensorProto.FLOAT, list(past_dims)))
-            nodes.append(helper.make_node("Concat", [past, "new"], [present], axis=2))
+            if len(past_dims) == 3:  # a cache of another layout: (batch, past, 2)
+                nodes.append(helper.make_node("Concat", [past, "rows"], [present], axis=1))
+            else:
+                nodes.append(helper.make_node("Concat", [past, "new"], [present], axis=2))
             outputs.append(helper.make_tensor_value_info(present, TensorProto.FLOAT, None))
     graph = helper.make_graph(nodes, "successor", inputs, outputs, inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
