@@ -181,7 +181,11 @@ def _generate_parser(gen: argparse.ArgumentParser) -> None:
         "different lengths are padded on the left and masked)",
     )
     gen.add_argument(
-        "--max-new-tokens", type=int, required=True, help="the most tokens to add to a prompt"
+        "--max-new-tokens",
+        type=int,
+        required=True,
+        metavar="N",
+        help="the most tokens to add to a prompt",
     )
     gen.add_argument(
         "--eos-token-id",
@@ -189,9 +193,15 @@ def _generate_parser(gen: argparse.ArgumentParser) -> None:
         help="a row stops at this token (or any of these) and is padded with the first after",
     )
     gen.add_argument("--sample", action="store_true", help="sample (default: greedy)")
-    gen.add_argument("--temperature", type=float, default=1.0, help="with --sample (1.0)")
-    gen.add_argument("--top-k", type=int, help="with --sample: among the K most likely tokens")
-    gen.add_argument("--seed", type=int, help="with --sample: the same seed, the same tokens")
+    gen.add_argument(
+        "--temperature", type=float, default=1.0, metavar="T", help="with --sample (1.0)"
+    )
+    gen.add_argument(
+        "--top-k", type=int, metavar="K", help="with --sample: among the K most likely tokens"
+    )
+    gen.add_argument(
+        "--seed", type=int, metavar="S", help="with --sample: the same seed, the same tokens"
+    )
 
 
 def _time_budget_option(parser: argparse.ArgumentParser) -> None:
