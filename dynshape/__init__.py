@@ -6,6 +6,7 @@ The public face of the project. ``ir`` holds the language, ``shape_funcs`` the s
     import dynshape
     exe = dynshape.compile(text_or_module)      # a vm.Executable
     out = dynshape.VirtualMachine(exe).run(x, y)
+    ids = dynshape.generate("decoder.onnx", [[1, 2, 3]], 32)   # a decoder with its KV cache
 """
 
 from dynshape_errors import DynShapeError
@@ -20,10 +21,12 @@ from .errors import (
     BuildError,
     CompileError,
     CompileTimeoutError,
+    GenerateError,
     ModelImportError,
     SessionError,
 )
 from .frontend import compile
+from .generate_loop import generate
 from .passes.plan_memory import PlanMemory
 from .pipeline import STAGES, CompileReport, stages
 from .session import InferenceSession, ModelMetadata, NodeArg
@@ -40,6 +43,7 @@ __all__ = [
     "NodeArg",
     "DynShapeError",
     "Executable",
+    "GenerateError",
     "IRError",
     "Module",
     "ParseError",
@@ -49,6 +53,7 @@ __all__ = [
     "VMError",
     "VirtualMachine",
     "compile",
+    "generate",
     "parse",
     "register_op",
     "stages",

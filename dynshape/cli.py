@@ -7,6 +7,9 @@
                  [--profile-trace trace.json]
     dynshape explain FILE [--bind n=128 ...] [--svg out.svg]   (the memory report)
     dynshape import MODEL.onnx [-o OUT.txt] [--dim batch=1:64 ...] [--stats] [--time-budget S]
+    dynshape generate DECODER.onnx|EXECUTABLE --prompt-ids 1,2,3 [--prompt-ids 4,5 ...]
+                      --max-new-tokens 32 [--eos-token-id 2] [--sample [--temperature T]
+                      [--top-k K] [--seed S]] [--dim ...]
     dynshape serve MODEL.dsx [--batch-symbol batch] [--pad seq=0] [--max-batch 64]
                    [--replicas 2] [--threads 2] [--port N]
 
@@ -160,7 +163,45 @@ def _build_parser() -> argparse.ArgumentParser:
         help="how many node outputs have symbolic shapes; the import and compile time per pass",
     )
     _time_budget_option(imp)
+    _generate_parser(command("generate", "decode tokens with a decoder and its key/value cache"))
     return parser
+
+
+def _generate_parser(gen: argparse.ArgumentParser) -> None:
+    gen.add_argument(
+        "file", help="an ONNX decoder with past_key_values inputs (.onnx), or a saved executable"
+    )
+    _dim_option(gen)
+    gen.add_argument(
+        "--prompt-ids",
+        action="append",
+        required=True,
+        metavar="IDS",
+        help="a prompt's token ids, comma-separated (1,2,3); repeat for a batch (prompts of "
+        "different lengths are padded on the left and masked)",
+    )
+    gen.add_argument(
+        "--max-new-tokens",
+        type=int,
+        required=True,
+        metavar="N",
+        help="the most tokens to add to a prompt",
+    )
+    gen.add_argument(
+        "--eos-token-id",
+        metavar="ID[,ID...]",
+        help="a row stops at this token (or any of these) and is padded with the first after",
+    )
+    gen.add_argument("--sample", action="store_true", help="sample (default: greedy)")
+    gen.add_argument(
+        "--temperature", type=float, default=1.0, metavar="T", help="with --sample (1.0)"
+    )
+    gen.add_argument(
+        "--top-k", type=int, metavar="K", help="with --sample: among the K most likely tokens"
+    )
+    gen.add_argument(
+        "--seed", type=int, metavar="S", help="with --sample: the same seed, the same tokens"
+    )
 
 
 def _time_budget_option(parser: argparse.ArgumentParser) -> None:
@@ -495,7 +536,48 @@ def _dispatch(args: argparse.Namespace, imports: Sequence[str]) -> int:
         return _import_cmd(args)
     if args.command == "serve":
         return _serve_cmd(args)
+    if args.command == "generate":
+        return _generate_cmd(args)
     return _run_cmd(args)
+
+
+def _generate_cmd(args: argparse.Namespace) -> int:
+    """Decode, then print each row (its prompt without the padding added here, and its new
+    tokens) as comma-separated ids, one row a line: what ``--prompt-ids`` takes back."""
+    from .generate_loop import generate
+    from .generate_model import DecoderStep
+
+    prompts = [_ids(f"--prompt-ids {text!r}", text) for text in args.prompt_ids]
+    eos = None if args.eos_token_id is None else _ids("--eos-token-id", args.eos_token_id)
+    # compiled once, before anything is decoded (the model's own errors come first)
+    model = DecoderStep.of(VirtualMachine(_load_program(args)))
+    width = max(len(p) for p in prompts)
+    pad = eos[0] if eos else 0  # any id: the mask hides it
+    ids = np.array([[pad] * (width - len(p)) + p for p in prompts], np.int64)
+    mask = np.array([[0] * (width - len(p)) + [1] * len(p) for p in prompts], np.int64)
+    out = generate(
+        model,
+        ids,
+        args.max_new_tokens,
+        attention_mask=mask if not mask.all() else None,
+        eos_token_id=eos,
+        do_sample=args.sample,
+        temperature=args.temperature,
+        top_k=args.top_k,
+        seed=args.seed,
+    )
+    for row, prompt in zip(out, prompts, strict=True):
+        print(",".join(str(int(t)) for t in row[width - len(prompt) :]))
+    return 0
+
+
+def _ids(what: str, text: str) -> list[int]:
+    """Comma-separated token ids (``1,2,3``)."""
+    try:
+        ids = [int(t) for t in text.split(",")]
+    except ValueError:
+        raise DynShapeError(f"{what}: token ids are comma-separated ints (1,2,3)") from None
+    return ids
 
 
 def _serve_cmd(args: argparse.Namespace) -> int:

@@ -10,6 +10,7 @@ __all__ = [
     "CompileError",
     "CompileTimeoutError",
     "DynShapeError",
+    "GenerateError",
     "ModelImportError",
     "SessionError",
 ]
@@ -87,6 +88,14 @@ class ModelImportError(DynShapeError):
 class SessionError(DynShapeError):
     """An ``InferenceSession`` was asked for something its model does not have: an output
     name it does not produce, a provider other than the CPU's, feeds that are not a mapping."""
+
+
+class GenerateError(DynShapeError):
+    """``dynshape.generate`` cannot decode with what it was given: a model that is not a
+    decoder step with a key/value cache (no ``past_key_values.{i}.key/value`` inputs, a past
+    without its ``present`` output, an input it cannot feed), or arguments that do not fit
+    (token ids that are not integers or not in the vocabulary, a mask that is not a left
+    padding, a temperature that is not positive). The message names what is wrong."""
 
 
 class ServeError(DynShapeError):
