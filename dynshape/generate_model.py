@@ -51,13 +51,13 @@ SIGNATURE = (
 )
 
 
-def run_step(vm: VirtualMachine, feeds: Mapping[str, np.ndarray]) -> tuple[Any, ...]:
-    """One call of the decoder step: its outputs in the model's order.
-
-    The one place the generate loop runs the model, so that handing the past to the VM for
-    reuse (``vm.run(feeds, donate=...)``, issue 30 item 3: the past of step t is dead once
-    step t has run) is a change of this line and nothing else."""
-    result = vm.run(dict(feeds))
+def run_step(
+    vm: VirtualMachine, feeds: Mapping[str, np.ndarray], donate: Sequence[str] = ()
+) -> tuple[Any, ...]:
+    """One call of the decoder step: its outputs in the model's order. ``donate``: the past
+    inputs, dead once the step has run (the loop feeds their presents next), which the VM may
+    then grow in place (``vm/donation.py``, design/memory.md "Appends")."""
+    result = vm.run(dict(feeds), donate=donate)
     return result if isinstance(result, tuple) else (result,)
 
 
@@ -113,6 +113,7 @@ class DecoderStep:
         """The vocabulary size when the logits' last axis is static, else None."""
         self._logits = outputs.index(LOGITS)
         self._presents = [outputs.index(c.present) for c in self.cache]
+        self._donated = tuple(c.past for c in self.cache)
 
     @classmethod
     def of(cls, model: Any, dims: Mapping[str, Any] | None = None) -> DecoderStep:
@@ -141,7 +142,7 @@ class DecoderStep:
     def step(self, feeds: Mapping[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Run one step: the logits and the next step's past (each present under its past
         input's name)."""
-        out = run_step(self.vm, feeds)
+        out = run_step(self.vm, feeds, self._donated)
         past = {c.past: out[i] for c, i in zip(self.cache, self._presents, strict=True)}
         return np.asarray(out[self._logits]), past
 

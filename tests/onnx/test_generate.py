@@ -180,3 +180,31 @@ def test_a_model_without_mask_or_positions_and_int32_ids() -> None:
     assert dynshape.generate(sess, [[1, 2]], 3).tolist() == [[1, 2, 3, 4, 5]]
     ones = np.ones((1, 2), np.int64)  # a mask of ones asks nothing of the model
     assert dynshape.generate(sess, [[1, 2]], 1, attention_mask=ones).tolist() == [[1, 2, 3]]
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_the_cache_is_appended_in_place_step_after_step(models: dict[str, Any], name: str) -> None:
+    """The loop donates each past; the VM appends one token's keys and values a step into
+    room it made, so the bytes copied grow with the steps, not with the steps squared."""
+    import dynshape.onnx
+    from vm import VirtualMachine
+
+    exe = dynshape.compile(dynshape.onnx.load(models[name]))
+    vm = VirtualMachine(exe)
+    steps = 40
+    got = dynshape.generate(vm, PROMPTS[:1], steps)
+    np.testing.assert_array_equal(got, ort_generate(models[name], PROMPTS[:1], None, steps))
+    s = vm.allocator.stats
+    tensors = s.appends_in_place + s.appends_moved
+    assert tensors % steps == 0
+    per_step = tensors // steps  # one append per cache tensor and step
+    assert per_step == 4  # two layers, a key and a value each
+    assert s.appends_moved <= per_step * 4  # room for 10, 22, 46 positions: 3 moves + prefill
+    assert s.appends_in_place >= per_step * (steps - 4)
+    # bytes of one position of every cache tensor, from the prefill's copy of 5 positions
+    vm2 = VirtualMachine(exe)
+    dynshape.generate(vm2, PROMPTS[:1], 1)
+    position = vm2.allocator.stats.bytes_appended // 5
+    assert position > 0
+    # every step's token, plus the moves: at most the positions held at each move (10, 22, 46)
+    assert s.bytes_appended <= position * (5 + steps + 10 + 22)
