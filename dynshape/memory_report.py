@@ -22,6 +22,10 @@ For each global function (``memory_report(program)``):
   (``analysis/in_place.py``) goes below it, so the report does not call it a lower bound;
 - **allocations per call**, planned and unplanned (the longer branch of an ``if``; callees
   included);
+- **appended**: the bytes of the tensors ``memory.append`` grows (a KV cache's ``present``:
+  design/memory.md, "Appends"), which are in buffers of their own, outside the figures above
+  (like the parameters they grow): each buffer holds up to twice its tensor's bytes, or the
+  declared bound's (``capacity``), and one step copies only the appended part;
 - **layout**: every storage of the planned program with its tensors (offset, bytes, interval).
 
 ``format(values)`` prints it, evaluated at a binding when one is given.
@@ -43,7 +47,7 @@ from .analysis.dim_bounds import evaluate
 from .analysis.liveness import END, StorageLife, chain, timeline
 from .analysis.memory_check import symbol_values
 from .analysis.peak import max_of, walk
-from .dialect.memory import AllocStorage, Invoke, memory_op
+from .dialect.memory import AllocStorage, Append, Invoke, memory_op
 from .inference.type_relations import bind_plain_symbols
 from .pipeline import stages
 
@@ -75,6 +79,12 @@ class FunctionMemory:
     """The value the sizes known only at run time (``?``) take in ``values``."""
     bound: dict[str, int] = field(default_factory=dict)
     """The named symbol values the report was asked for (``memory_report``'s bindings)."""
+    appended: ir.Dim = 0
+    """Bytes of the tensors ``memory.append`` grows (module docstring), in the function's
+    symbols; their buffers are outside the peaks."""
+    capacities: list[ir.Dim] = field(default_factory=list)
+    """Each appended tensor's length along its axis when its buffer has the declared room
+    (``memory.append``'s ``capacity``), or 0 where the room doubles."""
     steps: list[str] = field(default_factory=list)
     """What each program step (the time axis of ``layout``) does: ``alloc_tensor``, the
     invoked primitive's name, ``kill``..."""
@@ -93,6 +103,7 @@ class FunctionMemory:
             "unplanned_peak": evaluate(self.unplanned_peak, values),
             "unplanned_total": evaluate(self.unplanned_total, values),
             "lower_bound": evaluate(self.lower_bound, values),
+            "appended": evaluate(self.appended, values),
         }
 
     def format(self, values: Mapping[sympy.Basic, int] | None = None) -> str:
@@ -111,6 +122,14 @@ class FunctionMemory:
         row("tensor bytes live (max)", "lower_bound", self.lower_bound)
         row("unplanned peak (kills)", "unplanned_peak", self.unplanned_peak)
         row("unplanned total", "unplanned_total", self.unplanned_total)
+        if self.appended != 0:
+            row("appended (own buffers)", "appended", self.appended)
+            rooms = sorted({str(c) for c in self.capacities})
+            room = "twice each tensor" if rooms == ["0"] else f"lengths {', '.join(rooms)}"
+            lines.append(
+                f"  {'':<28}({len(self.capacities)} grown in place; room for {room}; "
+                "a step copies the appended part)"
+            )
         most = "at most " if self.branches else ""
         longer = " (the longer branch)" if self.branches else ""
         lines.append(
@@ -279,6 +298,8 @@ def memory_report(
             unplanned_allocations=uallocs,
             layout=list(tl.storages.values()),
             steps=[step_name(let.value) for let in tl.steps],
+            appended=_appended(fn.body),
+            capacities=[a.capacity for a in _appends(fn.body)],
             calls=sorted(missing),
             values=values,
             names=ir.text.printed_names(name, fn),
@@ -359,6 +380,28 @@ def lower_bound(fn: Function, callees: Mapping[str, _Summary] | None = None) -> 
         live = [x.nbytes for x in tl.tensors.values() if x.start <= t <= x.end]
         candidates.append(ir.simplify(sympy.Add(extra, *(ir.dims.as_expr(d) for d in live))))
     return _max(candidates)
+
+
+def _appends(body: Expr) -> list[Append]:
+    """The ``memory.append`` lets of a chain, branches included."""
+    out: list[Append] = []
+    for let in chain(body)[0]:
+        op = memory_op(let.value)
+        if isinstance(op, Append):
+            out.append(op)
+        elif isinstance(let.value, If):
+            out += _appends(let.value.then_branch) + _appends(let.value.else_branch)
+    return out
+
+
+def _appended(body: Expr) -> ir.Dim:
+    """Bytes of the tensors the appends of a chain grow (both branches of an ``if``)."""
+    terms = []
+    for op in _appends(body):
+        ty = op.call.ty
+        assert isinstance(ty, ir.TensorType)
+        terms.append(sympy.Mul(ir.ITEMSIZE[ty.dtype], *(ir.dims.as_expr(d) for d in ty.shape)))
+    return ir.check_dim(ir.simplify(sympy.Add(*terms))) if terms else 0
 
 
 def _walk_total(body: Expr, callees: Mapping[str, _Summary]) -> ir.Dim:

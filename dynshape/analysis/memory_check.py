@@ -40,22 +40,27 @@ class MemoryPlanError(CompileError):
 def symbol_values(
     module: Module, bindings: Mapping[str | sympy.Basic, int], default: int = 3
 ) -> dict[sympy.Basic, int]:
-    """Values for every symbol of ``module``'s memory ops: ``bindings`` (by name or symbol),
-    ``default`` for the rest."""
+    """Values for every symbol of ``module``'s parameters and memory ops: ``bindings`` (by
+    name or symbol), ``default`` for the rest."""
     by_name = {str(k) if isinstance(k, str) else k.name: v for k, v in bindings.items()}
     values: dict[sympy.Basic, int] = {}
+
+    def add(d: ir.Dim) -> None:
+        for s in ir.free_symbols(d):
+            if s not in values:
+                named = not ir.is_anonymous(s) and s.name in by_name
+                values[s] = by_name[s.name] if named else default
+
     for fn in module.values():
+        for p in fn.params:  # the sizes of what an append grows are the parameters' dims
+            for leaf in ir.tensor_leaves(p.ty) if p.ty is not None else ():
+                for d in leaf.shape:
+                    add(d)
         for tl in timeline(fn).tensors.values():
             for d in (tl.offset, *tl.shape):
-                for s in ir.free_symbols(d):
-                    if s not in values:
-                        named = not ir.is_anonymous(s) and s.name in by_name
-                        values[s] = by_name[s.name] if named else default
+                add(d)
         for sl in timeline(fn).storages.values():
-            for s in ir.free_symbols(sl.size):
-                if s not in values:
-                    named = not ir.is_anonymous(s) and s.name in by_name
-                    values[s] = by_name[s.name] if named else default
+            add(sl.size)
     return values
 
 

@@ -176,3 +176,27 @@ def test_unplanned_total_counts_callees_and_is_never_below_the_peak(case: object
             continue  # a recursive callee is in neither figure (the report names it)
         figures = main.evaluate()
         assert figures["unplanned_total"] >= figures["unplanned_peak"], (binding, figures)
+
+
+def test_appended_tensors_are_reported_outside_the_peaks() -> None:
+    """A KV cache's present is grown in place (design/memory.md, "Appends"): its bytes are a
+    line of their own, in the step's symbols, and the room a declared bound gives is named."""
+    source = """
+def @main(%past: Tensor[(b, p, 4), float32], %x: Tensor[(b, 1, 4), float32]) {
+  let %present = concatenate((%past, multiply(%x, 2f)), axis=1);
+  (sum(%present, axis=[1]), %present)
+}"""
+    main = memory_report(source, {"b": 2, "p": 10})["main"]
+    assert str(main.appended) == "16*b*p + 16*b"
+    assert main.evaluate()["appended"] == 16 * 2 * 11
+    assert main.capacities == [0]
+    text = main.format()
+    assert "appended (own buffers)      16*b*p + 16*b  = 352 bytes" in text
+    assert "1 grown in place; room for twice each tensor" in text
+    assert str(main.planned_peak) == "16*b"  # the cache is not a storage of the step
+
+
+def test_a_function_without_appends_reports_none() -> None:
+    main = memory_report("def @main(%x: Tensor[(n,), float32]) { exp(%x) }", {"n": 4})["main"]
+    assert main.appended == 0 and main.capacities == []
+    assert "appended" not in main.format()
