@@ -10,8 +10,12 @@ For each global function (``memory_report(program)``):
   global adds the callee's own peak, in the caller's symbols, at the call, and what the callee
   leaves allocated (its results) from there on: the VM frees a callee's unkilled storages when
   the top-level call ends. This is what the VM's ``stats.peak_live_bytes`` measures with the
-  naive allocator (exact byte counts). Not included: a recursive callee (its depth is a run-time
-  value; the report names it) and the scratch the VM allocates for a fused kernel whose scratch
+  naive allocator (exact byte counts). A *loop* (a function that calls itself only in tail
+  position, with arguments of its parameters' types: the builder's ``while_loop``) is included:
+  each iteration's tail call frees the last one's frame, so an iteration has live what it is
+  passed plus its own peak, whatever the number of iterations (``_Loop``); its allocation
+  counts are per iteration, and the unplanned total counts one iteration. Not included: any
+  other recursive callee (its depth is a run-time value; the report names it) and the scratch the VM allocates for a fused kernel whose scratch
   shapes the IR cannot express (``manifest_alloc``; with symbolic shapes it can).
 - **unplanned peak / total**: the same walk over the ``kill`` stage (one storage per tensor,
   freed after its last use), and the bytes of every allocation of one call with no frees at all
@@ -79,6 +83,11 @@ class FunctionMemory:
     """The value the sizes known only at run time (``?``) take in ``values``."""
     bound: dict[str, int] = field(default_factory=dict)
     """The named symbol values the report was asked for (``memory_report``'s bindings)."""
+    loop: bool = False
+    """The function is a loop (it tail-calls itself with its parameters' shapes): its
+    figures hold for any number of iterations, its allocation counts are per iteration."""
+    loops: list[str] = field(default_factory=list)
+    """The loops it runs (itself or callees): the unplanned total counts one iteration each."""
     appended: ir.Dim = 0
     """Bytes of the tensors ``memory.append`` grows (module docstring), in the function's
     symbols; their buffers are outside the peaks."""
@@ -132,6 +141,7 @@ class FunctionMemory:
             )
         most = "at most " if self.branches else ""
         longer = " (the longer branch)" if self.branches else ""
+        longer += ", per iteration" if self.loop else ""
         lines.append(
             f"  {'allocations per call':<28}{most}{self.allocations} planned, "
             f"{self.unplanned_allocations} unplanned{longer}"
@@ -144,10 +154,17 @@ class FunctionMemory:
             )
         own = f"@{self.name}"
         others = [c for c in self.calls if c != own]
+        if self.loop:
+            lines.append(
+                f"  (a loop: {own} tail-calls itself with the shapes it was given, so each "
+                "iteration frees the last one's frame; the peaks hold for any number of them)"
+            )
         if own in self.calls:
             lines.append(
                 f"  (one call of {own}: not included, the memory of its own recursive calls)"
             )
+        if self.loops:
+            lines.append(f"  (unplanned total: one iteration of {', '.join(self.loops)})")
         if others:
             what = "which is recursive" if len(others) == 1 else "which are recursive"
             lines.append(f"  (not included: the memory of {', '.join(others)}, {what})")
@@ -275,14 +292,21 @@ def memory_report(
     report = {}
     planned_calls: dict[str, _Summary] = {}
     killed_calls: dict[str, _Summary] = {}
+    loops: dict[str, frozenset[str]] = {}  # the loops each function runs, its own included
     for name in _callees_first(planned):
         fn, before = planned[name], killed[name]
-        peak, end, allocs, missing = _walk(fn.body, 0, planned_calls)
-        upeak, uend, uallocs, _ = _walk(before.body, 0, killed_calls)
+        loop = _loop(name, fn, planned_calls)
+        peak, end, allocs, missing = _walk(fn.body, 0, planned_calls, loop)
+        upeak, uend, uallocs, _ = _walk(
+            before.body, 0, killed_calls, _loop(name, before, killed_calls)
+        )
         utotal = _walk_total(before.body, killed_calls)
         bound = lower_bound(before, killed_calls)
         params = tuple(p.ty or p.type_annotation for p in fn.params)
         planned_calls[name] = _Summary(params, _max(peak), end, allocs, missing=frozenset(missing))
+        loops[name] = frozenset({f"@{name}"} if loop is not None else ()).union(
+            *(loops.get(callee, frozenset()) for callee in _direct_calls(fn.body))
+        )
         killed_calls[name] = _Summary(params, _max(upeak), uend, uallocs, bound, total=utotal)
         tl = timeline(fn)
         report[name] = FunctionMemory(
@@ -301,6 +325,8 @@ def memory_report(
             appended=_appended(fn.body),
             capacities=[a.capacity for a in _appends(fn.body)],
             calls=sorted(missing),
+            loop=loop is not None,
+            loops=sorted(loops[name]),
             values=values,
             names=ir.text.printed_names(name, fn),
         )
@@ -424,16 +450,78 @@ def _walk_total(body: Expr, callees: Mapping[str, _Summary]) -> ir.Dim:
     return ir.check_dim(ir.simplify(sympy.Add(*terms)))
 
 
+@dataclass(frozen=True)
+class _Loop:
+    """A function that is a loop: it calls itself only in tail position, with arguments of its
+    parameters' types (the builder's ``while_loop``). An iteration's tail call replaces its
+    frame (the VM frees what the next iteration does not reach), so the next iteration has
+    live what this one passes it plus its own allocations, which are this one's (the same
+    shapes): its peak on top of the call's live bytes is the body's own peak, whatever the
+    number of iterations."""
+
+    name: str
+    body_peak: ir.Dim
+    """The most bytes one iteration has live at once, beyond what it is passed."""
+    result: ir.Dim
+    """Bytes of the function's result: at most what the last iteration leaves allocated."""
+    calls: frozenset[Var]
+    """The variables its calls of itself are bound to."""
+
+
+def _loop(name: str, fn: Function, callees: Mapping[str, _Summary]) -> _Loop | None:
+    """``fn`` as a ``_Loop``, or None if it does not call itself or not only as a loop does."""
+    calls = _self_calls(fn.body, name, tail=True)
+    if not calls or any(v is None for v in calls):
+        return None
+    params = [p.ty or p.type_annotation for p in fn.params]
+    for _, call in calls.values():
+        if [str(a.ty) for a in call.args] != [str(p) for p in params]:
+            return None  # a growing or shrinking shape: each iteration differs
+    peaks, _, _, missing = _walk(fn.body, 0, callees)
+    if missing - {f"@{name}"}:
+        return None
+    ret = fn.ret_type or fn.body.ty
+    leaves = ir.tensor_leaves(ret) if ret is not None else []
+    result = [
+        sympy.Mul(ir.ITEMSIZE[t.dtype], *(ir.dims.as_expr(d) for d in t.shape)) for t in leaves
+    ]
+    tails = frozenset(v for v in calls if v is not None)
+    return _Loop(name, _max(peaks), ir.simplify(sympy.Add(*result)), tails)
+
+
+def _self_calls(body: Expr, name: str, tail: bool) -> dict[Var | None, tuple[Var | None, Call]]:
+    """The calls of ``@name`` in a chain, keyed by their variable when in tail position (the
+    chain's result, only kills after it, its ``if`` itself in tail position), else by None."""
+    lets, result = chain(body)
+    last = len(lets)
+    while last and memory_op(lets[last - 1].value) is not None:  # kills, checks after it
+        last -= 1
+    out: dict[Var | None, tuple[Var | None, Call]] = {}
+    for k, let in enumerate(lets):
+        in_tail = tail and k == last - 1 and result is let.var
+        v = let.value
+        if isinstance(v, Call) and isinstance(v.callee, GlobalVar) and v.callee.name == name:
+            key = let.var if in_tail else None
+            out[key] = (key, v)
+        elif isinstance(v, If):
+            for branch in (v.then_branch, v.else_branch):
+                out.update(_self_calls(branch, name, in_tail))
+    return out
+
+
 def _walk(
-    body: Expr, live: ir.Dim, callees: Mapping[str, _Summary]
+    body: Expr, live: ir.Dim, callees: Mapping[str, _Summary], loop: _Loop | None = None
 ) -> tuple[list[ir.Dim], ir.Dim, int, set[str]]:
     """Peak candidates, live bytes at the end, allocations, and the called globals without a
-    summary (recursive), of a chain (``analysis/peak.py``, both branches of each ``if``)."""
+    summary (recursive), of a chain (``analysis/peak.py``, both branches of each ``if``).
+    ``loop``: the function walked is that loop, and its calls of itself cost one iteration."""
 
     inherited: set[str] = set()  # the recursive functions the callees leave out
 
-    def cost(_: Var, call: Call) -> tuple[ir.Dim, ir.Dim, int] | None:
+    def cost(var: Var, call: Call) -> tuple[ir.Dim, ir.Dim, int] | None:
         assert isinstance(call.callee, GlobalVar)
+        if loop is not None and var in loop.calls:
+            return loop.body_peak, loop.result, 0
         summary = callees.get(call.callee.name)
         if summary is None:
             return None

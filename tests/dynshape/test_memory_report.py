@@ -142,9 +142,10 @@ def test_the_peak_formula_includes_callees_in_the_callers_symbols(n: int) -> Non
 
 
 def test_a_recursive_callee_is_named_as_not_included() -> None:
+    # Not a loop: the recursive call is not in tail position (each level keeps its frame).
     source = """
     def @count(%x: Tensor[(n,), float32], %k: int32) -> Tensor[(n,), float32] {
-      if (greater(%k, 0)) { @count(exp(%x), subtract(%k, 1)) } else { negative(%x) }
+      if (greater(%k, 0)) { add(@count(exp(%x), subtract(%k, 1)), %x) } else { negative(%x) }
     }
     def @main(%x: Tensor[(n,), float32]) -> Tensor[(n,), float32] {
       @count(exp(%x), 3)
@@ -154,6 +155,51 @@ def test_a_recursive_callee_is_named_as_not_included() -> None:
     assert report["main"].calls == ["@count"] and report["count"].calls == ["@count"]
     assert "(not included: the memory of @count, which is recursive)" in report["main"].format()
     assert "its own recursive calls" in report["count"].format()
+
+
+LOOP = """
+def @count(%x: Tensor[(n,), float32], %k: int32) -> Tensor[(n,), float32] {
+  if (greater(%k, 0)) { @count(exp(%x), subtract(%k, 1)) } else { negative(%x) }
+}
+def @main(%x: Tensor[(n,), float32], %k: int32) -> Tensor[(n,), float32] {
+  @count(exp(%x), %k)
+}
+"""
+
+
+def test_a_loop_s_memory_is_included_for_any_number_of_iterations() -> None:
+    """A function that tail-calls itself with unchanged shapes (a while_loop) frees each
+    iteration's frame: its peak is one iteration's on top of what it is passed, and the caller's
+    figure bounds what the VM measures however many times it runs (naive allocator: exact
+    byte counts)."""
+    report = memory_report(LOOP, {"n": 8})
+    main, loop = report["main"], report["count"]
+    assert main.calls == [] and loop.loop and main.loops == ["@count"]
+    assert str(main.planned_peak) == "12*n + 10" and str(loop.planned_peak) == "8*n + 10"
+    assert "a loop: @count tail-calls itself" in loop.format()
+    assert "(unplanned total: one iteration of @count)" in main.format()
+    exe = dynshape.compile(LOOP)
+    for n, k in ((8, 0), (8, 1), (8, 7), (3, 40), (100, 20)):
+        vm = dynshape.VirtualMachine(exe, allocator=NaiveAllocator())
+        vm.run(np.full(n, 0.1, np.float32), k)
+        measured = vm.allocator.stats.peak_live_bytes
+        bound = memory_report(LOOP, {"n": n})["main"].evaluate()["planned_peak"]
+        assert measured <= bound, (n, k, measured, bound)
+        if k >= 2:  # from the second iteration on, the figure is what runs (an int's bytes)
+            assert bound <= measured + 8, (n, k, measured, bound)
+
+
+def test_a_loop_whose_shapes_change_is_still_named_as_not_included() -> None:
+    source = """
+def @grow(%x: Tensor[(?,), float32], %k: int32) -> Tensor[(?,), float32] {
+  if (greater(%k, 0)) { @grow(concatenate((%x, exp(%x))), subtract(%k, 1)) } else { %x }
+}
+def @main(%x: Tensor[(n,), float32], %k: int32) -> Tensor[(?,), float32] {
+  @grow(exp(%x), %k)
+}
+"""
+    report = memory_report(source, {"n": 8})
+    assert not report["grow"].loop and report["main"].calls == ["@grow"]
 
 
 def test_the_layout_names_variables_as_the_printed_ir_does() -> None:
@@ -172,8 +218,8 @@ def _corpus_with_calls() -> list[object]:
 def test_unplanned_total_counts_callees_and_is_never_below_the_peak(case: object) -> None:
     for binding in case.bindings:  # type: ignore[attr-defined]
         main = memory_report(case.source, binding)["main"]  # type: ignore[attr-defined]
-        if main.calls:
-            continue  # a recursive callee is in neither figure (the report names it)
+        if main.calls or main.loops:
+            continue  # a recursive callee is in neither figure, a loop one iteration in the total
         figures = main.evaluate()
         assert figures["unplanned_total"] >= figures["unplanned_peak"], (binding, figures)
 
