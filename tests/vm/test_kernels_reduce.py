@@ -127,3 +127,21 @@ def test_cumsum_rejects_a_wrong_axis():
         run_like(
             "cumsum", {"axis": 2, "exclusive": False, "reverse": False}, [np.ones(3)], np.ones(3)
         )
+
+
+@pytest.mark.parametrize("op", ["sum", "mean"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@KERNEL_SETTINGS
+@given(data=st.data())
+def test_float_sum_and_mean_are_numpy_s_bit_for_bit(op, dtype, data):
+    """The float32/float64 fast path (``np.add.reduce`` and a divide by the count) gives what
+    ``np.sum``/``np.mean`` give, exactly: the same pairwise summation, the same division."""
+    x = data.draw(arrays(dtype, shapes()))
+    axis = _axis_attr(data, x.ndim)
+    keepdims, exclude = data.draw(st.booleans()), data.draw(st.booleans())
+    axes = _axes(x.ndim, axis, exclude)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        expected = np.asarray(REDUCERS[op](x, axis=axes, keepdims=keepdims))
+        got = run_like(op, {"axis": axis, "keepdims": keepdims, "exclude": exclude}, [x], expected)
+    np.testing.assert_array_equal(got, expected)

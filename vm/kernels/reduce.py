@@ -80,13 +80,48 @@ def _accumulating_reducer(fn: Callable[..., Any]) -> Callable[[Mapping[str, Any]
     return factory
 
 
-_ACCUMULATING: list[tuple[str, Callable[..., Any]]] = [
-    ("sum", np.sum),
-    ("mean", np.mean),
-    ("prod", np.prod),
-]
-for _name, _fn in _ACCUMULATING:
-    register_kernel(_name)(_accumulating_reducer(_fn))
+register_kernel("prod")(_accumulating_reducer(np.prod))
+
+
+def _float_sum_or_mean(divide: bool) -> Callable[[Mapping[str, Any]], Kernel]:
+    """``sum`` (``divide=False``) or ``mean`` of float32/float64 as ``np.add.reduce`` (and a
+    ``true_divide`` by the count): what ``np.sum`` and ``np.mean`` compute for those dtypes,
+    bit for bit, without their Python wrappers (``np.mean`` of a (1, 1, 64) row took 11-17 us
+    a call against 3 us for ``add.reduce``: most of an RMSNorm's time in a decode step).
+    The reduced axes are computed once per rank. Other dtypes take the general kernel
+    (``np.sum`` widens small integers and bools; float16 accumulates in float32)."""
+    name = "mean" if divide else "sum"
+
+    def factory(attrs: Mapping[str, Any]) -> Kernel:
+        general = _accumulating_reducer(np.mean if divide else np.sum)(attrs)
+        axis, keepdims, exclude = attrs["axis"], attrs["keepdims"], attrs["exclude"]
+        by_rank: dict[int, tuple[int, ...]] = {}
+        reduce: Any = np.add.reduce  # positional: the keywords cost a dict a call
+        true_divide, fast = np.true_divide, (F32, F64)
+
+        def kernel(x: np.ndarray, out: np.ndarray) -> None:
+            if x.dtype not in fast or out.dtype != x.dtype:
+                general(x, out)
+                return
+            axes = by_rank.get(x.ndim)
+            if axes is None:
+                axes = by_rank[x.ndim] = reduce_axes(x.ndim, axis, exclude)
+            reduce(x, axes, None, out, keepdims)
+            if divide:
+                count = 1
+                for a in axes:
+                    count *= x.shape[a]
+                true_divide(out, count, out=out)
+
+        return kernel
+
+    factory.__doc__ = f"``{name}``: " + (_float_sum_or_mean.__doc__ or "")
+    return factory
+
+
+F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
+register_kernel("sum")(_float_sum_or_mean(divide=False))
+register_kernel("mean")(_float_sum_or_mean(divide=True))
 for _name, _fn in [("max", np.max), ("min", np.min)]:  # exact in any dtype
     register_kernel(_name)(_reducer(_fn))
 
