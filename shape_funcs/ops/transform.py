@@ -120,8 +120,19 @@ def squeeze(ctx: ShapeContext, x: Shape, *, axis: Sequence[int] | None = None) -
 
 @register_shape_func("append")
 def append(ctx: ShapeContext, x: Shape, y: Shape, *, axis: int = 0) -> Shape:
-    """``concatenate((x, y), axis)``'s shape."""
-    return concatenate(ctx, (x, y), axis=axis)
+    """``concatenate((x, y), axis)``'s shape; the facts name ``x`` and ``y`` and say it is a
+    concatenation (the compiler writes ``append`` for ``concatenate`` onto a parameter)."""
+    if len(y) != len(x):
+        fail(f"concatenates x of rank {len(x)} with y of rank {len(y)}")
+    if not x:
+        fail("cannot concatenate rank-0 tensors")
+    at = normalize_axis(axis, len(x), "x")
+    for k, d in enumerate(y):
+        if k != at:
+            ctx.check_equal(
+                d, x[k], "y.shape[{0}] == x.shape[{0}] (concatenated along axis {1})", k, at
+            )
+    return (*x[:at], x[at] + y[at], *x[at + 1 :])
 
 
 @register_shape_func("concatenate")

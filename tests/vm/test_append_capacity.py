@@ -221,3 +221,19 @@ def test_operands_that_do_not_concatenate_are_a_clear_error() -> None:
         capacity.append(
             np.zeros((2, 2), np.float32), np.zeros((1, 2), np.int32), 0, 0, _vm().allocator
         )
+
+
+def test_append_s_shape_errors_name_its_operands() -> None:
+    with pytest.raises(dynshape.CompileError, match=r"y\.shape\[1\] == x\.shape\[1\] "):
+        dynshape.compile(
+            "def @main(%x: Tensor[(n, 2), float32], %y: Tensor[(1, 3), float32]) { append(%x, %y) }"
+        )
+    with pytest.raises(dynshape.CompileError, match="concatenates x of rank 2 with y of rank 1"):
+        dynshape.compile(
+            "def @main(%x: Tensor[(n, 2), float32], %y: Tensor[(3,), float32]) { append(%x, %y) }"
+        )
+    exe = dynshape.compile(
+        "def @main(%x: Tensor[(n, k), float32], %y: Tensor[(m, j), float32]) { append(%x, %y) }"
+    )
+    with pytest.raises(dynshape.DynShapeError, match=r"concatenated along axis 0\), got 3 != 2"):
+        VirtualMachine(exe).run(np.zeros((1, 2), np.float32), np.zeros((1, 3), np.float32))
