@@ -203,6 +203,9 @@ def strided_slice_shape(
             fail(f"strides[{i}] is a dim the compiler resolved; it has no value here")
         else:
             ctx.check(step, ">=", 1, "strides[{}] = {} to be >= 1", i, step)
+            # max(1, k) is k wherever the check passes; sizes computed before it (an arena's,
+            # at the top of the function) then never divide by zero.
+            step = ctx.max(step, 1)
         start = _entry(ctx, begin, i, "begin")
         stop = _entry(ctx, end, i, "end")
         out[i] = slice_length(ctx, x[i], start, stop, step)
