@@ -214,7 +214,7 @@ def _check_step(step: FusedStep, what: str, refs: _Refs, written: set[Ref]) -> N
 def _check_value_inputs(k: FusedKernel, where: str) -> None:
     """Each step filling attributes at run time takes their values as its last input, an
     ``in`` ref that holds values only (no step nor scratch reads it as a tensor)."""
-    values = set()
+    values: set[int] = set()
     for i, step in enumerate(k.steps):
         if not step.runtime_attrs:
             continue
@@ -236,18 +236,24 @@ def _check_value_inputs(k: FusedKernel, where: str) -> None:
                         "attribute values, as a tensor"
                     )
     for t, sc in enumerate(k.scratch):
-        kind, arg = sc.shape[0], sc.shape[1] if len(sc.shape) > 1 else None
-        shaped_by_values = (kind == "input" and arg in values) or (
-            kind == "like" and isinstance(arg, Ref) and arg.kind == "in" and arg.index in values
+        kind = sc.shape[0]
+        spec_arg: Any = sc.shape[1] if len(sc.shape) > 1 else None
+        shaped_by_values = (kind == "input" and spec_arg in values) or (
+            kind == "like"
+            and isinstance(spec_arg, Ref)
+            and spec_arg.kind == "in"
+            and spec_arg.index in values
         )
         if shaped_by_values:
             raise FormatError(f"{where}: scratch {t} is shaped by an input of attribute values")
-        if kind == "shape_func" and isinstance(arg, int) and 0 <= arg < len(k.steps):
-            if k.steps[arg].runtime_attrs:
-                raise FormatError(
-                    f"{where}: scratch {t} is shaped by the shape function of a step whose "
-                    "attributes are known at run time only"
-                )
+        on_step = (
+            kind == "shape_func" and isinstance(spec_arg, int) and 0 <= spec_arg < len(k.steps)
+        )
+        if on_step and k.steps[spec_arg].runtime_attrs:
+            raise FormatError(
+                f"{where}: scratch {t} is shaped by the shape function of a step whose "
+                "attributes are known at run time only"
+            )
 
 
 def _scratch_arg(

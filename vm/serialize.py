@@ -99,7 +99,7 @@ def _enc_type(t: TypeSpec | None) -> Any:
 
 
 def _enc_step(s: FusedStep) -> dict[str, Any]:
-    out = {
+    out: dict[str, Any] = {
         "op": s.op,
         "attrs": {a: _enc(v) for a, v in s.attrs.items()},
         "inputs": [_enc(i) for i in s.inputs],
@@ -112,7 +112,7 @@ def _enc_step(s: FusedStep) -> dict[str, Any]:
 
 def _enc_kernel(k: KernelEntry) -> dict[str, Any]:
     if isinstance(k, OpKernel):
-        out = {
+        out: dict[str, Any] = {
             "kind": "op",
             "op": k.op,
             "attrs": {a: _enc(v) for a, v in k.attrs.items()},

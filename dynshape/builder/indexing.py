@@ -24,7 +24,7 @@ How a key becomes ops (each exact, so ``x[:, 1:3]`` of an ``(n, 8)`` tensor has 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 import sympy
@@ -87,7 +87,7 @@ def _is_int(k: Any) -> bool:
 
 
 #: A slice bound or step: an int or a dim (a sympy expression of the inputs' dims).
-Bound = int | sympy.Expr
+Bound: TypeAlias = int | sympy.Expr
 
 
 def _slice(s: slice, axis: int) -> slice:
@@ -113,7 +113,8 @@ def _bound(v: Any, axis: int, what: str) -> Bound | None:
             f"counts from the start: write the axis's dim minus it (x.shape[{axis}] + ({v}))"
         )
         raise fail(f"slice {what} {v} of axis {axis} is never positive: {hint}")
-    return v
+    bound: Bound = v
+    return bound
 
 
 def _forward(step: Bound) -> bool:

@@ -39,7 +39,6 @@ from ..analysis.recorded_plan import recorded_plan
 from ..analysis.step_plan import StepPlan, plan_steps, same_shape, single_op
 from ..errors import CompileError
 
-
 #: The dims of each input of attribute values an invoke passes after the primitive's own
 #: inputs, in order (empty for the usual kernel, whose attributes are all known).
 ValueDims = list[list[ir.Dim]]
@@ -87,7 +86,7 @@ def runtime_entries(call: Call) -> list[tuple[str, int, ir.Dim]]:
     out = []
     for key in call.op.dim_values:
         value = call.attrs.get(key)
-        if has_symbolic_entries(value):
+        if value is not None and has_symbolic_entries(value):
             out += [(key, i, d) for i, d in enumerate(value) if isinstance(d, sympy.Expr)]
     return out
 

@@ -297,7 +297,7 @@ class _FunctionLowering:
             if d is not None and _hoistable(d, bound) and d not in memo:
                 dims[d] = None
             # A shape, or the attribute values an invoke passes (begin=[k]): tuples alike.
-            tuples = [op.shape] if isinstance(op, (AllocTensor, ReshapeTensor)) else []
+            tuples: list[Any] = [op.shape] if isinstance(op, (AllocTensor, ReshapeTensor)) else []
             if isinstance(op, Invoke):
                 tuples = single_op_value_dims(self.function_value(op.fn))
             for dims_of in tuples:

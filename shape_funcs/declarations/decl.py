@@ -235,8 +235,8 @@ def _check(op: OpDecl) -> None:
                 f"{where}: attribute {a.name!r}: default {a.default!r} is not {a.kind}"
             )
     for n in op.dim_values:
-        a = op.attr_index.get(n) if isinstance(n, str) else None
-        if a is None or "list[int | dim]" not in parse_kind(a.kind):
+        found = op.attr_index.get(n) if isinstance(n, str) else None
+        if found is None or "list[int | dim]" not in parse_kind(found.kind):
             raise DeclarationError(
                 f"{where}: dim_values names {n!r}, which is not an attribute of kind "
                 "list[int | dim]"
