@@ -116,7 +116,7 @@ def _dynamic_slice(node: Node, rank: int) -> Any:
     vectors = [node.materialize(Known.of(v, "int64")) for v in (begin_d, end_d, stride_d)]
     out = trace.apply("dyn.strided_slice", node.tensor(0), *vectors)
     shape = _symbolic_slice_shape(value_shape(node.input(0)), begin_d, end_d, stride_d)
-    return trace.apply("reshape", out, newshape=list(shape))
+    return out if shape is None else trace.apply("reshape", out, newshape=list(shape))
 
 
 def _attribute_bounds(dims: list[Any]) -> bool:
@@ -179,10 +179,15 @@ def _data_slice(node: Node, axes: list[int], steps: list[int]) -> Any:
 
 
 def _symbolic_slice_shape(shape: Any, begin: list[Any], end: list[Any], strides: list[int]) -> Any:
+    """The slice's shape over dims, or None when it holds only under facts left for run time
+    (a bound such as ``seq - 2`` typed as a non-negative index, which ONNX would count from
+    the end where it is negative): the result then keeps its run-time shape."""
     from dynshape.inference.symbolic_context import SymbolicContext
     from shape_funcs.ops._common import strided_slice_shape
 
-    return strided_slice_shape(SymbolicContext(), tuple(shape), begin, end, strides)
+    ctx = SymbolicContext()
+    out = strided_slice_shape(ctx, tuple(shape), begin, end, strides)
+    return None if ctx.deferred else out
 
 
 @converter("Split")
