@@ -91,6 +91,18 @@ def bind_runtime_attrs(
         cache[values] = kernel
         return kernel
 
+    if at == 1:  # one tensor input (a slice's): no argument tuple sliced per call
+
+        def run_one(x: Any, values: Any, *outputs: Any) -> None:
+            try:
+                kernel = cache[values]
+            except (KeyError, TypeError):
+                kernel = kernel_for(values)
+            kernel(x, *outputs)
+
+        run_one.__doc__ = factory.__doc__
+        return run_one
+
     def run(*args: Any) -> None:
         values = args[at]
         try:
