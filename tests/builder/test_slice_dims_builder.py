@@ -5,6 +5,8 @@ cannot be are refused with what to write instead. (Numbers against numpy on rand
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import sympy
@@ -70,8 +72,9 @@ def test_a_data_dependent_bound_is_a_clear_compile_error() -> None:
     with pytest.raises(dynshape.BuildError) as info:
         dynshape.compile(ds.build(y[:count], [x, y]))
     message = str(info.value)
-    assert (
-        "op strided_slice: attribute end=[argwhere0] uses ?, which no parameter of @main" in message
+    # (the attribute prints the anonymous symbol's name: argwhere0, or another count)
+    assert re.search(
+        r"op strided_slice: attribute end=\[\w+\] uses \?, which no parameter", message
     )
     assert "passed as a tensor instead: dyn.strided_slice" in message
 
