@@ -85,6 +85,9 @@ class OpDef:
     """Its kernel may write its (single) output over its first input when the two have the
     same type (softmax, layer norm). Elementwise and broadcast ops may over any such input
     without saying so: their kernels must work in place anyway (fused chains rely on it)."""
+    dim_values: tuple[str, ...] = ()
+    """Attributes whose dim entries its kernel needs as values, computed at every call
+    (``OpDecl.dim_values``; ``strided_slice``'s begin, end and strides)."""
     attr_index: Mapping[str, AttrDef] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -107,6 +110,7 @@ class OpDef:
             dtype_rule,
             decl.doc,
             decl.in_place,
+            decl.dim_values,
         )
 
     @property

@@ -320,9 +320,13 @@ class Assembler:
         attrs: Mapping[str, Any] | None = None,
         num_inputs: int = 1,
         num_outputs: int = 1,
+        runtime_attrs: Sequence[tuple[str, int]] = (),
     ) -> int:
-        """Add a kernel-table entry for ``op``; returns its index."""
-        self.kernels.append(OpKernel(op, _norm_attrs(attrs), num_inputs, num_outputs))
+        """Add a kernel-table entry for ``op``; returns its index. ``runtime_attrs``: the
+        ``(attribute, index)`` entries (None in ``attrs``) whose values the invoke passes in
+        its last input, counted in ``num_inputs`` (see ``attr_values.py``)."""
+        filled = tuple((str(a), int(i)) for a, i in runtime_attrs)
+        self.kernels.append(OpKernel(op, _norm_attrs(attrs), num_inputs, num_outputs, filled))
         return len(self.kernels) - 1
 
     def fused(self, kernel: FusedKernel) -> int:

@@ -34,6 +34,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
 
+from .attr_values import bind_runtime_attrs
 from .decode import DecodeContext, Step
 from .errors import VMError
 from .executable import Function, KernelEntry, OpKernel
@@ -97,7 +98,12 @@ class ClosureBackend(Backend):
 
     def bind_kernel(self, index: int, entry: KernelEntry, ctx: DecodeContext) -> Kernel:
         if isinstance(entry, OpKernel):
-            return get_kernel_factory(entry.op)(dict(entry.attrs))
+            factory = get_kernel_factory(entry.op)
+            if entry.runtime_attrs:
+                return bind_runtime_attrs(
+                    factory, entry.op, entry.attrs, entry.runtime_attrs, entry.num_inputs
+                )
+            return factory(dict(entry.attrs))
         return build_fused(entry, ctx.constants, ctx.allocator)
 
     def decode(self, function: Function, ctx: DecodeContext) -> list[Step]:

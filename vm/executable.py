@@ -114,9 +114,14 @@ class OpKernel:
     attrs: Mapping[str, Any]
     """Attributes, normalised as in the catalogue (defaults filled in)."""
     num_inputs: int
-    """Inputs passed (a tuple operand counts as one)."""
+    """Inputs passed (a tuple operand counts as one), the values of ``runtime_attrs`` among
+    them when there are any."""
     num_outputs: int
     """Outputs passed."""
+    runtime_attrs: tuple[tuple[str, int], ...] = ()
+    """Attribute entries filled at run time, ``(attribute, index)`` (each ``None`` in
+    ``attrs``): their values come in the last input, a tuple of ints in this order
+    (``attr_values.py``). Empty for the usual entry, whose attributes are all known."""
 
     @property
     def name(self) -> str:
@@ -253,13 +258,17 @@ class Executable:
         for i, k in enumerate(self.kernels):
             if isinstance(k, OpKernel):
                 attrs = ", ".join(f"{a}={v!r}" for a, v in k.attrs.items())
-                lines.append(f"k{i} = kernel {k.op}({attrs})")
+                filled = ", ".join(f"{a}[{j}]" for a, j in k.runtime_attrs)
+                at = f"  # {filled} from input {k.num_inputs - 1}" if filled else ""
+                lines.append(f"k{i} = kernel {k.op}({attrs}){at}")
             else:
                 lines.append(f"k{i} = fused {k.name}:")
                 for j, step in enumerate(k.steps):
                     args = ", ".join(str(a) for a in step.inputs)
                     outs = ", ".join(str(o) for o in step.outputs)
-                    lines.append(f"    {j}: {step.op}({args}) -> ({outs})")
+                    filled = ", ".join(f"{a}[{n}]" for a, n in step.runtime_attrs)
+                    at = f"  # {filled} from {step.inputs[-1]}" if filled else ""
+                    lines.append(f"    {j}: {step.op}({args}) -> ({outs}){at}")
                 for j, t in enumerate(k.scratch):
                     lines.append(f"    tmp{j}: {t.dtype} {t.shape}")
         for i, p in enumerate(self.shape_programs):

@@ -54,6 +54,7 @@ import numpy as np
 from shape_funcs import concrete_shapes
 
 from . import fused_blocked, fused_expr
+from .attr_values import bind_runtime_attrs, check_runtime_attrs
 from .codegen import UnsafeSourceError, int_literal, make_function
 from .errors import FormatError, KernelError
 from .kernels.registry import Kernel, get_kernel_factory, has_kernel
@@ -93,6 +94,9 @@ class FusedStep:
     """Where each input comes from."""
     outputs: tuple[Ref, ...]
     """Where each result goes (``out`` or ``tmp`` refs)."""
+    runtime_attrs: tuple[tuple[str, int], ...] = ()
+    """Attribute entries filled at run time, as ``OpKernel.runtime_attrs``: their values are
+    the step's last input, an ``in`` ref the caller passes a tuple of ints in."""
 
 
 @dataclass(frozen=True)
@@ -135,6 +139,15 @@ class FusedKernel:
         """Arrays an ``invoke`` passes after the inputs: the outputs, then the scratch args."""
         return self.num_outputs + self.num_scratch_args
 
+    @property
+    def value_inputs(self) -> frozenset[int]:
+        """The inputs holding a step's attribute values (tuples of ints, not tensors)."""
+        return frozenset(
+            s.inputs[-1].index
+            for s in self.steps
+            if s.runtime_attrs and s.inputs and isinstance(s.inputs[-1], Ref)
+        )
+
     def validate(self, num_constants: int, where: str) -> None:
         """Raise FormatError naming the step or scratch that is malformed."""
         refs = _Refs(
@@ -161,6 +174,7 @@ class FusedKernel:
             check(self, t, spec, f"{where}: scratch {t}", refs, args_seen)
         if args_seen != set(range(len(args_seen))):
             raise FormatError(f"{where}: scratch args must be numbered 0..{len(args_seen) - 1}")
+        _check_value_inputs(self, where)
 
 
 class _Refs:
@@ -195,6 +209,51 @@ def _check_step(step: FusedStep, what: str, refs: _Refs, written: set[Ref]) -> N
     for ref in step.outputs:
         refs.check(ref, f"{what} output", ("out", "tmp"))
         written.add(ref)
+
+
+def _check_value_inputs(k: FusedKernel, where: str) -> None:
+    """Each step filling attributes at run time takes their values as its last input, an
+    ``in`` ref that holds values only (no step nor scratch reads it as a tensor)."""
+    values: set[int] = set()
+    for i, step in enumerate(k.steps):
+        if not step.runtime_attrs:
+            continue
+        what = f"{where}: step {i} ({step.op})"
+        check_runtime_attrs(step.runtime_attrs, step.attrs, len(step.inputs), what)
+        last = step.inputs[-1]
+        if not isinstance(last, Ref) or last.kind != "in":
+            raise FormatError(f"{what}: its attribute values must be an input (an 'in' ref)")
+        values.add(last.index)
+    if not values:
+        return
+    for i, step in enumerate(k.steps):
+        tensors = step.inputs[:-1] if step.runtime_attrs else step.inputs
+        for arg in tensors:
+            for ref in _refs_of(arg):
+                if ref.kind == "in" and ref.index in values:
+                    raise FormatError(
+                        f"{where}: step {i} ({step.op}) reads input {ref.index}, which holds "
+                        "attribute values, as a tensor"
+                    )
+    for t, sc in enumerate(k.scratch):
+        kind = sc.shape[0]
+        spec_arg: Any = sc.shape[1] if len(sc.shape) > 1 else None
+        shaped_by_values = (kind == "input" and spec_arg in values) or (
+            kind == "like"
+            and isinstance(spec_arg, Ref)
+            and spec_arg.kind == "in"
+            and spec_arg.index in values
+        )
+        if shaped_by_values:
+            raise FormatError(f"{where}: scratch {t} is shaped by an input of attribute values")
+        on_step = (
+            kind == "shape_func" and isinstance(spec_arg, int) and 0 <= spec_arg < len(k.steps)
+        )
+        if on_step and k.steps[spec_arg].runtime_attrs:
+            raise FormatError(
+                f"{where}: scratch {t} is shaped by the shape function of a step whose "
+                "attributes are known at run time only"
+            )
 
 
 def _scratch_arg(
@@ -276,7 +335,13 @@ def build_fused(
     """
     gen = _Generator(spec, constants)
     for i, step in enumerate(spec.steps):
-        kernel = gen.bind(f"k{i}", get_kernel_factory(step.op)(dict(step.attrs)))
+        factory = get_kernel_factory(step.op)
+        bound = (
+            bind_runtime_attrs(factory, step.op, step.attrs, step.runtime_attrs, len(step.inputs))
+            if step.runtime_attrs
+            else factory(dict(step.attrs))
+        )
+        kernel = gen.bind(f"k{i}", bound)
         args = [
             *(gen.operand(a) for a in step.inputs),
             *(gen.ref(r, WRITABLE) for r in step.outputs),

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .executable import TensorSpec
+from .executable import OpKernel, TensorSpec
 from .fused import FusedKernel
 from .isa import Reg
 from .kind_lattice import (
@@ -80,10 +80,15 @@ def tail_call(c: KindChecker, pc: int, ops: tuple[Any, ...], regs: Regs) -> None
 
 
 def invoke(c: KindChecker, pc: int, ops: tuple[Any, ...], regs: Regs) -> None:
-    shaped = _shape_inputs(c.exe.kernels[ops[0]])
+    entry = c.exe.kernels[ops[0]]
+    shaped = _shape_inputs(entry)
     for i, a in enumerate(ops[1]):
         if i in shaped:  # a fused kernel's scratch shape, computed by the caller
             c.need(pc, regs, a, f"input {i}", SHAPE_LIKE)
+            continue
+        if i in _value_inputs(entry, len(ops[1])):
+            # attribute values computed by the caller (attr_values.py): a shape program's tuple
+            c.need(pc, regs, a, f"input {i} (attribute values)", ("shape",))
             continue
         k = c.need(pc, regs, a, f"input {i}", ("tensor", "tuple"))
         if k.name == "tuple" and not _all_tensors(k):
@@ -216,6 +221,13 @@ def _shape_inputs(entry: object) -> frozenset[int]:
         for s in entry.scratch
         if isinstance(s.shape, tuple) and s.shape[:1] == ("input",)
     )
+
+
+def _value_inputs(entry: object, num_inputs: int) -> frozenset[int]:
+    """The inputs of a kernel entry holding attribute values (``attr_values.py``)."""
+    if isinstance(entry, OpKernel):
+        return frozenset((num_inputs - 1,)) if entry.runtime_attrs else frozenset()
+    return entry.value_inputs if isinstance(entry, FusedKernel) else frozenset()
 
 
 def _all_tensors(k: RegKind) -> bool:

@@ -98,29 +98,36 @@ def _enc_type(t: TypeSpec | None) -> Any:
     return {"tuple": [_enc_type(f) for f in t.fields]}
 
 
+def _enc_step(s: FusedStep) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "op": s.op,
+        "attrs": {a: _enc(v) for a, v in s.attrs.items()},
+        "inputs": [_enc(i) for i in s.inputs],
+        "outputs": [_enc(o) for o in s.outputs],
+    }
+    if s.runtime_attrs:  # only when there are any, as an op kernel's
+        out["runtime_attrs"] = [[a, i] for a, i in s.runtime_attrs]
+    return out
+
+
 def _enc_kernel(k: KernelEntry) -> dict[str, Any]:
     if isinstance(k, OpKernel):
-        return {
+        out: dict[str, Any] = {
             "kind": "op",
             "op": k.op,
             "attrs": {a: _enc(v) for a, v in k.attrs.items()},
             "num_inputs": k.num_inputs,
             "num_outputs": k.num_outputs,
         }
+        if k.runtime_attrs:  # only when there are any: the usual entry is written as before
+            out["runtime_attrs"] = [[a, i] for a, i in k.runtime_attrs]
+        return out
     return {
         "kind": "fused",
         "name": k.name,
         "num_inputs": k.num_inputs,
         "num_outputs": k.num_outputs,
-        "steps": [
-            {
-                "op": s.op,
-                "attrs": {a: _enc(v) for a, v in s.attrs.items()},
-                "inputs": [_enc(i) for i in s.inputs],
-                "outputs": [_enc(o) for o in s.outputs],
-            }
-            for s in k.steps
-        ],
+        "steps": [_enc_step(s) for s in k.steps],
         "scratch": [{"dtype": s.dtype, "shape": _enc(s.shape)} for s in k.scratch],
     }
 
@@ -251,12 +258,18 @@ def _dec_scratch(v: Any, what: str) -> Scratch:
     return Scratch(dtype, _dec(shape))
 
 
+def _dec_runtime_attrs(d: dict[str, Any], what: str) -> Any:
+    """An entry's optional ``runtime_attrs`` (validated with the entry: ``attr_values.py``)."""
+    return _dec(_get(d, "runtime_attrs", list, what)) if "runtime_attrs" in d else ()
+
+
 def _dec_kernel(d: Any, what: str) -> KernelEntry:
     kind = _get(d, "kind", str, what)
     n_in, n_out = _get(d, "num_inputs", int, what), _get(d, "num_outputs", int, what)
     if kind == "op":
         op = _get(d, "op", str, what)
-        return OpKernel(op, _dec_attrs(_get(d, "attrs", dict, what), f"{what} ({op})"), n_in, n_out)
+        attrs = _dec_attrs(_get(d, "attrs", dict, what), f"{what} ({op})")
+        return OpKernel(op, attrs, n_in, n_out, _dec_runtime_attrs(d, what))
     if kind != "fused":
         raise FormatError(f"{what}: unknown kernel kind {kind!r}")
     steps = []
@@ -268,6 +281,7 @@ def _dec_kernel(d: Any, what: str) -> KernelEntry:
                 _dec_attrs(_get(s, "attrs", dict, sw), sw),
                 tuple(_dec_step_input(i, sw) for i in _get(s, "inputs", list, sw)),
                 tuple(_dec_ref(o, sw) for o in _get(s, "outputs", list, sw)),
+                _dec_runtime_attrs(s, sw),
             )
         )
     scratch = tuple(

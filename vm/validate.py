@@ -35,6 +35,7 @@ import numpy as np
 from shape_funcs.declarations.dtypes import require
 from shape_funcs.registry import has_shape_func
 
+from .attr_values import check_runtime_attrs
 from .errors import FormatError
 from .executable import DTYPES, Executable, Function, OpKernel, TensorSpec, TupleSpec
 from .fused import FusedKernel
@@ -307,6 +308,7 @@ def _check_kernel(i: int, k: Any, num_constants: int) -> None:
         check_kernel_attrs(k.op, k.attrs, f"{what} ({k.op})")
         if not _is_int(k.num_inputs, 0, MAX_LIST) or not _is_int(k.num_outputs, 0, MAX_LIST):
             raise FormatError(f"{what} ({k.op}): bad arity")
+        check_runtime_attrs(k.runtime_attrs, k.attrs, k.num_inputs, f"{what} ({k.op})")
     elif isinstance(k, FusedKernel):
         if not _is_int(k.num_inputs, 0, MAX_LIST) or not _is_int(k.num_outputs, 0, MAX_LIST):
             raise FormatError(f"{what} ({k.name}): bad arity")

@@ -4,12 +4,15 @@ How a key becomes ops (each exact, so ``x[:, 1:3]`` of an ``(n, 8)`` tensor has 
 ``(n, 2)``):
 
 - slices: one ``strided_slice``. Its begin/end/strides lists are positional and may stop
-  early (a missing trailing entry is an omitted bound), but an interior omitted ``stop`` must be
-  written as a number: the dim itself when it is static. A sliced axis that comes after an
-  axis with an omitted stop and a symbolic dim is done by ``take`` with constant indices when
-  its own dim is static (``x[:, 1:3]``); only a symbolic axis sliced after another whole
-  symbolic axis (``x[:, :k]`` with both dims symbolic) needs a stand-in end of ``2**62``,
-  which the shape function types as an omitted bound (the whole axis, ``n``);
+  early (a missing trailing entry is an omitted bound); an interior omitted ``stop`` is written
+  as the dim when static, else as ``2**62`` (``-2**62`` going backward), which the shape
+  function types as an omitted bound (``x[:, :1]`` of ``(b, n)`` is ``(b, min(1, n))``): an
+  omitted bound is not a dim, so a slice by ints keeps int attributes. A bound or step may
+  be a dim: an int, or an expression of the inputs' dims (``y[: n // 2]``, ``x[:, k:]``,
+  ``x[::k]``), typed with numpy's clamping as ``min``/``max`` of dims. A dim bound counts from
+  the start: one that may be negative (``n - 3``) is checked at run time, and one that is never
+  positive (``-k``, which numpy would read from the end except at ``k = 0``) is refused here;
+  a dim step is forward;
 - ints: ``take`` of a scalar index along the axis (negative indices count from the end), which
   drops the axis; statically out-of-range indices fail at build time;
 - ``None``: ``expand_dims``;
@@ -21,9 +24,10 @@ How a key becomes ops (each exact, so ``x[:, 1:3]`` of an ``(n, 8)`` tensor has 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
+import sympy
 
 from .location import fail, user_span
 from .trace import apply, constant
@@ -32,7 +36,8 @@ from .value import apply_one
 if TYPE_CHECKING:
     from .value import Value
 
-#: Stands for "to the end" where a slice end must be written and the dim is symbolic.
+#: Stands for an omitted end where one must be written and the dim is symbolic: the shape
+#: function types it as an omitted bound (``shape_funcs/ops/_common.py``, ``FAR``).
 _BIG = 1 << 62
 
 
@@ -47,6 +52,11 @@ def getitem(x: Value, key: Any) -> Value:
     if values:
         return _tensor_index_in_tuple(x, key, values)
     for k in key:
+        if isinstance(k, sympy.Expr) and not isinstance(k, sympy.Integer):
+            raise fail(
+                f"cannot index a tensor with the dim {k}: an int index by a dim is not "
+                f"supported; slice with it, x[{k}:{k} + 1]"
+            )
         if not (k is None or k is Ellipsis or isinstance(k, slice) or _is_int(k)):
             raise fail(f"cannot index a tensor with {k!r} (ints, slices, ..., None or a tensor)")
     if sum(k is Ellipsis for k in key) > 1:
@@ -57,7 +67,9 @@ def getitem(x: Value, key: Any) -> Value:
     at = key.index(Ellipsis) if Ellipsis in key else len(key)
     key = key[:at] + (slice(None),) * (x.ndim - used) + key[at + 1 :]
     per_axis = [k for k in key if k is not None]  # one entry per axis of x
-    out = _slices(x, [k if isinstance(k, slice) else slice(None) for k in per_axis])
+    out = _slices(
+        x, [_slice(k, i) if isinstance(k, slice) else slice(None) for i, k in enumerate(per_axis)]
+    )
     for axis in reversed(range(x.ndim)):
         if _is_int(per_axis[axis]):
             out = _int_index(out, int(per_axis[axis]), axis)
@@ -71,7 +83,42 @@ def getitem(x: Value, key: Any) -> Value:
 
 
 def _is_int(k: Any) -> bool:
-    return isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_))
+    return isinstance(k, (int, np.integer, sympy.Integer)) and not isinstance(k, (bool, np.bool_))
+
+
+#: A slice bound or step: an int or a dim (a sympy expression of the inputs' dims).
+Bound: TypeAlias = int | sympy.Expr
+
+
+def _slice(s: slice, axis: int) -> slice:
+    """``s`` with ints as ints and dims checked (see the module docstring)."""
+    return slice(
+        _bound(s.start, axis, "start"), _bound(s.stop, axis, "stop"), _bound(s.step, axis, "step")
+    )
+
+
+def _bound(v: Any, axis: int, what: str) -> Bound | None:
+    if v is None or _is_int(v):
+        return None if v is None else int(v)
+    if not isinstance(v, sympy.Expr) or v.is_integer is not True:
+        raise fail(
+            f"slice {what} of axis {axis} must be an int or a dim (an expression of the inputs' "
+            f"dims, such as n // 2), got {v!r}"
+        )
+    if v.is_nonpositive is True:
+        hint = (
+            "a dim step is forward (x[::k])"
+            if what == "step"
+            else f"numpy counts {v} from the end, except where it is 0, the start; a dim bound "
+            f"counts from the start: write the axis's dim minus it (x.shape[{axis}] + ({v}))"
+        )
+        raise fail(f"slice {what} {v} of axis {axis} is never positive: {hint}")
+    bound: Bound = v
+    return bound
+
+
+def _forward(step: Bound) -> bool:
+    return not isinstance(step, int) or step > 0
 
 
 def _trivial(s: slice) -> bool:
@@ -79,46 +126,35 @@ def _trivial(s: slice) -> bool:
 
 
 def _slices(x: Value, per_axis: list[slice]) -> Value:
-    """Apply one slice per axis (see the module docstring for the choice of ops)."""
+    """Apply one slice per axis, with one ``strided_slice`` (see the module docstring)."""
     for s in per_axis:
-        if s.step == 0:
+        if isinstance(s.step, int) and s.step == 0:
             raise fail("slice step cannot be zero")
     sliced = [i for i, s in enumerate(per_axis) if not _trivial(s)]
     if not sliced:
         return x
-    # The longest run of sliced axes one strided_slice can do exactly.
-    blocked = [i for i, s in enumerate(per_axis) if s.stop is None and not _static(x, i)]
-    exact = [i for i in sliced if not any(b < i for b in blocked)]
-    rest = [i for i in sliced if i not in exact]
-    out = _strided_slice(x, per_axis, exact) if exact else x
-    for i in rest:
-        if _static(x, i):
-            indices = np.arange(x.shape[i], dtype=np.int64)[per_axis[i]]
-            out = apply("take", out, constant(indices, None, user_span()), axis=i)
-        else:
-            out = _strided_slice(out, per_axis, [i])
-    return out
-
-
-def _static(x: Value, axis: int) -> bool:
-    return isinstance(x.shape[axis], int)
+    return _strided_slice(x, per_axis, sliced)
 
 
 def _strided_slice(x: Value, per_axis: list[slice], axes: list[int]) -> Value:
     """One strided_slice doing ``per_axis[i]`` for each of ``axes`` (the others whole)."""
     last = max(axes)
-    begin: list[int] = []
-    end: list[int] = []
-    strides: list[int] = []
+    begin: list[Bound] = []
+    end: list[Bound] = []
+    strides: list[Bound] = []
     for i in range(last + 1):
         s = per_axis[i] if i in axes else slice(None)
-        step = 1 if s.step is None else int(s.step)
-        begin.append(int(s.start) if s.start is not None else (0 if step > 0 else -1))
+        step: Bound = 1 if s.step is None else s.step
+        forward = _forward(step)
+        begin.append(s.start if s.start is not None else (0 if forward else -1))
         if s.stop is not None:
-            end.append(int(s.stop))
+            end.append(s.stop)
         else:
-            dim = x.shape[i] if _static(x, i) else _BIG
-            end.append(dim if step > 0 else -dim - 1)
+            dim = x.shape[i]
+            if isinstance(dim, int):
+                end.append(dim if forward else -dim - 1)
+            else:  # an omitted bound, not a dim: the attributes stay ints when the rest are
+                end.append(_BIG if forward else -_BIG)
         strides.append(step)
 
     # Trailing entries equal to the omitted bound are left out (the op's default).
@@ -129,7 +165,7 @@ def _strided_slice(x: Value, per_axis: list[slice], axes: list[int]) -> Value:
         end.pop()
     while begin and omitted(len(begin) - 1, "start"):
         begin.pop()
-    while strides and strides[-1] == 1:
+    while strides and isinstance(strides[-1], int) and strides[-1] == 1:
         strides.pop()
     return apply_one("strided_slice", x, begin=begin, end=end, strides=strides or None)
 

@@ -15,6 +15,12 @@ by ``None``, since the VM never sees sympy. The kernels need no value there: the
 result's extents from their outputs (reshape copies into ``out.shape``; split recovers its cut
 points from the parts' sizes, ``vm/kernels/transform.py``). A shape function cannot run on
 such attributes at run time, so a step that would need one is a compile error.
+
+A kernel that needs the values (``strided_slice``'s ``begin=[k]``: the op's declaration names
+such attributes, ``dim_values``) gets them from its caller: the entry (an ``OpKernel``, or a
+``FusedStep``) lists the entries filled at run time, and the invoke passes, as one more input
+per such op, a tuple of ints computed by the function's shape program (``vm/attr_values.py``).
+``kernel_for`` returns those dims; the lowering of the invoke computes them.
 """
 
 from __future__ import annotations
@@ -33,18 +39,56 @@ from ..analysis.recorded_plan import recorded_plan
 from ..analysis.step_plan import StepPlan, plan_steps, same_shape, single_op
 from ..errors import CompileError
 
+#: The dims of each input of attribute values an invoke passes after the primitive's own
+#: inputs, in order (empty for the usual kernel, whose attributes are all known).
+ValueDims = list[list[ir.Dim]]
 
-def kernel_for(asm: Assembler, fn: Function, name: str, num_scratch: int = 0) -> int:
-    """Add the kernel-table entry of primitive ``fn``; return its index. ``num_scratch``: how
-    many scratch buffers the invoke passes after the outputs (all of the step plan's, or 0)."""
+
+def kernel_for(
+    asm: Assembler, fn: Function, name: str, num_scratch: int = 0
+) -> tuple[int, ValueDims]:
+    """Add the kernel-table entry of primitive ``fn``; return its index and the dims of the
+    attribute values its invoke passes last (see the module doc). ``num_scratch``: how many
+    scratch buffers the invoke passes after the outputs (all of the step plan's, or 0)."""
     body = fn.body
     leaves = ir.tensor_leaves(_ty(body))
     if single_op(fn):
         assert isinstance(body, Call) and body.op is not None
         if num_scratch:
             raise CompileError(f"primitive function {name}: one op takes no scratch buffers")
-        return asm.kernel(body.op.name, vm_attrs(body, name), len(fn.params), len(leaves))
-    return asm.fused(_FusedBuilder(asm, fn, name, num_scratch).build())
+        entries = runtime_entries(body)
+        k = asm.kernel(
+            body.op.name,
+            vm_attrs(body, name),
+            len(fn.params) + (1 if entries else 0),
+            len(leaves),
+            [(a, i) for a, i, _ in entries],
+        )
+        return k, [[d for _, _, d in entries]] if entries else []
+    builder = _FusedBuilder(asm, fn, name, num_scratch)
+    return asm.fused(builder.build()), builder.value_dims
+
+
+def single_op_value_dims(fn: Function) -> ValueDims:
+    """``kernel_for``'s value dims of ``fn`` when it is one op (an ``OpKernel``), else []: what
+    the lowering computes ahead, with the chain's other shapes, without making the entry."""
+    if not single_op(fn):
+        return []
+    assert isinstance(fn.body, Call)
+    entries = runtime_entries(fn.body)
+    return [[d for _, _, d in entries]] if entries else []
+
+
+def runtime_entries(call: Call) -> list[tuple[str, int, ir.Dim]]:
+    """``(attribute, index, dim)`` of each dim entry of ``call``'s attributes whose value its
+    kernel needs (the op's ``dim_values``), in attribute order."""
+    assert call.op is not None
+    out = []
+    for key in call.op.dim_values:
+        value = call.attrs.get(key)
+        if value is not None and has_symbolic_entries(value):
+            out += [(key, i, d) for i, d in enumerate(value) if isinstance(d, sympy.Expr)]
+    return out
 
 
 def vm_attrs(call: Call, where: str, *, shape_func: bool = False) -> dict[str, Any]:
@@ -81,6 +125,8 @@ class _FusedBuilder:
         self.num_scratch = num_scratch
         self.steps: list[FusedStep] = []
         self.refs: dict[Expr, Any] = {p: Ref("in", i) for i, p in enumerate(fn.params)}
+        self.value_dims: ValueDims = []
+        """The dims of each input of attribute values, after the parameters (``kernel_for``)."""
 
     def build(self) -> FusedKernel:
         # The plan manifest_alloc recorded (verified as it is read); planned here only for a
@@ -97,7 +143,7 @@ class _FusedBuilder:
         label = "_".join(c.op.name.split(".")[-1] for c in plan.calls if c.op is not None)
         return FusedKernel(
             f"fused_{label}"[:80] or self.name,
-            len(self.fn.params),
+            len(self.fn.params) + len(self.value_dims),
             len(ir.tensor_leaves(_ty(self.fn.body))),
             tuple(self.steps),
             tuple(self.scratch(plan, j) for j in range(len(plan.slots))),
@@ -145,5 +191,10 @@ class _FusedBuilder:
         inputs = tuple(self.ref(a) for a in call.args)
         outs = tuple(Ref(d.kind, d.index) for d in dests)
         attrs = vm_attrs(call, f"primitive function {self.name}")
-        self.steps.append(FusedStep(call.op.name, attrs, inputs, outs))
+        entries = runtime_entries(call)
+        if entries:  # one more input of the kernel, after the parameters and earlier values
+            inputs += (Ref("in", len(self.fn.params) + len(self.value_dims)),)
+            self.value_dims.append([d for _, _, d in entries])
+        filled = tuple((a, i) for a, i, _ in entries)
+        self.steps.append(FusedStep(call.op.name, attrs, inputs, outs, filled))
         self.refs[call] = outs if isinstance(_ty(call), ir.TupleType) else outs[0]

@@ -72,7 +72,7 @@ from ..dialect.memory import (
     memory_op,
 )
 from ..errors import CompileError
-from .kernels import kernel_for, vm_attrs
+from .kernels import ValueDims, kernel_for, single_op_value_dims, vm_attrs
 from .shape_exprs import ShapeExprCompiler, needed_symbols, symbol_registers
 
 _CMP = ("==", "!=", "<", "<=", ">", ">=")
@@ -81,7 +81,7 @@ _CMP = ("==", "!=", "<", "<=", ">", ">=")
 def lower(module: Module) -> Executable:
     """Lower a manifested, typed module to an executable (see the module docstring)."""
     asm = Assembler()
-    kernels: dict[tuple[Function, int], int] = {}
+    kernels: dict[tuple[Function, int], tuple[int, ValueDims]] = {}
     for name, fn in module.items():
         _FunctionLowering(asm, module, name, fn, kernels).lower()
     return asm.build()
@@ -107,7 +107,7 @@ class _FunctionLowering:
         module: Module,
         name: str,
         fn: Function,
-        kernels: dict[tuple[Function, int], int],
+        kernels: dict[tuple[Function, int], tuple[int, ValueDims]],
     ) -> None:
         self.asm = asm
         self.module = module
@@ -297,8 +297,12 @@ class _FunctionLowering:
             )
             if d is not None and _hoistable(d, bound) and d not in memo:
                 dims[d] = None
-            if isinstance(op, (AllocTensor, ReshapeTensor)):
-                key = ("shape", *op.shape)
+            # A shape, or the attribute values an invoke passes (begin=[k]): tuples alike.
+            tuples: list[Any] = [op.shape] if isinstance(op, (AllocTensor, ReshapeTensor)) else []
+            if isinstance(op, Invoke):
+                tuples = single_op_value_dims(self.function_value(op.fn))
+            for dims_of in tuples:
+                key = ("shape", *dims_of)
                 symbolic = [d for d in key[1:] if not isinstance(d, int)]
                 if symbolic and key not in memo and all(_hoistable(d, bound) for d in symbolic):
                     shapes[key] = None
@@ -417,16 +421,28 @@ class _FunctionLowering:
         shape = self.shape(op.shape, symbols)
         return self.b.alloc_tensor(self.atom(op.storage), offset, shape, op.dtype)
 
-    def invoke(self, op: Invoke, symbols: dict[sympy.Basic, Reg]) -> Reg:
+    def kernel_entry(self, op: Invoke) -> tuple[int, ValueDims]:
+        """The kernel-table entry of ``op``'s primitive (made once per primitive) and the dims
+        of the attribute values its invoke passes last."""
         fn = self.function_value(op.fn)
-        ins, outs = self.tuple_items(op.inputs), self.tuple_items(op.outputs)
         # Destinations beyond the results are the step plan's scratch (manifest_alloc).
-        num_scratch = len(outs) - len(ir.tensor_leaves(_result_type(fn)))
-        k = self.kernels.get((fn, num_scratch))
-        if k is None:
-            k = self.kernels[(fn, num_scratch)] = kernel_for(
+        num_outs = len(op.outputs.fields) if isinstance(op.outputs, Tuple) else 0
+        num_scratch = num_outs - len(ir.tensor_leaves(_result_type(fn)))
+        entry = self.kernels.get((fn, num_scratch))
+        if entry is None:
+            entry = self.kernels[(fn, num_scratch)] = kernel_for(
                 self.asm, fn, f"{self.name}_k{len(self.kernels)}", num_scratch
             )
+        return entry
+
+    def invoke(self, op: Invoke, symbols: dict[sympy.Basic, Reg]) -> Reg:
+        ins, outs = self.tuple_items(op.inputs), self.tuple_items(op.outputs)
+        k, value_dims = self.kernel_entry(op)
+        # Attribute values the kernel needs (begin=[k]): one tuple of ints each, computed here.
+        for dims in value_dims:
+            values = self.shape(dims, symbols)
+            assert isinstance(values, Reg), "a dim entry of an attribute is never an int"
+            ins.append(values)
         self.b.invoke(k, ins, outs)
         return self.unit
 

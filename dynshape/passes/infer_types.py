@@ -195,10 +195,16 @@ class _FunctionInference(ir.ExprFunctor[Expr]):
                 ("?" if ir.is_anonymous(s) else str(s)) for s in free if s not in bound
             )
             if unbound:
+                data = (
+                    "; a ? (a size computed from data, argwhere's count) is passed as a tensor "
+                    "instead: dyn.strided_slice, dyn.reshape"
+                    if "?" in unbound
+                    else ""
+                )
                 raise self.fail(
                     f"op {call.op.name}: attribute {key}={attr_text(value)} uses "
                     f"{', '.join(unbound)}, which no parameter of @{self.name} binds (a dim in "
-                    "an attribute may use only the symbols of the parameter types)",
+                    f"an attribute may use only the symbols of the parameter types){data}",
                     call,
                 )
 

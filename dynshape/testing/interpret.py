@@ -340,6 +340,14 @@ def _resolved_attrs(node: Call, frame: Frame) -> Any:
                         f"@{frame.function}: {describe(node)}: attribute {key} uses {d}, "
                         "which is not bound here"
                     )
+                dims_as_values = node.op is not None and key in node.op.dim_values
+                if v < 0 and isinstance(d, sympy.Expr) and dims_as_values:
+                    # A dim index counts from the start (the shape function's run-time check,
+                    # shape_funcs/ops/_common.py dim_index): numpy would count it from the end.
+                    raise InterpreterError(
+                        f"@{frame.function}: {describe(node)}: attribute {key} uses {d} = {v}, "
+                        "but a dim index must be >= 0"
+                    )
                 resolved.append(v)
             value = tuple(resolved)
         out[key] = value

@@ -108,6 +108,13 @@ class OpDecl:
     reshape_like: bool = False
     """Its result is its (first) input's elements, in order, in another shape: a fused group of
     such ops alone is a view of its input (``dynshape/passes/fuse_ops.py``)."""
+    dim_values: tuple[str, ...] = ()
+    """Attributes (of a ``list[int | dim]`` kind) whose dim entries its kernel needs as values
+    (``strided_slice``'s ``begin=[k]``: the output's shape does not tell where it starts). The
+    caller computes them at every call and the VM fills them in (an extra input of the
+    ``invoke``, design/vm.md "Attribute values computed at run time"); a call with such an
+    entry is not fused. Other ops' dim entries reach the VM as None (their kernels take the
+    extents from their outputs)."""
     attr_index: dict[str, AttrDecl] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -153,10 +160,20 @@ def declare(
     in_place: bool = False,
     blockwise: bool = False,
     reshape_like: bool = False,
+    dim_values: Sequence[str] = (),
 ) -> OpDecl:
     """An op declaration (shorthand for the catalogue): checked, registered nowhere."""
     return OpDecl(
-        name, tuple(operands), tuple(attrs), pattern, dtype, doc, in_place, blockwise, reshape_like
+        name,
+        tuple(operands),
+        tuple(attrs),
+        pattern,
+        dtype,
+        doc,
+        in_place,
+        blockwise,
+        reshape_like,
+        tuple(dim_values),
     )
 
 
@@ -216,4 +233,11 @@ def _check(op: OpDecl) -> None:
         if not a.required and not check(a.default):
             raise DeclarationError(
                 f"{where}: attribute {a.name!r}: default {a.default!r} is not {a.kind}"
+            )
+    for n in op.dim_values:
+        found = op.attr_index.get(n) if isinstance(n, str) else None
+        if found is None or "list[int | dim]" not in parse_kind(found.kind):
+            raise DeclarationError(
+                f"{where}: dim_values names {n!r}, which is not an attribute of kind "
+                "list[int | dim]"
             )

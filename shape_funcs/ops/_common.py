@@ -119,12 +119,28 @@ def clamp_index(ctx: ShapeContext, n: Dim, index: Dim, forward: bool) -> Dim:
 
     A negative ``index`` counts from the end; the result is clamped to ``[0, n]`` for a forward
     slice and to ``[-1, n - 1]`` for a backward one (``-1`` meaning "before the first"). An
-    index that is not an int is a dim (split's ``[n // 2]``), non-negative by construction.
+    index that is not an int is a dim (split's ``[n // 2]``, a slice's ``begin=[k]``): a
+    non-negative index by its kind, so only the top can clip (``min(k, n)``).
     """
     low = 0 if forward else -1
     if not isinstance(index, int) or index >= 0:
         return ctx.min(index, n + low)  # index >= 0 >= low, so only the top can clip
     return ctx.max(n + index, low)  # n + index < n + low + 1, so only the bottom can clip
+
+
+def dim_index(ctx: ShapeContext, index: Dim, what: str) -> Dim:
+    """A dim used as a slice index (``begin=[k]``, ``end=[n - 3]``), which counts from the start.
+
+    A dim is non-negative by its kind, but an expression such as ``n - 3`` can be negative at
+    some bindings, where numpy would count from the end instead: the type cannot say both (its
+    ``min``/``max`` have no sign test), so that is a fact checked at run time (proved here when
+    the declared ranges allow), named ``what``.
+    """
+    if not isinstance(index, int):
+        ctx.check(
+            index, ">=", 0, "{} = {} to be >= 0 (a dim index counts from the start)", what, index
+        )
+    return index
 
 
 #: A slice bound at least this far out (the most an attribute holds, ``MAX_INT``) is past the
@@ -139,17 +155,18 @@ def _past_the_end(bound: Dim | None, toward_end: bool) -> bool:
     return isinstance(bound, int) and (bound >= FAR if toward_end else bound <= -FAR)
 
 
-def slice_length(ctx: ShapeContext, n: Dim, start: Dim | None, stop: Dim | None, step: int) -> Dim:
+def slice_length(ctx: ShapeContext, n: Dim, start: Dim | None, stop: Dim | None, step: Dim) -> Dim:
     """``len(range(n)[start:stop:step])``: numpy's slice length, for symbolic ``n`` too.
 
     ``None`` is an omitted bound (so is one ``FAR`` out). A forward slice has ``ceil((stop -
     start) / step)`` elements, a backward one ``ceil((start - stop) / -step)``, never fewer
-    than zero.
+    than zero. A step that is a dim (``strides=[k]``) is forward: a dim is non-negative, and a
+    step must not be 0 (the caller checks it).
     """
-    forward = step > 0
+    forward = not isinstance(step, int) or step > 0
     start = None if _past_the_end(start, not forward) else start
     stop = None if _past_the_end(stop, forward) else stop
-    if step > 0:
+    if forward:
         lo = 0 if start is None else clamp_index(ctx, n, start, True)
         hi = n if stop is None else clamp_index(ctx, n, stop, True)
         return ctx.max(0, ceil_div(hi - lo, step))
@@ -161,15 +178,16 @@ def slice_length(ctx: ShapeContext, n: Dim, start: Dim | None, stop: Dim | None,
 def strided_slice_shape(
     ctx: ShapeContext,
     x: Shape,
-    begin: Sequence[int],
-    end: Sequence[int],
-    strides: Sequence[int] | None,
+    begin: Sequence[Dim],
+    end: Sequence[Dim],
+    strides: Sequence[Dim] | None,
 ) -> Shape:
     """The shape of ``x[begin[0]:end[0]:strides[0], ...]``.
 
     The lists may be shorter than the rank and than each other: a missing begin or end is an
     omitted bound (``None``: the whole axis in the direction of the stride), a missing stride
-    is 1, and axes past every list are kept whole.
+    is 1, and axes past every list are kept whole. An entry may be a dim (``begin=[k]``): a
+    non-negative index (``dim_index``), or a forward stride of at least 1.
     """
     strides = strides or ()
     count = max(len(begin), len(end), len(strides))
@@ -178,12 +196,30 @@ def strided_slice_shape(
     out = list(x)
     for i in range(count):
         step = strides[i] if i < len(strides) else 1
-        if step == 0:
-            fail(f"strides[{i}] must not be 0")
-        start = begin[i] if i < len(begin) else None
-        stop = end[i] if i < len(end) else None
+        if isinstance(step, int):
+            if step == 0:
+                fail(f"strides[{i}] must not be 0")
+        elif step is None:
+            fail(f"strides[{i}] is a dim the compiler resolved; it has no value here")
+        else:
+            ctx.check(step, ">=", 1, "strides[{}] = {} to be >= 1", i, step)
+            # max(1, k) is k wherever the check passes; sizes computed before it (an arena's,
+            # at the top of the function) then never divide by zero.
+            step = ctx.max(step, 1)
+        start = _entry(ctx, begin, i, "begin")
+        stop = _entry(ctx, end, i, "end")
         out[i] = slice_length(ctx, x[i], start, stop, step)
     return tuple(out)
+
+
+def _entry(ctx: ShapeContext, bounds: Sequence[Dim], i: int, name: str) -> Dim | None:
+    """Entry ``i`` of begin or end (None past its end: an omitted bound)."""
+    if i >= len(bounds):
+        return None
+    b = bounds[i]
+    if b is None:  # what the compiler leaves the VM of a dim entry (see ir/attrs.py)
+        fail(f"{name}[{i}] is a dim the compiler resolved; it has no value here")
+    return dim_index(ctx, b, f"{name}[{i}]")
 
 
 def read_int_vector(value: Any, name: str) -> list[int]:

@@ -205,11 +205,12 @@ def strided_slice(
     ctx: ShapeContext,
     x: Shape,
     *,
-    begin: Sequence[int],
-    end: Sequence[int],
-    strides: Sequence[int] | None = None,
+    begin: Sequence[Dim],
+    end: Sequence[Dim],
+    strides: Sequence[Dim] | None = None,
 ) -> Shape:
-    """``x[begin[i]:end[i]:strides[i], ...]`` with numpy's negative indices and clamping."""
+    """``x[begin[i]:end[i]:strides[i], ...]`` with numpy's negative indices and clamping; a dim
+    entry (``begin=[k]``) is a non-negative index, typed with ``min``/``max`` of dims."""
     return strided_slice_shape(ctx, x, begin, end, strides)
 
 

@@ -217,6 +217,13 @@ def @main(%x: Tensor[(b, s, 8), float32], %wq: Tensor[(8, 8), float32], %wk: Ten
   reshape(%out, newshape=[0, 0, 8])
 }
 """,
+    "symbolic_slice": """
+def @main(%x: Tensor[(n, m), float32], %c: Tensor[(16, 4), float32]) {
+  (strided_slice(%x, begin=[(n // 2), 0], end=[n, m], strides=[1, m]),
+   multiply(strided_slice(const([1, 2, 3, 4, 5, 6], float32), begin=[0], end=[n]), 2f),
+   strided_slice(%c, begin=[m], end=[-4611686018427387904], strides=[-1]))
+}
+""",
 }
 
 
@@ -240,6 +247,7 @@ def _inputs(name: str) -> list[Any]:
         "normalize_rows": lambda: [f32(5, 8)],
         "cnn": lambda: [f32(2, 1, 8, 8), f32(4, 1, 3, 3), f32(10, 64)],
         "attention": lambda: [f32(2, 5, 8), f32(8, 8), f32(8, 8), f32(8, 8)],
+        "symbolic_slice": lambda: [f32(5, 3), f32(16, 4)],
     }[name]()
 
 
@@ -821,6 +829,42 @@ def g_fused_step(rng: random.Random, meta: Any, seed: Seed) -> list[list[Any]]:
     return [["insert", p, copy.deepcopy(step)]]
 
 
+def g_runtime_attrs(rng: random.Random, meta: Any, seed: Seed) -> list[list[Any]]:
+    """The attribute entries an op kernel or a fused step fills at run time (issue 30): a
+    wrong name, index or count, junk, or the input of their values moved or dropped."""
+    sites = [["kernels", i] for i, k in enumerate(meta["kernels"]) if "runtime_attrs" in k]
+    sites += [
+        ["kernels", i, "steps", j]
+        for i, k in enumerate(meta["kernels"])
+        for j, st in enumerate(k.get("steps", []))
+        if "runtime_attrs" in st
+    ]
+    if not sites:
+        raise NoTarget
+    p = rng.choice(sites)
+    node: Any = meta
+    for key in p:
+        node = node[key]
+    slots = node["runtime_attrs"]
+    r = rng.random()
+    if r < 0.2:
+        return [["set", [*p, "runtime_attrs", 0, 0], rng.choice(["begin", "end", "strides", "x"])]]
+    if r < 0.4:
+        return [["set", [*p, "runtime_attrs", 0, 1], rng.choice([-1, 0, 1, 2, 99, True, 1.5])]]
+    if r < 0.55:
+        return [["insert", [*p, "runtime_attrs", 0], copy.deepcopy(rng.choice(slots))]]
+    if r < 0.65:
+        return [["delete", [*p, "runtime_attrs", 0]]]
+    if r < 0.75:
+        return [["set", [*p, "runtime_attrs"], _junk(rng)]]
+    if r < 0.85:
+        return [["delete", [*p, "runtime_attrs"]]]
+    if len(p) == 2:
+        v = node["num_inputs"]
+        return [["set", [*p, "num_inputs"], rng.choice([v - 1, v + 1, 0])]]
+    return [["set", [*p, "inputs", len(node["inputs"]) - 1], _ref(rng)]]
+
+
 def g_scratch(rng: random.Random, meta: Any, seed: Seed) -> list[list[Any]]:
     fused = _fused(meta)
     if not fused:
@@ -1273,7 +1317,7 @@ JSON_GENERATORS: list[Gen] = [
     g_opcode, g_reg_index, g_reg_kind, g_reg_swap, g_operand, g_instructions, g_int_imm,
     g_alloc_storage, g_alloc_tensor, g_reshape, g_jump, g_attrs, g_kernel_entry, g_fused_step,
     g_scratch, g_shape_program, g_shape_func, g_function, g_constant, g_check, g_splice,
-    g_junk_node,
+    g_junk_node, g_runtime_attrs,
 ]  # fmt: skip
 
 #: kind -> (generator, weight)
@@ -1293,6 +1337,7 @@ KINDS: dict[str, tuple[Gen, float]] = {
     "kernel_entry": (g_kernel_entry, 4),
     "fused_step": (g_fused_step, 5),
     "scratch": (g_scratch, 4),
+    "runtime_attrs": (g_runtime_attrs, 3),
     "shape_program": (g_shape_program, 6),
     "shape_func": (g_shape_func, 2),
     "function": (g_function, 4),

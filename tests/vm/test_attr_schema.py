@@ -107,7 +107,7 @@ def test_every_declared_default_passes_its_own_check() -> None:
         (
             "strided_slice",
             {"begin": (1 << 63,), "end": (1,), "strides": None},
-            "is not list[int]",
+            "is not list[int | dim]",
         ),
     ],
 )

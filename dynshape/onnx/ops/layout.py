@@ -2,8 +2,12 @@
 
 Their index inputs (starts, ends, split sizes, repeats) are read at import when known. ONNX
 writes "to the end" as a huge end (``INT64_MAX``), which ``strided_slice`` clamps like numpy,
-symbolic dims included (``min(end, n)``). Slice bounds that are dims (``x[:, :seq]``) or depend
-on data go through ``dyn.strided_slice``, whose result shape is known only at run time.
+symbolic dims included (``min(end, n)``). Slice bounds that are dims (``x[:, :seq]``,
+``Slice(cos_cache, past, past + seq)``) are ``strided_slice``'s dim attributes, typed with
+``min``/``max`` of dims, when each is non-negative for every binding (a dim index counts from
+the start; ONNX would count a negative one from the end). Bounds that depend on data, on a
+``?`` dim or that may be negative (``seq - 1``) go through ``dyn.strided_slice``, whose result
+is reshaped to its symbolic shape or, from data, known only at run time.
 """
 
 from __future__ import annotations
@@ -16,9 +20,9 @@ from dynshape.builder import trace
 
 from ..known import Known
 from ..registry import Node, NodeError, Unsupported, converter
-from .operands import known_ints, normalize_axis, value_shape
+from .operands import data_dependent, known_ints, normalize_axis, value_shape
 
-#: A slice end past any dim.
+#: A slice end past any dim (an omitted bound that must be written, typed as omitted).
 _END = 2**62
 
 
@@ -58,10 +62,11 @@ def slice_(node: Node) -> Any:
 _HUGE = 2**31 - 1
 
 
-def _end_list(stops: list[int | None], strides: list[int], shape: Any) -> list[int]:
+def _end_list(stops: list[Any], strides: list[int], shape: Any) -> list[Any]:
     """``strided_slice``'s ``end``: trailing "to the end" entries are left out (an omitted
-    bound: exact for symbolic dims); an interior one is the dim when static, else ``2**62``,
-    which the shape function types as omitted too."""
+    bound: exact for symbolic dims); an interior one is the dim when static, else ``2**62``
+    (``-2**62`` going backward), which the shape function types as omitted too: an omitted
+    bound, not a dim, so the kernel's attributes stay ints (no values computed per call)."""
     count = len(stops)
     while count and stops[count - 1] is None:
         count -= 1
@@ -100,6 +105,8 @@ def _dynamic_slice(node: Node, rank: int) -> Any:
     if any(b is None for b in bounds):
         return _data_slice(node, axes, steps)
     starts, ends = (b.dims() for b in bounds)  # type: ignore[union-attr]
+    if _attribute_bounds([*starts, *ends]):
+        return _dim_slice(node, rank, axes, steps, starts, ends)
     count = max(axes) + 1
     begin_d: list[Any] = [0] * count
     end_d: list[Any] = list(value_shape(node.input(0))[:count])  # unsliced axes: whole
@@ -109,7 +116,36 @@ def _dynamic_slice(node: Node, rank: int) -> Any:
     vectors = [node.materialize(Known.of(v, "int64")) for v in (begin_d, end_d, stride_d)]
     out = trace.apply("dyn.strided_slice", node.tensor(0), *vectors)
     shape = _symbolic_slice_shape(value_shape(node.input(0)), begin_d, end_d, stride_d)
-    return trace.apply("reshape", out, newshape=list(shape))
+    return out if shape is None else trace.apply("reshape", out, newshape=list(shape))
+
+
+def _attribute_bounds(dims: list[Any]) -> bool:
+    """Whether slice bounds can be ``strided_slice``'s attributes: ints, or dims of ``main``'s
+    symbols that are never negative (so they index from the start, as ONNX reads them)."""
+    if data_dependent(dims):
+        return False
+    return all(isinstance(d, int) or d.is_nonnegative is True for d in dims)
+
+
+def _dim_slice(
+    node: Node, rank: int, axes: list[int], steps: list[int], starts: list[Any], ends: list[Any]
+) -> Any:
+    """``strided_slice`` with dims among its begin and end (see the module doc)."""
+    if not len(starts) == len(ends) == len(axes) == len(steps):
+        raise NodeError("starts, ends, axes and steps must have the same length")
+    if len(set(axes)) != len(axes):
+        raise NodeError(f"axes {axes} repeat an axis")
+    if any(s == 0 for s in steps):
+        raise NodeError("a step is 0")
+    count = max(axes) + 1
+    begin: list[Any] = [0] * count
+    strides = [1] * count
+    stops: list[Any] = [None] * count  # None: to the end, in the step's direction
+    for a, b, e, s in zip(axes, starts, ends, steps, strict=True):
+        begin[a], strides[a] = b, s
+        stops[a] = None if isinstance(e, int) and abs(e) >= _HUGE else e
+    end = _end_list(stops, strides, value_shape(node.input(0)))
+    return trace.apply("strided_slice", node.tensor(0), begin=begin, end=end, strides=strides)
 
 
 def _data_slice(node: Node, axes: list[int], steps: list[int]) -> Any:
@@ -143,10 +179,15 @@ def _data_slice(node: Node, axes: list[int], steps: list[int]) -> Any:
 
 
 def _symbolic_slice_shape(shape: Any, begin: list[Any], end: list[Any], strides: list[int]) -> Any:
+    """The slice's shape over dims, or None when it holds only under facts left for run time
+    (a bound such as ``seq - 2`` typed as a non-negative index, which ONNX would count from
+    the end where it is negative): the result then keeps its run-time shape."""
     from dynshape.inference.symbolic_context import SymbolicContext
     from shape_funcs.ops._common import strided_slice_shape
 
-    return strided_slice_shape(SymbolicContext(), tuple(shape), begin, end, strides)
+    ctx = SymbolicContext()
+    out = strided_slice_shape(ctx, tuple(shape), begin, end, strides)
+    return None if ctx.deferred else out
 
 
 @converter("Split")

@@ -84,11 +84,12 @@ DECLARATIONS: tuple[OpDecl, ...] = (
         "injective",
         "first",
         [
-            attr("begin", "list[int]"),
-            attr("end", "list[int]"),
-            attr("strides", optional("list[int]"), None),
+            attr("begin", "list[int | dim]"),
+            attr("end", "list[int | dim]"),
+            attr("strides", optional("list[int | dim]"), None),
         ],
         "x[begin:end:strides] per axis (numpy clamping, negative indices and strides)",
+        dim_values=("begin", "end", "strides"),
     ),
     declare(
         "take",
