@@ -51,13 +51,53 @@ def _folded(d: ir.Dim) -> ir.Dim:
 
 
 def _dims_le(a: ir.Dim, b: ir.Dim, ranges: ir.Ranges) -> bool:
-    # Not cached here: an answer may depend on the proof budget left (the steps below cache
-    # their own work).
+    # Cached for the proof session only (``dim_proofs.session_answers``): an answer may
+    # depend on the proof budget the session had left, so it is no answer for another one.
     if isinstance(a, int) and isinstance(b, int):
         return a <= b
     if dim_proofs.sample_order(ir.dims.as_expr(a), ir.dims.as_expr(b), ranges)[2]:
         return False  # a > b at a binding within the ranges: not provable, no search
-    return _proved_le(a, b, ranges or None)
+    answers = dim_proofs.session_answers()
+    key = ("dims_le", a, b, ranges)
+    if answers is not None and key in answers:
+        return bool(answers[key])
+    out = _structural_le(a, b, ranges)
+    # max(a1, a2) <= b is exactly a1 <= b and a2 <= b (and a <= min(b1, b2) the same): when
+    # the structure did not prove it, a case split on the whole would only ask those again.
+    if not out and not isinstance(a, sympy.Max) and not isinstance(b, sympy.Min):
+        out = _proved_le(a, b, ranges or None)
+    if answers is not None:
+        answers[key] = out
+    return out
+
+
+def _structural_le(a: ir.Dim, b: ir.Dim, ranges: ir.Ranges) -> bool:
+    """``a <= b`` proved from the structure of a ``max`` or ``min`` on either side, by
+    questions about their arguments, before any case split (issue 27). ``max(a1, a2) <= b`` is
+    exactly ``a1 <= b`` and ``a2 <= b``; ``a <= max(b1, b2)`` follows from ``a <= b1``, tried
+    for the arguments that are at least ``a`` at every sample binding (the others cannot
+    prove it). A block grown to ``max(512*b*s, 16*b*s**2, ...)`` holds a ``512*b*s`` tensor by
+    its first argument: two nodes, where splitting the cases of the max took 10-14 per
+    question, and a decoder's placements ran out of the function's budget."""
+    if isinstance(a, sympy.Max):
+        return all(dims_le(x, b, ranges) for x in a.args)
+    if isinstance(b, sympy.Min):
+        return all(dims_le(a, x, ranges) for x in b.args)
+    ea = ir.dims.as_expr(a)
+    for side, args in ((b, sympy.Max), (a, sympy.Min)):
+        if not isinstance(side, args):
+            continue
+        for x in side.args:
+            lhs, rhs = (ea, x) if side is b else (x, ir.dims.as_expr(b))
+            if dim_proofs.sample_order(lhs, rhs, ranges)[2]:
+                continue  # refuted at a sample: it cannot prove the claim
+            if dims_le(_as_dim(lhs), _as_dim(rhs), ranges):
+                return True
+    return False
+
+
+def _as_dim(e: sympy.Expr) -> ir.Dim:
+    return int(e) if e.is_Integer else e
 
 
 def _proved_le(a: ir.Dim, b: ir.Dim, ranges: RangeMap | None) -> bool:
@@ -72,10 +112,6 @@ def _proved_le(a: ir.Dim, b: ir.Dim, ranges: RangeMap | None) -> bool:
     if isinstance(b, sympy.Max) and any(dims_le(a, x, ranges) for x in b.args):
         return True
     if isinstance(a, sympy.Min) and any(dims_le(x, b, ranges) for x in a.args):
-        return True
-    if isinstance(a, sympy.Max) and all(dims_le(x, b, ranges) for x in a.args):
-        return True
-    if isinstance(b, sympy.Min) and all(dims_le(a, x, ranges) for x in b.args):
         return True
     if isinstance(a, sympy.Add) and isinstance(b, sympy.Add):
         # Sums of aligned blocks: drop the common terms (offsets share prefixes).
