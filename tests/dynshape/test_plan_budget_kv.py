@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 
 import dynshape
+import ir
 from dynshape import pipeline
+from dynshape.analysis import plan_choice
 from dynshape.pipeline import CompileReport
 from ir import dim_proofs
 
@@ -65,3 +67,14 @@ def test_the_planned_step_computes_the_reference(b: int, p: int, s: int) -> None
     got = dynshape.VirtualMachine(dynshape.compile(PROGRAM)).run(k, kn, q)
     for x, want in zip(got, _reference(k, kn, q), strict=True):
         np.testing.assert_allclose(x, want, rtol=1e-5, atol=1e-6)
+
+
+def test_no_run_time_test_for_a_plan_that_wins_only_when_every_dim_is_0() -> None:
+    # A GPT-2 step's plan needed as much as kills alone only at the all-zero binding (80 bytes
+    # each): the test it made cost every call a shape program, for a case no caller runs.
+    n, m = ir.sym("n"), ir.sym("m")
+    planned, killed = 80 + 10 * n * m, 80 + 9 * n * m
+    assert not plan_choice._sometimes_no_more(planned, killed, {})
+    assert plan_choice._sometimes_no_more(killed, planned, {})
+    # An empty dim alone is no reason either; a plan that ties where dims are positive is one.
+    assert plan_choice._sometimes_no_more(80 + 9 * n * m, 80 + 9 * n * m, {})
