@@ -3,11 +3,19 @@
 ``dims_le(a, b, ranges)`` answers "is ``a <= b`` for every value of the symbols?" with True only
 when it is proven (False means *not proven*). It tries, in order:
 
-1. ``ir.compare(a, "<=", b, ranges)``: sympy alone (symbols are non-negative integers), then
-   the declared symbol ranges, by substitution and interval arithmetic over
-   ``+ * // % max min floor ceil`` (``ir/ranges.py``), then ``ir.dim_proofs``;
-2. the structure of ``max``/``min``: ``a <= max(b1, b2)`` if ``a <= b1`` or ``a <= b2``;
-   ``max(a1, a2) <= b`` if both are; (and the duals for ``min``) - sympy rarely sees these.
+1. the structure of ``max``/``min`` (issue 27: cheaper than a case split of the whole):
+   ``max(a1, a2) <= b`` exactly when both are (and ``a <= min(b1, b2)``), nothing else tried
+   after; ``a <= max(b1, b2)`` if ``a <= b1`` or ``a <= b2``, asked for the arguments that are
+   at least ``a`` at every sample binding (and the dual for ``min`` on the left);
+2. ``ir.compare(a, "<=", b, ranges)`` for polynomials: sympy alone (symbols are non-negative
+   integers), then the declared symbol ranges, by substitution and interval arithmetic over
+   ``+ * // % max min floor ceil`` (``ir/ranges.py``), then ``ir.dim_proofs``; for a dim with a
+   max, min or rounding, ``ir.dim_proofs.decide`` at once (sympy's assumptions about those
+   took milliseconds a question and proved none);
+3. the structure again, after the search, and the common terms of two sums dropped.
+
+Answers are kept for the proof session (``ir.dim_proofs.session_answers``): the planner asks
+each "does it fit?" twice.
 
 Each step is sound, so the answer is a proof; the planner reuses a block only on a proof.
 
