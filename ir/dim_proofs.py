@@ -565,7 +565,13 @@ def _exact_quotient(arg: sympy.Expr) -> sympy.Expr | None:
     is defined (``s != 0``: the reshape checks that the divisor is not 0), but which sympy
     keeps as a floor once its numerator is expanded, and every proof about it then relaxes the
     floor and fails (issue 27: a GPT-2 decode step's sizes). The polynomial may keep rational
-    coefficients (``floor(n/2)``): the rounding is then folded or relaxed as usual."""
+    coefficients (``floor(n/2)``): the rounding is then folded or relaxed as usual.
+
+    Only for a quotient of polynomials of a few terms (``_QUOTIENT_TERMS``): sympy's ``cancel``
+    of a sum with maxes in it took 8 s of a speech encoder's compile."""
+    terms = sympy.Add.make_args(arg)
+    if len(terms) > _QUOTIENT_TERMS or _needs_relaxing(arg):
+        return None
     if not any(
         isinstance(x, sympy.Pow) and x.exp.is_negative and x.base.free_symbols
         for x in sympy.preorder_traversal(arg)
@@ -576,6 +582,11 @@ def _exact_quotient(arg: sympy.Expr) -> sympy.Expr | None:
     except (sympy.PolynomialError, RecursionError):
         return None
     return quotient if sympy.fraction(quotient)[1].is_Number else None
+
+
+#: ``_exact_quotient`` tries sums of at most this many terms (a reshape's inferred dim has a
+#: term per term of the element count).
+_QUOTIENT_TERMS = 16
 
 
 #: Values every symbol takes together in ``sample_points`` (then clipped to its range).
