@@ -124,3 +124,36 @@ def test_an_empty_dim_refutes_without_search() -> None:
         claim = ir.compare(planned, "<=", killed)
     assert claim is not True
     assert session.nodes == 0 and session.refuted >= 1
+
+
+_TERM = st.builds(
+    lambda c, x, y: c * x * y,
+    st.integers(1, 600),
+    st.sampled_from((*_SYMBOLS, sympy.Integer(1))),
+    st.sampled_from((*_SYMBOLS, sympy.Integer(1))),
+)
+_SUM = st.lists(_TERM, min_size=1, max_size=3).map(lambda ts: sympy.Add(*ts))
+_DIM = st.one_of(
+    _SUM,
+    st.lists(_SUM, min_size=2, max_size=4).map(lambda xs: sympy.Max(*xs, evaluate=False)),
+    st.lists(_SUM, min_size=2, max_size=3).map(lambda xs: sympy.Min(*xs, evaluate=False)),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    _DIM,
+    _DIM,
+    st.lists(st.tuples(*(st.integers(0, 300) for _ in _SYMBOLS)), min_size=1, max_size=20),
+)
+def test_dims_le_by_structure_is_never_refuted(
+    a: sympy.Expr, c: sympy.Expr, bindings: list[tuple[int, int, int]]
+) -> None:
+    with proof_session():
+        proved = dims_le(a, c)
+    if not proved:
+        return
+    for values in bindings:
+        point = dict(zip(_SYMBOLS, values, strict=True))
+        x, y = ir.dim_eval.value(a, point), ir.dim_eval.value(c, point)
+        assert x is not None and y is not None and x <= y, (a, c, point)
