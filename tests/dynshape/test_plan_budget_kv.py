@@ -74,7 +74,10 @@ def test_no_run_time_test_for_a_plan_that_wins_only_when_every_dim_is_0() -> Non
     # each): the test it made cost every call a shape program, for a case no caller runs.
     n, m = ir.sym("n"), ir.sym("m")
     planned, killed = 80 + 10 * n * m, 80 + 9 * n * m
-    assert not plan_choice._sometimes_no_more(planned, killed, {})
-    assert plan_choice._sometimes_no_more(killed, planned, {})
+    assert not plan_choice._sometimes_no_more([planned], [killed], {})
+    assert plan_choice._sometimes_no_more([killed], [planned], {})
     # An empty dim alone is no reason either; a plan that ties where dims are positive is one.
-    assert plan_choice._sometimes_no_more(80 + 9 * n * m, 80 + 9 * n * m, {})
+    assert plan_choice._sometimes_no_more([80 + 9 * n * m], [80 + 9 * n * m], {})
+    # Candidates compare by their max at each sample binding.
+    assert not plan_choice._sometimes_no_more([n * m, 3 * n * m], [2 * n * m, n], {})
+    assert plan_choice._sometimes_no_more([n * m, 2 * n * m], [2 * n * m + 1], {})
