@@ -49,7 +49,7 @@ import ir
 from ir import Call, Expr, If, TensorType, Var, dim_proofs
 
 from ..dialect.memory import Holds
-from .dim_bounds import defined_at, probe_points
+from .dim_bounds import defined_at, dims_le, probe_points
 from .peak import if_vars, max_of, paths, walk
 
 #: Paths through ``if``s compared at most, per function (2**4: four ``if``s).
@@ -174,8 +174,12 @@ def _le(planned: list[ir.Dim], killed: list[ir.Dim], ranges: Mapping[Any, Any]) 
             for k, values in zip(k_list, k_values, strict=True)
             if any(y >= x for x, y in zip(a_values, values, strict=True))
         ]
-        rival = max_of(rivals)
-        if not _affordable(a, rival) or ir.compare(a, "<=", rival, ranges) is not True:
+        # Their max, unevaluated and unpruned (``max_of`` proved dominance pairwise: most of
+        # an encoder's plan choice): ``dims_le`` asks about its arguments first, as above.
+        if len(rivals) < 2:
+            return False  # the one rival is in ``above``: already asked
+        rival = sympy.Max(*(ir.dims.as_expr(k) for k in rivals), evaluate=False)
+        if not dims_le(a, rival, ranges):
             return False
     return True
 
