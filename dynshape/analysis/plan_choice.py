@@ -115,13 +115,15 @@ def _choose(
     # Whether a test could pay first, on the peak candidates evaluated (their max at each
     # sample): simplifying the two maxes (``max_of``, proofs of dominance) cost more than the
     # rest of an encoder's choice, and a decoder's test never pays.
+    # The symbols too, of every candidate (a test whose dominated candidate alone has a
+    # symbol bound later is not made: rare, and only a test forgone).
     most_peaks, least_peaks = walk(full, costs).peaks, walk(fallback, costs).peaks
+    symbols = set().union(*(ir.free_symbols(d) for d in [*most_peaks, *least_peaks]))
+    if not symbols <= bound:
+        return fallback, what  # the test cannot be made at entry
     if not _sometimes_no_more(most_peaks, least_peaks, ranges):
         return fallback, what  # the plan gains nothing
     most, least = max_of(most_peaks), max_of(least_peaks)
-    symbols = ir.free_symbols(most) | ir.free_symbols(least)
-    if not symbols <= bound:
-        return fallback, what  # the test cannot be made at entry
     return _versioned(full, fallback, most, least), "chosen at run time (a test of the peaks)"
 
 
