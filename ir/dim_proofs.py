@@ -56,7 +56,7 @@ import functools
 import itertools
 import math
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 
 import sympy
@@ -84,6 +84,7 @@ __all__ = [
     "refuted_at_samples",
     "sample_order",
     "sample_points",
+    "session_answers",
     "value",
 ]
 
@@ -131,6 +132,11 @@ class ProofSession:
     """Questions answered "unknown" for want of budget (``MAX_NODES``, or ``max_nodes``)."""
     nodes: int = 0
     """Nodes visited by the searches of this session (cached answers cost none)."""
+    answers: dict[object, object] = field(default_factory=dict)
+    """Answers given in this session, by question (``outcome``'s, and its callers' own: see
+    ``session_answers``): a question asked again in the same session is answered the same
+    way at no cost. The planner asks "does this tenant fit that block?" once to choose a
+    group and again to choose the block, and the same peak comparisons along every path."""
 
     def count(self, result: Outcome) -> None:
         """Record one question's outcome (in the enclosing sessions too)."""
@@ -373,6 +379,12 @@ def outcome(e: sympy.Expr, ranges: Ranges, sampled: bool = False) -> Outcome:
     that needed more nodes than the session has left is "unknown": so the same program gets
     the same answers whatever was compiled before it in the process."""
     session = _SESSION.get()
+    key = ("outcome", e, ranges, sampled)
+    if session is not None and key in session.answers:
+        known = session.answers[key]
+        assert isinstance(known, Outcome)
+        session.count(known)
+        return known
     if session is not None and session.left() == 0:
         session.count(Outcome.BUDGET)
         return Outcome.BUDGET
@@ -382,7 +394,16 @@ def outcome(e: sympy.Expr, ranges: Ranges, sampled: bool = False) -> Outcome:
             result = Outcome.BUDGET
         session.charge(nodes)
         session.count(result)
+        session.answers[key] = result
     return result
+
+
+def session_answers() -> dict[object, object] | None:
+    """The answers of the innermost ``proof_session`` (None outside one), for callers that
+    cache their own questions for as long as the session (``ProofSession.answers``): an answer
+    depends on the budget the session had left, so it is kept no longer than the session."""
+    session = _SESSION.get()
+    return None if session is None else session.answers
 
 
 def afford(nodes: int = 1) -> bool:
@@ -463,7 +484,10 @@ class _Budget:
 def fold_roundings(e: sympy.Expr) -> sympy.Expr:
     """``e`` with nested roundings folded (module docstring): ``floor(floor(v)/q + k/q)`` is
     ``floor((v + k)/q)`` for integer ``q >= 1`` and ``k``, and the same for ``ceiling``. An
-    identity for every real ``v``, so the result equals ``e`` at every binding."""
+    identity for every real ``v``, so the result equals ``e`` at every binding. And a rounding
+    of an exact quotient of polynomials is the quotient (``floor(128*b*s/(32*s))`` is ``4*b``):
+    equal wherever ``e`` is defined (its divisor not 0); and ``y * min(1, y)`` is ``y`` for a
+    dim ``y`` (an integer ``>= 0``)."""
     return _fold_cached(e)
 
 
@@ -479,6 +503,9 @@ def _fold(e: sympy.Expr) -> sympy.Expr:
     args = [_fold(a) for a in e.args]
     if isinstance(e, (sympy.floor, sympy.ceiling)):
         kind = type(e)
+        exact = _exact_quotient(args[0])
+        if exact is not None:
+            args[0] = exact
         if not any(isinstance(x, kind) for x in sympy.preorder_traversal(args[0])):
             return e if args[0] is e.args[0] else kind(args[0])  # nothing to fold here
         arg = sympy.expand(args[0])
@@ -497,13 +524,69 @@ def _fold(e: sympy.Expr) -> sympy.Expr:
                 break
             arg = sympy.expand(rounded.args[0] / q + rest)
         return kind(arg)
-    if all(x is y for x, y in zip(args, e.args, strict=True)):
+    if isinstance(e, sympy.Mul):
+        args = _without_unit_mins(args)
+    if len(args) == len(e.args) and all(x is y for x, y in zip(args, e.args, strict=True)):
         return e
     if isinstance(e, (sympy.Max, sympy.Min)):
         # Unevaluated: sympy's Max compares every pair of its arguments (seconds for the peaks
         # of a conv stack); the arguments are already as simple as they get.
         return e.func(*args, evaluate=False)
     return e.func(*args)
+
+
+def _without_unit_mins(factors: list[sympy.Expr]) -> list[sympy.Expr]:
+    """The factors of a product without each ``min(1, y)`` whose ``y`` is itself a product of
+    some of the other factors: ``y * min(1, y)`` is ``y`` for every integer ``y >= 0`` (0 at
+    0, ``y`` from 1 on). numpy's broadcast of two dims neither of which is known to be 1 is
+    ``max(a, b) * min(a, b, 1)`` (``SymbolicContext.broadcast``): an encoder's positions,
+    ``min(512, seq)`` of them, broadcast with ``seq`` give ``seq * min(1, seq)``, and every
+    proof about the sizes built on it split the ``min`` again (issue 27: BERT's)."""
+    out = list(factors)
+    for f in factors:
+        if not (isinstance(f, sympy.Min) and len(f.args) == 2 and sympy.S.One in f.args):
+            continue
+        y = f.args[0] if f.args[1] == 1 else f.args[1]
+        others = [x for x in out if x is not f]
+        needed = sympy.Mul.make_args(y)
+        if (
+            y.is_integer
+            and y.is_nonnegative
+            and all(others.count(x) >= needed.count(x) for x in set(needed))
+        ):
+            out = others
+    return out
+
+
+def _exact_quotient(arg: sympy.Expr) -> sympy.Expr | None:
+    """``arg``, a quotient by a symbolic polynomial, as the polynomial it equals when the
+    division is exact (sympy's ``cancel``), else None: a reshape's inferred ``-1`` of
+    ``(b, s, 128)`` into ``(-1, 32)`` is ``floor(128*b*s/(32*s))``, which is ``4*b`` wherever it
+    is defined (``s != 0``: the reshape checks that the divisor is not 0), but which sympy
+    keeps as a floor once its numerator is expanded, and every proof about it then relaxes the
+    floor and fails (issue 27: a GPT-2 decode step's sizes). The polynomial may keep rational
+    coefficients (``floor(n/2)``): the rounding is then folded or relaxed as usual.
+
+    Only for a quotient of polynomials of a few terms (``_QUOTIENT_TERMS``): sympy's ``cancel``
+    of a sum with maxes in it took 8 s of a speech encoder's compile."""
+    terms = sympy.Add.make_args(arg)
+    if len(terms) > _QUOTIENT_TERMS or _needs_relaxing(arg):
+        return None
+    if not any(
+        isinstance(x, sympy.Pow) and x.exp.is_negative and x.base.free_symbols
+        for x in sympy.preorder_traversal(arg)
+    ):
+        return None
+    try:
+        quotient = sympy.cancel(arg)
+    except (sympy.PolynomialError, RecursionError):
+        return None
+    return quotient if sympy.fraction(quotient)[1].is_Number else None
+
+
+#: ``_exact_quotient`` tries sums of at most this many terms (a reshape's inferred dim has a
+#: term per term of the element count).
+_QUOTIENT_TERMS = 16
 
 
 #: Values every symbol takes together in ``sample_points`` (then clipped to its range).
@@ -526,6 +609,10 @@ def sample_points(
     if len(ordered) > 1:
         points += [{s: clip(s, 1 if s is t else 512) for s in ordered} for t in ordered]
         points += [{s: clip(s, 512 if s is t else 1) for s in ordered} for t in ordered]
+        # One symbol at its least (an empty batch) while the others are not: "the scores are
+        # at least the mask" fails only there, and a search would find no proof after dozens
+        # of nodes (issue 27: BERT's peak comparisons).
+        points += [{s: clip(s, 0 if s is t else 1) for s in ordered} for t in ordered]
     return points
 
 

@@ -3,11 +3,19 @@
 ``dims_le(a, b, ranges)`` answers "is ``a <= b`` for every value of the symbols?" with True only
 when it is proven (False means *not proven*). It tries, in order:
 
-1. ``ir.compare(a, "<=", b, ranges)``: sympy alone (symbols are non-negative integers), then
-   the declared symbol ranges, by substitution and interval arithmetic over
-   ``+ * // % max min floor ceil`` (``ir/ranges.py``), then ``ir.dim_proofs``;
-2. the structure of ``max``/``min``: ``a <= max(b1, b2)`` if ``a <= b1`` or ``a <= b2``;
-   ``max(a1, a2) <= b`` if both are; (and the duals for ``min``) - sympy rarely sees these.
+1. the structure of ``max``/``min`` (issue 27: cheaper than a case split of the whole):
+   ``max(a1, a2) <= b`` exactly when both are (and ``a <= min(b1, b2)``), nothing else tried
+   after; ``a <= max(b1, b2)`` if ``a <= b1`` or ``a <= b2``, asked for the arguments that are
+   at least ``a`` at every sample binding (and the dual for ``min`` on the left);
+2. ``ir.compare(a, "<=", b, ranges)`` for polynomials: sympy alone (symbols are non-negative
+   integers), then the declared symbol ranges, by substitution and interval arithmetic over
+   ``+ * // % max min floor ceil`` (``ir/ranges.py``), then ``ir.dim_proofs``; for a dim with a
+   max, min or rounding, ``ir.dim_proofs.decide`` at once (sympy's assumptions about those
+   took milliseconds a question and proved none);
+3. the structure again, after the search, and the common terms of two sums dropped.
+
+Answers are kept for the proof session (``ir.dim_proofs.session_answers``): the planner asks
+each "does it fit?" twice.
 
 Each step is sound, so the answer is a proof; the planner reuses a block only on a proof.
 
@@ -51,13 +59,53 @@ def _folded(d: ir.Dim) -> ir.Dim:
 
 
 def _dims_le(a: ir.Dim, b: ir.Dim, ranges: ir.Ranges) -> bool:
-    # Not cached here: an answer may depend on the proof budget left (the steps below cache
-    # their own work).
+    # Cached for the proof session only (``dim_proofs.session_answers``): an answer may
+    # depend on the proof budget the session had left, so it is no answer for another one.
     if isinstance(a, int) and isinstance(b, int):
         return a <= b
     if dim_proofs.sample_order(ir.dims.as_expr(a), ir.dims.as_expr(b), ranges)[2]:
         return False  # a > b at a binding within the ranges: not provable, no search
-    return _proved_le(a, b, ranges or None)
+    answers = dim_proofs.session_answers()
+    key = ("dims_le", a, b, ranges)
+    if answers is not None and key in answers:
+        return bool(answers[key])
+    out = _structural_le(a, b, ranges)
+    # max(a1, a2) <= b is exactly a1 <= b and a2 <= b (and a <= min(b1, b2) the same): when
+    # the structure did not prove it, a case split on the whole would only ask those again.
+    if not out and not isinstance(a, sympy.Max) and not isinstance(b, sympy.Min):
+        out = _proved_le(a, b, ranges or None)
+    if answers is not None:
+        answers[key] = out
+    return out
+
+
+def _structural_le(a: ir.Dim, b: ir.Dim, ranges: ir.Ranges) -> bool:
+    """``a <= b`` proved from the structure of a ``max`` or ``min`` on either side, by
+    questions about their arguments, before any case split (issue 27). ``max(a1, a2) <= b`` is
+    exactly ``a1 <= b`` and ``a2 <= b``; ``a <= max(b1, b2)`` follows from ``a <= b1``, tried
+    for the arguments that are at least ``a`` at every sample binding (the others cannot
+    prove it). A block grown to ``max(512*b*s, 16*b*s**2, ...)`` holds a ``512*b*s`` tensor by
+    its first argument: two nodes, where splitting the cases of the max took 10-14 per
+    question, and a decoder's placements ran out of the function's budget."""
+    if isinstance(a, sympy.Max):
+        return all(dims_le(x, b, ranges) for x in a.args)
+    if isinstance(b, sympy.Min):
+        return all(dims_le(a, x, ranges) for x in b.args)
+    ea = ir.dims.as_expr(a)
+    for side, args in ((b, sympy.Max), (a, sympy.Min)):
+        if not isinstance(side, args):
+            continue
+        for x in side.args:
+            lhs, rhs = (ea, x) if side is b else (x, ir.dims.as_expr(b))
+            if dim_proofs.sample_order(lhs, rhs, ranges)[2]:
+                continue  # refuted at a sample: it cannot prove the claim
+            if dims_le(_as_dim(lhs), _as_dim(rhs), ranges):
+                return True
+    return False
+
+
+def _as_dim(e: sympy.Expr) -> ir.Dim:
+    return int(e) if e.is_Integer else e
 
 
 def _proved_le(a: ir.Dim, b: ir.Dim, ranges: RangeMap | None) -> bool:
@@ -65,17 +113,20 @@ def _proved_le(a: ir.Dim, b: ir.Dim, ranges: RangeMap | None) -> bool:
     # the case-splitting procedure costs. sympy's own query about a floor or a max costs too
     # (seconds on the peaks of a conv stack): one node of the session's budget, so that past
     # it only samples are asked (about polynomials, sympy is quick and free).
-    if (dim_proofs.piecewise(a) or dim_proofs.piecewise(b)) and not dim_proofs.afford():
-        return False
-    if ir.compare(a, "<=", b, ranges) is True:
+    if dim_proofs.piecewise(a) or dim_proofs.piecewise(b):
+        # Straight to the case-splitting procedure: sympy's assumptions about a difference
+        # of maxes took ~8 ms a question on a Llama step's blocks (1.4 s of its compile) and
+        # proved none of them; the procedure relaxes the max and bounds the cases itself.
+        if not dim_proofs.afford():
+            return False
+        relevant = ir.ranges.as_ranges(ranges).restrict(ir.free_symbols(a) | ir.free_symbols(b))
+        if dim_proofs.decide(ir.dims.as_expr(a), "<=", ir.dims.as_expr(b), relevant) is True:
+            return True
+    elif ir.compare(a, "<=", b, ranges) is True:
         return True
     if isinstance(b, sympy.Max) and any(dims_le(a, x, ranges) for x in b.args):
         return True
     if isinstance(a, sympy.Min) and any(dims_le(x, b, ranges) for x in a.args):
-        return True
-    if isinstance(a, sympy.Max) and all(dims_le(x, b, ranges) for x in a.args):
-        return True
-    if isinstance(b, sympy.Min) and all(dims_le(a, x, ranges) for x in b.args):
         return True
     if isinstance(a, sympy.Add) and isinstance(b, sympy.Add):
         # Sums of aligned blocks: drop the common terms (offsets share prefixes).

@@ -49,7 +49,7 @@ import ir
 from ir import Call, Expr, If, TensorType, Var, dim_proofs
 
 from ..dialect.memory import Holds
-from .dim_bounds import defined_at, probe_points
+from .dim_bounds import defined_at, dims_le, probe_points
 from .peak import if_vars, max_of, paths, walk
 
 #: Paths through ``if``s compared at most, per function (2**4: four ``if``s).
@@ -112,10 +112,18 @@ def _choose(
     what = "partly kept (the groups proved)" if kept else "not kept: kills alone"
     if if_vars(killed) or costs.seen:
         return fallback, what
-    most, least = _peak(full, costs), _peak(fallback, costs)
-    symbols = ir.free_symbols(most) | ir.free_symbols(least)
-    if not symbols <= bound or not _sometimes_no_more(most, least, ranges):
-        return fallback, what  # the test cannot be made at entry, or the plan gains nothing
+    # Whether a test could pay first, on the peak candidates evaluated (their max at each
+    # sample): simplifying the two maxes (``max_of``, proofs of dominance) cost more than the
+    # rest of an encoder's choice, and a decoder's test never pays.
+    # The symbols too, of every candidate (a test whose dominated candidate alone has a
+    # symbol bound later is not made: rare, and only a test forgone).
+    most_peaks, least_peaks = walk(full, costs).peaks, walk(fallback, costs).peaks
+    symbols = set().union(*(ir.free_symbols(d) for d in [*most_peaks, *least_peaks]))
+    if not symbols <= bound:
+        return fallback, what  # the test cannot be made at entry
+    if not _sometimes_no_more(most_peaks, least_peaks, ranges):
+        return fallback, what  # the plan gains nothing
+    most, least = max_of(most_peaks), max_of(least_peaks)
     return _versioned(full, fallback, most, least), "chosen at run time (a test of the peaks)"
 
 
@@ -135,10 +143,6 @@ class _Proof:
             if not _le(walk(body, self.costs, path=path).peaks, bound, self.ranges):
                 return False
         return True
-
-
-def _peak(body: Expr, costs: _CallCosts) -> ir.Dim:
-    return max_of(walk(body, costs).peaks)
 
 
 def _le(planned: list[ir.Dim], killed: list[ir.Dim], ranges: Mapping[Any, Any]) -> bool:
@@ -172,8 +176,12 @@ def _le(planned: list[ir.Dim], killed: list[ir.Dim], ranges: Mapping[Any, Any]) 
             for k, values in zip(k_list, k_values, strict=True)
             if any(y >= x for x, y in zip(a_values, values, strict=True))
         ]
-        rival = max_of(rivals)
-        if not _affordable(a, rival) or ir.compare(a, "<=", rival, ranges) is not True:
+        # Their max, unevaluated and unpruned (``max_of`` proved dominance pairwise: most of
+        # an encoder's plan choice): ``dims_le`` asks about its arguments first, as above.
+        if len(rivals) < 2:
+            return False  # the one rival is in ``above``: already asked
+        rival = sympy.Max(*(ir.dims.as_expr(k) for k in rivals), evaluate=False)
+        if not dims_le(a, rival, ranges):
             return False
     return True
 
@@ -184,11 +192,24 @@ def _affordable(a: ir.Dim, b: ir.Dim) -> bool:
     return not (dim_proofs.piecewise(a) or dim_proofs.piecewise(b)) or dim_proofs.afford()
 
 
-def _sometimes_no_more(a: ir.Dim, b: ir.Dim, ranges: Mapping[Any, Any]) -> bool:
-    """``a <= b`` at one of the sample bindings (``_points``) where ``b`` is not 0: a run-time
-    test can pay (a plan needing as much as kills alone still makes fewer allocations)."""
-    _, values = defined_at([a, b], probe_points([a, b], ranges))
-    return any(x <= y and y > 0 for x, y in zip(values[a], values[b], strict=True))
+def _sometimes_no_more(a: list[ir.Dim], b: list[ir.Dim], ranges: Mapping[Any, Any]) -> bool:
+    """``max(a) <= max(b)`` at one of the sample bindings (``probe_points``) where no symbol
+    is 0 and ``max(b)`` is not 0: a run-time test can pay (a plan needing as much as kills
+    alone still makes fewer allocations). Not at a binding with an empty dim: a GPT-2 step's
+    plan needs no more than kills alone only when every dim is 0 (80 bytes each), and the test
+    it made there cost every call a shape program and the executable a second body, for a case
+    no caller runs."""
+    points = [
+        point for point in probe_points([*a, *b], ranges) if all(v > 0 for v in point.values())
+    ]
+    _, values = defined_at([*a, *b], points)
+    count = len(next(iter(values.values()), []))
+    for i in range(count):
+        x = max((values[d][i] for d in a), default=0)
+        y = max((values[d][i] for d in b), default=0)
+        if x <= y and y > 0:
+            return True
+    return False
 
 
 def _versioned(planned: Expr, killed: Expr, most: ir.Dim, least: ir.Dim) -> Expr:

@@ -275,13 +275,14 @@ def _folded(shape: Any) -> Any:
     """A shape function's result with nested roundings folded (``fold_roundings``): a stack of
     strided convolutions gives ``floor((floor((h - 1)/2) - 1)/2) + 1``, which folds to
     ``floor((h - 3)/4) + 1``. One spelling per size, whichever way a model computes it (an
-    exporter's ``h // 4`` and the shape functions' towers), so that types compare cheaply."""
+    exporter's ``h // 4`` and the shape functions' towers), so that types compare cheaply.
+    Also a broadcast's ``seq * min(1, seq)``, which is ``seq`` (``fold_roundings``)."""
     if isinstance(shape, list):
         return [_folded(s) for s in shape]
     if isinstance(shape, tuple):
         return tuple(
             fold_roundings(d)
-            if isinstance(d, sympy.Expr) and d.has(sympy.floor, sympy.ceiling)
+            if isinstance(d, sympy.Expr) and d.has(sympy.floor, sympy.ceiling, sympy.Min)
             else d
             for d in shape
         )

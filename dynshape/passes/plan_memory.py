@@ -152,12 +152,14 @@ class _FunctionPlan:
             for t, u in in_place_pairs(fn).items()
             if t in storage_of and u in storage_of
         }
+        self.placed: dict[int, list[_Group]] = {}
+        """The planners' placements by chain, computed by the first (``_Planner.placed``)."""
         params = [(p.name_hint, p.ty or p.type_annotation) for p in fn.params]
         self.bound = frozenset(entry_plan(params, f"@{name}", fn.span).bound)  # and 2*n + 1
 
     def __call__(self, disabled: frozenset[int]) -> tuple[Expr, int]:
         planner = _Planner(
-            self.ranges, self.options.static_arena, self.returned, self.over, disabled
+            self.ranges, self.options.static_arena, self.returned, self.over, disabled, self.placed
         )
         return planner.chain(self.fn.body, self.bound), planner.planned_groups
 
@@ -247,8 +249,12 @@ class _Planner:
         returned: bool,
         over: Mapping[Var, Var] | None = None,
         disabled: frozenset[int] = frozenset(),
+        placed: dict[int, list[_Group]] | None = None,
     ) -> None:
         self.ranges = ranges
+        self.placed = {} if placed is None else placed
+        """Groups by chain (``id`` of its body, alive as long as the function): shared by the
+        planners of one function."""
         self.static_arena = static_arena
         self.returned = returned
         self.over = over or {}
@@ -265,7 +271,7 @@ class _Planner:
             bound_before.append(bound)
             bound = bound | _binds(let)
         kills = [(i, op.target) for i, op in enumerate(map(Kill.of, (x.value for x in lets))) if op]
-        groups = self.groups(self.tenants(lets, result), bound_before, kills)
+        groups = self.placed_groups(body, bound_before, kills)
         where: dict[Var, tuple[_Group, _Block]] = {}
         arenas_at: dict[int, list[_Group]] = {}
         kills_at: dict[int, list[_Group]] = {}
@@ -312,6 +318,20 @@ class _Planner:
         return ir.nest_lets(out, result)
 
     # ---- analysis ----------------------------------------------------------------------------
+    def placed_groups(
+        self, body: Expr, bound_before: list[frozenset[Any]], kills: list[tuple[int, Expr]]
+    ) -> list[_Group]:
+        """The groups of the chain ``body`` (``groups``). The placement does not depend on
+        which groups are left unplanned, so it is computed once per chain for all the plans
+        ``plan_choice`` asks for (re-placing the whole function for each partial plan was most
+        of an encoder's plan choice)."""
+        groups = self.placed.get(id(body))
+        if groups is None:
+            lets, result = chain(body)
+            groups = self.groups(self.tenants(lets, result), bound_before, kills)
+            self.placed[id(body)] = groups
+        return groups
+
     def tenants(self, lets: list[Let], result: Expr) -> list[_Tenant]:
         """Storages allocated and killed in this chain, used only by alloc_tensor and kill."""
         refs: Counter[Var] = Counter(direct_vars(result))
