@@ -96,6 +96,36 @@ def repeated(x: Expr, ranges: Mapping[Any, Any]) -> _Repeat | None:
     return None
 
 
+def flat_transposed(node: Expr, ranges: Mapping[Any, Any]) -> tuple[Expr, list[int]] | None:
+    """``(x, perm)`` when ``node = reshape(transpose(reshape(x, (P, *T)), (0, *p)), (*L, *U))``
+    merges the leading axes ``L`` of ``x = (*L, *T)`` into one, permutes only the trailing ones
+    and splits ``L`` back (torch.export's ``k^T`` of a 4-d key: a 3-d ``bmm`` layout): then
+    ``node = transpose(x, perm)``, a view, since both reshapes keep row-major order and the
+    leading index is never moved (the reshapes' own checks keep the element counts)."""
+    outer = _op(node, "reshape")
+    t = None if outer is None else _op(outer.args[0], "transpose")
+    inner = None if t is None else _op(t.args[0], "reshape")
+    if outer is None or t is None or inner is None:
+        return None
+    tys = [_tensor(n) for n in (inner.args[0], inner, t, outer)]
+    if any(ty is None for ty in tys):
+        return None
+    x, flat, moved, out = (list(ty.shape) for ty in tys if ty is not None)
+    tail = len(flat) - 1
+    lead = len(x) - tail
+    axes = t.attrs["axes"]
+    if tail < 1 or lead < 1 or len(out) != len(x) or axes is None:
+        return None
+    axes = [a % len(flat) for a in axes]
+    if axes[0] != 0:
+        return None
+    pairs = [*zip(flat[1:], x[lead:], strict=True), *zip(out[:lead], x[:lead], strict=True)]
+    pairs += list(zip(out[lead:], moved[1:], strict=True))
+    if not all(known_equal(a, b, ranges) for a, b in pairs):
+        return None
+    return inner.args[0], [*range(lead), *(lead + a - 1 for a in axes[1:])]
+
+
 def split_perm(perm: Sequence[int], axis: int) -> list[int]:
     """``perm`` once the source axis ``axis`` is split in two (``axis``, ``axis + 1``)."""
     out: list[int] = []

@@ -58,7 +58,7 @@ from ir import Call, Constant, Expr, Function, If, Let, Module, TensorType, Tupl
 from ir.dims import known_equal
 
 from ..analysis.dataflow import Use, UseGraph, use_graph
-from .attention_groups import Operand, group, merge_shape
+from .attention_groups import Operand, flat_transposed, group, merge_shape
 from .base import ModulePass
 from .infer_types import CompleteTypes
 
@@ -181,12 +181,15 @@ def _transposed(node: Expr) -> tuple[Expr, list[int]] | None:
     return call.args[0], perm
 
 
-def _unwrap(node: Expr, perm: list[int], dtype: str, scales: bool) -> tuple[Expr, list[int], float]:
-    """Folds transposes (and, with ``scales``, scalar factors) feeding an operand: the operand
-    is ``transpose(x, perm) * factor`` for the returned ``(x, perm, factor)``."""
+def _unwrap(
+    node: Expr, perm: list[int], dtype: str, scales: bool, ranges: Mapping[Any, Any]
+) -> tuple[Expr, list[int], float]:
+    """Folds transposes (also spelled ``flat_transposed``) and, with ``scales``, scalar factors
+    feeding an operand: the operand is ``transpose(x, perm) * factor`` for the returned
+    ``(x, perm, factor)``."""
     factor = 1.0
     while True:
-        t = _transposed(node)
+        t = _transposed(node) or flat_transposed(node, ranges)
         if t is not None:
             # node = transpose(x, a), operand = transpose(node, perm) = transpose(x, a[perm]).
             node, perm = t[0], [t[1][p] for p in perm]
@@ -302,9 +305,10 @@ def _match(
     # The canonical k is (..., S_k, D): kt as given when the matmul transposes it already,
     # else kt with its last two axes swapped.
     k_perm = list(range(rk)) if k_transposed else _swap_last(rk)
-    q, q_axes, fq = _unwrap(q, list(range(rq)), dtype, scales=True)
-    k, k_axes, fk = _unwrap(kt, k_perm, dtype, scales=True)
-    v, v_axes, _ = _unwrap(v, _swap_last(rv) if v_transposed else list(range(rv)), dtype, False)
+    q, q_axes, fq = _unwrap(q, list(range(rq)), dtype, True, ranges)
+    k, k_axes, fk = _unwrap(kt, k_perm, dtype, True, ranges)
+    v_perm = _swap_last(rv) if v_transposed else list(range(rv))
+    v, v_axes, _ = _unwrap(v, v_perm, dtype, False, ranges)
     assert isinstance(node, Call)
     replaces, out_axes = _merge_transpose(node, graph)
     match = _Match(

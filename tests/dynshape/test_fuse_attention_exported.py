@@ -77,6 +77,39 @@ def test_sdpa_nan_cleanup_and_a_tiled_repeat() -> None:
     )
 
 
+def test_torch_export_flat_key_transpose_is_a_view() -> None:
+    # torch.export's k^T of a 4-d key through a 3-d layout: reshape to (b*h, t, 8), transpose
+    # the last two, reshape back to (b, h, 8, t). The same as one transpose: a view of k.
+    check_pass(
+        FuseAttention(),
+        """
+        def @main(%q: Tensor[(b, 4, s, 8), float32], %k: Tensor[(b, 4, t, 8), float32], %v: Tensor[(b, 4, t, 8), float32]) {
+          %0 = reshape(transpose(reshape(%k, newshape=[-1, t, 8]), axes=[0, 2, 1]), newshape=[b, 4, 8, t]);
+          nn.matmul(nn.softmax(nn.matmul(%q, %0), axis=-1), %v)
+        }
+        """,
+        """
+        def @main(%q: Tensor[(b, 4, s, 8), float32], %k: Tensor[(b, 4, t, 8), float32], %v: Tensor[(b, 4, t, 8), float32]) {
+          nn.attention(%q, %k, %v, 0f)
+        }
+        """,
+    )
+
+
+def test_a_flat_reshape_that_moves_the_merged_axis_stays() -> None:
+    # the transpose moves the merged (b*h) axis: not a transpose of k's trailing axes
+    module, _ = parse_typed(
+        """
+        def @main(%q: Tensor[(2, 3, s, 8), float32], %k: Tensor[(2, 3, 6, 8), float32], %v: Tensor[(2, 3, 6, 8), float32]) {
+          %0 = reshape(transpose(reshape(%k, newshape=[6, 6, 8]), axes=[1, 2, 0]), newshape=[2, 3, 8, 6]);
+          nn.matmul(nn.softmax(nn.matmul(%q, %0), axis=-1), %v)
+        }
+        """
+    )
+    text = str(FuseAttention().run(module))
+    assert "nn.attention(" in text and "axes=[1, 2, 0]" in text
+
+
 KEPT = {
     "a repeat along the keys (not a head axis)": """
         def @main(%q: Tensor[(2, s, 8), float32], %k: Tensor[(2, t, 8), float32], %v: Tensor[(2, t, 8), float32]) {
