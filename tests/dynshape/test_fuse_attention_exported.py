@@ -296,3 +296,33 @@ def test_a_mask_longer_than_the_keys_fails_as_the_unfused_program_does() -> None
     m = np.zeros((1, 1, 1, 3), np.float32)
     with pytest.raises(dynshape.DynShapeError, match="mask"):
         dynshape.VirtualMachine(exe).run(q, k, v, m)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_the_kernels_nan_to_zero_is_the_unfused_where(dtype: str) -> None:
+    # rows with every key masked (-inf), a NaN in the mask, a +inf in the mask, an ordinary
+    # row: the kernel's nan_to_zero against softmax, where(p != p, 0, p), matmul in numpy
+    from vm.kernels.attention import attention
+
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((2, 4, 3)).astype(dtype)
+    k = rng.standard_normal((2, 5, 3)).astype(dtype)
+    v = rng.standard_normal((2, 5, 2)).astype(dtype)
+    mask = np.zeros((2, 4, 5), dtype)
+    mask[0, 0] = -np.inf
+    mask[0, 1, 2] = np.nan
+    mask[1, 2, 4] = np.inf
+    kernel = attention(
+        {"scale": 0.5, "q_axes": None, "k_axes": None, "v_axes": None, "out_axes": None}
+        | {"nan_to_zero": True}
+    )
+    out = np.empty((2, 4, 2), dtype)
+    with np.errstate(invalid="ignore"):
+        kernel(q, k, v, mask, out)
+        s = (q.astype(np.float64) @ k.astype(np.float64).swapaxes(-1, -2)) * 0.5 + mask
+        e = np.exp(s - s.max(-1, keepdims=True))
+        p = e / e.sum(-1, keepdims=True)
+    want = np.where(p != p, 0.0, p) @ v.astype(np.float64)
+    assert not np.isnan(out).any()
+    assert (out[0, :2] == 0).all() and (out[1, 2] == 0).all()
+    np.testing.assert_allclose(out, want, rtol=2e-3 if dtype == "float16" else 1e-5, atol=1e-3)

@@ -61,13 +61,16 @@ def _is_zero_scalar(mask: np.ndarray) -> bool:
     return mask.ndim == 0 and not mask
 
 
-def _softmax_rows(s: np.ndarray) -> None:
-    """Softmax along the last axis, in place; the arithmetic of ``nn.softmax``'s kernel."""
+def _softmax_rows(s: np.ndarray) -> np.ndarray:
+    """Softmax along the last axis, in place; the arithmetic of ``nn.softmax``'s kernel.
+    Returns the rows' reciprocal sums: NaN for a row holding a NaN (a result is NaN only in
+    such a row: elsewhere the max-shifted ``exp`` is in ``[0, 1]`` and the sum ``>= 1``)."""
     np.subtract(s, np.maximum.reduce(s, axis=-1, keepdims=True), s)
     np.exp(s, s)
     total = np.add.reduce(s, axis=-1, keepdims=True)
     np.reciprocal(total, total)
     np.multiply(s, total, s)
+    return total
 
 
 def _attend(
@@ -110,10 +113,12 @@ def _attend(
             np.multiply(scores, scores.dtype.type(scale), scores)
         if mask is not None:
             np.add(scores, mask, scores)
-        _softmax_rows(scores)
-        if nan_to_zero:
-            # where(p != p, 0, p) of the unfused program, elementwise (a row is all NaN or
-            # has none: its scores were all -inf, or held a NaN or +inf).
+        # one row a matrix row: the reductions run over a 2-d view (the scores are
+        # contiguous), cheaper than over the leading axes
+        inverse = _softmax_rows(scores.reshape(-1, s_k))
+        if nan_to_zero and np.isnan(inverse).any():
+            # where(p != p, 0, p) of the unfused program, elementwise; only a row whose sum
+            # is NaN holds a NaN (see _softmax_rows), so the others are not searched
             np.copyto(scores, 0, where=np.isnan(scores))
     # With S_k == 0 the scores are empty and the result is 0 (an empty sum), as numpy's.
     _matmul(scores, v, out)
