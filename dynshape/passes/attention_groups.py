@@ -1,4 +1,4 @@
-"""Grouped-query attention for ``fuse_attention``: the exported ``repeat_kv`` folded away.
+"""Exported layouts for ``fuse_attention``: grouped-query attention's ``repeat_kv`` folded away.
 
 Exporters write grouped-query attention (``H`` query heads sharing ``H_kv`` key/value heads,
 ``H = H_kv * G``) by copying each kv head ``G`` times before the matmuls, as transformers'
@@ -18,6 +18,7 @@ is the same: nothing is reassociated, each query head meets the same kv head's r
 
 ``group`` plans that split for a matched chain or returns None (no repeat, or one the split
 cannot express exactly: then the chain is fused with the repeated operands as they are).
+``flat_transposed`` recognises torch.export's ``k^T`` through a 3-d layout as a transpose.
 """
 
 from __future__ import annotations

@@ -5,16 +5,18 @@ Assumes: a typed module (``InferTypes`` output), in graph form.
 Guarantees: a typed module in which every chain
 
     P = nn.softmax(S, axis=-1)                      S = add(S1, M) | add(M, S1) | S1
+    P' = P | where(not_equal(P, P), 0, P)           (SDPA's NaN cleanup: nan_to_zero=True)
     S1 = divide(S0, c) | multiply(S0, c) | multiply(c, S0) | S0
     S0 = nn.matmul(Q, KT)       (or nn.batch_matmul(Q, K), transpose_a=False)
-    R = nn.matmul(P, V)         (or nn.batch_matmul(P, V, transpose_a=False))
+    R = nn.matmul(P', V)        (or nn.batch_matmul(P', V, transpose_a=False))
 
-whose intermediate values ``S0``, ``S1``, ``S``, ``P`` have no other use, whose dtype is
-floating point, whose operands have at least 2 axes, whose constant ``c`` is a finite
-non-zero scalar of that dtype, and whose mask ``M`` (of that dtype, of no more axes than the
-scores) leaves the scores' type unchanged when added (``str(type(S)) == str(type(S1))``: it
-broadcasts, never widens), is one call ``nn.attention(q, k, v, mask)`` computing the same
-values. Then:
+whose intermediate values ``S0``, ``S1``, ``S``, ``P`` (and the cleanup's test) have no other
+use, whose dtype is floating point, whose operands have at least 2 axes, whose constant ``c``
+is a finite non-zero scalar of that dtype, and whose mask ``M`` (of that dtype, of no more axes
+than the scores) never widens the scores where the unfused program succeeds (each dim proved 1
+or the scores'; on the keys' axis also any length when ``V``'s rows are proved equal to the
+keys: a widening would fail the second matmul's check, as it fails ``nn.attention``'s), is one
+call ``nn.attention(q, k, v, mask)`` computing the same values. Then:
 
 - a ``transpose`` feeding ``Q``, ``KT`` or ``V`` (any number of them, and also when the
   transpose has other uses) is folded into ``q_axes``/``k_axes``/``v_axes``: the kernel reads
@@ -24,10 +26,17 @@ values. Then:
   and k by ``sqrt(scale)`` each) is folded into ``scale``, as is ``c``;
 - when ``R``'s only use is a ``transpose``, that transpose is folded into ``out_axes`` (the
   head merge: the kernel writes through the inverse permutation, and the ``reshape`` after it
-  becomes a reshape of a contiguous result, which ``fuse_ops`` makes a view).
+  becomes a reshape of a contiguous result, which ``fuse_ops`` makes a view);
+- torch.export's flat ``k^T`` (``reshape(transpose(reshape(k, (-1, t, d)), (0, 2, 1)), (b, h,
+  d, t))``) is a transpose too (``attention_groups.flat_transposed``);
+- grouped-query attention's ``repeat_kv`` of ``K`` and/or ``V`` (``expand_dims ->
+  broadcast_to -> reshape``) is folded away: every operand's heads axis split as the repeat
+  merged it, the kv cache read as a broadcast view, the result reshaped back
+  (``attention_groups``' module doc).
 
 Anything else (another use of an intermediate, a softmax on another axis, a mask that widens
-the scores, integer dtypes, a 1-d operand, a function with ``let``s) is left as it is.
+the scores, a ``where(c, S, fill)`` select, integer dtypes, a 1-d operand, a function with
+``let``s) is left as it is.
 
 Sound because each fold is an identity of the unfused ops: transposes commute into the
 matmuls' operands, scalar factors commute with matmul (up to float rounding: the scale is
