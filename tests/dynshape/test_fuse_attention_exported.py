@@ -326,3 +326,53 @@ def test_the_kernels_nan_to_zero_is_the_unfused_where(dtype: str) -> None:
     assert not np.isnan(out).any()
     assert (out[0, :2] == 0).all() and (out[1, 2] == 0).all()
     np.testing.assert_allclose(out, want, rtol=2e-3 if dtype == "float16" else 1e-5, atol=1e-3)
+
+
+def test_the_llama_family_decodes_as_onnxruntime_with_the_cache_never_repeated() -> None:
+    # examples/exported/families.py's Llama step (4 query heads on 2 kv heads, TorchScript's
+    # spelling): both layers fused, no broadcast_to of the cache left; a prefill and decode
+    # steps of a batch of 2 (one row padded on the left) give onnxruntime's answers.
+    onnx = pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    import dynshape
+    import dynshape.onnx
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples" / "exported"))
+    import families
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = str(Path(tmp) / "llama.onnx")
+        onnx.save(families.llama_decoder_step(), path)
+        rewritten = str(dynshape.stages(dynshape.onnx.load(path), plan_memory=False)["rewritten"])
+        exe = dynshape.compile(path)
+        session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    assert rewritten.count("nn.attention(") == 2
+    copies = [
+        line
+        for line in rewritten.splitlines()
+        if "broadcast_to(" in line and "past_seq + seq, 32), float32" in line
+    ]
+    assert not copies, copies
+    names = [p.name for p in exe.inputs]
+    vm = dynshape.VirtualMachine(exe)
+    rng = np.random.default_rng(1)
+    cache = {n: np.zeros((2, 2, 0, 32), np.float32) for n in names if n.startswith("past_")}
+    ids = rng.integers(1, 1000, (2, 5), dtype=np.int64)
+    mask = np.ones((2, 5), np.int64)
+    mask[1, :2] = 0
+    for _ in range(4):
+        past = next(iter(cache.values())).shape[2]
+        seq = ids.shape[1]
+        positions = np.broadcast_to(np.arange(past, past + seq), (2, seq)).copy()
+        feeds = {"input_ids": ids, "attention_mask": mask, "position_ids": positions, **cache}
+        got = vm.run(feeds)
+        want = session.run(None, feeds)
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g, w, rtol=1e-3, atol=1e-4)
+        cache = dict(zip([n for n in names if n.startswith("past_")], want[1:], strict=True))
+        ids = want[0][:, -1].argmax(-1).reshape(2, 1).astype(np.int64)
+        mask = np.concatenate([mask, np.ones((2, 1), np.int64)], axis=1)
