@@ -5,16 +5,18 @@ Assumes: a typed module (``InferTypes`` output), in graph form.
 Guarantees: a typed module in which every chain
 
     P = nn.softmax(S, axis=-1)                      S = add(S1, M) | add(M, S1) | S1
+    P' = P | where(not_equal(P, P), 0, P)           (SDPA's NaN cleanup: nan_to_zero=True)
     S1 = divide(S0, c) | multiply(S0, c) | multiply(c, S0) | S0
     S0 = nn.matmul(Q, KT)       (or nn.batch_matmul(Q, K), transpose_a=False)
-    R = nn.matmul(P, V)         (or nn.batch_matmul(P, V, transpose_a=False))
+    R = nn.matmul(P', V)        (or nn.batch_matmul(P', V, transpose_a=False))
 
-whose intermediate values ``S0``, ``S1``, ``S``, ``P`` have no other use, whose dtype is
-floating point, whose operands have at least 2 axes, whose constant ``c`` is a finite
-non-zero scalar of that dtype, and whose mask ``M`` (of that dtype, of no more axes than the
-scores) leaves the scores' type unchanged when added (``str(type(S)) == str(type(S1))``: it
-broadcasts, never widens), is one call ``nn.attention(q, k, v, mask)`` computing the same
-values. Then:
+whose intermediate values ``S0``, ``S1``, ``S``, ``P`` (and the cleanup's test) have no other
+use, whose dtype is floating point, whose operands have at least 2 axes, whose constant ``c``
+is a finite non-zero scalar of that dtype, and whose mask ``M`` (of that dtype, of no more axes
+than the scores) never widens the scores where the unfused program succeeds (each dim proved 1
+or the scores'; on the keys' axis also any length when ``V``'s rows are proved equal to the
+keys: a widening would fail the second matmul's check, as it fails ``nn.attention``'s), is one
+call ``nn.attention(q, k, v, mask)`` computing the same values. Then:
 
 - a ``transpose`` feeding ``Q``, ``KT`` or ``V`` (any number of them, and also when the
   transpose has other uses) is folded into ``q_axes``/``k_axes``/``v_axes``: the kernel reads
@@ -24,10 +26,17 @@ values. Then:
   and k by ``sqrt(scale)`` each) is folded into ``scale``, as is ``c``;
 - when ``R``'s only use is a ``transpose``, that transpose is folded into ``out_axes`` (the
   head merge: the kernel writes through the inverse permutation, and the ``reshape`` after it
-  becomes a reshape of a contiguous result, which ``fuse_ops`` makes a view).
+  becomes a reshape of a contiguous result, which ``fuse_ops`` makes a view);
+- torch.export's flat ``k^T`` (``reshape(transpose(reshape(k, (-1, t, d)), (0, 2, 1)), (b, h,
+  d, t))``) is a transpose too (``attention_groups.flat_transposed``);
+- grouped-query attention's ``repeat_kv`` of ``K`` and/or ``V`` (``expand_dims ->
+  broadcast_to -> reshape``) is folded away: every operand's heads axis split as the repeat
+  merged it, the kv cache read as a broadcast view, the result reshaped back
+  (``attention_groups``' module doc).
 
 Anything else (another use of an intermediate, a softmax on another axis, a mask that widens
-the scores, integer dtypes, a 1-d operand, a function with ``let``s) is left as it is.
+the scores, a ``where(c, S, fill)`` select, integer dtypes, a 1-d operand, a function with
+``let``s) is left as it is.
 
 Sound because each fold is an identity of the unfused ops: transposes commute into the
 matmuls' operands, scalar factors commute with matmul (up to float rounding: the scale is
@@ -48,18 +57,22 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 import ir
 from ir import Call, Constant, Expr, Function, If, Let, Module, TensorType, Tuple, TupleGetItem
+from ir.dims import known_equal
 
 from ..analysis.dataflow import Use, UseGraph, use_graph
+from .attention_groups import Operand, flat_transposed, group, merge_shape
 from .base import ModulePass
 from .infer_types import CompleteTypes
 
 _ATTENTION = ir.get_op("nn.attention")
+_RESHAPE = ir.get_op("reshape")
 _FLOATS = frozenset({"float16", "float32", "float64"})
 
 
@@ -86,7 +99,7 @@ class FuseAttention(ModulePass):
                 continue
             matches = {}
             for node in graph.order:
-                found = _match(node, graph)
+                found = _match(node, graph, fn.ranges, fn.param_symbols())
                 if found is not None:
                     matches[found.replaces] = found
             if not matches:
@@ -119,6 +132,10 @@ class _Match:
     k_axes: list[int]
     v_axes: list[int]
     out_axes: list[int] | None
+    nan_to_zero: bool = False
+    merge: list[Any] | None = None
+    """With grouped heads: the ``newshape`` merging the result's split heads axis back (the
+    replaced node's shape)."""
 
 
 def _op(node: Expr, *names: str) -> Call | None:
@@ -173,12 +190,15 @@ def _transposed(node: Expr) -> tuple[Expr, list[int]] | None:
     return call.args[0], perm
 
 
-def _unwrap(node: Expr, perm: list[int], dtype: str, scales: bool) -> tuple[Expr, list[int], float]:
-    """Folds transposes (and, with ``scales``, scalar factors) feeding an operand: the operand
-    is ``transpose(x, perm) * factor`` for the returned ``(x, perm, factor)``."""
+def _unwrap(
+    node: Expr, perm: list[int], dtype: str, scales: bool, ranges: Mapping[Any, Any]
+) -> tuple[Expr, list[int], float]:
+    """Folds transposes (also spelled ``flat_transposed``) and, with ``scales``, scalar factors
+    feeding an operand: the operand is ``transpose(x, perm) * factor`` for the returned
+    ``(x, perm, factor)``."""
     factor = 1.0
     while True:
-        t = _transposed(node)
+        t = _transposed(node) or flat_transposed(node, ranges)
         if t is not None:
             # node = transpose(x, a), operand = transpose(node, perm) = transpose(x, a[perm]).
             node, perm = t[0], [t[1][p] for p in perm]
@@ -209,7 +229,36 @@ def _matmul_operands(node: Expr) -> tuple[Expr, Expr, bool] | None:
     return a, b, bool(call.attrs["transpose_b"])
 
 
-def _match(node: Expr, graph: UseGraph) -> _Match | None:
+def _nan_cleanup(node: Expr, graph: UseGraph) -> Call | None:
+    """The softmax ``p`` of ``where(not_equal(p, p), 0, p)`` (exporters zero the NaNs of a
+    fully masked row so), when the comparison and ``p`` have no other use and the where's type
+    is ``p``'s (its ``+0`` constant of ``p``'s dtype broadcasts without widening)."""
+    where = _op(node, "where")
+    if where is None:
+        return None
+    cond, zero, p = where.args
+    test = _op(cond, "not_equal")
+    p_ty, z_ty = _tensor(p), _tensor(zero)
+    if test is None or test.args[0] is not p or test.args[1] is not p or p_ty is None:
+        return None
+    if not isinstance(zero, Constant) or z_ty is None or z_ty.dtype != p_ty.dtype:
+        return None
+    value = zero.value
+    if value.ndim > len(p_ty.shape) or value.size != 1 or value.item() != 0.0:
+        return None
+    if np.signbit(value).any() or str(where.ty) != str(p_ty):
+        return None
+    if not _only_use(test, where, graph):
+        return None
+    uses = graph.uses.get(p, [])
+    if len(uses) != 3 or any(u is not test and u is not where for u, _ in uses):
+        return None
+    return _op(p, "nn.softmax")
+
+
+def _match(
+    node: Expr, graph: UseGraph, ranges: Mapping[Any, Any], bound: frozenset[Any]
+) -> _Match | None:
     """The attention chain ending at the matmul ``node``, or None (see the module doc)."""
     second = _matmul_operands(node)
     r_ty = _tensor(node)
@@ -217,21 +266,27 @@ def _match(node: Expr, graph: UseGraph) -> _Match | None:
         return None
     dtype = r_ty.dtype
     probs, v, v_transposed = second
-    softmax = _op(probs, "nn.softmax")
-    if softmax is None or not _only_use(softmax, node, graph):
+    found_probs = _probabilities(probs, node, graph)
+    if found_probs is None:
         return None
+    softmax, nan_to_zero = found_probs
     p_ty, v_ty = _tensor(softmax), _tensor(v)
     if p_ty is None or v_ty is None or len(p_ty.shape) < 2 or len(v_ty.shape) < 2:
         return None
     if softmax.attrs["axis"] not in (-1, len(p_ty.shape) - 1):
         return None
     (scores,) = softmax.args
+    if str(_tensor(scores)) != str(p_ty):
+        return None
+    rv = len(v_ty.shape)
+    # The canonical v is (..., S_k, Dv): its rows are the keys the probabilities weigh.
+    v_rows = v_ty.shape[rv - 1] if v_transposed else v_ty.shape[rv - 2]
     mask: Expr | None = None
     add = _op(scores, "add")
     if add is not None:
         if not _only_use(add, softmax, graph):
             return None
-        found = _masked(add)
+        found = _masked(add, v_rows, ranges)
         if found is None:
             return None
         scores, mask = found
@@ -249,43 +304,108 @@ def _match(node: Expr, graph: UseGraph) -> _Match | None:
         return None
     q, kt, k_transposed = first
     q_ty, k_ty, s_ty = _tensor(q), _tensor(kt), _tensor(scores)
-    if q_ty is None or k_ty is None or s_ty is None or str(s_ty) != str(p_ty):
+    if q_ty is None or k_ty is None or s_ty is None:
+        return None
+    if add is None and str(s_ty) != str(p_ty):
         return None
     if len(q_ty.shape) < 2 or len(k_ty.shape) < 2 or s_ty.dtype != dtype:
         return None
-    rq, rk, rv = len(q_ty.shape), len(k_ty.shape), len(v_ty.shape)
+    rq, rk = len(q_ty.shape), len(k_ty.shape)
     # The canonical k is (..., S_k, D): kt as given when the matmul transposes it already,
     # else kt with its last two axes swapped.
     k_perm = list(range(rk)) if k_transposed else _swap_last(rk)
-    q, q_axes, fq = _unwrap(q, list(range(rq)), dtype, scales=True)
-    k, k_axes, fk = _unwrap(kt, k_perm, dtype, scales=True)
-    v, v_axes, _ = _unwrap(v, _swap_last(rv) if v_transposed else list(range(rv)), dtype, False)
+    q, q_axes, fq = _unwrap(q, list(range(rq)), dtype, True, ranges)
+    k, k_axes, fk = _unwrap(kt, k_perm, dtype, True, ranges)
+    v_perm = _swap_last(rv) if v_transposed else list(range(rv))
+    v, v_axes, _ = _unwrap(v, v_perm, dtype, False, ranges)
     assert isinstance(node, Call)
-    replaces = node
-    out_axes = None
+    replaces, out_axes = _merge_transpose(node, graph)
+    match = _Match(
+        replaces, q, k, v, mask, scale * fq * fk, q_axes, k_axes, v_axes, out_axes, nan_to_zero
+    )
+    _group(match, len(r_ty.shape), ranges, bound)
+    return match
+
+
+def _probabilities(probs: Expr, node: Expr, graph: UseGraph) -> tuple[Call, bool] | None:
+    """``(softmax, nan_to_zero)`` when the second matmul's operand ``probs`` is the softmax or
+    its NaN cleanup, used by the matmul ``node`` only."""
+    softmax = _op(probs, "nn.softmax")
+    if softmax is not None:
+        return (softmax, False) if _only_use(softmax, node, graph) else None
+    softmax = _nan_cleanup(probs, graph)
+    if softmax is None or not _only_use(probs, node, graph):
+        return None
+    return softmax, True
+
+
+def _merge_transpose(node: Call, graph: UseGraph) -> tuple[Call, list[int] | None]:
+    """``(transpose, axes)`` when the result's only use is a transpose (the head merge), else
+    ``(node, None)``."""
     users = graph.uses.get(node, [])
     if len(users) == 1 and users[0][1] is Use.OPERAND:
         parent = users[0][0]
         t = _transposed(parent) if isinstance(parent, Call) else None
         if t is not None and t[0] is node and isinstance(parent, Call):
-            out_axes = t[1]
-            replaces = parent
-    return _Match(replaces, q, k, v, mask, scale * fq * fk, q_axes, k_axes, v_axes, out_axes)
+            return parent, t[1]
+    return node, None
 
 
-def _masked(add: Call) -> tuple[Expr, Expr] | None:
+def _group(match: _Match, out_rank: int, ranges: Mapping[Any, Any], bound: frozenset[Any]) -> None:
+    """Split the heads of a chain with a ``repeat_kv`` (``attention_groups``), in place."""
+    m = match
+    grouped = group(
+        Operand(m.q, m.q_axes),
+        Operand(m.k, m.k_axes),
+        Operand(m.v, m.v_axes),
+        m.mask,
+        out_rank,
+        m.out_axes,
+        ranges,
+        bound,
+    )
+    out_ty = _tensor(m.replaces)
+    if grouped is None or out_ty is None:
+        return
+    merged = merge_shape(grouped.merge_at, out_ty.shape, bound)
+    if merged is not None:
+        m.q, m.q_axes = grouped.q.x, grouped.q.perm
+        m.k, m.k_axes = grouped.k.x, grouped.k.perm
+        m.v, m.v_axes = grouped.v.x, grouped.v.perm
+        m.mask, m.out_axes = grouped.mask, grouped.out_perm
+        m.merge = merged
+
+
+def _masked(add: Call, v_rows: Any, ranges: Mapping[Any, Any]) -> tuple[Expr, Expr] | None:
     """``(scores, mask)`` of ``add(scores, mask)`` (or ``add(mask, scores)``) when the mask
-    broadcasts to the scores without widening them: the sum has the scores' type."""
+    broadcasts to the scores without widening them wherever the unfused program succeeds:
+    each of its dims is 1 or the scores' (proved), or, on the keys' axis, one that would widen
+    the scores past the rows of ``v`` (``v_rows``, proved equal to the scores' keys), which
+    the unfused second matmul rejects as ``nn.attention``'s check does (an exporter's
+    ``total_seq`` against ``past_seq + seq``)."""
     a, b = add.args
     for scores, mask in ((a, b), (b, a)):
         s_ty, m_ty = _tensor(scores), _tensor(mask)
         if s_ty is None or m_ty is None or m_ty.dtype != s_ty.dtype:
             continue
-        if len(m_ty.shape) > len(s_ty.shape) or str(add.ty) != str(s_ty):
+        rank, m_rank = len(s_ty.shape), len(m_ty.shape)
+        if m_rank > rank or rank < 2:
             continue
         if _matmul_operands(scores) is None and _scaled(scores, s_ty.dtype) is None:
             continue
-        return scores, mask
+        keys = s_ty.shape[rank - 1]
+        ok = True
+        for i, m in enumerate(m_ty.shape):
+            at = rank - m_rank + i
+            s = s_ty.shape[at]
+            if known_equal(m, 1, ranges) or known_equal(m, s, ranges):
+                continue
+            if at == rank - 1 and known_equal(keys, v_rows, ranges):
+                continue
+            ok = False
+            break
+        if ok:
+            return scores, mask
     return None
 
 
@@ -322,10 +442,14 @@ class _Rewriter(ir.ExprMutator):
                 "k_axes": _axes(m.k_axes),
                 "v_axes": _axes(m.v_axes),
                 "out_axes": None if m.out_axes is None else _axes(m.out_axes),
+                "nan_to_zero": m.nan_to_zero,
             }
         )
         args = (self.visit(m.q), self.visit(m.k), self.visit(m.v), mask)
-        return Call(_ATTENTION, args, attrs, span=call.span)
+        out: Expr = Call(_ATTENTION, args, attrs, span=call.span)
+        if m.merge is not None:
+            out = Call(_RESHAPE, (out,), ir.Attrs({"newshape": m.merge}), span=call.span)
+        return out
 
     def visit_tuple(self, tup: Tuple) -> Expr:
         return self._typed(tup, super().visit_tuple(tup))

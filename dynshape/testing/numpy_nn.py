@@ -48,8 +48,9 @@ def _layer_norm(ins: Sequence[Any], attrs: Mapping[str, Any]) -> np.ndarray:
 
 
 def _attention(ins: Sequence[Any], attrs: Mapping[str, Any]) -> np.ndarray:
-    """Written out as the unfused ops compute it: matmul, scale, add the mask, softmax, matmul
-    (each operand permuted first, the result permuted last)."""
+    """Written out as the unfused ops compute it: matmul, scale, add the mask, softmax (its NaNs
+    zeroed with ``nan_to_zero``), matmul (each operand permuted first, the result permuted
+    last)."""
 
     def permuted(x: Any, axes: Any) -> np.ndarray:
         return np.asarray(x if axes is None else np.transpose(x, axes))
@@ -58,6 +59,8 @@ def _attention(ins: Sequence[Any], attrs: Mapping[str, Any]) -> np.ndarray:
     dtype = q.dtype
     scores = np.matmul(q, np.swapaxes(k, -1, -2)) * attrs["scale"] + np.asarray(ins[3])
     probs = _softmax(scores, -1)
+    if attrs.get("nan_to_zero", False):
+        probs = np.where(np.isnan(probs), 0.0, probs)
     out = np.matmul(probs, v.astype(np.float64)).astype(dtype)
     return permuted(out, attrs["out_axes"])
 

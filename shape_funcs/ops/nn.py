@@ -93,6 +93,7 @@ def attention(
     k_axes: Sequence[int] | None = None,
     v_axes: Sequence[int] | None = None,
     out_axes: Sequence[int] | None = None,
+    nan_to_zero: bool = False,
 ) -> Shape:
     """``softmax(q @ k^T * scale + mask) @ v``: after the permutations, ``(..., S_q, D) x
     (..., S_k, D) x (..., S_k, Dv) -> (..., S_q, Dv)`` with the leading axes broadcast as

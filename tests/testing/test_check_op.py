@@ -92,7 +92,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
             [(1, 4), (0, 4), (0, 3), ()],
             [(0, 2, 3), (1, 4, 3), (1, 4, 2), (1, 2, 4)],
         ],
-        "attrs": {"scale": st.sampled_from([1.0, 0.35])},
+        "attrs": {"scale": st.sampled_from([1.0, 0.35]), "nan_to_zero": st.booleans()},
     },
     "nn.lstm": {"inputs": _recurrent_inputs(4), "attrs": _RECURRENT_ATTRS},
     "nn.gru": {"inputs": _recurrent_inputs(3), "attrs": _RECURRENT_ATTRS},

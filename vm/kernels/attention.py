@@ -19,6 +19,9 @@ so a long sequence never allocates more than the bound (unless one ``(S_q, S_k)`
 larger by itself). Ideally it would be scratch planned by the compiler; it is not yet
 (design/compiler_fusion.md, "Attention as one kernel").
 
+``nan_to_zero``: after the softmax, its NaNs become 0 (exporters' ``where(p != p, 0, p)``
+after the softmax: a fully masked row gives zeros, not NaN).
+
 float16: computed in float32 (the operands are converted, a copy each) and rounded once into
 ``out``, as the softmax kernel does.
 """
@@ -58,13 +61,16 @@ def _is_zero_scalar(mask: np.ndarray) -> bool:
     return mask.ndim == 0 and not mask
 
 
-def _softmax_rows(s: np.ndarray) -> None:
-    """Softmax along the last axis, in place; the arithmetic of ``nn.softmax``'s kernel."""
+def _softmax_rows(s: np.ndarray) -> np.ndarray:
+    """Softmax along the last axis, in place; the arithmetic of ``nn.softmax``'s kernel.
+    Returns the rows' reciprocal sums: NaN for a row holding a NaN (a result is NaN only in
+    such a row: elsewhere the max-shifted ``exp`` is in ``[0, 1]`` and the sum ``>= 1``)."""
     np.subtract(s, np.maximum.reduce(s, axis=-1, keepdims=True), s)
     np.exp(s, s)
     total = np.add.reduce(s, axis=-1, keepdims=True)
     np.reciprocal(total, total)
     np.multiply(s, total, s)
+    return total
 
 
 def _attend(
@@ -74,6 +80,7 @@ def _attend(
     mask: np.ndarray | None,
     scale: float,
     out: np.ndarray,
+    nan_to_zero: bool = False,
 ) -> None:
     """The whole computation for operands already permuted, of one rank (leading 1-axes where
     they broadcast), into ``out``; blocks along the outermost leading axis past the bound."""
@@ -86,7 +93,7 @@ def _attend(
     if lead and size > SCORES_MAX_BYTES:
         n = lead[0]
         if n == 1:  # every operand's axis is 1 there: the next axis is the one to block
-            _attend(q[0], k[0], v[0], None if mask is None else mask[0], scale, out[0])
+            _attend(q[0], k[0], v[0], None if mask is None else mask[0], scale, out[0], nan_to_zero)
             return
         step = max(1, n * SCORES_MAX_BYTES // size)
 
@@ -97,7 +104,7 @@ def _attend(
             j = min(n, i + step)
             qb, kb, vb = part(q, i, j), part(k, i, j), part(v, i, j)
             assert qb is not None and kb is not None and vb is not None
-            _attend(qb, kb, vb, part(mask, i, j), scale, out[i:j])
+            _attend(qb, kb, vb, part(mask, i, j), scale, out[i:j], nan_to_zero)
         return
     scores = np.empty((*np.broadcast_shapes(q.shape[:-2], k.shape[:-2]), s_q, s_k), out.dtype)
     _matmul(q, k.swapaxes(-1, -2), scores)
@@ -106,7 +113,13 @@ def _attend(
             np.multiply(scores, scores.dtype.type(scale), scores)
         if mask is not None:
             np.add(scores, mask, scores)
-        _softmax_rows(scores)
+        # one row a matrix row: the reductions run over a 2-d view (the scores are
+        # contiguous), cheaper than over the leading axes
+        inverse = _softmax_rows(scores.reshape(-1, s_k))
+        if nan_to_zero and np.isnan(inverse).any():
+            # where(p != p, 0, p) of the unfused program, elementwise; only a row whose sum
+            # is NaN holds a NaN (see _softmax_rows), so the others are not searched
+            np.copyto(scores, 0, where=np.isnan(scores))
     # With S_k == 0 the scores are empty and the result is 0 (an empty sum), as numpy's.
     _matmul(scores, v, out)
 
@@ -119,6 +132,7 @@ def attention(attrs: Mapping[str, Any]) -> Kernel:
     scale = float(attrs["scale"])
     q_axes, k_axes, v_axes = attrs["q_axes"], attrs["k_axes"], attrs["v_axes"]
     out_inverse = _inverse(attrs["out_axes"])
+    nan_to_zero = bool(attrs.get("nan_to_zero", False))
 
     def kernel(
         q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray, out: np.ndarray
@@ -136,9 +150,9 @@ def attention(attrs: Mapping[str, Any]) -> Kernel:
             ops = [x.astype(np.float32) for x in ops]
             m = None if m is None else m.astype(np.float32)
             result = np.empty(target.shape, np.float32)
-            _attend(ops[0], ops[1], ops[2], m, scale, result)
+            _attend(ops[0], ops[1], ops[2], m, scale, result, nan_to_zero)
             np.copyto(target, result)
             return
-        _attend(ops[0], ops[1], ops[2], m, scale, target)
+        _attend(ops[0], ops[1], ops[2], m, scale, target, nan_to_zero)
 
     return kernel

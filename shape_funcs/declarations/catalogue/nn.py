@@ -103,11 +103,14 @@ DECLARATIONS: tuple[OpDecl, ...] = (
             attr("k_axes", _AXES, None),
             attr("v_axes", _AXES, None),
             attr("out_axes", _AXES, None),
+            attr("nan_to_zero", "bool", False),
         ],
         "softmax(q @ k^T * scale + mask, axis=-1) @ v on (..., S_q, D) x (..., S_k, D) x "
         "(..., S_k, Dv) -> (..., S_q, Dv), the leading axes broadcasting; each operand is first "
         "permuted by its *_axes (None: as given) and the result is permuted by out_axes; the "
-        "additive mask broadcasts to the scores (..., S_q, S_k) without widening them (design/"
+        "additive mask broadcasts to the scores (..., S_q, S_k) without widening them; "
+        "nan_to_zero: the probabilities' NaNs (a row whose scores are all -inf) become 0 "
+        "before the second matmul, as exporters' where(p != p, 0, p) does (design/"
         "compiler_fusion.md, 'Attention as one kernel')",
     ),
     declare(
