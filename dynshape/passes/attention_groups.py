@@ -66,14 +66,26 @@ def _op(node: Expr, name: str) -> Call | None:
     return None
 
 
+def _chain(node: Expr, *names: str) -> list[Call] | None:
+    """The calls ``names[0](names[1](...))`` down from ``node`` (each the first operand of
+    the one before), or None if the chain is not there."""
+    calls: list[Call] = []
+    for name in names:
+        call = _op(node, name)
+        if call is None:
+            return None
+        calls.append(call)
+        node = call.args[0]
+    return calls
+
+
 def repeated(x: Expr, ranges: Mapping[Any, Any]) -> _Repeat | None:
     """The repeat ``x = reshape(broadcast_to(expand_dims(y, axis=e), shape), newshape)`` when
     the reshape merges the broadcast axis ``e`` with a neighbour and changes nothing else."""
-    reshape = _op(x, "reshape")
-    bcast = None if reshape is None else _op(reshape.args[0], "broadcast_to")
-    expand = None if bcast is None else _op(bcast.args[0], "expand_dims")
-    if reshape is None or bcast is None or expand is None:
+    found = _chain(x, "reshape", "broadcast_to", "expand_dims")
+    if found is None:
         return None
+    reshape, bcast, expand = found
     tys = [_tensor(n) for n in (expand.args[0], expand, bcast, reshape)]
     if any(t is None for t in tys) or expand.attrs["num_newaxis"] != 1:
         return None
@@ -103,11 +115,10 @@ def flat_transposed(node: Expr, ranges: Mapping[Any, Any]) -> tuple[Expr, list[i
     and splits ``L`` back (torch.export's ``k^T`` of a 4-d key: a 3-d ``bmm`` layout): then
     ``node = transpose(x, perm)``, a view, since both reshapes keep row-major order and the
     leading index is never moved (the reshapes' own checks keep the element counts)."""
-    outer = _op(node, "reshape")
-    t = None if outer is None else _op(outer.args[0], "transpose")
-    inner = None if t is None else _op(t.args[0], "reshape")
-    if outer is None or t is None or inner is None:
+    found = _chain(node, "reshape", "transpose", "reshape")
+    if found is None:
         return None
+    outer, t, inner = found
     tys = [_tensor(n) for n in (inner.args[0], inner, t, outer)]
     if any(ty is None for ty in tys):
         return None

@@ -37,12 +37,7 @@ def slice_(node: Node) -> Any:
     assert starts is not None and ends is not None
     axes = [normalize_axis(a, rank, "axes entry") for a in (axes or range(len(starts)))]
     steps = steps or [1] * len(starts)
-    if not len(starts) == len(ends) == len(axes) == len(steps):
-        raise NodeError("starts, ends, axes and steps must have the same length")
-    if len(set(axes)) != len(axes):
-        raise NodeError(f"axes {axes} repeat an axis")
-    if any(s == 0 for s in steps):
-        raise NodeError("a step is 0")
+    _check_slice(starts, ends, axes, steps)
     if isinstance(data, Known):
         index = [slice(None)] * rank
         for a, b, e, s in zip(axes, starts, ends, steps, strict=True):
@@ -127,16 +122,21 @@ def _attribute_bounds(dims: list[Any]) -> bool:
     return all(isinstance(d, int) or d.is_nonnegative is True for d in dims)
 
 
-def _dim_slice(
-    node: Node, rank: int, axes: list[int], steps: list[int], starts: list[Any], ends: list[Any]
-) -> Any:
-    """``strided_slice`` with dims among its begin and end (see the module doc)."""
+def _check_slice(starts: list[Any], ends: list[Any], axes: list[int], steps: list[int]) -> None:
+    """Raise NodeError unless one entry per sliced axis, no axis twice, no step 0."""
     if not len(starts) == len(ends) == len(axes) == len(steps):
         raise NodeError("starts, ends, axes and steps must have the same length")
     if len(set(axes)) != len(axes):
         raise NodeError(f"axes {axes} repeat an axis")
     if any(s == 0 for s in steps):
         raise NodeError("a step is 0")
+
+
+def _dim_slice(
+    node: Node, rank: int, axes: list[int], steps: list[int], starts: list[Any], ends: list[Any]
+) -> Any:
+    """``strided_slice`` with dims among its begin and end (see the module doc)."""
+    _check_slice(starts, ends, axes, steps)
     count = max(axes) + 1
     begin: list[Any] = [0] * count
     strides = [1] * count
