@@ -237,3 +237,15 @@ def test_append_s_shape_errors_name_its_operands() -> None:
     )
     with pytest.raises(dynshape.DynShapeError, match=r"concatenated along axis 0\), got 3 != 2"):
         VirtualMachine(exe).run(np.zeros((1, 2), np.float32), np.zeros((1, 3), np.float32))
+
+
+def test_a_buffer_is_forgotten_when_its_last_view_dies() -> None:
+    """The registry holds no buffer alive: once the caller drops every view, it is gone."""
+    vm, rng = _vm(), np.random.default_rng(8)
+    before = capacity.registered_buffers()
+    past = np.zeros((1, 0, 4), np.float32)
+    for _ in range(10):
+        past, _ = _step(vm, past, rng)
+    assert capacity.registered_buffers() > before
+    del past
+    assert capacity.registered_buffers() == before
