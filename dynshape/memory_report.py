@@ -15,8 +15,9 @@ For each global function (``memory_report(program)``):
   each iteration's tail call frees the last one's frame, so an iteration has live what it is
   passed plus its own peak, whatever the number of iterations (``_Loop``); its allocation
   counts are per iteration, and the unplanned total counts one iteration. Not included: any
-  other recursive callee (its depth is a run-time value; the report names it) and the scratch the VM allocates for a fused kernel whose scratch
-  shapes the IR cannot express (``manifest_alloc``; with symbolic shapes it can).
+  other recursive callee (its depth is a run-time value; the report names it) and the
+  scratch the VM allocates for a fused kernel whose scratch shapes the IR cannot express
+  (``manifest_alloc``; with symbolic shapes it can).
 - **unplanned peak / total**: the same walk over the ``kill`` stage (one storage per tensor,
   freed after its last use), and the bytes of every allocation of one call with no frees at all
   (callees included, the longer branch of an ``if``), so never below the unplanned peak;

@@ -1,6 +1,7 @@
 """Concatenations onto a parameter that leave the function become ``append``: grown in place.
 
-Assumes: a typed module in graph form (``InferTypes`` output). Guarantees: a typed module in
+Assumes: a typed module in graph form (``InferTypes`` output). Guarantees: a typed module (the
+new calls typed by inference's rule) in
 which every ``concatenate((p, y), axis)`` whose first field ``p`` is a parameter of the
 enclosing function, whose axis is a symbolic dim of ``p``, and whose result *escapes* (it is the
 function's result or part of it, or an argument of the function's call of itself: a loop's next
@@ -22,6 +23,8 @@ storage with room to grow; a static axis cannot grow from call to call.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
+from typing import Any
 
 import ir
 from ir import (
@@ -39,8 +42,9 @@ from ir import (
 )
 
 from ..analysis.dataflow import use_graph
+from ..inference.op_result import op_result_type
+from ..inference.symbolic_context import SymbolicContext
 from .base import ModulePass
-from .infer_types import InferTypes
 
 
 class AppendInPlace(ModulePass):
@@ -56,10 +60,9 @@ class AppendInPlace(ModulePass):
             if not found:
                 out[name] = fn
                 continue
-            out[name] = dataclasses.replace(fn, body=_Rewriter(found).visit(fn.body))
+            out[name] = dataclasses.replace(fn, body=_Rewriter(found, fn.ranges).visit(fn.body))
             changed = True
-        # The rewriter builds untyped nodes: re-typed as merge_matmuls does.
-        return InferTypes().run(Module(out)) if changed else module
+        return Module(out) if changed else module
 
 
 def _appends(fn: Function, name: str) -> dict[Call, int]:
@@ -119,11 +122,25 @@ def _calls(node: Call, name: str) -> bool:
 
 
 class _Rewriter(ir.ExprMutator):
-    """Replaces each found concatenation by an ``append`` of its two fields."""
+    """Replaces each found concatenation by an ``append`` of its two fields.
 
-    def __init__(self, found: dict[Call, int]) -> None:
+    Typed as it builds: an ``append`` is typed by inference's rule for that one call (its
+    concatenation's type), so every node rebuilt above it keeps its own type and facts, and
+    the pipeline infers types once (``tests/e2e/test_type_completion.py``)."""
+
+    def __init__(
+        self, found: dict[Call, int], ranges: Mapping[Any, tuple[int, int | None]]
+    ) -> None:
         super().__init__()
         self.found = found
+        self.ranges = ranges
+
+    def visit(self, expr: Expr) -> Expr:
+        new = super().visit(expr)
+        if new is not expr and new.ty is None:
+            object.__setattr__(new, "ty", expr.ty)  # a new node nothing shares yet
+            object.__setattr__(new, "facts", expr.facts)
+        return new
 
     def visit_call(self, node: Call) -> Expr:
         axis = self.found.get(node)
@@ -132,4 +149,12 @@ class _Rewriter(ir.ExprMutator):
         data = node.args[0]
         assert isinstance(data, Tuple)
         x, y = (self.visit(f) for f in data.fields)
-        return ir.call("append", x, y, axis=axis, span=node.span)
+        call = ir.call("append", x, y, axis=axis, span=node.span)
+        # Typed by inference's own rule, with the facts inference would defer (the same
+        # agreement of dims as the concatenation's, stated as append's).
+        ctx = SymbolicContext(self.ranges)
+        assert call.op is not None and x.ty is not None and y.ty is not None
+        ty = op_result_type(ctx, call.op, call.attrs, call.args, [x.ty, y.ty])
+        object.__setattr__(call, "ty", ty)  # a new node nothing shares yet
+        object.__setattr__(call, "facts", tuple(ctx.deferred))
+        return call
