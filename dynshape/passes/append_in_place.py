@@ -1,12 +1,11 @@
 """Concatenations onto a parameter that leave the function become ``append``: grown in place.
 
 Assumes: a typed module in graph form (``InferTypes`` output). Guarantees: a typed module (the
-new calls typed by inference's rule) in
-which every ``concatenate((p, y), axis)`` whose first field ``p`` is a parameter of the
-enclosing function, whose axis is a symbolic dim of ``p``, and whose result *escapes* (it is the
-function's result or part of it, or an argument of the function's call of itself: a loop's next
-iteration)
-is ``append(p, y, axis=a)`` with ``a`` non-negative. ``manifest_alloc`` makes that
+new calls typed by inference's rule) in which every ``concatenate((p, y), axis)`` whose first
+field ``p`` is a parameter of the enclosing function, whose axis is a symbolic dim of ``p``,
+and whose result *escapes* (it is the function's result or part of it, or an argument of the
+function's call of itself: a loop's next iteration) is ``append(p, y, axis=a)`` with ``a``
+non-negative. ``manifest_alloc`` makes that
 ``memory.append`` (no allocation in the IR), which the VM runs by writing ``y`` past ``p``'s
 end when ``p``'s storage has room there, and otherwise into a new storage with room to grow
 (design/memory.md, "Appends").
