@@ -465,3 +465,9 @@ STOCK_CODES = frozenset(
     if isinstance(value, FunctionType) and value.__module__ == __name__
     for code in _nested_codes(value.__code__)
 )
+
+
+def is_stock(step: Step) -> bool:
+    """True if ``step`` is a closure this module made (its code is in ``STOCK_CODES``), not a
+    backend's own."""
+    return getattr(step, "__code__", None) in STOCK_CODES

@@ -46,9 +46,11 @@ from types import CodeType, TracebackType
 from typing import Any
 
 from .codegen import UnsafeSourceError, int_literal, make_function
-from .decode import STOCK_CODES, DecodeContext, Step
+from .decode import DecodeContext, Step, is_stock
 from .isa import Instruction, Op
+from .memory.arena import Arena
 from .opcodes import OPCODES
+from .straight_arena import Arm, arena_lifetimes, kill_lines, make_arena, slot_lines
 from .straight_lines import call_step
 
 #: The deepest nesting of branches generated (deeper functions keep the loop).
@@ -84,16 +86,38 @@ def straight_line(
     has loops or calls, jumps the generator cannot nest, or does not end in a ``ret``."""
     if not code or code[-1].op is not Op.RET or not forward_only(code):
         return None
-    namespace: dict[str, Any] = {"shape": operator.attrgetter("shape"), "state": ctx.state}
-    out = _Source(code, steps, ctx, namespace)
     try:
-        out.block(0, len(code), 1)
+        out = _generate(code, steps, ctx, {})
+        if ctx.allocator.packs_arenas:
+            lifetimes = arena_lifetimes(code, steps, out.arms)
+            if lifetimes:  # again, with the storages that qualify as slots of an arena
+                slots = {pc: k for k, pc in enumerate(sorted(lifetimes))}
+                out = _generate(code, steps, ctx, slots, make_arena(ctx, lifetimes))
         source = out.text()
-        run = make_function(source, namespace, "run", ("r",))
+        run = make_function(source, out.ns, "run", ("r",))
     except (UnsafeSourceError, _Unstructured):
         return None  # an operand or a jump the generator refuses: the loop runs the function
     _MADE[run] = (source, tuple(out.pcs))
     return run
+
+
+def _generate(
+    code: Sequence[Instruction],
+    steps: list[Step],
+    ctx: DecodeContext,
+    slots: dict[int, int],
+    arena: Arena | None = None,
+) -> _Source:
+    """The source of the function; the ``alloc_storage`` at each pc of ``slots`` is served by
+    that slot of ``arena`` (``memory/arena.py``), whose buffer is taken first and given back
+    before each return."""
+    namespace: dict[str, Any] = {"shape": operator.attrgetter("shape"), "state": ctx.state}
+    out = _Source(code, steps, ctx, namespace, slots, arena)
+    if arena is not None:
+        namespace.update(AB=arena.begin, AE=arena.end)
+        out.emit(1, "AB()", min(slots))  # an error in it names the first slot's allocation
+    out.block(0, len(code), 1)
+    return out
 
 
 def generated_source(step: Step) -> str | None:
@@ -107,11 +131,22 @@ class _Source:
     """The lines of the generated function and the pc of each."""
 
     def __init__(
-        self, code: Sequence[Instruction], steps: list[Step], ctx: DecodeContext, ns: dict[str, Any]
+        self,
+        code: Sequence[Instruction],
+        steps: list[Step],
+        ctx: DecodeContext,
+        ns: dict[str, Any],
+        slots: dict[int, int],
+        arena: Arena | None,
     ) -> None:
         self.code, self.steps, self.ctx, self.ns = code, steps, ctx, ns
+        self.slots, self.arena = slots, arena
+        self.slot_registers = frozenset(code[pc].operands[0].index for pc in slots)
         self.lines = ["def run(r):"]
         self.pcs: list[int | None] = [None]
+        self.arm: Arm = ()
+        self.arms: dict[int, Arm] = {}
+        """The branch each instruction written out sits in (``straight_arena.py``)."""
 
     def emit(self, depth: int, text: str, pc: int | None) -> None:
         self.lines.append("    " * depth + text)
@@ -130,6 +165,7 @@ class _Source:
         while pc < end:
             ins = code[pc]
             spec = OPCODES[ins.op]
+            self.arms[pc] = self.arm
             if spec.target is not None and not _stock(self.steps[pc]):
                 raise _Unstructured  # a backend's own jump: the loop runs it
             if spec.target is not None and not spec.ends:
@@ -148,8 +184,15 @@ class _Source:
         """The lines of the instruction at ``pc``: its opcode's rule (``straight_lines.py``)
         when its step is ``decode.py``'s, else a call of the step."""
         step, rule = self.steps[pc], OPCODES[ins.op].line
+        if self.arena is not None and pc in self.slots:
+            return slot_lines(self.slots[pc], ins, self.arena, self.ns)
+        if self.arena is not None and ins.op is Op.KILL and _stock(step):
+            return kill_lines(pc, ins, step, self.slot_registers, self.ns)
         if rule is not None and _stock(step):
-            return rule(pc, ins, step, self.ctx, self.ns)
+            lines = rule(pc, ins, step, self.ctx, self.ns)
+            if self.slots and OPCODES[ins.op].ends:  # a return: the arena's buffer goes back
+                return ("AE()", *lines)
+            return lines
         if OPCODES[ins.op].ends:
             raise _Unstructured  # a backend's own return: the loop runs the function
         return call_step(pc, step, self.ns)
@@ -162,16 +205,22 @@ class _Source:
             raise _Unstructured
         last = self.code[target - 1]
         self.emit(depth, f"if r[{int_literal(cond.index)}]:", pc)
+        outer = self.arm
         if target - 1 > pc and _is_jump(last) and target <= last.operands[0] <= end:
             if not _stock(self.steps[target - 1]):
                 raise _Unstructured  # a backend's own jump: the loop runs it
             join = int(last.operands[0])
+            self.arm = (*outer, (pc, 0))
             self.block(pc + 1, target - 1, depth + 1)
             self.emit(depth + 1, "pass", target - 1)  # the then-branch's jump to the join
             self.emit(depth, "else:", None)
+            self.arm = (*outer, (pc, 1))
             self.block(target, join, depth + 1)
+            self.arm = outer
             return join
+        self.arm = (*outer, (pc, 0))
         self.block(pc + 1, target, depth + 1)
+        self.arm = outer
         return target
 
 
@@ -185,7 +234,7 @@ def _stock(step: Step) -> bool:
     """True if ``step`` is a closure ``decode.py`` made: it does just what its instruction says,
     so the instruction may be written out instead of calling it. Any other step (a backend
     subclass's own) is called."""
-    return getattr(step, "__code__", None) in STOCK_CODES
+    return is_stock(step)
 
 
 def failing_pc(step: Step, tb: TracebackType | None) -> int | None:

@@ -119,8 +119,9 @@ def test_a_storage_reused_by_the_pool_while_an_old_view_is_read():
         "  at main@9: invoke k0<copy>, (%2), (%6)"
     )
     # What the sanitizer prevents: silently reading the new tenant's data (the result's buffer,
-    # when the pool hands results out too).
-    pool = PooledAllocator(fresh_results=False)
+    # when the pool hands results out too; without an arena, whose first call holds every
+    # storage to its end, vm/memory/arena.py).
+    pool = PooledAllocator(fresh_results=False, arenas=False)
     np.testing.assert_array_equal(VirtualMachine(exe, allocator=pool).run(ONES), -ONES)
 
 
@@ -304,8 +305,10 @@ def test_correct_programs_run_unchanged(allocator, policy):
     exe = elementwise_program("add")  # kills its intermediate after the last use
     checked = VirtualMachine(exe, allocator=allocator, output_policy=policy, check_memory=True)
     # The sanitizer pools small results too (it poisons every byte it hands out), which a
-    # pooled allocator otherwise leaves to numpy (vm/fresh_results.py): the plain VM does alike.
-    same = PooledAllocator(fresh_results=False) if allocator == "pooled" else allocator
+    # pooled allocator otherwise leaves to numpy (vm/fresh_results.py), and it sees each
+    # storage, packing no arenas (vm/memory/arena.py): the plain VM does alike.
+    pooled = PooledAllocator(fresh_results=False, arenas=False)
+    same = pooled if allocator == "pooled" else allocator
     plain = VirtualMachine(exe, allocator=same, output_policy=policy)
     rng = np.random.default_rng(0)
     for n in (0, 1, 5, 300, 5, 1, 0, 300):

@@ -81,6 +81,13 @@ class Allocator:
         otherwise."""
         return 0
 
+    @property
+    def packs_arenas(self) -> bool:
+        """True if the VM may serve a function's short-lived storages from one buffer a call
+        (``memory/arena.py``): fewer, larger requests, and live bytes that may exceed the plan's
+        by the holes of its placement. False here: this allocator sees every storage."""
+        return False
+
     def alloc(self, nbytes: int, alignment: int = MIN_ALIGNMENT) -> Storage:
         """A storage of at least ``nbytes`` usable bytes, aligned to ``max(alignment, 64)``."""
         raise NotImplementedError
@@ -205,7 +212,8 @@ class PooledAllocator(Allocator):
     ``max_cached_bytes`` caps the free buffers kept (None: the larger of twice the peak of live
     bytes so far and the most bytes one call requested; see the module doc). Results of at most
     ``FRESH_RESULT_BYTES`` are numpy's own arrays, unless a memory limit is set (which then
-    bounds every byte); ``fresh_results=False`` pools them too.
+    bounds every byte); ``fresh_results=False`` pools them too. ``arenas=False`` (or a memory
+    limit) makes every storage a request of its own, as planned (``packs_arenas``).
     """
 
     def __init__(
@@ -213,9 +221,11 @@ class PooledAllocator(Allocator):
         memory_limit: int | None = None,
         max_cached_bytes: int | None = None,
         fresh_results: bool = True,
+        arenas: bool = True,
     ) -> None:
         super().__init__(memory_limit)
         self._fresh = FRESH_RESULT_BYTES if fresh_results and memory_limit is None else 0
+        self._arenas = arenas and memory_limit is None
         self.max_cached_bytes = max_cached_bytes
         """Cap on cached bytes, or None for "the peak live bytes"."""
         self._free: dict[tuple[int, int], list[Storage]] = {}
@@ -232,6 +242,11 @@ class PooledAllocator(Allocator):
     @property
     def fresh_result_bytes(self) -> int:
         return self._fresh
+
+    @property
+    def packs_arenas(self) -> bool:
+        # A memory limit bounds every byte as planned: one storage per request then.
+        return self._arenas
 
     def alloc(self, nbytes: int, alignment: int = MIN_ALIGNMENT) -> Storage:
         self._acquire()

@@ -1,0 +1,101 @@
+"""Which storages of a straight-line function become slots of its arena, and their lines.
+
+``memory/arena.py`` says why and how the arena works; this module decides, from the bytecode,
+which ``alloc_storage`` instructions it may serve, and writes their lines for ``straight.py``.
+A storage qualifies when nothing but its own views and one ``kill`` can see it, so that its
+life is the interval of pcs from its ``alloc_storage`` to that ``kill``:
+
+- its ``alloc_storage`` is the closure ``decode.py`` made (a backend's own keeps its step), with
+  an alignment the arena's 64 bytes satisfy;
+- its register appears in no other instruction than that one, ``alloc_tensor`` (as the storage
+  viewed) and exactly one ``kill``, which is ``decode.py``'s (it frees only a ``Storage``, so a
+  slot is just dropped), comes after the allocation and sits in the same branch of every
+  ``if`` (``arm``): in code that only goes forward, whatever runs between the two is then
+  inside the interval, and two storages alive at once have overlapping intervals.
+
+A register written twice, returned, moved, passed to a kernel or a call, or killed on two paths
+is left to the allocator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .codegen import int_literal
+from .decode import DecodeContext, Step, is_stock
+from .isa import Instruction, Op, Reg
+from .memory.arena import Arena
+from .memory.storage import MIN_ALIGNMENT
+
+#: Where an instruction sits in the nesting of ``if``/``else``: (branch pc, 0 then / 1 else)
+#: from the outermost in.
+Arm = tuple[tuple[int, int], ...]
+
+
+def _registers(operand: Any) -> list[int]:
+    if isinstance(operand, Reg):
+        return [operand.index]
+    if isinstance(operand, tuple):
+        return [a.index for a in operand if isinstance(a, Reg)]
+    return []
+
+
+def arena_lifetimes(
+    code: Sequence[Instruction], steps: Sequence[Step], arms: dict[int, Arm]
+) -> dict[int, tuple[int, int]]:
+    """The ``alloc_storage`` pcs whose storage may be a slot (see the module doc), each with
+    its interval: the pc of the allocation and the pc of its ``kill``."""
+    uses: dict[int, list[tuple[int, int]]] = {}  # register -> (pc, operand position)
+    for pc, ins in enumerate(code):
+        for position, operand in enumerate(ins.operands):
+            for reg in _registers(operand):
+                uses.setdefault(reg, []).append((pc, position))
+    found: dict[int, tuple[int, int]] = {}
+    for pc, ins in enumerate(code):
+        if ins.op is not Op.ALLOC_STORAGE or not is_stock(steps[pc]):
+            continue
+        if not isinstance(ins.operands[2], int) or ins.operands[2] > MIN_ALIGNMENT:
+            continue
+        kills = []
+        for use_pc, position in uses[ins.operands[0].index]:
+            op = code[use_pc].op
+            if use_pc == pc or (op is Op.ALLOC_TENSOR and position == 1):
+                continue
+            if op is Op.KILL and is_stock(steps[use_pc]):
+                kills.append(use_pc)
+            else:
+                kills = []  # seen elsewhere: not a slot
+                break
+        if len(kills) == 1 and kills[0] > pc and arms.get(kills[0]) == arms.get(pc):
+            found[pc] = (pc, kills[0])
+    return found
+
+
+def make_arena(ctx: DecodeContext, lifetimes: dict[int, tuple[int, int]]) -> Arena:
+    """The arena of one decoded function, its slots in the order of their pcs."""
+    return Arena(ctx.allocator, ctx.live, [lifetimes[pc] for pc in sorted(lifetimes)])
+
+
+def slot_lines(slot: int, ins: Instruction, arena: Arena, ns: dict[str, Any]) -> tuple[str, ...]:
+    """The line of an ``alloc_storage`` served by slot ``slot`` of ``arena``: ``r[d] = a3(n)``,
+    the slot's taker (``Arena.taker``) a name of the namespace."""
+    dst, size, alignment = ins.operands[0], ins.operands[1], ins.operands[2]
+    name = f"a{int_literal(slot)}"
+    ns[name] = arena.taker(slot, alignment)
+    n = f"r[{int_literal(size.index)}]" if isinstance(size, Reg) else int_literal(size)
+    return (f"r[{int_literal(dst.index)}] = {name}({n})",)
+
+
+def kill_lines(
+    pc: int, ins: Instruction, step: Step, slot_registers: frozenset[int], ns: dict[str, Any]
+) -> tuple[str, ...]:
+    """A ``kill`` in a function with an arena: a slot's register is dropped inline (the
+    arena's buffer goes back whole at the return); the closure runs only for other registers
+    (storages of the allocator's, which it frees)."""
+    regs = [a.index for a in ins.operands[0]]
+    lines = [f"r[{int_literal(i)}] = None" for i in regs if i in slot_registers]
+    if len(lines) < len(regs):
+        ns[f"s{pc}"] = step
+        lines.append(f"s{pc}(r)")
+    return tuple(lines)
