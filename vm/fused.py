@@ -57,6 +57,7 @@ from . import fused_blocked, fused_expr
 from .attr_values import bind_runtime_attrs, check_runtime_attrs
 from .codegen import UnsafeSourceError, int_literal, make_function
 from .errors import FormatError, KernelError
+from .fused_views import SCRATCH_VIEWS, view_steps
 from .kernels.registry import Kernel, get_kernel_factory, has_kernel
 from .memory.allocator import Allocator
 from .memory.storage import Storage, tensor_view
@@ -334,7 +335,13 @@ def build_fused(
     refuses a ref that names nothing it generated with an ``UnsafeSourceError``.
     """
     gen = _Generator(spec, constants)
+    views = view_steps(spec.steps)
     for i, step in enumerate(spec.steps):
+        if i in views:  # the scratch name rebound to a view of the input (fused_views.py)
+            view = gen.bind(f"v{i}", views[i])
+            x, y = gen.operand(step.inputs[0]), gen.ref(step.outputs[0], WRITABLE)
+            gen.step(i, f"{y} = {view}({x}, {y})")
+            continue
         factory = get_kernel_factory(step.op)
         bound = (
             bind_runtime_attrs(factory, step.op, step.attrs, step.runtime_attrs, len(step.inputs))
@@ -361,7 +368,19 @@ def build_fused(
         for st in held:
             allocator.free(st)
 
-    return gen.finish(free)
+    run = gen.finish(free)
+    # The caller's scratch that a view replaces stays unwritten: say which (the sanitizer asks).
+    viewed = {r.index for i in views for r in spec.steps[i].outputs}
+    setattr(
+        run,
+        SCRATCH_VIEWS,
+        frozenset(
+            spec.num_outputs + s.shape[1]
+            for t, s in enumerate(spec.scratch)
+            if t in viewed and s.shape[0] == "arg"
+        ),
+    )
+    return run
 
 
 def _fast_paths(gen: _Generator, spec: FusedKernel, constants: Sequence[np.ndarray]) -> None:

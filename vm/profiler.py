@@ -202,6 +202,7 @@ class Profiler:
                 with lock:
                     record((name, "kernel", t0, dt, tid_of(), args))
 
+        traced.__dict__.update(getattr(kernel, "__dict__", {}))  # what it says of itself
         return traced
 
     def chrome_trace(self) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from .decode import DecodeContext, Step
 from .errors import UnwrittenOutputError
+from .fused_views import SCRATCH_VIEWS
 from .isa import SIGNATURES, Instruction, Kind, Reg
 from .memory.storage import Storage
 from .sanitizer_memory import POISON_OTHER, Killed, check_not_killed, poison_byte
@@ -94,7 +95,10 @@ def invoke(
     """Inputs and outputs alive (writing into a freed buffer corrupts its new tenant), and every
     element of every output written by the kernel."""
     reads = (*_role_reads("input", ins.operands[1]), *_role_reads("output", ins.operands[2]))
-    return _outputs_written(_checked(inner, reads, san.check), ins, site, _kernel_name(ins, ctx))
+    # Scratch a fused kernel replaced by a view of another array is left as it was (fused_views).
+    viewed = getattr(ctx.kernels[ins.operands[0]], SCRATCH_VIEWS, frozenset())
+    checked = _checked(inner, reads, san.check)
+    return _outputs_written(checked, ins, site, _kernel_name(ins, ctx), viewed)
 
 
 def kill(
@@ -213,16 +217,20 @@ def _kernel_name(ins: Instruction, ctx: DecodeContext) -> str:
     return str(names[index]) if index < len(names) else f"k{index}"
 
 
-def _outputs_written(inner: Step, ins: Instruction, site: str, kernel: str) -> Step:
+def _outputs_written(
+    inner: Step, ins: Instruction, site: str, kernel: str, viewed: frozenset[int] = frozenset()
+) -> Step:
     """``inner`` (an ``invoke`` step, already checked for dead values) run with its outputs
     poisoned, raising UnwrittenOutputError if the kernel left an element unwritten.
 
     An invocation with an output that overlaps an input (a kernel working in place) is run
     unchecked: poisoning that output would destroy the input. So is one with an output that is
-    not a plain C-contiguous array, or is empty.
+    not a plain C-contiguous array, or is empty. Outputs at the positions ``viewed`` (scratch
+    the kernel does not use) are neither poisoned nor checked.
     """
     ins_regs = tuple(r.index for r in ins.operands[1])
-    out_regs = tuple(r.index for r in ins.operands[2])
+    checked = [(i, r.index) for i, r in enumerate(ins.operands[2]) if i not in viewed]
+    positions, out_regs = tuple(i for i, _ in checked), tuple(reg for _, reg in checked)
 
     def step(r: list[Any]) -> int:
         outputs = [r[i] for i in out_regs]
@@ -237,10 +245,10 @@ def _outputs_written(inner: Step, ins: Instruction, site: str, kernel: str) -> S
             k, flat = missing[0]
             raise UnwrittenOutputError(
                 f"kernel {kernel} did not write {describe_unwritten(outputs[k], flat)} of its "
-                f"output {k} (register %{out_regs[k]}, {outputs[k].dtype} "
+                f"output {positions[k]} (register %{out_regs[k]}, {outputs[k].dtype} "
                 f"{tuple(outputs[k].shape)}): the result would hold stale memory",
                 kernel,
-                k,
+                positions[k],
                 site,
             )
         return pcs[-1]
