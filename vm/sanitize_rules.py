@@ -96,7 +96,7 @@ def invoke(
     element of every output written by the kernel."""
     reads = (*_role_reads("input", ins.operands[1]), *_role_reads("output", ins.operands[2]))
     # Scratch a fused kernel replaced by a view of another array is left as it was (fused_views).
-    viewed = getattr(ctx.kernels[ins.operands[0]], SCRATCH_VIEWS, frozenset())
+    viewed: frozenset[int] = getattr(ctx.kernels[ins.operands[0]], SCRATCH_VIEWS, frozenset())
     checked = _checked(inner, reads, san.check)
     return _outputs_written(checked, ins, site, _kernel_name(ins, ctx), viewed)
 

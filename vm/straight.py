@@ -50,7 +50,14 @@ from .decode import DecodeContext, Step, is_stock
 from .isa import Instruction, Op
 from .memory.arena import Arena
 from .opcodes import OPCODES
-from .straight_arena import Arm, arena_lifetimes, kill_lines, make_arena, slot_lines
+from .straight_arena import (
+    Arm,
+    arena_lifetimes,
+    kill_lines,
+    make_arena,
+    slot_lines,
+    view_lines,
+)
 from .straight_lines import call_step
 
 #: The deepest nesting of branches generated (deeper functions keep the loop).
@@ -188,6 +195,13 @@ class _Source:
             return slot_lines(self.slots[pc], ins, self.arena, self.ns)
         if self.arena is not None and ins.op is Op.KILL and _stock(step):
             return kill_lines(pc, ins, step, self.slot_registers, self.ns)
+        if (
+            self.arena is not None
+            and ins.op is Op.ALLOC_TENSOR
+            and _stock(step)
+            and ins.operands[1].index in self.slot_registers
+        ):
+            return view_lines(pc, ins, self.ns)
         if rule is not None and _stock(step):
             lines = rule(pc, ins, step, self.ctx, self.ns)
             if self.slots and OPCODES[ins.op].ends:  # a return: the arena's buffer goes back

@@ -19,14 +19,17 @@ is left to the allocator.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from typing import Any
+
+import numpy as np
 
 from .codegen import int_literal
 from .decode import DecodeContext, Step, is_stock
 from .isa import Instruction, Op, Reg
-from .memory.arena import Arena
-from .memory.storage import MIN_ALIGNMENT
+from .memory.arena import Arena, Slot
+from .memory.storage import MIN_ALIGNMENT, Storage, view_error
 
 #: Where an instruction sits in the nesting of ``if``/``else``: (branch pc, 0 then / 1 else)
 #: from the outermost in.
@@ -99,3 +102,54 @@ def kill_lines(
         ns[f"s{pc}"] = step
         lines.append(f"s{pc}(r)")
     return tuple(lines)
+
+
+def view_lines(pc: int, ins: Instruction, ns: dict[str, Any]) -> tuple[str, ...]:
+    """An ``alloc_tensor`` of a slot: ``r[d] = w7(r[s], offset, shape)``, the view maker
+    (``slot_view``) a name of the namespace."""
+    dst, storage, offset, shape, dtype = ins.operands
+    name = f"w{int_literal(pc)}"
+    ns[name] = slot_view(np.dtype(dtype))
+    return (
+        f"r[{int_literal(dst.index)}] = {name}({_reg(storage)}, {_value(offset)}, {_value(shape)})",
+    )
+
+
+def slot_view(dtype: np.dtype) -> Callable[[Storage, int, tuple[int, ...]], np.ndarray]:
+    """The view an ``alloc_tensor`` makes of a slot, bounds-checked as ``decode.alloc_tensor``
+    checks it, and kept: a slot is the same object from call to call (until a new layout), so
+    when the next call asks for the same offset and shape of it, and the bytes asked of the
+    slot still cover them, the kept view is the answer (a view of a slot never leaves the call:
+    its storage is killed in it)."""
+    itemsize, ndarray, prod = dtype.itemsize, np.ndarray, math.prod
+    kept: list[Any] = [None, None, None, 0, None]  # slot, offset, shape, end, view
+
+    def view(st: Storage, offset: int, shape: tuple[int, ...]) -> np.ndarray:
+        if st is kept[0] and offset == kept[1] and shape == kept[2] and kept[3] <= st.nbytes:
+            v: np.ndarray = kept[4]
+            return v
+        end = offset + prod(shape) * itemsize
+        if offset < 0 or end > st.nbytes:
+            raise view_error(st.nbytes, offset, shape, dtype)
+        try:
+            v = ndarray(shape, dtype, st.buf, offset)
+        except ValueError:  # a negative dim (numpy refuses it): say which view
+            raise view_error(st.nbytes, offset, shape, dtype) from None
+        if st.__class__ is Slot:  # a storage of the allocator's (a miss) is not kept
+            kept[:] = st, offset, shape, end, v
+        return v
+
+    return view
+
+
+def _reg(operand: Reg) -> str:
+    return f"r[{int_literal(operand.index)}]"
+
+
+def _value(operand: Any) -> str:
+    """An int or a shape operand as source: its register, or the immediate written out."""
+    if isinstance(operand, Reg):
+        return _reg(operand)
+    if isinstance(operand, tuple):
+        return "(" + "".join(f"{int_literal(d)}, " for d in operand) + ")"
+    return int_literal(operand)

@@ -235,7 +235,9 @@ def test_a_view_past_a_slot_s_request_is_refused_though_the_slot_has_room() -> N
     rows = np.arange(32, dtype=np.float32).reshape(8, 4)
     np.testing.assert_array_equal(vm.run(rows, rows), 2 * rows)  # the slot: 128 bytes
     np.testing.assert_array_equal(vm.run(rows[:4], rows[:3]), 2 * rows[:3])  # fits 64 bytes
-    # 64 bytes asked, 80 viewed: refused as the allocator's storage of 64 bytes refuses it
+    # 64 bytes asked, 80 viewed: refused as the allocator's storage of 64 bytes refuses it,
+    # also right after a call that made (and kept) the same view of the slot with room
+    np.testing.assert_array_equal(vm.run(rows, rows[:5]), 2 * rows[:5])
     with pytest.raises(
         OutOfBoundsError, match="needs 80 bytes at offset 0, but the storage holds 64"
     ):
