@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from .kernels.transform import slices
+from .kernels.transform import constant_slices, slices
 
 #: The attribute of a fused kernel's ``run`` naming the operand positions (among its outputs
 #: and the scratch its caller passes) it may leave unwritten: scratch a view replaced. The
@@ -75,9 +75,12 @@ def _transpose(attrs: Mapping[str, Any]) -> View:
 
 def _strided_slice(attrs: Mapping[str, Any]) -> View:
     begin, end, strides = attrs["begin"], attrs["end"], attrs["strides"]
+    where = constant_slices(begin, end, strides)
 
     def view(x: np.ndarray, scratch: np.ndarray) -> np.ndarray:
-        return _checked(x[slices(x.shape, begin, end, strides)], scratch, "strided_slice")
+        if where is None or x.ndim < len(where):
+            slices(x.shape, begin, end, strides)  # raises, naming what is wrong
+        return _checked(x[where], scratch, "strided_slice")
 
     return view
 

@@ -280,6 +280,10 @@ def _work(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> tuple[int, int]:
 
 def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
     """``np.matmul(a, b, out=out)``, on the number of BLAS threads the policy chooses."""
+    sa, sb = a.shape, b.shape
+    if len(sa) >= 2 and len(sb) >= 2 and sa[-2] * sa[-1] * sb[-1] <= LOW:
+        np.matmul(a, b, out=out)  # the common small product: nothing to choose (see LOW)
+        return
     per_matrix, total = _work(a, b, out)
     sw = switch() if per_matrix > LOW and _policy != "process" else None
     if sw is None:

@@ -216,11 +216,34 @@ def slices(
 def strided_slice(attrs: Mapping[str, Any]) -> Kernel:
     """``x[begin:end:strides]`` (numpy clamping and negative indices): a view, copied."""
     begin, end, strides = attrs["begin"], attrs["end"], attrs["strides"]
+    where = constant_slices(begin, end, strides)
+    if where is None:  # a zero stride: the error at the call, as for any bad attribute
+
+        def checked(x: np.ndarray, out: np.ndarray) -> None:
+            np.copyto(out, x[slices(x.shape, begin, end, strides)])
+
+        return checked
+    count = len(where)
 
     def kernel(x: np.ndarray, out: np.ndarray) -> None:
-        np.copyto(out, x[slices(x.shape, begin, end, strides)])
+        if x.ndim < count:
+            slices(x.shape, begin, end, strides)  # raises, naming the ranks
+        np.copyto(out, x[where])
 
     return kernel
+
+
+def constant_slices(
+    begin: Sequence[int], end: Sequence[int], strides: Sequence[int] | None
+) -> tuple[slice, ...] | None:
+    """``slices`` made once for attributes that do not depend on the input (they only need
+    its rank to be at least their length, which the caller checks), or None where ``slices``
+    would raise (a zero stride)."""
+    count = max(len(begin), len(end), len(strides or ()))
+    try:
+        return slices((0,) * count, begin, end, strides)
+    except ValueError:
+        return None
 
 
 #: Read-only index arrays (the executable's constants) known to be a contiguous ascending
