@@ -13,7 +13,8 @@ in scratch allocated once per call (the gates' views are made once too: a step i
 calls and little else); the new ``h`` is written straight into its slice of ``Y``, which the
 next step reads as its state (no concatenation, no copy). Where that slice cannot be the state
 (float16 outputs, or ``sequence_lens`` masking), the state lives in a float32/native buffer and
-the step copies it out.
+the step copies it out. A bidirectional layer without those (and without LSTM peepholes) runs
+both directions in lockstep as one stacked cell, ``(2, batch, ...)`` (``_both_directions``).
 
 BLAS threads: a step's product is small and latency-bound, and there are hundreds of them. Under
 the default ``one`` policy (``blas_threads``) the kernel lowers OpenBLAS to one thread once for
@@ -98,20 +99,23 @@ def _plain_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
 
 
 class _Step:
-    """One direction's cell. ``step(gx_t, h, c, h_out, c_out)`` writes the new state: ``h_out``
-    is never ``h``; ``c_out`` may be ``c``; both ``c`` are None but for LSTM. ``g`` holds the
-    gates, ``parts`` its per-gate views, ``tmp`` one ``(batch, hidden)`` temporary."""
+    """One direction's cell, or both directions' stacked (``rt`` then ``(2, hidden, gates *
+    hidden)`` and every state ``(2, batch, hidden)``: the arithmetic is the same on a leading
+    axis). ``step(gx_t, h, c, h_out, c_out)`` writes the new state: ``h_out`` is never ``h``;
+    ``c_out`` may be ``c``; both ``c`` are None but for LSTM. ``g`` holds the gates, ``parts``
+    its per-gate views, ``tmp`` one state-shaped temporary."""
 
     def __init__(
         self, mm: MatMul, rt: np.ndarray, batch: int, dtype: np.dtype, scratch: bool = True
     ) -> None:
         self.mm = mm
-        self.rt = rt  # R^T of the direction, (hidden, gates * hidden), a view
-        k = rt.shape[0]
-        gates = rt.shape[1] // max(k, 1)
-        self.g = np.empty((batch if scratch else 0, rt.shape[1]), dtype)
-        self.parts = [self.g[:, j * k : (j + 1) * k] for j in range(gates)]
-        self.tmp = np.empty((batch if scratch else 0, k), dtype)
+        self.rt = rt  # R^T of the direction(s), (..., hidden, gates * hidden), a view
+        k = rt.shape[-2]
+        gates = rt.shape[-1] // max(k, 1)
+        rows = (*rt.shape[:-2], batch if scratch else 0)
+        self.g = np.empty((*rows, rt.shape[-1]), dtype)
+        self.parts = [self.g[..., j * k : (j + 1) * k] for j in range(gates)]
+        self.tmp = np.empty((*rows, k), dtype)
 
     def __call__(
         self,
@@ -157,9 +161,9 @@ class _GRU(_Step):
         self.f, self.act_g = acts
         self.lbr = lbr
         self.rb_h = rb_h  # linear_before_reset: Rb_h, added to h @ R_h^T inside the reset
-        k = rt.shape[0]
-        self.zr = self.g[:, : 2 * k]
-        self.rt_zr, self.rt_h = rt[:, : 2 * k], rt[:, 2 * k :]
+        k = rt.shape[-2]
+        self.zr = self.g[..., : 2 * k]
+        self.rt_zr, self.rt_h = rt[..., : 2 * k], rt[..., 2 * k :]
 
     def __call__(
         self,
@@ -171,21 +175,21 @@ class _GRU(_Step):
     ) -> None:
         z, r, n = self.parts
         zr, tmp = self.zr, self.tmp
-        k = self.rt.shape[0]
+        k = self.rt.shape[-2]
         if self.lbr:
             self.mm(h, self.rt, self.g)
             if self.rb_h is not None:
                 np.add(n, self.rb_h, n)
-            np.add(zr, gx[:, : 2 * k], zr)
+            np.add(zr, gx[..., : 2 * k], zr)
             self.f(zr)
             np.multiply(n, r, n)  # r * (h @ R_h^T + Rb_h)
         else:
             self.mm(h, self.rt_zr, zr)
-            np.add(zr, gx[:, : 2 * k], zr)
+            np.add(zr, gx[..., : 2 * k], zr)
             self.f(zr)
             np.multiply(r, h, tmp)  # (r * h) @ R_h^T
             self.mm(tmp, self.rt_h, n)
-        np.add(n, gx[:, 2 * k :], n)
+        np.add(n, gx[..., 2 * k :], n)
         self.act_g(n)
         # h' = (1 - z) * n + z * h, as n + z * (h - n): no (1 - z) temporary.
         np.subtract(h, n, tmp)
@@ -209,7 +213,7 @@ class _LSTM(_Step):
         self.p = p  # (3, hidden): the peepholes of i, o, f
         self.input_forget = input_forget
         # i, o and f in one pass when o has no peephole term to wait for.
-        self.iof = self.g[:, : 3 * rt.shape[0]] if p is None and not input_forget else None
+        self.iof = self.g[..., : 3 * rt.shape[-2]] if p is None and not input_forget else None
 
     def __call__(
         self,
@@ -307,6 +311,35 @@ def _direction(
     return h, c
 
 
+def _both_directions(
+    step: _Step,
+    gx: np.ndarray,
+    y: np.ndarray,
+    h: np.ndarray,
+    c: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Both directions in lockstep, one stacked step for both: the forward one at position
+    ``t``, the reverse one at ``seq - 1 - t`` (half the ufunc calls of one direction after the
+    other, each of which costs about a microsecond at a tagger's batch). ``gx`` ``(seq, batch,
+    2 * gates * hidden)``; ``y`` ``(seq, 2, batch, hidden)``; ``h`` and ``c`` the stacked
+    initial states (``c`` updated in place). The reverse direction's inputs are gathered in its
+    order before the loop, and its outputs put back in position order after it (a copy of
+    ``gx`` and of ``Y`` each: the memory bound of the module doc doubles). Returns the final
+    stacked ``(h, c)``."""
+    seq, gh = gx.shape[0], gx.shape[2] // 2
+    stacked = np.empty((seq, 2, *gx.shape[1:2], gh), gx.dtype)
+    np.copyto(stacked[:, 0], gx[:, :, :gh])
+    np.copyto(stacked[:, 1], gx[::-1, :, gh:])
+    states = np.empty((seq, *h.shape), y.dtype)  # the state after step t, both directions
+    for t in range(seq):
+        state = states[t]
+        step(stacked[t], h, c, state, c)
+        h = state
+    np.copyto(y[:, 0], states[:, 0])
+    np.copyto(y[:, 1], states[::-1, 1])
+    return h, c
+
+
 _DIRECTIONS = {"forward": [False], "reverse": [True], "bidirectional": [False, True]}
 
 
@@ -366,15 +399,55 @@ def _cell_step(
     return _RNN(mm, rt, batch, ct, f)
 
 
+#: The direction index of both directions stepped together (``_both_directions``): a slice,
+#: so that ``h0[_BOTH]`` and ``y_h[_BOTH]`` are both directions' stacked states.
+_BOTH = slice(0, 2)
+
+
+def _cells(
+    cell: str,
+    attrs: Mapping[str, Any],
+    mm: MatMul,
+    rts: np.ndarray,
+    rows: tuple[int, np.dtype, bool],
+    p: np.ndarray | None,
+    lbr: bool,
+    rb_h: list[np.ndarray | None],
+    lens: np.ndarray | None,
+) -> list[tuple[_Step, Any, bool]]:
+    """``(step, direction, reverse)`` for each run over the sequence: one per direction, or one
+    for both (direction ``_BOTH``) where nothing differs between them but the weights (no
+    ``sequence_lens`` masking, native states, no LSTM peepholes)."""
+    batch, ct, native = rows
+    directions = _DIRECTIONS[attrs["direction"]]
+    if len(directions) == 2 and lens is None and p is None and native:
+        both = _cell_step(cell, attrs, mm, rts, batch, ct, None, 0, lbr, _stack_rb(rb_h))
+        return [(both, _BOTH, False)]
+    return [
+        (_cell_step(cell, attrs, mm, rts[d], batch, ct, p, d, lbr, rb_h[d]), d, reverse)
+        for d, reverse in enumerate(directions)
+    ]
+
+
+def _stack_rb(rb_h: list[np.ndarray | None]) -> np.ndarray | None:
+    """GRU's kept ``Rb_h`` of both directions as ``(2, 1, hidden)`` (it broadcasts over the
+    batch of the stacked gates), or None where there is none."""
+    if rb_h[0] is None or rb_h[1] is None:
+        return None
+    return np.stack([rb_h[0], rb_h[1]])[:, None, :]
+
+
 def _initial_states(
-    h0: np.ndarray, c0: np.ndarray | None, d: int, shape: tuple[int, int], ct: np.dtype
+    h0: np.ndarray, c0: np.ndarray | None, d: Any, shape: tuple[int, int], ct: np.dtype
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """Direction ``d``'s initial ``h`` (only read) and LSTM's ``c`` (a new array, updated in
-    place; None for the other cells, whose ``c0`` is None): zeros where not given."""
-    h = h0[d].astype(ct, copy=False) if _given(h0) else np.zeros(shape, ct)
+    place; None for the other cells, whose ``c0`` is None): zeros where not given. ``d`` may
+    be ``_BOTH``: both directions' states, stacked."""
+    full = (2, *shape) if d is _BOTH else shape
+    h = h0[d].astype(ct, copy=False) if _given(h0) else np.zeros(full, ct)
     if c0 is None:
         return h, None
-    c = np.zeros(shape, ct)
+    c = np.zeros(full, ct)
     if _given(c0):
         np.copyto(c, c0[d])
     return h, c
@@ -426,18 +499,19 @@ def _run(
     p = None
     if p_in is not None and _given(p_in):
         p = p_in.astype(ct, copy=False).reshape(dirs, 3, hidden)
-    steps = [
-        _cell_step(cell, attrs, mm, rts[d], batch, ct, p, d, lbr, rb_h[d]) for d in range(dirs)
-    ]
-
     if held is not None:
         held.enter()
     try:
         with np.errstate(over="ignore"):  # the sigmoid's exp overflows to inf, rightly
-            for d, reverse in enumerate(_DIRECTIONS[attrs["direction"]]):
+            for step, d, reverse in _cells(
+                cell, attrs, mm, rts, (batch, ct, native), p, lbr, rb_h, lens
+            ):
                 h, c = _initial_states(h0, c0 if lstm else None, d, (batch, hidden), ct)
-                part = gx[:, :, d * gh : (d + 1) * gh]
-                h, c = _direction(steps[d], part, y[:, d], h, c, lens, reverse, native)
+                if d is _BOTH:
+                    h, c = _both_directions(step, gx, y, h, c)
+                else:
+                    part = gx[:, :, d * gh : (d + 1) * gh]
+                    h, c = _direction(step, part, y[:, d], h, c, lens, reverse, native)
                 np.copyto(y_h[d], h)
                 if y_c is not None and c is not None:
                     np.copyto(y_c[d], c)
