@@ -335,7 +335,7 @@ def build_fused(
     refuses a ref that names nothing it generated with an ``UnsafeSourceError``.
     """
     gen = _Generator(spec, constants)
-    views = view_steps(spec.steps)
+    views = view_steps(spec.steps, constants)
     for i, step in enumerate(spec.steps):
         if i in views:  # the scratch name rebound to a view of the input (fused_views.py)
             view = gen.bind(f"v{i}", views[i])

@@ -1,9 +1,10 @@
 """Layout steps of a fused kernel as numpy views instead of copies.
 
-A fused kernel's ``reshape``, ``transpose``, ``expand_dims``, ``squeeze``, ``broadcast_to`` or
-``strided_slice`` writing scratch copies its input into a buffer of the result's shape, which
-the next step reads: the rotary embedding of an exported decoder copies each head twice
-(``reshape`` then ``transpose``) before it slices and multiplies. numpy gives all of them as
+A fused kernel's ``reshape``, ``transpose``, ``expand_dims``, ``squeeze``, ``broadcast_to``,
+``strided_slice`` or ``take`` of constant indices that are a range (a merged projection's
+split), writing scratch, copies its input into a buffer of the result's shape, which the next
+step reads: the rotary embedding of an exported decoder copies each head twice (``reshape``
+then ``transpose``) before it slices and multiplies. numpy gives all of them as
 views, which every kernel reads as it reads a buffer. So ``build_fused`` (``fused.py``) makes
 such a step rebind its scratch name to the view, ``t2 = v2(t1, t2)`` (the scratch buffer is
 still passed: its shape and dtype are what the view is checked against, so a malformed file
@@ -28,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from .kernels.transform import constant_slices, slices
+from .kernels.transform import constant_range, constant_slices, slices
 
 #: The attribute of a fused kernel's ``run`` naming the operand positions (among its outputs
 #: and the scratch its caller passes) it may leave unwritten: scratch a view replaced. The
@@ -57,8 +58,17 @@ def _reshape(attrs: Mapping[str, Any]) -> View:
     return view
 
 
+#: ``np.broadcast_to`` is Python (an ``nditer``): ~5 us a call, the time ``np.copyto`` takes to
+#: fill ~16 KiB (measured on this machine). Below this many bytes a broadcast is copied into its
+#: scratch as the plain step does; above, the view saves the copy.
+BROADCAST_VIEW_MIN_BYTES = 1 << 16
+
+
 def _broadcast_to(attrs: Mapping[str, Any]) -> View:
     def view(x: np.ndarray, scratch: np.ndarray) -> np.ndarray:
+        if scratch.nbytes < BROADCAST_VIEW_MIN_BYTES:
+            np.copyto(scratch, x)
+            return scratch
         return _checked(np.broadcast_to(x, scratch.shape), scratch, "broadcast_to")
 
     return view
@@ -68,7 +78,7 @@ def _transpose(attrs: Mapping[str, Any]) -> View:
     axes = attrs["axes"]
 
     def view(x: np.ndarray, scratch: np.ndarray) -> np.ndarray:
-        return _checked(np.transpose(x, axes), scratch, "transpose")
+        return _checked(x.transpose(axes), scratch, "transpose")
 
     return view
 
@@ -85,6 +95,26 @@ def _strided_slice(attrs: Mapping[str, Any]) -> View:
     return view
 
 
+def _take_range(axis: int, span: tuple[int, int]) -> View:
+    """``take`` of the constant indices ``first, first + 1, ..., stop - 1`` along ``axis``: the
+    slice ``first:stop`` of it (the columns a merged projection's split takes)."""
+    first, stop = span
+    cut = slice(first, stop)
+    # the index tuple: the axis counted from the front, or from the back after an Ellipsis
+    where: tuple[Any, ...] = (
+        (*([slice(None)] * axis), cut)
+        if axis >= 0
+        else (Ellipsis, cut, *([slice(None)] * (-axis - 1)))
+    )
+
+    def view(x: np.ndarray, scratch: np.ndarray) -> np.ndarray:
+        if axis >= x.ndim or axis < -x.ndim or stop > x.shape[axis]:
+            raise ValueError(f"take: indices {first}..{stop - 1} out of range of {x.shape}")
+        return _checked(x[where], scratch, "take")
+
+    return view
+
+
 #: The ops whose step may be a view, each with its view maker's factory (from the attributes).
 VIEW_OPS: dict[str, Callable[[Mapping[str, Any]], View]] = {
     "reshape": _reshape,
@@ -97,15 +127,32 @@ VIEW_OPS: dict[str, Callable[[Mapping[str, Any]], View]] = {
 }
 
 
-def view_steps(steps: Sequence[Any]) -> dict[int, View]:
-    """The steps of a fused kernel (``FusedStep``s) that may run as views (see the module
-    doc), each with its view maker."""
+def _maker(step: Any, constants: Sequence[np.ndarray]) -> View | None:
+    """The view maker of ``step``, if it reads one array (a ``take`` of constant indices that
+    are a range counts: its other operand is no array at run time), else None."""
+    if step.runtime_attrs:
+        return None
+    if step.op == "take" and len(step.inputs) == 2 and step.attrs.get("axis") is not None:
+        indices = step.inputs[1]
+        if isinstance(indices, tuple) or indices.kind != "const":
+            return None
+        if not 0 <= indices.index < len(constants):
+            return None
+        span = constant_range(constants[indices.index])
+        return None if span is None else _take_range(int(step.attrs["axis"]), span)
+    factory = VIEW_OPS.get(step.op)
+    return None if factory is None or len(step.inputs) != 1 else factory(step.attrs)
+
+
+def view_steps(steps: Sequence[Any], constants: Sequence[np.ndarray] = ()) -> dict[int, View]:
+    """The steps of a fused kernel (``FusedStep``s; ``constants``, the executable's pool) that
+    may run as views (see the module doc), each with its view maker."""
     writes = [{(r.kind, r.index) for r in s.outputs} for s in steps]
     classes: dict[tuple[str, int], set[tuple[str, int]]] = {}
     found: dict[int, View] = {}
     for i, step in enumerate(steps):
-        factory = VIEW_OPS.get(step.op)
-        if factory is None or step.runtime_attrs or len(step.inputs) != 1:
+        maker = _maker(step, constants)
+        if maker is None:
             continue
         if isinstance(step.inputs[0], tuple) or len(step.outputs) != 1:
             continue
@@ -118,5 +165,5 @@ def view_steps(steps: Sequence[Any]) -> dict[int, View]:
             continue  # written later: the copy keeps that write from the other members
         for m in members:
             classes[m] = members
-        found[i] = factory(step.attrs)
+        found[i] = maker
     return found

@@ -151,3 +151,23 @@ def test_scratch_that_does_not_match_its_view_is_an_error_naming_the_step() -> N
     vm = VirtualMachine(asm.build(), allocator=PooledAllocator())
     with pytest.raises(KernelError, match=r"step 0 \(reshape\) failed: .*\(3, 4\) has no view"):
         vm.run(np.ones((3, 4), np.float32))
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    a.setflags(write=False)  # as the executable's constants are
+    return a
+
+
+@pytest.mark.parametrize("axis", [1, -1])
+def test_a_take_of_a_constant_range_is_a_slice_and_other_indices_gather(axis: int) -> None:
+    take = _step("take", (IN0, Ref("const", 0)), (T0,), {"axis": axis})
+    steps = (take, _step("exp", (T0,), (OUT0,)))
+    ranged = [_read_only(np.arange(2, 5))]
+    assert list(view_steps(steps, ranged)) == [0]
+    assert view_steps(steps, [_read_only(np.array([4, 2, 3]))]) == {}
+    x = np.arange(24, dtype=np.float32).reshape(4, 6)
+    scratch = np.empty((4, 3), np.float32)
+    part = view_steps(steps, ranged)[0](x, scratch)
+    assert np.shares_memory(part, x) and np.array_equal(part, x[:, 2:5])
+    with pytest.raises(ValueError, match="out of range"):
+        view_steps(steps, [_read_only(np.arange(5, 8))])[0](x, scratch)

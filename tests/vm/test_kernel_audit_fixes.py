@@ -20,14 +20,16 @@ def _masked_where(cond, x, y, shape, dtype):
     return out
 
 
+@pytest.mark.parametrize("shape", [(6, 5), (80, 64)], ids=["np.where", "bit-select"])
 @pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "int8", "int64", "bool"])
-def test_where_bit_select_equals_masked_copies(dtype):
+def test_where_bit_select_equals_masked_copies(dtype, shape):
+    # Both paths of the kernel: small outputs take np.where, large ones the bit select.
     rng = np.random.default_rng(0)
-    shape = (6, 5)
     x = (rng.standard_normal(shape) * 10).astype(dtype)
+    row = (1, shape[1])
     for cond, y in [
-        (rng.random(shape) < 0.5, (rng.standard_normal((1, 5)) * 10).astype(dtype)),
-        (rng.random((1, 5)) < 0.5, np.array(3, dtype)),
+        (rng.random(shape) < 0.5, (rng.standard_normal(row) * 10).astype(dtype)),
+        (rng.random(row) < 0.5, np.array(3, dtype)),
         (np.array(True), x[::-1]),
     ]:
         want = _masked_where(cond, x, y, shape, dtype)

@@ -106,7 +106,10 @@ def _attend(
             assert qb is not None and kb is not None and vb is not None
             _attend(qb, kb, vb, part(mask, i, j), scale, out[i:j], nan_to_zero)
         return
-    scores = np.empty((*np.broadcast_shapes(q.shape[:-2], k.shape[:-2]), s_q, s_k), out.dtype)
+    # The operands have one rank (the kernel made it so) and broadcast (their matmul checks):
+    # each leading dim is the one that is not 1 (np.broadcast_shapes is a Python function).
+    lead_qk = tuple(b if a == 1 else a for a, b in zip(q.shape[:-2], k.shape[:-2], strict=True))
+    scores = np.empty((*lead_qk, s_q, s_k), out.dtype)
     _matmul(q, k.swapaxes(-1, -2), scores)
     if scores.size:
         if scale != 1.0:

@@ -431,6 +431,10 @@ def _same_view(a: np.ndarray, b: np.ndarray) -> bool:
     )
 
 
+#: The largest output ``where`` computes with ``np.where`` and a copy (see ``_where``).
+WHERE_SELECT_MAX = 4096
+
+
 def _where(cond: np.ndarray, x: np.ndarray, y: np.ndarray, out: np.ndarray) -> None:
     """``x where cond else y``, broadcast. ``np.where`` has no ``out=``.
 
@@ -441,7 +445,15 @@ def _where(cond: np.ndarray, x: np.ndarray, y: np.ndarray, out: np.ndarray) -> N
     ``np.add`` on a random mask (the kernel audit); so did ``np.where``.
 
     Safe in place: a fused chain may pass the output buffer itself as ``x`` or ``y``.
+
+    Small outputs (at most ``WHERE_SELECT_MAX`` elements) of one dtype take ``np.where`` into
+    a temporary and one copy: two calls, where the bit select's views and passes are ~12
+    (measured, random masks: 17 elements 12.1 -> 2.8 us, 2,048 10.2 -> 5.2 us, 8,192 15.3 ->
+    21.1 us). The temporary makes any overlap with the output safe.
     """
+    if out.size <= WHERE_SELECT_MAX and x.dtype == out.dtype == y.dtype:
+        np.copyto(out, np.where(cond, x, y))
+        return
     # the planner may pass the output's storage as another array object: the same memory
     # and layout is the output itself, else a copy first (a partial overlap is read whole)
     if x is not out and np.may_share_memory(x, out):
