@@ -6,6 +6,8 @@ those before the module's first test runs, and skips its tests with ``pytest.imp
 from __future__ import annotations
 
 import importlib
+import urllib.error
+import urllib.request
 from typing import Any
 
 
@@ -29,3 +31,21 @@ class Lazy:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self._target()(*args, **kwargs)
+
+
+def post(url: str, body: bytes, ctype: str = "application/json") -> tuple[int, bytes]:
+    """POST ``body``: the HTTP status and the response body, errors included."""
+    return request(url, body, {"Content-Type": ctype})
+
+
+def request(
+    url: str, body: bytes | None = None, headers: dict[str, str] | None = None
+) -> tuple[int, bytes]:
+    """GET (or POST, with a body) ``url``: the HTTP status and the response body."""
+    method = "GET" if body is None else "POST"
+    req = urllib.request.Request(url, data=body, headers=headers or {}, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return int(r.status), r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
