@@ -4,6 +4,7 @@ loopback address, prints its URL, answers HTTP, and stops cleanly on Ctrl-C (SIG
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -16,6 +17,8 @@ import pytest
 import dynshape
 
 NEEDS = ("ray.serve",)  # imported before the first test (conftest.py), not at collection
+# The subprocesses run in a temporary folder: they import this checkout's dynshape.
+ENV = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
 
 PROGRAM = """
 def @main(%x: Tensor[(batch, 3), float32]) -> Tensor[(batch, 3), float32] { exp(%x) }
@@ -37,6 +40,7 @@ def test_serve_prints_its_url_answers_and_stops_on_ctrl_c(tmp_path: Path) -> Non
             "0",
         ],
         cwd=tmp_path,
+        env=ENV,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -87,6 +91,9 @@ def test_serve_prints_its_url_answers_and_stops_on_ctrl_c(tmp_path: Path) -> Non
         ),
         (PROGRAM, ["--pad", "seq=0"], "padding (seq) needs a batch symbol"),
         (PROGRAM, ["--threads", "0"], "threads (0) must be >= 1"),
+        (PROGRAM, ["--max-steps", "-5"], "max_steps (-5) must be > 0, or None for no bound"),
+        (PROGRAM, ["--timeout", "-1"], "timeout_s (-1.0) must be > 0, or None for no bound"),
+        (PROGRAM, ["--name", "a/b"], "model name 'a/b': a non-empty name without '/'"),
     ],
 )
 def test_serve_refuses_what_cannot_be_served_and_says_why(
@@ -96,6 +103,7 @@ def test_serve_refuses_what_cannot_be_served_and_says_why(
     proc = subprocess.run(
         [sys.executable, "-m", "dynshape", "serve", "m.dsx", *options],
         cwd=tmp_path,
+        env=ENV,
         capture_output=True,
         text=True,
         timeout=120,
@@ -103,3 +111,19 @@ def test_serve_refuses_what_cannot_be_served_and_says_why(
     )
     assert proc.returncode == 1
     assert message in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_serve_compiles_a_program_within_its_time_budget(tmp_path: Path) -> None:
+    """A program given as text is compiled before Ray starts, under --time-budget."""
+    (tmp_path / "m.txt").write_text(PROGRAM)
+    proc = subprocess.run(
+        [sys.executable, "-m", "dynshape", "serve", "m.txt", "--time-budget", "1e-9"],
+        cwd=tmp_path,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "the compile ran out of its time budget of 1e-09 s" in proc.stderr
