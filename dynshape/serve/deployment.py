@@ -5,7 +5,8 @@
 
     handle = serve.run(deployment("mlp.dsx", batch_symbol="batch", max_batch=64))
     y = handle.run.remote(x).result()                  # numpy in, numpy out
-    # HTTP: POST / with a JSON or .npz body (dynshape/serve/wire.py)
+    # HTTP: the Open Inference Protocol under /v2 (dynshape/serve/inference_protocol.py),
+    # and POST / with a JSON or .npz body (dynshape/serve/wire.py)
 
 Each replica loads the executable once and keeps one ``VirtualMachine``. Requests reach it
 through Ray Serve's ``@serve.batch`` (set up per replica with the deployment's options), which
@@ -18,9 +19,12 @@ requests, which is what fills the next batch.
 
 A request the VM refuses (wrong dtype, rank, a broken symbolic relation) is answered with the
 project's message: ``VMArgumentError`` and the like from ``run``, an HTTP 400 with
-``{"error": ...}`` over HTTP; anything else is a 500 with a one-line message, never a
-traceback. When a joined call fails, its requests run again one by one so that each gets its
-own answer (a bad request cannot fail its neighbours).
+``{"error": ...}`` over HTTP (the protocol's own 404 and 405 for an unknown model or route);
+a run past its step limit or timeout (``budgets.py``) is a 422 with the VM's
+``StepLimitError``; anything else is a 500 with a one-line message, never a traceback. When a
+joined call fails, its requests run again one by one so that each gets its own answer (a bad
+request cannot fail its neighbours), unless it ran out of its budget: each again alone could
+take the budget once more per request, so they all get that error.
 
 Only this module imports Ray; ``dynshape`` and ``dynshape.serve`` never do.
 """

@@ -10,7 +10,9 @@ from its numbers. Elements are typed strictly, so that no value is ever rounded 
 the array: an integer dtype takes JSON integers only (not ``1.5``, not ``2.0``, not ``true``),
 ``bool`` takes ``true``/``false`` only, and a float dtype takes JSON numbers and the strings
 ``"nan"``, ``"inf"``, ``"-inf"`` (not ``true``). A value outside the dtype's range (``300``
-for ``uint8``, ``1e39`` for ``float32``) is refused, not wrapped or made infinite.
+for ``uint8``, ``1e39`` for ``float32``, ``1e400`` for any dtype: ``json`` would make it an
+infinity) is refused, not wrapped or made infinite; ``NaN`` and ``Infinity``, Python's own
+JSON spellings, are floats, which integer dtypes refuse.
 
 The JSON response is ``{"outputs": [{"dtype": ..., "shape": ..., "data": [...]}, ...]}``, one
 entry per result (a tuple result gives several), floats as JSON numbers (NaN and the infinities
