@@ -230,7 +230,7 @@ def _path(request: Request) -> str:
     """The request's path below the application's route prefix."""
     path: str = request.url.path
     root: str = request.scope.get("root_path", "")
-    return path[len(root) :] or "/" if root and path.startswith(root) else path
+    return (path[len(root) :] or "/") if root and path.startswith(root) else path
 
 
 def _version() -> str:

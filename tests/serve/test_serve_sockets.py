@@ -11,15 +11,13 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from serve_testlib import request
+from serve_testlib import request, start_serve, url_of
 
 NEEDS = ("ray.serve",)  # imported before the first test (conftest.py), not at collection
-CHECKOUT = Path(__file__).resolve().parents[2]
 PROGRAM = "def @main(%x: Tensor[(batch, 3), float32]) -> Tensor[(batch, 3), float32] { exp(%x) }"
 LOOPBACK = {"127.0.0.1", "::1", "::ffff:127.0.0.1"}
 
@@ -92,26 +90,12 @@ def listening_sockets(root: int) -> list[tuple[str, int, str]]:
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[subprocess.Popen[str], str]]:
     folder = tmp_path_factory.mktemp("sockets")
     (folder / "model.txt").write_text(PROGRAM + "\n")
-    env = {**os.environ, "PYTHONPATH": str(CHECKOUT)}  # this checkout's dynshape
-    command = ["serve", "model.txt", "--name", "expo", "--port", "0", "--time-budget", "120"]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "dynshape", *command],
-        cwd=folder,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    options = ("model.txt", "--name", "expo", "--port", "0", "--time-budget", "120")
+    proc, line = start_serve(folder, *options)
     try:
-        assert proc.stdout is not None
-        line = ""
-        for _ in range(200):  # Ray's own start-up lines may come first
-            line = proc.stdout.readline()
-            if line.startswith("serving ") or not line:
-                break
         assert line.startswith("serving model.txt at http://127.0.0.1:"), line
         assert "as /v2/models/expo" in line
-        yield proc, line.split(" at ")[1].split()[0].rstrip("/")
+        yield proc, url_of(line)
     finally:
         proc.send_signal(signal.SIGINT)
         try:
