@@ -67,7 +67,9 @@ DATATYPES: dict[str, str] = {
     "FP32": "float32",
     "FP64": "float64",
 }
-DATATYPE_OF = {dtype: datatype for datatype, dtype in DATATYPES.items()}
+#: The datatype of each dtype a result may have: the inputs' and ``BF16`` (the protocol's
+#: name for ``bfloat16``, which requests cannot send: it is not on the wire of ``wire.py``).
+DATATYPE_OF = {**{dtype: datatype for datatype, dtype in DATATYPES.items()}, "bfloat16": "BF16"}
 #: The request and response header of the binary tensor data extension.
 HEADER_LENGTH = "Inference-Header-Content-Length"
 #: The model version every model here has: one file is one version.
@@ -238,6 +240,12 @@ def encode_infer(model: Model, request: InferRequest, result: Any) -> tuple[byte
     outputs, blobs = [], []
     for want in wanted:
         a = by_name[want.name]
+        if a.dtype.name not in DATATYPE_OF:  # float8, int4...: no datatype says them
+            raise ProtocolError(
+                f"output {want.name!r} is {a.dtype.name}, for which the protocol has no "
+                "datatype; POST / answers it (.npz)",
+                500,
+            )
         entry: dict[str, Any] = {
             "name": want.name,
             "datatype": DATATYPE_OF[a.dtype.name],

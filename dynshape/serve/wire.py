@@ -388,7 +388,8 @@ def json_float(v: float) -> float | str:
 def json_data(a: np.ndarray) -> list[Any]:
     """An array's elements as JSON carries them: flat, in row-major order."""
     flat: list[Any] = a.reshape(-1).tolist()
-    return [json_float(v) for v in flat] if a.dtype.kind == "f" else flat
+    # By the elements' type, not the dtype's kind: ml_dtypes' floats (bfloat16) are kind "V".
+    return [json_float(v) if type(v) is float else v for v in flat]
 
 
 def _encode(a: np.ndarray) -> dict[str, Any]:

@@ -347,3 +347,24 @@ def test_a_body_that_is_not_json_is_refused(model: v2.Model) -> None:
 
 def test_the_error_body_is_the_protocol_s() -> None:
     assert json.loads(v2.error_body("input 'x': no")) == {"error": "input 'x': no"}
+
+
+def test_a_bfloat16_output_is_bf16_and_a_float8_one_is_refused_by_name() -> None:
+    pytest.importorskip("ml_dtypes")
+    exe = dynshape.compile(
+        'def @main(%x: Tensor[(n,), float32]) { (cast(%x, dtype="bfloat16"), '
+        'cast(%x, dtype="float8_e4m3fn")) }'
+    )
+    model = v2.Model.of(exe, "m")
+    assert [o["datatype"] for o in model.metadata()["outputs"]] == ["BF16", "FLOAT8_E4M3FN"]
+    body = _body([{"name": "x", "shape": [2], "datatype": "FP32", "data": [1.5, "nan"]}])
+    parsed = v2.parse_infer(body, None, model)
+    result = dynshape.VirtualMachine(exe).run(*parsed.arrays)
+    only_bf16 = v2.InferRequest(parsed.arrays, None, (v2.Requested("output0", False),), False)
+    doc = json.loads(v2.encode_infer(model, only_bf16, result)[0])
+    assert doc["outputs"] == [
+        {"name": "output0", "datatype": "BF16", "shape": [2], "data": [1.5, "nan"]}
+    ]
+    with pytest.raises(ProtocolError, match="output 'output1' is float8_e4m3fn, for which") as e:
+        v2.encode_infer(model, parsed, result)
+    assert e.value.status == 500
