@@ -10,8 +10,9 @@
     dynshape generate DECODER.onnx|EXECUTABLE --prompt-ids 1,2,3 [--prompt-ids 4,5 ...]
                       --max-new-tokens 32 [--eos-token-id 2] [--sample [--temperature T]
                       [--top-k K] [--seed S]] [--dim ...]
-    dynshape serve MODEL.dsx [--batch-symbol batch] [--pad seq=0] [--max-batch 64]
-                   [--replicas 2] [--threads 2] [--port N]
+    dynshape serve MODEL.dsx|MODEL.onnx|PROGRAM [--batch-symbol batch] [--pad seq=0]
+                   [--max-batch 64] [--replicas 2] [--threads 2] [--port N] [--name NAME]
+                   [--max-steps N] [--timeout SECONDS] [--time-budget SECONDS] [--dim ...]
 
 ``compile``, ``run`` and ``explain`` take an ONNX model (``.onnx``) wherever they take program
 text; ``--dim`` (repeatable) renames, fixes or bounds its dim names there too. ``--import
@@ -46,6 +47,11 @@ from vm.serialize import MAGIC
 from .demo import run_demo
 from .errors import CompileError, CompileTimeoutError
 from .pipeline import STAGES, CompileReport, compile, stages
+from .serve.budgets import (
+    DEFAULT_COMPILE_BUDGET_S as DEFAULT_SERVE_COMPILE_BUDGET_S,
+)
+from .serve.budgets import DEFAULT_MAX_STEPS as DEFAULT_SERVE_MAX_STEPS
+from .serve.budgets import DEFAULT_TIMEOUT_S as DEFAULT_SERVE_TIMEOUT_S
 
 EMIT_CHOICES = (*STAGES, "bytecode")
 
@@ -135,7 +141,12 @@ def _build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--svg", help="draw the layout of the function (main) to this file")
 
     srv = command("serve", "serve an executable on a local Ray Serve application (extra: serve)")
-    srv.add_argument("file", help="a saved executable (.dsx)")
+    srv.add_argument(
+        "file", help="a saved executable (.dsx), a program (text) or an ONNX model (.onnx)"
+    )
+    srv.add_argument(
+        "--name", help="the model's name in the /v2/models/NAME routes (the file's stem)"
+    )
     srv.add_argument("--batch-symbol", help="batch requests along this symbol (e.g. batch)")
     srv.add_argument("--max-batch", type=int, default=64, help="most rows one call (64)")
     srv.add_argument("--batch-wait", type=float, default=0.005, help="seconds to wait (0.005)")
@@ -152,6 +163,29 @@ def _build_parser() -> argparse.ArgumentParser:
         "--threads", type=int, default=1, help="calls one replica runs at once on its VM (1)"
     )
     srv.add_argument("--port", type=int, default=8000, help="loopback port (8000; 0: any free)")
+    srv.add_argument(
+        "--max-steps",
+        type=int,
+        default=DEFAULT_SERVE_MAX_STEPS,
+        metavar="N",
+        help=f"stop a run past N steps (loops, calls) ({DEFAULT_SERVE_MAX_STEPS:,}; 0: no bound)",
+    )
+    srv.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_SERVE_TIMEOUT_S,
+        metavar="SECONDS",
+        help=f"stop a run past SECONDS ({DEFAULT_SERVE_TIMEOUT_S:g}; 0: no bound)",
+    )
+    _dim_option(srv)
+    srv.add_argument(
+        "--time-budget",
+        type=float,
+        default=DEFAULT_SERVE_COMPILE_BUDGET_S,
+        metavar="SECONDS",
+        help="give up if importing and compiling a program or ONNX model take longer "
+        f"({DEFAULT_SERVE_COMPILE_BUDGET_S:g}; 0: no bound)",
+    )
 
     imp = command("import", "import an ONNX model: print (or save) its program")
     imp.add_argument("file", help="an ONNX model (.onnx)")
@@ -359,17 +393,21 @@ def _is_executable(path: str) -> bool:
     return head.startswith(MAGIC[:5]) or b"\0" in head
 
 
-def _load_program(args: argparse.Namespace) -> Executable:
+def _load_program(args: argparse.Namespace, time_budget: float | None = None) -> Executable:
+    """The executable of ``args.file``: loaded if saved, else imported (ONNX) and compiled,
+    within ``time_budget`` seconds for both."""
     path = args.file
-    if _is_onnx(path):
-        return compile(_source(args), source_name=path)
-    try:
-        Path(path).stat()
-    except OSError as e:
-        raise DynShapeError(f"cannot read {path}: {e.strerror}") from None
-    if _is_executable(path):  # binary: an executable, or junk
-        return Executable.load(path)
-    return compile(_source(args), source_name=path)
+    t0 = time.perf_counter()
+    if not _is_onnx(path):
+        try:
+            Path(path).stat()
+        except OSError as e:
+            raise DynShapeError(f"cannot read {path}: {e.strerror}") from None
+        if _is_executable(path):  # binary: an executable, or junk
+            return Executable.load(path)
+    source = _source(args)
+    left = _left(time_budget, time.perf_counter() - t0) if _is_onnx(path) else time_budget
+    return compile(source, source_name=path, time_budget=left)
 
 
 def _random(spec: TypeSpec, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
@@ -593,14 +631,20 @@ def _serve_cmd(args: argparse.Namespace) -> int:
         from .serve.deployment import deployment
     except ImportError as e:
         raise DynShapeError(f"serve needs the extra: pip install -e '.[serve]' ({e})") from None
+    budget = args.time_budget or None
+    exe = _load_program(args, time_budget=budget)  # compiled once, before Ray starts
+    name = args.name if args.name is not None else Path(args.file).stem
     app = deployment(
-        args.file,
+        exe,
         batch_symbol=args.batch_symbol,
         pad=_pads(args.pad),
         max_batch=args.max_batch,
         batch_wait_s=args.batch_wait,
         replicas=args.replicas,
         threads=args.threads,
+        model_name=name,
+        max_steps=args.max_steps or None,
+        timeout_s=args.timeout or None,
     )
     port = args.port or _free_port()
     # Ray declares serve.shutdown without annotations: named with its type, calling it is typed.
@@ -611,7 +655,8 @@ def _serve_cmd(args: argparse.Namespace) -> int:
         serve.run(app, name="dynshape", route_prefix="/")
         stop = {signal.SIGINT, signal.SIGTERM}
         signal.pthread_sigmask(signal.SIG_BLOCK, stop)  # delivered to sigwait, not as an error
-        print(f"serving {args.file} at http://127.0.0.1:{port}/ (Ctrl-C stops)", flush=True)
+        url = f"http://127.0.0.1:{port}/"
+        print(f"serving {args.file} at {url} as /v2/models/{name} (Ctrl-C stops)", flush=True)
         signal.sigwait(stop)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, stop)
     finally:

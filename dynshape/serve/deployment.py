@@ -5,7 +5,8 @@
 
     handle = serve.run(deployment("mlp.dsx", batch_symbol="batch", max_batch=64))
     y = handle.run.remote(x).result()                  # numpy in, numpy out
-    # HTTP: POST / with a JSON or .npz body (dynshape/serve/wire.py)
+    # HTTP: the Open Inference Protocol under /v2 (dynshape/serve/inference_protocol.py),
+    # and POST / with a JSON or .npz body (dynshape/serve/wire.py)
 
 Each replica loads the executable once and keeps one ``VirtualMachine``. Requests reach it
 through Ray Serve's ``@serve.batch`` (set up per replica with the deployment's options), which
@@ -18,9 +19,12 @@ requests, which is what fills the next batch.
 
 A request the VM refuses (wrong dtype, rank, a broken symbolic relation) is answered with the
 project's message: ``VMArgumentError`` and the like from ``run``, an HTTP 400 with
-``{"error": ...}`` over HTTP; anything else is a 500 with a one-line message, never a
-traceback. When a joined call fails, its requests run again one by one so that each gets its
-own answer (a bad request cannot fail its neighbours).
+``{"error": ...}`` over HTTP (the protocol's own 404 and 405 for an unknown model or route);
+a run past its step limit or timeout (``budgets.py``) is a 422 with the VM's
+``StepLimitError``; anything else is a 500 with a one-line message, never a traceback. When a
+joined call fails, its requests run again one by one so that each gets its own answer (a bad
+request cannot fail its neighbours), unless it ran out of its budget: each again alone could
+take the budget once more per request, so they all get that error.
 
 Only this module imports Ray; ``dynshape`` and ``dynshape.serve`` never do.
 """
@@ -28,12 +32,13 @@ Only this module imports Ray; ``dynshape`` and ``dynshape.serve`` never do.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import os
 import resource
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -44,12 +49,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from dynshape_errors import DynShapeError
-from vm import Executable, VirtualMachine
+from vm import Executable, StepLimitError, VirtualMachine
 from vm.calling import positional
 
 from ..errors import RequestError, ServeConfigError
+from . import inference_protocol as v2
 from .batching import BatchPlan
-from .source import ExecutableSource, executable_bytes
+from .budgets import BUDGET_STATUS, DEFAULT_MAX_STEPS, DEFAULT_TIMEOUT_S
+from .source import ExecutableSource, default_model_name, executable_bytes
 from .wire import NPZ, inputs_from_json, inputs_from_npz, outputs_to_json, outputs_to_npz
 
 DEFAULT_MAX_BATCH = 64
@@ -72,10 +79,15 @@ class ExecutableServer:
         wait_s: float,
         threads: int,
         pad: Mapping[str, float] | None = None,
+        name: str = "model",
+        max_steps: int | None = DEFAULT_MAX_STEPS,
+        timeout_s: float | None = DEFAULT_TIMEOUT_S,
     ) -> None:
+        _loopback_grpc()
         self.exe = Executable.from_bytes(executable)
         self.main = next(f for f in self.exe.functions if f.name == "main")
-        self.vm = VirtualMachine(self.exe)
+        self.vm = VirtualMachine(self.exe, max_steps=max_steps, timeout=timeout_s)
+        self.model = v2.Model.of(self.exe, name)
         self.plan = BatchPlan.for_executable(self.exe, batch_symbol, pad)
         self.max_batch = max_batch if self.plan.batches else 1
         self.pool = ThreadPoolExecutor(threads, thread_name_prefix="dynshape-vm")
@@ -108,8 +120,10 @@ class ExecutableServer:
                 for i, part in zip(g.indices, self.plan.split(result, g), strict=True):
                     answers[i] = part
             except Exception as e:  # not only ours: a failed call must not fail its neighbours
-                if len(g.indices) == 1:
-                    answers[g.indices[0]] = e
+                # Out of budget: each again alone could take the budget once more per request.
+                if len(g.indices) == 1 or isinstance(e, StepLimitError):
+                    for i in g.indices:
+                        answers[i] = e
                     continue
                 for i in g.indices:  # who was wrong: each alone
                     calls += 1
@@ -130,28 +144,53 @@ class ExecutableServer:
         to arrays; returns what ``VirtualMachine.run`` returns, or raises its error."""
         if named or (len(arrays) == 1 and isinstance(arrays[0], dict)):
             arrays = positional(self.main, arrays, named)
-        answer = await self._batched(tuple(arrays))
-        if isinstance(answer, Exception):
-            raise answer
-        return answer
+        return await self._answered(tuple(arrays))
 
     async def __call__(self, request: Request) -> Response:
-        """HTTP: a JSON or ``.npz`` body in, the same kind out; 400 with the message for a
-        request of the wrong shape, dtype or form."""
+        """HTTP: the Open Inference Protocol's routes under ``/v2`` (``inference_protocol.py``);
+        anywhere else a JSON or ``.npz`` body in, the same kind out (``wire.py``). A request
+        of the wrong shape, dtype or form gets a 400 with the message."""
+        path = _path(request)
+        if path == "/v2" or path.startswith("/v2/"):
+            return await self._v2(request, path)
         npz = NPZ in request.headers.get("content-type", "")
         try:
             body = await request.body()
             reader = inputs_from_npz if npz else inputs_from_json
-            answer = await self._batched(reader(body, self.plan.params))
-            if isinstance(answer, Exception):
-                raise answer
+            answer = await self._answered(reader(body, self.plan.params))
             if npz:
                 return Response(outputs_to_npz(answer), media_type=NPZ)
             return Response(outputs_to_json(answer), media_type="application/json")
-        except DynShapeError as e:
-            return _error(400, str(e))
-        except Exception as e:  # ours to fix, but never a traceback to the client
-            return _error(500, f"internal error: {type(e).__name__}: {e}".splitlines()[0])
+        except Exception as e:
+            return _error(*_status(e))
+
+    async def _v2(self, request: Request, path: str) -> Response:
+        """One request of the Open Inference Protocol."""
+        try:
+            kind = v2.route(request.method, path, self.model.name).kind
+            if kind == "infer":
+                body = await request.body()
+                parsed = v2.parse_infer(body, request.headers.get(v2.HEADER_LENGTH), self.model)
+                answer = await self._answered(parsed.arrays)
+                out, length = v2.encode_infer(self.model, parsed, answer)
+                if length is None:
+                    return Response(out, media_type="application/json")
+                headers = {v2.HEADER_LENGTH: str(length)}
+                return Response(out, headers=headers, media_type="application/octet-stream")
+            if kind == "server":
+                return _json(v2.server_metadata(_version()))
+            if kind == "model":
+                return _json(self.model.metadata())
+            return _json({})  # live, ready, model_ready: this replica answers, its model loaded
+        except Exception as e:
+            return _error(*_status(e))
+
+    async def _answered(self, arrays: tuple[np.ndarray, ...]) -> Any:
+        """The result of one request's arrays, or its error raised."""
+        answer = await self._batched(arrays)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
 
     def stats(self) -> dict[str, Any]:
         """This replica's counts (requests answered, model calls made: batching makes fewer),
@@ -167,9 +206,66 @@ class ExecutableServer:
 
 
 def _error(status: int, message: str) -> Response:
-    return Response(
-        json.dumps({"error": message}), status_code=status, media_type="application/json"
-    )
+    return Response(v2.error_body(message), status_code=status, media_type="application/json")
+
+
+def _json(doc: Any) -> Response:
+    return Response(json.dumps(doc), media_type="application/json")
+
+
+def _status(e: Exception) -> tuple[int, str]:
+    """The HTTP status and message of a request's error: the protocol's own status, 422 for a
+    run stopped by its budget, 400 for anything else of ours (the request's fault), 500 with
+    one line for the rest (ours to fix, but never a traceback to the client)."""
+    if isinstance(e, v2.ProtocolError):
+        return e.status, str(e)
+    if isinstance(e, StepLimitError):
+        return BUDGET_STATUS, str(e)
+    if isinstance(e, DynShapeError):
+        return 400, str(e)
+    return 500, f"internal error: {type(e).__name__}: {e}".splitlines()[0]
+
+
+def _path(request: Request) -> str:
+    """The request's path below the application's route prefix."""
+    path: str = request.url.path
+    root: str = request.scope.get("root_path", "")
+    return (path[len(root) :] or "/") if root and path.startswith(root) else path
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("dynshape")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown"
+
+
+def _loopback_grpc() -> None:
+    """On a node whose address is the loopback one (a local Ray, ``local.py``), make this
+    replica's inter-deployment gRPC server listen there too.
+
+    Ray Serve 2.60 starts that server on ``[::]:0`` (every interface) in
+    ``ray.serve._private.replica``, with no setting to change it (token authentication is on
+    by default); everything else a local Ray opens listens on 127.0.0.1. The address is
+    rewritten where the replica module binds it; nothing else of Ray changes. A Ray without
+    that function is left alone (``tests/serve/test_serve_sockets.py`` would then fail and say
+    which socket listens where)."""
+    # Ray's private module, typed as what it is to us: a namespace with one function to wrap.
+    replica: Any = importlib.import_module("ray.serve._private.replica")
+    bind = getattr(replica, "add_port_to_grpc_server", None)
+    if bind is None or getattr(bind, "loopback", False):
+        return
+    node_address: Callable[[], str] = ray.util.get_node_ip_address  # declared untyped by Ray
+    if node_address() != "127.0.0.1":
+        return  # a real cluster: other nodes' proxies must reach this replica
+
+    def on_loopback(server: Any, address: str) -> Any:
+        return bind(server, address.replace("[::]", "127.0.0.1", 1))
+
+    on_loopback.loopback = True  # type: ignore[attr-defined]
+    replica.add_port_to_grpc_server = on_loopback
 
 
 def deployment(
@@ -183,6 +279,9 @@ def deployment(
     threads: int = 1,
     cpus_per_replica: float = 1.0,
     name: str = "dynshape",
+    model_name: str | None = None,
+    max_steps: int | None = DEFAULT_MAX_STEPS,
+    timeout_s: float | None = DEFAULT_TIMEOUT_S,
 ) -> Any:
     """The Ray Serve application serving ``executable`` (a path, the bytes of a saved file, or
     an ``Executable``): ``serve.run(deployment(...))``.
@@ -191,9 +290,18 @@ def deployment(
     lets requests that differ in the named symbols share a call, padded with the given fill
     values (``{"seq": 0}``: only for models a padded position cannot change), at most
     ``max_batch`` rows a call after waiting at most ``batch_wait_s`` for them; ``replicas``
-    processes, each running up to ``threads`` calls at once on its one VM. The file, the
-    batch symbol, the padding and the options are checked here, in the caller's process,
-    before any replica starts (``FormatError``, ``ServeConfigError``)."""
+    processes, each running up to ``threads`` calls at once on its one VM. ``model_name`` is
+    the model's name in the Open Inference Protocol's routes (the file's stem by default, else
+    ``model``); ``name`` is the Ray Serve deployment's. Each run stops past ``max_steps`` steps
+    or ``timeout_s`` seconds (None: no bound), answered with the VM's ``StepLimitError``. The
+    file, the batch symbol, the padding and the options are checked here, in the caller's
+    process, before any replica starts (``FormatError``, ``ServeConfigError``)."""
+    model = model_name if model_name is not None else default_model_name(executable)
+    if not model or "/" in model:
+        raise ServeConfigError(f"model name {model!r}: a non-empty name without '/' is needed")
+    for option, value in (("max_steps", max_steps), ("timeout_s", timeout_s)):
+        if value is not None and (isinstance(value, bool) or not value > 0):
+            raise ServeConfigError(f"{option} ({value}) must be > 0, or None for no bound")
     data = executable_bytes(executable)
     exe = Executable.from_bytes(data)
     plan = BatchPlan.for_executable(exe, batch_symbol, pad)
@@ -215,4 +323,14 @@ def deployment(
         max_ongoing_requests=ongoing,
         ray_actor_options={"num_cpus": cpus_per_replica},
     )
-    return app.bind(data, batch_symbol, max_batch, batch_wait_s, threads, dict(pad or {}))
+    return app.bind(
+        data,
+        batch_symbol,
+        max_batch,
+        batch_wait_s,
+        threads,
+        dict(pad or {}),
+        model,
+        max_steps,
+        timeout_s,
+    )

@@ -24,3 +24,11 @@ def executable_bytes(executable: ExecutableSource) -> bytes:
         return Path(executable).read_bytes()
     except OSError as e:
         raise ServeConfigError(f"cannot read the executable {executable}: {e.strerror}") from None
+
+
+def default_model_name(executable: ExecutableSource) -> str:
+    """The name a model is served under unless told otherwise: a file's stem (``mlp`` for
+    ``models/mlp.dsx``), else ``model``."""
+    if isinstance(executable, (str, Path)):
+        return Path(executable).stem
+    return "model"

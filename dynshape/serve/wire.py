@@ -10,7 +10,9 @@ from its numbers. Elements are typed strictly, so that no value is ever rounded 
 the array: an integer dtype takes JSON integers only (not ``1.5``, not ``2.0``, not ``true``),
 ``bool`` takes ``true``/``false`` only, and a float dtype takes JSON numbers and the strings
 ``"nan"``, ``"inf"``, ``"-inf"`` (not ``true``). A value outside the dtype's range (``300``
-for ``uint8``, ``1e39`` for ``float32``) is refused, not wrapped or made infinite.
+for ``uint8``, ``1e39`` for ``float32``, ``1e400`` for any dtype: ``json`` would make it an
+infinity) is refused, not wrapped or made infinite; ``NaN`` and ``Infinity``, Python's own
+JSON spellings, are floats, which integer dtypes refuse.
 
 The JSON response is ``{"outputs": [{"dtype": ..., "shape": ..., "data": [...]}, ...]}``, one
 entry per result (a tuple result gives several), floats as JSON numbers (NaN and the infinities
@@ -86,25 +88,42 @@ _ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
 
 def inputs_from_json(body: bytes, params: Sequence[str]) -> tuple[np.ndarray, ...]:
     """The arrays of a JSON request, in parameter order."""
-    too_deep = f"the body is not JSON: nested too deeply (more than {MAX_DEPTH} levels)"
-    try:
-        text = body.decode(json.detect_encoding(body), "surrogatepass")  # as json.loads does
-        if _too_deep(text):
-            raise RequestError(too_deep)
-        doc = json.loads(text)
-    except RecursionError:  # not expected below MAX_DEPTH, unless the caller is deep already
-        raise RequestError(too_deep) from None
-    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, an int of 4300+ digits
-        raise RequestError(f"the body is not JSON: {e}") from None
+    doc = parse_json(body)
     if not isinstance(doc, dict) or not isinstance(doc.get("inputs"), dict):
         raise RequestError('expected a JSON object {"inputs": {name: {dtype, shape, data}}}')
     given: Mapping[str, Any] = doc["inputs"]
     # Every header, the names and the request's total size are checked before any data is
     # converted (a malformed input is named before a missing one).
     headers = {name: _json_header(name, spec) for name, spec in given.items()}
-    _check_names(headers, params)
+    check_names(headers, params)
     _check_total(headers)
-    return tuple(_json_array(name, *headers[name], given[name]["data"]) for name in params)
+    return tuple(json_array(name, *headers[name], given[name]["data"]) for name in params)
+
+
+def parse_json(body: bytes) -> Any:
+    """A JSON body, parsed strictly: bounded in depth before parsing, and a number literal
+    beyond float64's range (``1e400``, ``-1e400``) kept as an ``Overflowing`` value, which
+    every dtype refuses, instead of the infinity ``json`` makes of it. ``NaN`` and
+    ``Infinity`` (Python's own JSON spellings) stay floats, which integer dtypes refuse."""
+    too_deep = f"the body is not JSON: nested too deeply (more than {MAX_DEPTH} levels)"
+    try:
+        text = body.decode(json.detect_encoding(body), "surrogatepass")  # as json.loads does
+        if _too_deep(text):
+            raise RequestError(too_deep)
+        return json.loads(text, parse_float=_parse_float)
+    except RecursionError:  # not expected below MAX_DEPTH, unless the caller is deep already
+        raise RequestError(too_deep) from None
+    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, an int of 4300+ digits
+        raise RequestError(f"the body is not JSON: {e}") from None
+
+
+class Overflowing(str):
+    """A JSON number literal beyond float64's range, as it was spelled: no dtype holds it."""
+
+
+def _parse_float(text: str) -> float | Overflowing:
+    value = float(text)
+    return value if math.isfinite(value) else Overflowing(text)
 
 
 def inputs_from_npz(body: bytes, params: Sequence[str]) -> tuple[np.ndarray, ...]:
@@ -119,7 +138,7 @@ def inputs_from_npz(body: bytes, params: Sequence[str]) -> tuple[np.ndarray, ...
             headers = dict(_npy_header(archive, m) for m in archive.infolist())
     except _NPZ_ERRORS as e:
         raise RequestError(f"the body is not a readable .npz file: {e}") from None
-    _check_names(headers, params)
+    check_names(headers, params)
     _check_total(headers)
     try:
         data = np.load(io.BytesIO(body), allow_pickle=False)
@@ -136,15 +155,15 @@ def request_to_json(inputs: Mapping[str, np.ndarray]) -> bytes:
 
 def outputs_to_json(result: Any) -> bytes:
     """The JSON response of a result (an array, an int, or a tuple of them)."""
-    return json.dumps({"outputs": [_encode(a) for a in _leaves(result)]}).encode()
+    return json.dumps({"outputs": [_encode(a) for a in leaves(result)]}).encode()
 
 
 def outputs_to_npz(result: Any) -> bytes:
     """The ``.npz`` response of a result: ``out``, or ``out.0``, ``out.1``... for a tuple."""
-    leaves = _leaves(result)
-    names = ["out"] if not isinstance(result, tuple) else [f"out.{i}" for i in range(len(leaves))]
+    arrays = leaves(result)
+    names = ["out"] if not isinstance(result, tuple) else [f"out.{i}" for i in range(len(arrays))]
     buf = io.BytesIO()
-    np.savez(buf, **dict(zip(names, leaves, strict=True)))  # type: ignore[arg-type]
+    np.savez(buf, **dict(zip(names, arrays, strict=True)))  # type: ignore[arg-type]
     return buf.getvalue()
 
 
@@ -173,7 +192,7 @@ def _too_deep(text: str) -> bool:
 _Header = tuple[np.dtype, tuple[int, ...]]
 
 
-def _check_names(given: Iterable[str], params: Sequence[str]) -> None:
+def check_names(given: Iterable[str], params: Sequence[str]) -> None:
     """Refuse unknown and missing inputs, naming all of them at once."""
     unknown = [n for n in given if n not in params]
     missing = [n for n in params if n not in given]
@@ -186,7 +205,7 @@ def _check_names(given: Iterable[str], params: Sequence[str]) -> None:
         raise RequestError(f"{'; '.join(said)} (the model takes: {', '.join(params)})")
 
 
-def _check_shape(name: str, shape: Sequence[Any]) -> tuple[int, ...]:
+def check_shape(name: str, shape: Sequence[Any]) -> tuple[int, ...]:
     """A declared shape, once it is known to be allocatable within the limits."""
     # type() is exact: a JSON true is not a dim (bool is a subclass of int).
     if not all(type(d) is int and d >= 0 for d in shape):
@@ -228,7 +247,7 @@ def _json_header(name: str, spec: Any) -> _Header:
         )
     if not isinstance(shape, list):
         raise RequestError(f"input {name!r}: shape must be a list of non-negative ints")
-    return np.dtype(dtype), _check_shape(name, shape)
+    return np.dtype(dtype), check_shape(name, shape)
 
 
 #: The JSON element types each dtype kind accepts. Exact types: a bool is no number here.
@@ -247,7 +266,7 @@ _EXPECTED = {
 _SPECIAL = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 
 
-def _json_array(name: str, dtype: np.dtype, shape: tuple[int, ...], data: Any) -> np.ndarray:
+def json_array(name: str, dtype: np.dtype, shape: tuple[int, ...], data: Any) -> np.ndarray:
     """The array of one input's ``data``, each element checked against the dtype's kind."""
     count = math.prod(shape)
     # Nested lists become dims (MAX_RANK at most, by MAX_DEPTH); a ragged list stays an
@@ -259,6 +278,9 @@ def _json_array(name: str, dtype: np.dtype, shape: tuple[int, ...], data: Any) -
         )
     values: list[Any] = flat.tolist()
     kind = dtype.kind
+    for i, v in enumerate(values):  # before the specials: "1e400" is no "inf"
+        if type(v) is Overflowing:
+            raise _unfit(name, dtype, i, v, "beyond even float64's range")
     if kind == "f":
         values = [_SPECIAL.get(v, v) if type(v) is str else v for v in values]
     accepts = _ACCEPTS[kind]
@@ -307,7 +329,10 @@ def _describe(value: Any) -> str:
     """A JSON value as a message shows it, short: ``'x'``, ``true``, ``null``, ``1.5``."""
     if isinstance(value, (list, dict)):
         return "a list" if isinstance(value, list) else "an object"
-    text = repr(value) if isinstance(value, str) else json.dumps(value)
+    if type(value) is Overflowing:
+        text = str(value)  # a number as it was spelled, not a string
+    else:
+        text = repr(value) if isinstance(value, str) else json.dumps(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
 
@@ -333,7 +358,7 @@ def _npy_header(archive: zipfile.ZipFile, member: zipfile.ZipInfo) -> tuple[str,
     except _NPZ_ERRORS as e:
         raise RequestError(f"input {name!r}: the .npy header is not readable: {e}") from None
     _check_dtype(name, dtype)
-    return name, (dtype, _check_shape(name, shape))
+    return name, (dtype, check_shape(name, shape))
 
 
 def _npy_data(data: np.lib.npyio.NpzFile, name: str) -> np.ndarray:
@@ -346,19 +371,26 @@ def _npy_data(data: np.lib.npyio.NpzFile, name: str) -> np.ndarray:
     return array
 
 
-def _leaves(result: Any) -> list[np.ndarray]:
+def leaves(result: Any) -> list[np.ndarray]:
+    """The arrays of a result (an array, an int, or a tuple of them, nested), in order."""
     if isinstance(result, tuple):
-        return [leaf for item in result for leaf in _leaves(item)]
+        return [leaf for item in result for leaf in leaves(item)]
     return [np.asarray(result)]
 
 
-def _json_float(v: float) -> float | str:
+def json_float(v: float) -> float | str:
+    """A float as JSON carries it: a number, or ``"nan"``, ``"inf"``, ``"-inf"``."""
     if math.isfinite(v):
         return v
     return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
 
 
+def json_data(a: np.ndarray) -> list[Any]:
+    """An array's elements as JSON carries them: flat, in row-major order."""
+    flat: list[Any] = a.reshape(-1).tolist()
+    # By the elements' type, not the dtype's kind: ml_dtypes' floats (bfloat16) are kind "V".
+    return [json_float(v) if type(v) is float else v for v in flat]
+
+
 def _encode(a: np.ndarray) -> dict[str, Any]:
-    flat = a.reshape(-1).tolist()
-    data: list[Any] = [_json_float(v) for v in flat] if a.dtype.kind == "f" else flat
-    return {"dtype": a.dtype.name, "shape": list(a.shape), "data": data}
+    return {"dtype": a.dtype.name, "shape": list(a.shape), "data": json_data(a)}

@@ -7,6 +7,8 @@ does, with "could not import"."""
 
 from __future__ import annotations
 
+import importlib
+import socket
 from collections.abc import Iterator
 
 import pytest
@@ -21,3 +23,31 @@ def _needs(request: pytest.FixtureRequest) -> Iterator[None]:
     for name in getattr(request.module, "NEEDS", ()):
         pytest.importorskip(name)
     yield
+
+
+def free_port() -> int:
+    """A port free on the loopback address now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[int]:
+    """A local Ray (2 CPUs, loopback only) and Serve's HTTP proxy on a free port, for one test
+    module, shut down after it: yields the port."""
+    ray, serve = importlib.import_module("ray"), importlib.import_module("ray.serve")
+    port = free_port()
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        configure_logging=False,
+        _node_ip_address="127.0.0.1",
+    )
+    serve.start(http_options={"host": "127.0.0.1", "port": port})
+    try:
+        yield port
+    finally:
+        serve.shutdown()
+        ray.shutdown()

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from serve_testlib import ENV, start_serve, url_of
 
 import dynshape
 
@@ -24,32 +25,11 @@ def @main(%x: Tensor[(batch, 3), float32]) -> Tensor[(batch, 3), float32] { exp(
 
 def test_serve_prints_its_url_answers_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     dynshape.compile(PROGRAM).save(tmp_path / "m.dsx")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "dynshape",
-            "serve",
-            "m.dsx",
-            "--batch-symbol",
-            "batch",
-            "--port",
-            "0",
-        ],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc, line = start_serve(tmp_path, "m.dsx", "--batch-symbol", "batch", "--port", "0")
     try:
-        assert proc.stdout is not None
-        line = ""
-        for _ in range(200):  # Ray's own start-up lines may come first
-            line = proc.stdout.readline()
-            if line.startswith("serving ") or not line:
-                break
         assert line.startswith("serving m.dsx at http://127.0.0.1:"), line
-        url = line.split(" at ")[1].split()[0]
+        assert "as /v2/models/m " in line
+        url = url_of(line) + "/"
         x = np.array([[0.0, 1.0, 2.0]], np.float32)
         body = json.dumps(
             {"inputs": {"x": {"dtype": "float32", "shape": [1, 3], "data": x.ravel().tolist()}}}
@@ -87,19 +67,35 @@ def test_serve_prints_its_url_answers_and_stops_on_ctrl_c(tmp_path: Path) -> Non
         ),
         (PROGRAM, ["--pad", "seq=0"], "padding (seq) needs a batch symbol"),
         (PROGRAM, ["--threads", "0"], "threads (0) must be >= 1"),
+        (PROGRAM, ["--max-steps", "-5"], "max_steps (-5) must be > 0, or None for no bound"),
+        (PROGRAM, ["--timeout", "-1"], "timeout_s (-1.0) must be > 0, or None for no bound"),
+        (PROGRAM, ["--name", "a/b"], "model name 'a/b': a non-empty name without '/'"),
     ],
 )
 def test_serve_refuses_what_cannot_be_served_and_says_why(
     tmp_path: Path, program: str, options: list[str], message: str
 ) -> None:
     dynshape.compile(program).save(tmp_path / "m.dsx")
+    assert message in _refusal(tmp_path, "m.dsx", options)
+
+
+def test_serve_compiles_a_program_within_its_time_budget(tmp_path: Path) -> None:
+    """A program given as text is compiled before Ray starts, under --time-budget."""
+    (tmp_path / "m.txt").write_text(PROGRAM)
+    stderr = _refusal(tmp_path, "m.txt", ["--time-budget", "1e-9"])
+    assert "the compile ran out of its time budget of 1e-09 s" in stderr
+
+
+def _refusal(folder: Path, file: str, options: list[str]) -> str:
+    """The one-line error of a serve command that must not start: its stderr."""
     proc = subprocess.run(
-        [sys.executable, "-m", "dynshape", "serve", "m.dsx", *options],
-        cwd=tmp_path,
+        [sys.executable, "-m", "dynshape", "serve", file, *options],
+        cwd=folder,
+        env=ENV,
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
     )
-    assert proc.returncode == 1
-    assert message in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    return proc.stderr

@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import io
 import json
-import socket
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -18,7 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from serve_testlib import Lazy
+from serve_testlib import Lazy, post
 
 import dynshape
 from dynshape.serve.wire import request_to_json
@@ -40,30 +37,6 @@ def @main(%x: Tensor[(n,), float32]) {
   take(%x, squeeze(argwhere(greater(%x, 0f)), axis=[1]), axis=0)
 }
 """
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[int]:
-    port = _free_port()
-    ray.init(
-        num_cpus=2,
-        include_dashboard=False,
-        log_to_driver=False,
-        configure_logging=False,
-        _node_ip_address="127.0.0.1",
-    )
-    serve.start(http_options={"host": "127.0.0.1", "port": port})
-    try:
-        yield port
-    finally:
-        serve.shutdown()
-        ray.shutdown()
 
 
 @pytest.fixture(scope="module")
@@ -98,15 +71,6 @@ def _requests(sizes: list[int], seed: int = 0) -> list[tuple[np.ndarray, np.ndar
     ]
 
 
-def _post(url: str, body: bytes, ctype: str = "application/json") -> tuple[int, bytes]:
-    req = urllib.request.Request(url, data=body, headers={"Content-Type": ctype}, method="POST")
-    try:
-        with urllib.request.urlopen(req, timeout=60) as r:
-            return r.status, r.read()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read()
-
-
 def test_handle_calls_are_batched_and_each_gets_its_own_rows(mlp) -> None:
     handle, vm, _ = mlp
     before = handle.stats.remote().result()
@@ -129,7 +93,7 @@ def test_http_json_and_npz_bodies_concurrently(mlp) -> None:
     requests = _requests([2, 1, 4, 3, 1, 2, 5, 1], seed=1)
 
     def send(req: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
-        status, body = _post(url, request_to_json({"x": req[0], "w": req[1]}))
+        status, body = post(url, request_to_json({"x": req[0], "w": req[1]}))
         assert status == 200, body
         (out,) = json.loads(body)["outputs"]
         return np.array(out["data"], dtype=out["dtype"]).reshape(out["shape"])
@@ -141,7 +105,7 @@ def test_http_json_and_npz_bodies_concurrently(mlp) -> None:
     buf = io.BytesIO()
     x, w = requests[2]
     np.savez(buf, x=x, w=w)
-    status, body = _post(url, buf.getvalue(), "application/x-npz")
+    status, body = post(url, buf.getvalue(), "application/x-npz")
     assert status == 200
     with np.load(io.BytesIO(body)) as data:
         np.testing.assert_array_equal(data["out"], vm.run(x, w))
@@ -169,7 +133,7 @@ def test_bad_requests_get_a_400_with_the_projects_message(mlp, body, message) ->
         "disagree": request_to_json({"x": x, "w": np.ones((3, 8), np.float32)}),
         "missing": request_to_json({"x": x}),
     }
-    status, reply = _post(url, bodies.get(body, body) if isinstance(body, str) else body)
+    status, reply = post(url, bodies.get(body, body) if isinstance(body, str) else body)
     assert status == 400, reply
     error = json.loads(reply)["error"]
     assert message in error and "Traceback" not in error
@@ -292,7 +256,7 @@ def test_a_broken_symbolic_relation_is_a_400_with_the_vms_message(cluster: int) 
     app = deployment(exe, batch_symbol="batch", batch_wait_s=0.05, name="seq")
     with _deployed(app, "seq"), ThreadPoolExecutor(2) as pool:
         bodies = [request_to_json({"x": x, "mask": m}) for x, m in (good, broken)]
-        (ok, ok_body), (status, reply) = pool.map(lambda b: _post(url, b), bodies)
+        (ok, ok_body), (status, reply) = pool.map(lambda b: post(url, b), bodies)
     assert ok == 200, ok_body
     (out,) = json.loads(ok_body)["outputs"]
     np.testing.assert_array_equal(
