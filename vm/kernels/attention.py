@@ -145,8 +145,9 @@ def attention(attrs: Mapping[str, Any]) -> Kernel:
             return
         ops = [_view(q, q_axes), _view(k, k_axes), _view(v, v_axes)]
         m: np.ndarray | None = None if _is_zero_scalar(mask) else mask
-        rank = max(x.ndim for x in ops)
-        ops = [x.reshape((1,) * (rank - x.ndim) + x.shape) for x in ops]
+        rank = max(ops[0].ndim, ops[1].ndim, ops[2].ndim)
+        if not ops[0].ndim == ops[1].ndim == ops[2].ndim:  # leading 1-axes where they broadcast
+            ops = [x.reshape((1,) * (rank - x.ndim) + x.shape) for x in ops]
         if m is not None and m.ndim < rank:
             m = m.reshape((1,) * (rank - m.ndim) + m.shape)
         if out.dtype == _F16:
