@@ -14,6 +14,7 @@ See ``design/shapes.md`` for the dim algebra and the reasoning behind broadcasti
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -43,12 +44,24 @@ class DeferredCheck:
     """The two dims ``(a, b)`` the fact is about."""
     op_name: str
     """The op whose shape function stated the fact (empty for facts stated by a pass)."""
-    description: str
-    """The fact in words and as a formula, for reports: ``topk: k <= x.shape[1]: 5 <= n``."""
+    described: str | Callable[[], str]
+    """``description``, or the function that words it on first use (``Text``)."""
     what: str = ""
     """The fact named in terms of the op's inputs, as the shape function worded it."""
-    inputs: str = ""
-    """The op's inputs with their symbolic shapes, for the run-time message."""
+    inputs_described: str | Callable[[], str] = ""
+    """``inputs``, or the function that words it on first use."""
+
+    # Worded on first use: printing the dims of every deferred fact and its op's inputs was a
+    # third of a convolution network's compile (most facts are discharged or merged later).
+    @functools.cached_property
+    def description(self) -> str:
+        """The fact in words and as a formula, for reports: ``topk: k <= x.shape[1]: 5 <= n``."""
+        return _text(self.described)
+
+    @functools.cached_property
+    def inputs(self) -> str:
+        """The op's inputs with their symbolic shapes, for the run-time message."""
+        return _text(self.inputs_described)
 
     def holds(self, binding: Mapping[sympy.Basic, int]) -> bool:
         """Whether the fact holds when the symbols take the values of ``binding``.
@@ -99,6 +112,10 @@ class DeferredCheck:
 
     def __str__(self) -> str:
         return self.description
+
+
+def _text(text: str | Callable[[], str]) -> str:
+    return text if isinstance(text, str) else text()
 
 
 def _evaluate(dim: Dim, binding: Mapping[sympy.Basic, int]) -> int:
@@ -172,13 +189,7 @@ class SymbolicContext:
         return self.run(op_name, get_shape_func(op_name).fn, inputs, attrs)
 
     def _describe_inputs(self) -> str:
-        if self._fn is None:
-            return ""
-        names = input_names_of(self._fn)
-        return ", ".join(
-            f"{names[i] if i < len(names) else f'input{i}'} {describe_value(v)}"
-            for i, v in enumerate(self._inputs)
-        )
+        return _describe_inputs(self._fn, self._inputs)
 
     # ---- the context protocol -------------------------------------------------------------
     def check_equal(self, a: Dim, b: Dim, what: str, *args: object) -> None:
@@ -259,16 +270,28 @@ class SymbolicContext:
             return
         self._seen.add(key)
         prefix = f"{self.op_name}: " if self.op_name else ""
+        fn, inputs = self._fn, tuple(self._inputs)  # as they are now: the context moves on
         self.deferred.append(
             DeferredCheck(
                 kind=kind,
                 dims=(a, b),
                 op_name=self.op_name,
-                description=f"{prefix}{what}: {fact_text(kind, a, b)}",
+                described=lambda: f"{prefix}{what}: {fact_text(kind, a, b)}",
                 what=what,
-                inputs=self._describe_inputs(),
+                inputs_described=lambda: _describe_inputs(fn, inputs),
             )
         )
+
+
+def _describe_inputs(fn: Callable[..., Any] | None, inputs: Sequence[Any]) -> str:
+    """The inputs of shape function ``fn`` by name, with their shapes or values."""
+    if fn is None:
+        return ""
+    names = input_names_of(fn)
+    return ", ".join(
+        f"{names[i] if i < len(names) else f'input{i}'} {describe_value(v)}"
+        for i, v in enumerate(inputs)
+    )
 
 
 def _folded(shape: Any) -> Any:
