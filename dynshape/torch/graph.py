@@ -1,0 +1,369 @@
+"""The importer: an ``ExportedProgram``'s FX graph, node by node, to a builder ``Program``.
+
+1. Every ``call_function`` target must have a converter (``registry.py``), or compute a
+   symbolic int (``sym_size``, Python ``add``/``floordiv`` on sizes: their value is the
+   expression torch recorded); else, if ``run_decompositions()`` gives a program whose targets
+   all have one, that program is imported; else one error lists every unsupported target with
+   its count and nodes.
+2. Parameters, buffers and lifted constants become constants (made when first used); user
+   inputs keep their names and get torch's symbolic shapes (``symbols.py``).
+3. Nodes run in order. Each tensor result is checked against the shape torch recorded: a dim
+   provably different is an error naming the node (a converter bug never gives a wrong
+   answer silently).
+4. The user outputs, in order, are the program's results, named after the output specs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import ir
+
+from ..builder import Value, build
+from ..builder.program import Program, tensor
+from ..builder.trace import constant
+from ..errors import BuildError, CompileError, ModelImportError
+from . import assertions
+from .dtypes import array, ir_dtype
+from .materialize import Materializer
+from .reading import read, torch_module
+from .registry import CONVERTERS, Call, NodeError, Unsupported, unsupported
+from .symbols import DimOption, Symbols
+
+
+def load(
+    program: Any,
+    dims: Mapping[str, DimOption] | None = None,
+    outputs: Sequence[str] | None = None,
+) -> Program:
+    """The dynshape ``Program`` of a ``torch.export.ExportedProgram`` or a ``.pt2`` path.
+
+    Inputs are the program's user inputs, by name and in order; results its user outputs,
+    named after the output specs or ``outputs``. torch's symbols keep the user's ``Dim`` names
+    where torch records them (else ``s0``-style names) and their ranges; ``dims`` renames
+    (``{"batch": "b"}``), fixes (``{"batch": 1}``) or narrows (``{"seq": (1, 512)}``) them.
+    """
+    return import_program(program, dims, outputs).program
+
+
+@dataclass
+class Imported:
+    """An imported program, with what the import saw."""
+
+    program: Program
+    targets: Counter[str] = field(default_factory=Counter)
+    """How many nodes of each target the graph had (``aten.linear.default``: 4)."""
+    decomposed: bool = False
+    """Whether the graph was first decomposed (``run_decompositions()``)."""
+    seconds: float = 0.0
+
+    def format(self) -> str:
+        """The statistics ``import --stats`` prints."""
+        total = sum(self.targets.values())
+        lines = [f"nodes: {total} ({len(self.targets)} targets)"]
+        if self.decomposed:
+            lines[0] += ", after run_decompositions()"
+        lines += [f"  {name:<48}{n:>5}" for name, n in self.targets.most_common()]
+        return "\n".join(lines)
+
+
+def import_program(
+    program: Any,
+    dims: Mapping[str, DimOption] | None = None,
+    outputs: Sequence[str] | None = None,
+) -> Imported:
+    """``load``, with the import's statistics (``import --stats``)."""
+    t0 = time.perf_counter()
+    ep = read(program)
+    problems = missing_targets(ep)
+    decomposed = False
+    if problems:
+        try:
+            other = ep.run_decompositions()
+        except Exception:  # a program torch cannot decompose: report the original's targets
+            other = None
+        if other is None or missing_targets(other):
+            raise unsupported(problems)
+        ep, decomposed = other, True
+    importer = _Importer(ep, dims, outputs)
+    result = importer.run()
+    return Imported(result, importer.targets, decomposed, time.perf_counter() - t0)
+
+
+def target_key(target: Any) -> str:
+    """The key of a node's target in ``CONVERTERS``: ``aten.linear.default``, ``operator.getitem``,
+    ``higher_order.cond``."""
+    torch = torch_module()
+    if isinstance(target, torch._ops.OpOverload):
+        return str(target)
+    if isinstance(target, torch._ops.HigherOrderOperator):
+        return f"higher_order.{target.name()}"
+    module = getattr(target, "__module__", None) or ""
+    name = getattr(target, "__name__", None) or str(target)
+    if module in ("_operator", "operator") or module == "builtins":
+        return f"operator.{name}"
+    return f"{module}.{name}"
+
+
+def is_scalar(node: Any) -> bool:
+    """Whether ``node`` computes a (symbolic) number, not a tensor: its value is what torch
+    recorded (``meta["val"]``), so its target needs no converter."""
+    torch = torch_module()
+    val = node.meta.get("val")
+    scalar = (torch.SymInt, torch.SymBool, torch.SymFloat, int, float, bool)
+    return isinstance(val, scalar) and target_key(node.target) not in assertions.TARGETS
+
+
+def missing_targets(ep: Any) -> list[str]:
+    """One line per target with no converter: the target, its count and its first nodes."""
+    missing: dict[str, list[str]] = {}
+    for node in ep.graph.nodes:
+        if node.op == "call_function":
+            key = target_key(node.target)
+            if key in CONVERTERS or key in assertions.TARGETS or is_scalar(node):
+                continue
+        elif node.op in ("call_module", "call_method", "get_attr"):
+            key = f"{node.op} {node.target}"
+        else:
+            continue
+        missing.setdefault(key, []).append(node.name)
+    return [
+        f"unsupported target {key} ({len(names)} node(s): {', '.join(names[:5])}"
+        f"{', ...' if len(names) > 5 else ''})"
+        for key, names in sorted(missing.items())
+    ]
+
+
+class _Importer:
+    def __init__(
+        self, ep: Any, dims: Mapping[str, DimOption] | None, outputs: Sequence[str] | None
+    ) -> None:
+        self.ep = ep
+        self.torch = torch_module()
+        self.symbols = Symbols(ep, dims)
+        self.output_names = list(outputs) if outputs is not None else None
+        self.values: dict[str, Any] = {}
+        self.weights: dict[str, Any] = {}
+        """Placeholder name -> its torch tensor (a parameter, buffer or constant), made a
+        constant when first used."""
+        self.targets: Counter[str] = Counter()
+        self.materialize = Materializer()
+
+    def run(self) -> Program:
+        inputs = self.read_inputs()
+        out_node = None
+        for node in self.ep.graph.nodes:
+            if node.op == "call_function":
+                self.convert(node)
+            elif node.op == "output":
+                out_node = node
+        if out_node is None:
+            raise ModelImportError("the graph has no output node")
+        results, names = self.read_outputs(out_node)
+        try:
+            program = build(
+                results[0] if len(results) == 1 else results, inputs, ranges=self.symbols.ranges
+            )
+        except (BuildError, CompileError) as e:
+            raise ModelImportError(f"the imported program does not type: {e}") from None
+        return Program(program, program.ranges, program.inputs, names)
+
+    def read_inputs(self) -> list[Value]:
+        kinds = self.torch.export.graph_signature.InputKind
+        specs = {s.arg.name: s for s in self.ep.graph_signature.input_specs}
+        inputs: list[Value] = []
+        for node in self.ep.graph.nodes:
+            if node.op != "placeholder":
+                continue
+            spec = specs.get(node.name)
+            if spec is None:
+                raise ModelImportError(f"placeholder {node.name!r} is not in the graph signature")
+            if spec.kind in (kinds.PARAMETER, kinds.BUFFER, kinds.CONSTANT_TENSOR):
+                self.weights[node.name] = self.weight(spec.target, node.name)
+                continue
+            if spec.kind != kinds.USER_INPUT:
+                raise ModelImportError(
+                    f"input {node.name!r}: unsupported: a {spec.kind.name} input"
+                )
+            val = node.meta.get("val")
+            if not isinstance(val, self.torch.Tensor):
+                raise ModelImportError(
+                    f"input {node.name!r}: unsupported: a {type(val).__name__} input (tensors only)"
+                )
+            try:
+                shape = self.symbols.shape(val.shape)
+                dtype = ir_dtype(val.dtype)
+                v = tensor(node.name, shape, dtype)
+            except (NodeError, BuildError) as e:
+                raise ModelImportError(f"input {node.name!r}: {getattr(e, 'message', e)}") from None
+            self.values[node.name] = v
+            self.materialize.record(v)
+            inputs.append(v)
+        return inputs
+
+    def weight(self, target: str | None, name: str) -> Any:
+        """The tensor of a parameter, buffer or lifted constant (``ep.state_dict`` holds the
+        persistent ones, ``ep.constants`` the others)."""
+        if target in self.ep.state_dict:
+            return self.ep.state_dict[target]
+        if target in self.ep.constants:
+            return self.ep.constants[target]
+        raise ModelImportError(f"input {name!r}: its tensor {target!r} is not in the program")
+
+    def value(self, arg: Any) -> Any:
+        """A node argument as converters see it: tensors as Values, sizes as dims, dtypes as
+        IR names, lists mapped element by element."""
+        torch = self.torch
+        if isinstance(arg, torch.fx.Node):
+            if arg.name in self.weights and arg.name not in self.values:
+                tensor_ = self.weights[arg.name]
+                try:
+                    self.values[arg.name] = constant(array(tensor_), None)
+                except Unsupported as e:
+                    raise ModelImportError(f"weight {arg.name!r}: unsupported: {e}") from None
+            return self.values[arg.name]
+        if isinstance(arg, (list, tuple)):
+            return [self.value(a) for a in arg]
+        if isinstance(arg, torch.dtype):
+            return ir_dtype(arg)
+        return arg
+
+    def convert(self, node: Any) -> None:
+        key = target_key(node.target)
+        self.targets[key] += 1
+        where = f"node {node.name!r} ({key})"
+        val = node.meta.get("val")
+        try:
+            if key in assertions.TARGETS:
+                assertions.check(self, node, where)
+                self.values[node.name] = None
+                return
+            if is_scalar(node):
+                self.values[node.name] = self.scalar(val)
+                return
+            call = Call(
+                key,
+                node.name,
+                self.arguments(node),
+                val,
+                _out_dtype(val),
+                self.symbols.shape,
+                self.materialize,
+            )
+            result = CONVERTERS[key](call)
+        except Unsupported as e:
+            raise ModelImportError(f"{where}: unsupported: {e}") from None
+        except ModelImportError:
+            raise
+        except (NodeError, BuildError, CompileError, ir.IRError) as e:
+            raise ModelImportError(f"{where}: {getattr(e, 'message', e)}") from None
+        except Exception as e:  # a node the converter did not foresee
+            raise ModelImportError(
+                f"{where}: malformed for the importer ({type(e).__name__}: {e})"
+            ) from None
+        self.check_recorded(where, val, result)
+        self.values[node.name] = result
+
+    def scalar(self, val: Any) -> Any:
+        """The value of a node computing a number: a dim for a size, the number for a constant,
+        torch's own object for a symbolic bool or float (read by assertions only)."""
+        if isinstance(val, (bool, float)):
+            return val
+        if isinstance(val, (int, self.torch.SymInt)):
+            return self.symbols.dim(val)
+        return val
+
+    def arguments(self, node: Any) -> dict[str, Any]:
+        """The node's arguments by schema name, defaults filled in (``getitem`` and other
+        Python functions: ``a0``, ``a1``, ...)."""
+        schema = getattr(node.target, "_schema", None)
+        if schema is None:
+            return {f"a{i}": self.value(a) for i, a in enumerate(node.args)}
+        out: dict[str, Any] = {}
+        for i, spec in enumerate(schema.arguments):
+            if i < len(node.args):
+                out[spec.name] = self.value(node.args[i])
+            elif spec.name in node.kwargs:
+                out[spec.name] = self.value(node.kwargs[spec.name])
+            elif spec.has_default_value():
+                out[spec.name] = self.value(spec.default_value)
+            else:
+                raise NodeError(f"argument {spec.name!r} is missing")
+        return out
+
+    def check_recorded(self, where: str, val: Any, result: Any) -> None:
+        """The result's shapes must agree with the fake tensors torch recorded."""
+        torch = self.torch
+        pairs: list[tuple[Any, Any]] = []
+        if isinstance(val, torch.Tensor):
+            pairs = [(val, result)]
+        elif isinstance(val, (list, tuple)) and isinstance(result, (list, tuple)):
+            pairs = [
+                (v, r) for v, r in zip(val, result, strict=False) if isinstance(v, torch.Tensor)
+            ]
+        for recorded, ours in pairs:
+            if not isinstance(ours, Value):
+                continue
+            theirs = self.symbols.shape(recorded.shape)
+            mine = list(ours.shape)
+            if len(theirs) != len(mine):
+                raise ModelImportError(
+                    f"{where}: result of rank {len(mine)}, torch recorded {tuple(theirs)}"
+                )
+            for axis, (a, b) in enumerate(zip(mine, theirs, strict=True)):
+                if ir.compare(a, "==", b, self.symbols.ranges) is False:
+                    raise ModelImportError(
+                        f"{where}: result dim {a} at axis {axis}, torch recorded {b}"
+                    )
+            dtype = dtype_or_none(recorded.dtype)
+            if dtype is not None and dtype != ours.dtype:
+                raise ModelImportError(
+                    f"{where}: result of dtype {ours.dtype}, torch recorded {dtype}"
+                )
+
+    def read_outputs(self, out_node: Any) -> tuple[list[Value], list[str]]:
+        kinds = self.torch.export.graph_signature.OutputKind
+        specs = self.ep.graph_signature.output_specs
+        returned = out_node.args[0]
+        results: list[Value] = []
+        names: list[str] = []
+        for spec, arg in zip(specs, returned, strict=True):
+            if spec.kind != kinds.USER_OUTPUT:
+                raise ModelImportError(
+                    f"output {spec.arg.name!r}: unsupported: a {spec.kind.name} output "
+                    "(export the model in eval mode)"
+                )
+            v = self.value(arg)
+            if not isinstance(v, Value):
+                raise ModelImportError(
+                    f"output {getattr(spec.arg, 'name', arg)!r}: unsupported: not a tensor"
+                )
+            results.append(v)
+            names.append(spec.arg.name)
+        if not results:
+            raise ModelImportError("the program has no outputs")
+        if self.output_names is not None:
+            if len(self.output_names) != len(names):
+                raise ModelImportError(
+                    f"outputs= gives {len(self.output_names)} names for {len(names)} outputs"
+                )
+            names = list(self.output_names)
+        return results, names
+
+
+def dtype_or_none(dtype: Any) -> str | None:
+    """The IR name of a torch dtype, None for one dynshape does not have."""
+    try:
+        return ir_dtype(dtype)
+    except Unsupported:
+        return None
+
+
+def _out_dtype(val: Any) -> str | None:
+    first = val[0] if isinstance(val, (list, tuple)) and val else val
+    dtype = getattr(first, "dtype", None)
+    return dtype_or_none(dtype) if dtype is not None else None
