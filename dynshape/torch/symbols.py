@@ -40,7 +40,10 @@ class Symbols:
         debug = _debug_names(ep)
         taken: set[str] = set()
         names: dict[sympy.Symbol, str] = {}
-        constraints = dict(ep.range_constraints)
+        # A derived dim (``2*dx``) has its own entry, implied by its symbol's: skipped.
+        constraints = {
+            s: vr for s, vr in ep.range_constraints.items() if isinstance(s, sympy.Symbol)
+        }
         for s in sorted(constraints, key=str):
             name = debug.get(s)
             if name is None or not name.isidentifier() or name in taken:
