@@ -79,6 +79,7 @@ def import_program(
     """``load``, with the import's statistics (``import --stats``)."""
     t0 = time.perf_counter()
     ep = read(program)
+    check_outputs(ep)
     problems = missing_targets(ep)
     decomposed = False
     if problems:
@@ -92,6 +93,31 @@ def import_program(
     importer = _Importer(ep, dims, outputs)
     result = importer.run()
     return Imported(result, importer.targets, decomposed, time.perf_counter() - t0)
+
+
+def check_outputs(ep: Any) -> None:
+    """A program that mutates its buffers or inputs (a training-mode batch norm's running
+    statistics: a mutation output after decomposition, an in-place ``add_`` in the default
+    IR) is refused by name: dynshape programs are functions of their inputs."""
+    torch = torch_module()
+    kinds = torch.export.graph_signature.OutputKind
+    mutated = [
+        f"{spec.kind.name.lower()} of {spec.target}"
+        for spec in ep.graph_signature.output_specs
+        if spec.kind != kinds.USER_OUTPUT
+    ]
+    for node in ep.graph.nodes:
+        target = node.target
+        if node.op == "call_function" and isinstance(target, torch._ops.OpOverload):
+            name = target.overloadpacket.__name__
+            if name.endswith("_") and not name.startswith("_") and node.args:
+                mutated.append(f"{target} of {node.args[0]}")
+    if mutated:
+        raise ModelImportError(
+            f"the exported program cannot be imported: unsupported: it updates state "
+            f"({', '.join(mutated[:3])}{', ...' if len(mutated) > 3 else ''}); export the model "
+            "in eval mode (model.eval())"
+        )
 
 
 def target_key(target: Any) -> str:

@@ -10,9 +10,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from torch_models import Family, families  # noqa: E402
+
 import dynshape  # noqa: E402
 import dynshape.torch as dstorch  # noqa: E402
-from torch_models import Family, families  # noqa: E402
 
 FAMILIES = {f.name: f for f in families()}
 
