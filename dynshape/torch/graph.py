@@ -39,15 +39,17 @@ def load(
     program: Any,
     dims: Mapping[str, DimOption] | None = None,
     outputs: Sequence[str] | None = None,
+    inputs: Sequence[str] | None = None,
 ) -> Program:
     """The dynshape ``Program`` of a ``torch.export.ExportedProgram`` or a ``.pt2`` path.
 
     Inputs are the program's user inputs, by name and in order; results its user outputs,
-    named after the output specs or ``outputs``. torch's symbols keep the user's ``Dim`` names
+    named after the output specs or ``outputs``; ``inputs`` renames the inputs in order (names
+    a Python argument cannot have: ``past_key_values.0.key``). torch's symbols keep the user's ``Dim`` names
     where torch records them (else ``s0``-style names) and their ranges; ``dims`` renames
     (``{"batch": "b"}``), fixes (``{"batch": 1}``) or narrows (``{"seq": (1, 512)}``) them.
     """
-    return import_program(program, dims, outputs).program
+    return import_program(program, dims, outputs, inputs).program
 
 
 @dataclass
@@ -75,6 +77,7 @@ def import_program(
     program: Any,
     dims: Mapping[str, DimOption] | None = None,
     outputs: Sequence[str] | None = None,
+    inputs: Sequence[str] | None = None,
 ) -> Imported:
     """``load``, with the import's statistics (``import --stats``)."""
     t0 = time.perf_counter()
@@ -90,7 +93,7 @@ def import_program(
         if other is None or missing_targets(other):
             raise unsupported(problems)
         ep, decomposed = other, True
-    importer = _Importer(ep, dims, outputs)
+    importer = _Importer(ep, dims, outputs, inputs)
     result = importer.run()
     return Imported(result, importer.targets, decomposed, time.perf_counter() - t0)
 
@@ -166,12 +169,17 @@ def missing_targets(ep: Any) -> list[str]:
 
 class _Importer:
     def __init__(
-        self, ep: Any, dims: Mapping[str, DimOption] | None, outputs: Sequence[str] | None
+        self,
+        ep: Any,
+        dims: Mapping[str, DimOption] | None,
+        outputs: Sequence[str] | None,
+        inputs: Sequence[str] | None = None,
     ) -> None:
         self.ep = ep
         self.torch = torch_module()
         self.symbols = Symbols(ep, dims)
         self.output_names = list(outputs) if outputs is not None else None
+        self.input_names = list(inputs) if inputs is not None else None
         self.values: dict[str, Any] = {}
         self.weights: dict[str, Any] = {}
         """Placeholder name -> its torch tensor (a parameter, buffer or constant), made a
@@ -202,6 +210,14 @@ class _Importer:
         kinds = self.torch.export.graph_signature.InputKind
         specs = {s.arg.name: s for s in self.ep.graph_signature.input_specs}
         inputs: list[Value] = []
+        user = [
+            s.arg.name for s in self.ep.graph_signature.input_specs if s.kind == kinds.USER_INPUT
+        ]
+        if self.input_names is not None and len(self.input_names) != len(user):
+            raise ModelImportError(
+                f"inputs= gives {len(self.input_names)} names for {len(user)} inputs"
+            )
+        renamed = dict(zip(user, self.input_names or user, strict=True))
         for node in self.ep.graph.nodes:
             if node.op != "placeholder":
                 continue
@@ -223,7 +239,7 @@ class _Importer:
             try:
                 shape = self.symbols.shape(val.shape)
                 dtype = ir_dtype(val.dtype)
-                v = tensor(node.name, shape, dtype)
+                v = tensor(renamed[node.name], shape, dtype)
             except (NodeError, BuildError) as e:
                 raise ModelImportError(f"input {node.name!r}: {getattr(e, 'message', e)}") from None
             self.values[node.name] = v

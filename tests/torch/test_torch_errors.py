@@ -83,7 +83,8 @@ def test_a_mismatched_input_is_refused_at_run_time_naming_it() -> None:
 
 def test_load_refuses_what_is_not_a_program(tmp_path: Any) -> None:
     with pytest.raises(
-        ModelImportError, match="expected a torch.export.ExportedProgram or a .pt2 path, got Linear"
+        ModelImportError,
+        match=r"expected a torch\.export\.ExportedProgram or a \.pt2 path, got Linear",
     ):
         dstorch.load(nn.Linear(2, 2))
     with pytest.raises(ModelImportError, match="no such file"):
