@@ -45,8 +45,9 @@ def load(
 
     Inputs are the program's user inputs, by name and in order; results its user outputs,
     named after the output specs or ``outputs``; ``inputs`` renames the inputs in order (names
-    a Python argument cannot have: ``past_key_values.0.key``). torch's symbols keep the user's ``Dim`` names
-    where torch records them (else ``s0``-style names) and their ranges; ``dims`` renames
+    a Python argument cannot have: ``past_key_values.0.key``). torch's symbols keep the
+    user's ``Dim`` names where torch records them (else ``s0``-style names) and their
+    ranges; ``dims`` renames
     (``{"batch": "b"}``), fixes (``{"batch": 1}``) or narrows (``{"seq": (1, 512)}``) them.
     """
     return import_program(program, dims, outputs, inputs).program
