@@ -3,8 +3,6 @@ three sizes (the ends of the declared ranges included), against torch's eager ou
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
@@ -25,11 +23,8 @@ def family(request: pytest.FixtureRequest) -> Family:
 
 def test_matches_torch_at_three_sizes(family: Family) -> None:
     ep = family.export()
-    t0 = time.perf_counter()
     program = dstorch.load(ep)
     vm = dynshape.VirtualMachine(dynshape.compile(program))
-    seconds = time.perf_counter() - t0
-    assert seconds < 20  # the budget is 2 s; a loaded CI machine gets slack
     for n in family.sizes:
         args = family.inputs(n)
         with torch.no_grad():
