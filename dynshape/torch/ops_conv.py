@@ -90,11 +90,20 @@ def _pool_args(call: Call) -> tuple[list[int], list[int], list[int]]:
     return kernel, strides, [p[0], p[1], p[0], p[1]]
 
 
-@converter("aten.max_pool2d.default")
+@converter("aten.max_pool2d.default", "aten.max_pool2d_with_indices.default")
 def max_pool2d(call: Call) -> Any:
-    """``nn.max_pool2d`` (padding is never chosen: -inf, as torch)."""
+    """``nn.max_pool2d`` (padding is never chosen: -inf, as torch). The core-ATen form's
+    indices are for training only (refused if read: ``getitem``)."""
     kernel, strides, padding = _pool_args(call)
     dilation = _n(call["dilation"], 2, "dilation")
+    if call.target.endswith("with_indices.default"):
+        return (_max_pool(call, kernel, strides, padding, dilation), None)
+    return _max_pool(call, kernel, strides, padding, dilation)
+
+
+def _max_pool(
+    call: Call, kernel: list[int], strides: list[int], padding: list[int], dilation: list[int]
+) -> Any:
     return trace.apply(
         "nn.max_pool2d", call["self"], pool_size=kernel, strides=strides, padding=padding,
         dilation=dilation,

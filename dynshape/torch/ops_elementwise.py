@@ -23,7 +23,8 @@ def operand(call: Call, x: Any, dtype: str) -> Any:
     if isinstance(x, sympy.Expr) and not isinstance(x, sympy.Integer):
         return call.scalar(x, dtype)
     if isinstance(x, (bool, int, float, np.number, sympy.Integer)):
-        if dtype != "bool" and float(x) != int(float(x)) and not dtype.startswith("float"):
+        whole = math.isfinite(float(x)) and float(x) == int(float(x))
+        if dtype != "bool" and not dtype.startswith("float") and not whole:
             raise NodeError(f"{x} is not a whole number, for a {dtype} result")
         return trace.constant(np.asarray(x).astype(dtype), dtype)
     raise NodeError(f"operand {x!r} is not a tensor or a number")
@@ -231,6 +232,22 @@ def _comparison(op: str) -> Callable[[Call], Any]:
 
 for _target, _op in _COMPARE.items():
     converter(f"aten.{_target}.Tensor", f"aten.{_target}.Scalar")(_comparison(_op))
+
+
+@converter("aten.logical_and.default", "aten.logical_or.default", "aten.logical_xor.default")
+def logical(call: Call) -> Any:
+    """``logical_and/or/xor`` of the operands as bools."""
+    op = call.target.split(".")[1]
+    a, b = (operand(call, call[n], "bool") for n in ("self", "other"))
+    if op == "logical_xor":
+        return trace.apply("not_equal", a, b)
+    return trace.apply(op, a, b)
+
+
+@converter("aten.scalar_tensor.default")
+def scalar_tensor(call: Call) -> Any:
+    """A 0-d tensor of a number (a dim: computed at run time), in the recorded dtype."""
+    return operand(call, call["s"], out_dtype(call))
 
 
 @converter("aten.where.self")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import sympy
 
 from dynshape.builder import trace
@@ -189,6 +190,22 @@ def getattr_reduce(op: str) -> Any:
     from dynshape.builder import ops
 
     return getattr(ops, op)
+
+
+@converter("aten.any.dim", "aten.any.dims", "aten.any.default")
+def any_(call: Call) -> Any:
+    """``any``: the maximum of the operand as ``uint8``, compared with 0."""
+    x = call["self"]
+    dims = call.get("dim")
+    dims = [dims] if isinstance(dims, int) else dims
+    as_int = trace.apply("cast", trace.apply("not_equal", x, _zero(x.dtype)), dtype="uint8")
+    axis = None if not dims else [_axis(d, x.ndim) for d in dims]
+    most = getattr_reduce("max")(as_int, axis=axis, keepdims=bool(call.get("keepdim", False)))
+    return trace.apply("greater", most, trace.constant(np.asarray(0, np.uint8), None))
+
+
+def _zero(dtype: str) -> Any:
+    return trace.constant(np.asarray(0).astype(dtype), None)
 
 
 converter("aten.mean.dim", "aten.mean.default")(_reduce("mean"))

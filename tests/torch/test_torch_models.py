@@ -51,3 +51,19 @@ def test_inputs_keep_their_names_and_ranges_carry_over(family: Family) -> None:
     text = str(program)
     for name in declared:
         assert name in text  # the Dim names, not torch's s0-style ones
+
+
+def test_the_core_aten_form_matches_too(family: Family) -> None:
+    """The same program after ``run_decompositions()`` (core ATen: ``convolution``,
+    ``addmm``, ``native_layer_norm``, ``_native_batch_norm_legit_no_training``, ...)."""
+    ep = family.export().run_decompositions()
+    vm = dynshape.VirtualMachine(dynshape.compile(dstorch.load(ep)))
+    for n in (family.sizes[0], family.sizes[2]):
+        args = family.inputs(n)
+        with torch.no_grad():
+            expected = family.model(*args)
+        expected = expected if isinstance(expected, tuple) else (expected,)
+        got = vm.run(*[a.numpy() for a in args])
+        got = got if isinstance(got, tuple) else (got,)
+        for ours, theirs in zip(got, expected, strict=True):
+            np.testing.assert_allclose(ours, theirs.numpy(), rtol=1e-4, atol=1e-5)
