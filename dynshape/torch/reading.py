@@ -6,6 +6,7 @@ named by the CLI or the frontend.
 
 from __future__ import annotations
 
+import logging
 import os
 import zipfile
 from typing import Any
@@ -39,13 +40,46 @@ def read(program: Any) -> Any:
         raise ModelImportError(f"cannot read {path}: no such file")
     if not zipfile.is_zipfile(path):
         raise ModelImportError(f"{path} is not a .pt2 archive (torch.export.save writes a zip)")
+    logger = logging.getLogger("torch.export")
+    caught = _Caught()
+    handlers, propagate = logger.handlers, logger.propagate
+    logger.handlers = [caught]  # torch logs the deserializer's traceback: the error says it once
+    logger.propagate = False
     try:
         ep = torch.export.load(path)
     except Exception as e:  # torch's deserializer raises many kinds on a damaged archive
-        message = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        cause = _root_cause(caught.error or e)
+        lines = str(cause).strip().splitlines()
         raise ModelImportError(
-            f"{path} cannot be read by torch.export.load ({type(e).__name__}: {message})"
+            f"{path} cannot be read by torch.export.load "
+            f"({type(cause).__name__}: {lines[0] if lines else ''})"
         ) from None
+    finally:
+        logger.handlers, logger.propagate = handlers, propagate
     if not isinstance(ep, torch.export.ExportedProgram):
         raise ModelImportError(f"{path} does not hold an ExportedProgram")
     return ep
+
+
+def _root_cause(e: BaseException) -> BaseException:
+    """The innermost exception of ``e``'s chain: torch wraps the deserializer's own message
+    ("Invalid ranges [7:3]") in one that points at its log, which ``read`` silences."""
+    seen = {id(e)}
+    while True:
+        nxt = e.__cause__ or e.__context__
+        if nxt is None or id(nxt) in seen:
+            return e
+        seen.add(id(nxt))
+        e = nxt
+
+
+class _Caught(logging.Handler):
+    """Keeps the exception torch logs (and then replaces by one pointing at its log)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.error: BaseException | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.exc_info and record.exc_info[1] is not None and self.error is None:
+            self.error = record.exc_info[1]
