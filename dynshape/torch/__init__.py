@@ -12,7 +12,8 @@ dynshape's symbols, ranges and entry checks (``design/torch.md``).
 
 from __future__ import annotations
 
-from . import ops_conv as _ops_conv  # noqa: F401  (the imports register the converters)
+from . import ops_control as _ops_control  # noqa: F401  (the imports register the converters)
+from . import ops_conv as _ops_conv  # noqa: F401
 from . import ops_create as _ops_create  # noqa: F401
 from . import ops_elementwise as _ops_elementwise  # noqa: F401
 from . import ops_layout as _ops_layout  # noqa: F401

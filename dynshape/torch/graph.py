@@ -151,11 +151,13 @@ def is_scalar(node: Any) -> bool:
 def missing_targets(ep: Any) -> list[str]:
     """One line per target with no converter: the target, its count and its first nodes."""
     missing: dict[str, list[str]] = {}
-    for node in ep.graph.nodes:
+    for node in all_nodes(ep.graph_module):
         if node.op == "call_function":
             key = target_key(node.target)
             if key in CONVERTERS or key in assertions.TARGETS or is_scalar(node):
                 continue
+        elif node.op == "get_attr" and _is_graph(submodule(ep.graph_module, node.target)):
+            continue  # a branch or loop body: its nodes are listed with the others
         elif node.op in ("call_module", "call_method", "get_attr"):
             key = f"{node.op} {node.target}"
         else:
@@ -166,6 +168,29 @@ def missing_targets(ep: Any) -> list[str]:
         f"{', ...' if len(names) > 5 else ''})"
         for key, names in sorted(missing.items())
     ]
+
+
+def submodule(module: Any, target: str) -> Any:
+    """The attribute ``target`` (dotted) of ``module``, or None."""
+    for part in str(target).split("."):
+        module = getattr(module, part, None)
+    return module
+
+
+def _is_graph(value: Any) -> bool:
+    return isinstance(value, torch_module().fx.GraphModule)
+
+
+def all_nodes(module: Any) -> list[Any]:
+    """The nodes of a graph module and of the subgraphs it reads (``cond`` branches)."""
+    out = []
+    for node in module.graph.nodes:
+        out.append(node)
+        if node.op == "get_attr":
+            sub = submodule(module, node.target)
+            if _is_graph(sub):
+                out += all_nodes(sub)
+    return out
 
 
 class _Importer:
@@ -192,7 +217,7 @@ class _Importer:
         inputs = self.read_inputs()
         out_node = None
         for node in self.ep.graph.nodes:
-            if node.op == "call_function":
+            if node.op in ("call_function", "get_attr"):
                 self.convert(node)
             elif node.op == "output":
                 out_node = node
@@ -275,7 +300,36 @@ class _Importer:
             return ir_dtype(arg)
         return arg
 
-    def convert(self, node: Any) -> None:
+    def subgraph(self, module: Any, inputs: Sequence[Any]) -> list[Any]:
+        """Convert the nodes of ``module`` (a ``cond`` branch) with its placeholders bound to
+        ``inputs``, in the scope of the enclosing values; its results, in order."""
+        outer = self.values
+        self.values = dict(outer)
+        try:
+            placeholders = [n for n in module.graph.nodes if n.op == "placeholder"]
+            if len(placeholders) != len(inputs):
+                raise ModelImportError(
+                    f"subgraph takes {len(placeholders)} inputs, given {len(inputs)}"
+                )
+            bound = dict(zip((n.name for n in placeholders), inputs, strict=True))
+            results: list[Any] = []
+            for node in module.graph.nodes:
+                if node.op == "placeholder":
+                    self.values[node.name] = bound[node.name]
+                elif node.op in ("call_function", "get_attr"):
+                    self.convert(node, module)
+                elif node.op == "output":
+                    returned = node.args[0]
+                    returned = returned if isinstance(returned, (list, tuple)) else [returned]
+                    results = [self.value(a) for a in returned]
+            return results
+        finally:
+            self.values = outer
+
+    def convert(self, node: Any, module: Any = None) -> None:
+        if node.op == "get_attr":
+            self.values[node.name] = submodule(module or self.ep.graph_module, node.target)
+            return
         key = target_key(node.target)
         self.targets[key] += 1
         where = f"node {node.name!r} ({key})"
@@ -296,6 +350,7 @@ class _Importer:
                 _out_dtype(val),
                 self.symbols.shape,
                 self.materialize,
+                self,
             )
             result = CONVERTERS[key](call)
         except Unsupported as e:

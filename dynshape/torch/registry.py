@@ -65,6 +65,10 @@ class Call:
     """A dim (``seq``, ``past + seq``) as a 0-d tensor of a dtype, computed at run time from
     the input shapes."""
 
+    importer: Any = None
+    """The importer, for converters of higher-order ops (``cond``'s branches are converted
+    with it: ``importer.subgraph(module, inputs)``) and of symbolic predicates."""
+
     def recorded(self, index: int | None = None) -> list[Any]:
         """The dims torch recorded for the result (or its ``index``-th element)."""
         val = self.out if index is None else self.out[index]

@@ -1,0 +1,60 @@
+"""``torch.cond`` as an ``if``: a predicate computed from data, and one on sizes that the
+ranges leave open (computed at run time from the input shapes)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from torch import nn  # noqa: E402
+from torch.export import Dim, export  # noqa: E402
+
+import dynshape  # noqa: E402
+import dynshape.torch as dstorch  # noqa: E402
+
+
+class Branches(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x: Any, flag: Any) -> Any:
+        by_data = torch.cond(flag.sum() > 0, lambda x: self.lin(x).relu(), lambda x: x * 2, (x,))
+        by_size = torch.cond(x.shape[0] > 4, lambda x: x + 1, lambda x: x - 1, (x,))
+        return by_data, by_size
+
+
+def test_cond_becomes_an_if_on_data_and_on_sizes() -> None:
+    torch.manual_seed(0)
+    ep = export(
+        Branches().eval(),
+        (torch.randn(3, 4), torch.ones(2)),
+        dynamic_shapes={"x": {0: Dim("n", max=16)}, "flag": None},
+    )
+    program = dstorch.load(ep)
+    text = str(program)
+    assert text.count("if (") == 2
+    assert "shape_of(%x)" in text and "4i64)" in text  # n > 4, read off x at run time
+    vm = dynshape.VirtualMachine(dynshape.compile(program))
+    reference = ep.module()
+    for n, sign in [(1, 1.0), (4, -1.0), (5, 1.0), (16, -1.0)]:
+        x = np.random.randn(n, 4).astype(np.float32)
+        flag = np.full(2, sign, np.float32)
+        got = vm.run(x, flag)
+        expected = reference(torch.from_numpy(x), torch.from_numpy(flag))
+        for ours, theirs in zip(got, expected, strict=True):
+            np.testing.assert_allclose(ours, theirs.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_a_branch_with_an_unsupported_op_is_listed_with_the_others() -> None:
+    class Flipping(nn.Module):
+        def forward(self, x: Any) -> Any:
+            return torch.cond(x.sum() > 0, lambda x: torch.flip(x, [0]), lambda x: x.clone(), (x,))
+
+    ep = export(Flipping(), (torch.randn(3, 4),))
+    with pytest.raises(dynshape.ModelImportError, match=r"unsupported target aten\.flip"):
+        dstorch.load(ep)
