@@ -95,6 +95,15 @@ def rsub(call: Call) -> Any:
     return trace.apply("subtract", operand(call, call["other"], dtype), a)
 
 
+@converter("aten.remainder.Tensor", "aten.remainder.Scalar", "aten.floor_divide.default")
+def remainder(call: Call) -> Any:
+    """Python's ``%`` and ``//`` (floor semantics, the sign of the divisor), as numpy's."""
+    dtype = out_dtype(call)
+    a, b = operand(call, call["self"], dtype), operand(call, call["other"], dtype)
+    op = "floor_divide" if call.target.startswith("aten.floor_divide") else "mod"
+    return trace.apply(op, a, b)
+
+
 @converter("aten.div.Tensor_mode", "aten.div.Scalar_mode")
 def div_mode(call: Call) -> Any:
     """``rounding_mode``: None (true division), ``floor``, ``trunc`` (floats only)."""

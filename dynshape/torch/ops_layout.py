@@ -138,6 +138,21 @@ def select(call: Call) -> Any:
     return x[(slice(None),) * _axis(call["dim"], x.ndim) + (index,)]
 
 
+@converter("aten.index.Tensor")
+def index(call: Call) -> Any:
+    """``x[..., idx]`` with one integer index tensor (the other entries None): ``take`` along
+    its axis. Bool masks (data-dependent sizes) and several index tensors are unsupported."""
+    x = call["self"]
+    indices = list(call["indices"])
+    given = [i for i, t in enumerate(indices) if t is not None]
+    if len(given) != 1:
+        raise Unsupported(f"index with {len(given)} index tensors (one only)")
+    idx = indices[given[0]]
+    if idx.dtype == "bool":
+        raise Unsupported("index by a bool mask (a data-dependent size)")
+    return trace.apply("take", x, idx, axis=given[0])
+
+
 @converter(
     "aten.chunk.default",
     "aten.split.Tensor",

@@ -106,6 +106,20 @@ def batch_norm(call: Call) -> Any:
     return y
 
 
+@converter("aten._weight_norm.default")
+def weight_norm(call: Call) -> Any:
+    """``v * g / ||v||``, the norm over every axis but ``dim`` (wav2vec2's positional
+    convolution): computed at import when ``v`` and ``g`` are constants (weights)."""
+    v, g = const_array(call["v"]), const_array(call["g"])
+    if v is None or g is None:
+        raise Unsupported("_weight_norm of tensors that are not weights")
+    dim = int(call["dim"]) % max(v.ndim, 1)
+    axes = tuple(a for a in range(v.ndim) if a != dim)
+    norm = np.sqrt(np.sum(v.astype(np.float64) ** 2, axis=axes, keepdims=True))
+    w = v.astype(np.float64) * g.astype(np.float64).reshape(norm.shape) / norm
+    return trace.constant(w.astype(v.dtype), None)
+
+
 @converter("aten.embedding.default")
 def embedding(call: Call) -> Any:
     """``take(weight, indices, axis=0)``."""

@@ -55,6 +55,8 @@ CASES: dict[str, tuple[Callable[..., Any], list[Callable[[int], Any]]]] = {
     "int_true_div": (lambda m, x: x / 2, [ints(9, 3)]),
     "floor_div": (lambda m, x, y: torch.div(x, y, rounding_mode="floor"), [rnd(3), pos(3)]),
     "trunc_div": (lambda m, x, y: torch.div(x, y, rounding_mode="trunc"), [rnd(3), pos(3)]),
+    "remainder": (lambda m, x, y: x % y + torch.remainder(x, -1.5) + (x // y), [rnd(3), pos(3)]),
+    "int_remainder": (lambda m, x: (x - 4) % 3 + (x - 4) // 3, [ints(9, 3)]),
     "pow_scalar": (lambda m, x: x**3, [rnd(3)]),
     "pow_tensor": (lambda m, x, y: x**y, [pos(3), rnd(3)]),
     "max_min": (lambda m, x, y: torch.maximum(x, y) + torch.minimum(x, y), [rnd(3), rnd(3)]),
@@ -132,6 +134,15 @@ CASES: dict[str, tuple[Callable[..., Any], list[Callable[[int], Any]]]] = {
     ),
     # nn
     "embedding": (lambda m, x: F.embedding(x, m.w), [ints(4, 3)], {"w": W44}),
+    "index_tensor": (
+        lambda m, x, i: x[:, i[0]] + x[i[:, 1] % x.shape[0]].sum(),
+        [rnd(5), ints(5, 2)],
+    ),
+    "weight_norm": (
+        lambda m, x: F.conv1d(x, torch._weight_norm(m.v, m.g, 2)),
+        [rnd(2, 9)],
+        {"v": torch.randn(3, 2, 3), "g": torch.rand(1, 1, 3) + 0.5},
+    ),
     "layer_norm_plain": (lambda m, x: F.layer_norm(x, (4,)), [rnd(4)]),
     "batch_norm_plain": (
         lambda m, x: F.batch_norm(x, m.mean, m.var, eps=1e-3),
