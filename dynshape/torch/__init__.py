@@ -17,6 +17,7 @@ from . import ops_conv as _ops_conv  # noqa: F401
 from . import ops_create as _ops_create  # noqa: F401
 from . import ops_elementwise as _ops_elementwise  # noqa: F401
 from . import ops_layout as _ops_layout  # noqa: F401
+from . import ops_more as _ops_more  # noqa: F401
 from . import ops_nn as _ops_nn  # noqa: F401
 from .graph import Imported, import_program, load, missing_targets
 from .registry import CONVERTERS

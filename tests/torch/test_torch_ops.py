@@ -117,6 +117,41 @@ CASES: dict[str, tuple[Callable[..., Any], list[Callable[[int], Any]]]] = {
     "chunk": (lambda m, x: x.chunk(3, dim=1)[2] + 1, [rnd(7)]),
     "reductions": (lambda m, x: x.mean((1, 2)) + x.sum(-1).amax(1) + x.sum(), [rnd(3, 4)]),
     "reshape_batch": (lambda m, x: x.reshape(-1, 2).sum(1), [rnd(4)]),
+    # more (transformer exports)
+    "cumsum": (lambda m, x: torch.cumsum(x, 1) + (x > 0).long().cumsum(-1), [rnd(4)]),
+    "stack": (lambda m, x, y: torch.stack([x, y], 1) * 1, [rnd(3), rnd(3)]),
+    "baddbmm": (
+        lambda m, b, x, y: torch.baddbmm(b, x, y, beta=0.5, alpha=2.0),
+        [rnd(3, 2), rnd(3, 4), rnd(4, 2)],
+    ),
+    "new_tensors": (
+        lambda m, x: x.new_ones(x.shape[0], 2) + x.new_zeros(2) + x.new_full((x.shape[0], 1), 3.0),
+        [rnd(3)],
+    ),
+    "tril_triu": (
+        lambda m, x: torch.tril(x) + torch.triu(x, 1) * 2 + torch.tril(x, -1),
+        [rnd(4, 6)],
+    ),
+    "tril_square": (lambda m, x: torch.tril(x @ x.t()) + 0, [rnd(3)]),
+    "index_select": (lambda m, x, i: torch.index_select(x, 1, i[0]), [rnd(5), ints(5, 3)]),
+    "repeat": (lambda m, x: x.repeat(2, 1, 3) + 0, [rnd(2)]),
+    "argmax": (
+        lambda m, x: torch.argmax(x, 1) + torch.argmin(x, -1, keepdim=True).sum() + torch.argmax(x),
+        [rnd(5)],
+    ),
+    "max_min_dim": (
+        lambda m, x: (
+            torch.max(x, 1)[0] + torch.min(x, 1).values + torch.max(x, 1).indices + torch.amin(x, 1)
+        ),
+        [rnd(5)],
+    ),
+    "where_scalar": (
+        lambda m, x: torch.where(x > 0, x, 0.5) + torch.where(x > 0, 1.0, x),
+        [rnd(5)],
+    ),
+    "clamp_one": (lambda m, x: torch.clamp_min(x, 0.1) + torch.clamp_max(x, -0.1), [rnd(5)]),
+    "bitwise_not": (lambda m, x: (~(x > 0)).long() + ~(x > 1).long(), [rnd(5)]),
+    "reciprocal": (lambda m, x: torch.reciprocal(x) + torch.exp2(x) + torch.sign(x - 1), [pos(5)]),
     # creation
     "arange_static": (lambda m, x: x + torch.arange(3), [rnd(3)]),
     "arange_dim": (lambda m, x: torch.arange(x.shape[0]) * 2, [rnd(3)]),
