@@ -52,17 +52,15 @@ def check(importer: Any, node: Any, where: str) -> None:
     symbols = importer.symbols
     lhs, rhs = symbols.expr(expr.lhs), symbols.expr(expr.rhs)
     op = expr.rel_op
-    try:
-        verdict = ir.compare(lhs, op, rhs, symbols.ranges)
-    except (ir.IRError, TypeError):
-        verdict = None
+    verdict = _decide(symbols, lhs, op, rhs)
     if verdict is True:
         return
     if verdict is False:
         raise NodeError(f"the assertion {expr} never holds in the declared ranges")
     if isinstance(rhs, sympy.Symbol) and isinstance(lhs, int):
         lhs, rhs, op = rhs, lhs, {">=": "<=", "<=": ">=", ">": "<", "<": ">"}.get(op, op)
-    if not (isinstance(lhs, sympy.Symbol) and isinstance(rhs, int) and op != "!="):
+    named = isinstance(lhs, sympy.Symbol) and not ir.is_anonymous(lhs)
+    if not (named and isinstance(rhs, int) and op != "!="):
         raise Unsupported(f"the assertion {expr}: only a bound on one size becomes an entry check")
     name = str(lhs)
     lo, hi = symbols.ranges.get(name, (0, None))
@@ -74,3 +72,17 @@ def check(importer: Any, node: Any, where: str) -> None:
     if hi is not None and hi < lo:
         raise NodeError(f"the assertion {expr} leaves {name} no size")
     symbols.ranges[name] = (lo, hi)
+
+
+def _decide(symbols: Any, lhs: Any, op: str, rhs: Any) -> bool | None:
+    """``lhs op rhs`` under the ranges: True, False or None (undecided). A data-dependent
+    size is below the bound its op gives it (``nonzero``'s rows <= its input's numel), so
+    ``u0 <= 64`` is proved where that bound is <= 64: proved, not assumed."""
+    try:
+        verdict = ir.compare(lhs, op, rhs, symbols.ranges)
+    except (ir.IRError, TypeError):
+        return None
+    bounded = verdict is None and op in ("<=", "<") and lhs in symbols.bounds
+    if bounded and ir.compare(symbols.bounds[lhs], op, rhs, symbols.ranges) is True:
+        return True
+    return verdict

@@ -406,6 +406,8 @@ class _Importer:
         for recorded, ours in pairs:
             if not isinstance(ours, Value):
                 continue
+            self.symbols.bind_unbacked(recorded.shape, ours.shape)
+            self.materialize.record(ours)  # a ``?`` dim is read off the tensor it sizes
             theirs = self.symbols.shape(recorded.shape)
             mine = list(ours.shape)
             if len(theirs) != len(mine):

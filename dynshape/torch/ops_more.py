@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import sympy
 
 from dynshape.builder import ops as builder_ops
 from dynshape.builder import trace
@@ -165,3 +166,14 @@ def unary_more(call: Call) -> Any:
     pos = trace.apply("cast", trace.apply("greater", x, zero), dtype=dtype)
     neg = trace.apply("cast", trace.apply("less", x, zero), dtype=dtype)
     return trace.apply("subtract", pos, neg)
+
+
+@converter("aten.nonzero.default", "aten.argwhere.default")
+def nonzero(call: Call) -> Any:
+    """``argwhere``: ``(count, rank)`` int64 rows, ``count`` known at run time only (torch's
+    unbacked ``u0``), with the input's numel as its upper bound for assertions."""
+    x = call["self"]
+    rows = trace.apply("argwhere", x)
+    numel = sympy.Mul(*x.shape)
+    call.importer.symbols.bounds[rows.shape[0]] = numel
+    return rows

@@ -37,12 +37,22 @@ class Symbols:
         """The ranges of ``main``'s symbols, by name, inclusive; None: no upper bound."""
         self.torch_names: dict[str, str] = {}
         """dynshape's name of a symbol -> torch's (``batch`` -> ``s77``), for messages."""
+        self.unbacked: dict[sympy.Symbol, ir.Dim] = {}
+        """torch's data-dependent symbol (``u0``, the row count of ``nonzero``) -> the ``?`` dim
+        of the result it first sizes (``bind_unbacked``)."""
+        self.bounds: dict[sympy.Basic, ir.Dim] = {}
+        """A ``?`` dim -> an upper bound of it in the input dims (``nonzero``: the numel of its
+        input), with which assertions on it are proved (``assertions.py``)."""
         debug = _debug_names(ep)
+        backed = _input_symbols(ep)
         taken: set[str] = set()
         names: dict[sympy.Symbol, str] = {}
         # A derived dim (``2*dx``) has its own entry, implied by its symbol's: skipped.
+        # So has a data-dependent symbol (``u0``), which no input binds.
         constraints = {
-            s: vr for s, vr in ep.range_constraints.items() if isinstance(s, sympy.Symbol)
+            s: vr
+            for s, vr in ep.range_constraints.items()
+            if isinstance(s, sympy.Symbol) and s in backed
         }
         for s in sorted(constraints, key=str):
             name = debug.get(s)
@@ -106,44 +116,72 @@ class Symbols:
         """The dims of a torch shape (``torch.Size`` of ints and ``SymInt``s)."""
         return [self.dim(d) for d in shape]
 
+    def bind_unbacked(self, shape: Any, ours: Any) -> None:
+        """Each data-dependent symbol that is a whole dim of torch's ``shape`` names the dim
+        of ``ours`` (a result's shape) at that axis, where it is first met."""
+        for d, mine in zip(shape, ours, strict=False):
+            node = getattr(d, "node", None)
+            expr = node.expr if node is not None else None
+            if isinstance(expr, sympy.Symbol) and expr not in self.dims:
+                self.unbacked.setdefault(expr, mine)
+
     def expr(self, e: sympy.Basic) -> Any:
         """``e`` with dynshape's symbols and functions (not checked to be a dim: a relation's
         sides, ``s0 - 3``, may be negative)."""
         if isinstance(e, sympy.Integer):
             return int(e)
         if isinstance(e, sympy.Symbol):
+            if e in self.unbacked:
+                return self.unbacked[e]
             if e not in self.dims:
                 raise Unsupported(
-                    f"symbol {e} is not a dim of the inputs (a data-dependent size, from "
-                    "nonzero, item or similar)"
+                    f"symbol {e} is not a dim of the inputs (a data-dependent size that "
+                    "no converted op gave a dim)"
                 )
             return self.dims[e]
         args = [self.expr(a) for a in e.args]
-        kind = type(e).__name__
         if isinstance(e, sympy.Add):
             return sympy.Add(*args)
         if isinstance(e, sympy.Mul):
             return sympy.Mul(*args)
-        if isinstance(e, sympy.Pow) or kind == "PowByNatural":
-            if not (isinstance(args[1], int) and args[1] >= 0):
-                raise Unsupported(f"size {e}: a power other than by a natural number")
-            return sympy.Pow(args[0], args[1])
-        if kind in ("FloorDiv", "CleanDiv"):
-            return sympy.floor(sympy.Mul(args[0], sympy.Pow(args[1], -1)))
-        if kind == "CeilDiv":
-            return sympy.ceiling(sympy.Mul(args[0], sympy.Pow(args[1], -1)))
-        if kind in ("Mod", "PythonMod"):
-            return sympy.Mod(args[0], args[1])
-        if kind == "ModularIndexing":
-            base, div, mod = args
-            return sympy.Mod(sympy.floor(sympy.Mul(base, sympy.Pow(div, -1))), mod)
-        if kind == "Max":
-            return sympy.Max(*args)
-        if kind == "Min":
-            return sympy.Min(*args)
-        if kind == "Identity":
-            return args[0]
-        raise Unsupported(f"size {e}: torch's {kind} has no dynshape equivalent")
+        return _function(e, args)
+
+
+def _function(e: sympy.Basic, args: list[Any]) -> Any:
+    """torch's integer function ``e`` of (converted) ``args`` as dynshape's."""
+    kind = type(e).__name__
+    if isinstance(e, sympy.Pow) or kind == "PowByNatural":
+        if not (isinstance(args[1], int) and args[1] >= 0):
+            raise Unsupported(f"size {e}: a power other than by a natural number")
+        return sympy.Pow(args[0], args[1])
+    if kind in ("FloorDiv", "CleanDiv"):
+        return sympy.floor(sympy.Mul(args[0], sympy.Pow(args[1], -1)))
+    if kind == "CeilDiv":
+        return sympy.ceiling(sympy.Mul(args[0], sympy.Pow(args[1], -1)))
+    if kind in ("Mod", "PythonMod"):
+        return sympy.Mod(args[0], args[1])
+    if kind == "ModularIndexing":
+        base, div, mod = args
+        return sympy.Mod(sympy.floor(sympy.Mul(base, sympy.Pow(div, -1))), mod)
+    if kind == "Max":
+        return sympy.Max(*args)
+    if kind == "Min":
+        return sympy.Min(*args)
+    if kind == "Identity":
+        return args[0]
+    raise Unsupported(f"size {e}: torch's {kind} has no dynshape equivalent")
+
+
+def _input_symbols(ep: Any) -> set[Any]:
+    """The symbols of the placeholders' shapes (the symbols an input binds)."""
+    out: set[Any] = set()
+    for node in ep.graph.nodes:
+        val = node.meta.get("val") if node.op == "placeholder" else None
+        for d in getattr(val, "shape", ()):
+            expr = getattr(getattr(d, "node", None), "expr", None)
+            if isinstance(expr, sympy.Basic):
+                out |= expr.free_symbols
+    return out
 
 
 def _debug_names(ep: Any) -> dict[Any, str]:

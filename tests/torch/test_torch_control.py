@@ -58,3 +58,39 @@ def test_a_branch_with_an_unsupported_op_is_listed_with_the_others() -> None:
     ep = export(Flipping(), (torch.randn(3, 4),))
     with pytest.raises(dynshape.ModelImportError, match=r"unsupported target aten\.flip"):
         dstorch.load(ep)
+
+
+class NonZero(nn.Module):
+    def forward(self, x: Any) -> Any:
+        rows = torch.nonzero(x > 0)
+        return rows, rows.shape[0] * 2 + x.sum()
+
+
+def test_an_unbacked_size_is_a_data_dependent_dim() -> None:
+    """``nonzero``'s row count (torch's ``u0``) is the ``?`` dim of ``argwhere``; torch's
+    assertions ``u0 >= 0`` and ``u0 <= 64`` are proved (rows <= numel = 4n <= 64) and dropped;
+    ``u0`` used as a number is read off the result's shape at run time."""
+    ep = export(NonZero(), (torch.randn(3, 4),), dynamic_shapes={"x": {0: Dim("n", max=16)}})
+    assert sum(str(n.target) == "aten._assert_scalar.default" for n in ep.graph.nodes) == 2
+    program = dstorch.load(ep)
+    assert program.ranges == {"n": (0, 16)}
+    assert "argwhere(" in str(program)
+    vm = dynshape.VirtualMachine(dynshape.compile(program))
+    for n in (0, 3, 16):
+        x = np.random.randn(n, 4).astype(np.float32)
+        rows, total = vm.run(x)
+        expected_rows, expected_total = NonZero()(torch.from_numpy(x))
+        np.testing.assert_array_equal(rows, expected_rows.numpy())
+        np.testing.assert_allclose(total, expected_total.numpy(), rtol=1e-6)
+
+
+def test_an_assertion_on_an_unbacked_size_that_is_not_proved_is_unsupported() -> None:
+    class Checked(nn.Module):
+        def forward(self, x: Any) -> Any:
+            rows = torch.nonzero(x > 0)
+            torch._check(rows.shape[0] <= 10)
+            return rows
+
+    ep = export(Checked(), (torch.randn(3, 4),), dynamic_shapes={"x": {0: Dim("n", max=16)}})
+    with pytest.raises(dynshape.ModelImportError, match=r"unsupported: the assertion u0 <= 10"):
+        dstorch.load(ep)
