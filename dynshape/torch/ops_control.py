@@ -1,7 +1,8 @@
-"""Higher-order ops: ``torch.cond`` as an ``if`` (``ds.cond``), each branch a subgraph
-converted in the scope of the enclosing values. A predicate on sizes (``x.shape[0] > 4``, a
-``SymBool``) that the ranges decide converts one branch only; an undecided one is computed
-at run time from the input shapes."""
+"""Higher-order ops: ``torch.cond`` as an ``if`` (``ds.cond``) and ``while_loop`` as a
+``ds.while_loop``, each branch or body a subgraph converted in the scope of the enclosing
+values (a loop's additional inputs are captured by the builder's loop). A predicate on sizes
+(``x.shape[0] > 4``, a ``SymBool``) that the ranges decide converts one branch only; an
+undecided one is computed at run time from the input shapes."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import sympy
 import ir
 from dynshape.builder import Value, trace
 from dynshape.builder.control import cond as build_cond
+from dynshape.builder.control import while_loop as build_while_loop
 
 from .registry import Call, NodeError, Unsupported, converter
 
@@ -66,4 +68,30 @@ def cond(call: Call) -> Any:
         return results[0] if len(results) == 1 else tuple(results)
 
     out = build_cond(chosen, lambda: branch(then_graph), lambda: branch(else_graph))
+    return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+
+
+@converter("higher_order.while_loop")
+def while_loop(call: Call) -> Any:
+    """``while_loop(cond_fn, body_fn, carried, additional)``: the final carried values."""
+    args = list(call.args.values())
+    if len(args) != 4:
+        raise NodeError(f"while_loop takes 4 arguments, got {len(args)}")
+    cond_graph, body_graph, carried, additional = args
+    carried, additional = list(carried), list(additional)
+    if not carried or not all(isinstance(v, Value) for v in carried):
+        raise Unsupported("a while_loop carrying values that are not tensors")
+    subgraph = call.importer.subgraph
+
+    def cond_fn(*values: Any) -> Any:
+        (result,) = subgraph(cond_graph, [*values, *additional])
+        chosen = predicate(call, result)
+        if isinstance(chosen, bool):
+            raise Unsupported("a while_loop whose condition does not depend on its values")
+        return chosen
+
+    def body_fn(*values: Any) -> Any:
+        return tuple(subgraph(body_graph, [*values, *additional]))
+
+    out = build_while_loop(cond_fn, body_fn, tuple(carried))
     return tuple(out) if isinstance(out, (tuple, list)) else (out,)

@@ -1,5 +1,6 @@
-"""``torch.cond`` as an ``if``: a predicate computed from data, and one on sizes that the
-ranges leave open (computed at run time from the input shapes)."""
+"""Control flow and data-dependent sizes: ``torch.cond`` as an ``if`` (a predicate computed
+from data, and one on sizes that the ranges leave open, computed at run time from the input
+shapes), ``while_loop`` as a loop, ``nonzero``'s unbacked size as a ``?`` dim."""
 
 from __future__ import annotations
 
@@ -94,3 +95,40 @@ def test_an_assertion_on_an_unbacked_size_that_is_not_proved_is_unsupported() ->
     ep = export(Checked(), (torch.randn(3, 4),), dynamic_shapes={"x": {0: Dim("n", max=16)}})
     with pytest.raises(dynshape.ModelImportError, match=r"unsupported: the assertion u0 <= 10"):
         dstorch.load(ep)
+
+
+class Repeated(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x: Any, steps: Any) -> Any:
+        from torch._higher_order_ops.while_loop import while_loop
+
+        def cond(i: Any, y: Any) -> Any:
+            return i < steps.sum()
+
+        def body(i: Any, y: Any) -> Any:
+            return i + 1, self.lin(y).tanh()
+
+        i, y = while_loop(cond, body, (torch.zeros((), dtype=torch.int64), x))
+        return y, i
+
+
+def test_while_loop_becomes_a_loop() -> None:
+    torch.manual_seed(0)
+    ep = export(
+        Repeated().eval(),
+        (torch.randn(3, 4), torch.tensor([3])),
+        dynamic_shapes={"x": {0: Dim("b", max=16)}, "steps": None},
+    )
+    program = dstorch.load(ep)
+    assert "def @loop(" in str(program)
+    vm = dynshape.VirtualMachine(dynshape.compile(program))
+    reference = ep.module()
+    for b, steps in [(1, 0), (3, 2), (16, 5)]:
+        x, k = np.random.randn(b, 4).astype(np.float32), np.array([steps])
+        got = vm.run(x, k)
+        expected = reference(torch.from_numpy(x), torch.from_numpy(k))
+        for ours, theirs in zip(got, expected, strict=True):
+            np.testing.assert_allclose(ours, theirs.detach().numpy(), rtol=1e-5, atol=1e-6)
