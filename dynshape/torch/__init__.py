@@ -19,7 +19,8 @@ from . import ops_elementwise as _ops_elementwise  # noqa: F401
 from . import ops_layout as _ops_layout  # noqa: F401
 from . import ops_more as _ops_more  # noqa: F401
 from . import ops_nn as _ops_nn  # noqa: F401
-from .graph import Imported, import_program, load, missing_targets
+from .graph import Imported, import_program, load
 from .registry import CONVERTERS
+from .targets import missing_targets
 
 __all__ = ["CONVERTERS", "Imported", "import_program", "load", "missing_targets"]
