@@ -6,7 +6,8 @@
     dynshape run FILE|EXECUTABLE --input x=3,4 --input y=y.npy [-o out.npz] [--stats|--profile]
                  [--profile-trace trace.json]
     dynshape explain FILE [--bind n=128 ...] [--svg out.svg]   (the memory report)
-    dynshape import MODEL.onnx [-o OUT.txt] [--dim batch=1:64 ...] [--stats] [--time-budget S]
+    dynshape import MODEL.onnx|MODEL.pt2 [-o OUT.txt] [--dim batch=1:64 ...] [--stats]
+                    [--time-budget S]
     dynshape generate DECODER.onnx|EXECUTABLE --prompt-ids 1,2,3 [--prompt-ids 4,5 ...]
                       --max-new-tokens 32 [--eos-token-id 2] [--sample [--temperature T]
                       [--top-k K] [--seed S]] [--dim ...]
@@ -14,7 +15,8 @@
                    [--max-batch 64] [--replicas 2] [--threads 2] [--port N] [--name NAME]
                    [--max-steps N] [--timeout SECONDS] [--time-budget SECONDS] [--dim ...]
 
-``compile``, ``run`` and ``explain`` take an ONNX model (``.onnx``) wherever they take program
+``compile``, ``run`` and ``explain`` take an ONNX model (``.onnx``) or a torch.export program
+(``.pt2``, saved by ``torch.export.save``) wherever they take program
 text; ``--dim`` (repeatable) renames, fixes or bounds its dim names there too. ``--import
 MODULE`` (repeatable) imports a module first, the one that registers custom ops. The common
 options (``--full-errors``, ``--import``) go before or after the subcommand.
@@ -35,6 +37,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -98,14 +101,16 @@ def _build_parser() -> argparse.ArgumentParser:
     command("demo", "the seed program through every stage, run against numpy")
 
     comp = command("compile", "compile a program; print a stage or save it")
-    comp.add_argument("file", help="a program in the text format, or an ONNX model (.onnx)")
+    comp.add_argument(
+        "file", help="a program in the text format, an ONNX model (.onnx) or a torch.export .pt2"
+    )
     _dim_option(comp)
     comp.add_argument("--emit", choices=EMIT_CHOICES, help="print the program after this stage")
     comp.add_argument("-o", "--output", help="write here (the executable, without --emit)")
     _time_budget_option(comp)
 
     run = command("run", "run a program or a saved executable")
-    run.add_argument("file", help="a program (text or .onnx), or a saved executable")
+    run.add_argument("file", help="a program (text, .onnx or .pt2), or a saved executable")
     _dim_option(run)
     run.add_argument(
         "--input",
@@ -127,7 +132,9 @@ def _build_parser() -> argparse.ArgumentParser:
     )
 
     explain = command("explain", "the memory report: peak bytes, plan, layout")
-    explain.add_argument("file", help="a program in the text format, or an ONNX model (.onnx)")
+    explain.add_argument(
+        "file", help="a program in the text format, an ONNX model (.onnx) or a torch.export .pt2"
+    )
     _dim_option(explain)
     explain.add_argument(
         "--bind",
@@ -188,7 +195,7 @@ def _build_parser() -> argparse.ArgumentParser:
     )
 
     imp = command("import", "import an ONNX model: print (or save) its program")
-    imp.add_argument("file", help="an ONNX model (.onnx)")
+    imp.add_argument("file", help="an ONNX model (.onnx) or a torch.export program (.pt2)")
     imp.add_argument("-o", "--output", help="write the program text here")
     _dim_option(imp)
     imp.add_argument(
@@ -310,24 +317,46 @@ def _is_onnx(path: str) -> bool:
     return path.lower().endswith(".onnx")
 
 
+def _is_pt2(path: str) -> bool:
+    """A torch.export program saved by ``torch.export.save`` (a zip, so it must be told apart
+    from a saved executable by its name)."""
+    return path.lower().endswith(".pt2")
+
+
+def _is_model(path: str) -> bool:
+    return _is_onnx(path) or _is_pt2(path)
+
+
 def _source(args: argparse.Namespace) -> Module | str:
     """The program of ``args.file``: an imported ONNX model, or the text."""
     if _is_onnx(args.file):
         from .onnx import load  # the extra, only when asked for
 
         return load(args.file, dims=_dims(args.dim) or None)
+    if _is_pt2(args.file):
+        from .torch import load as load_pt2  # the extra, only when asked for
+
+        return load_pt2(args.file, dims=_dims(args.dim) or None)
     if args.dim:
-        raise DynShapeError("--dim is for ONNX models (.onnx); a program's dims are its own")
+        raise DynShapeError("--dim is for models (.onnx, .pt2); a program's dims are its own")
     return _read_text(args.file)
 
 
 def _import_cmd(args: argparse.Namespace) -> int:
-    if not _is_onnx(args.file):
-        raise DynShapeError(f"import takes an ONNX model (.onnx), got {args.file}")
-    from .onnx import import_model
-
+    if not _is_model(args.file):
+        raise DynShapeError(
+            f"import takes an ONNX model (.onnx) or a torch.export program (.pt2), got {args.file}"
+        )
     t0 = time.perf_counter()
-    imported = import_model(args.file, dims=_dims(args.dim) or None)
+    imported: Any
+    if _is_pt2(args.file):
+        from .torch import import_program
+
+        imported = import_program(args.file, dims=_dims(args.dim) or None)
+    else:
+        from .onnx import import_model
+
+        imported = import_model(args.file, dims=_dims(args.dim) or None)
     seconds = time.perf_counter() - t0
     left = _left(args.time_budget, seconds)
     text = str(imported.program) + "\n"
@@ -336,7 +365,7 @@ def _import_cmd(args: argparse.Namespace) -> int:
     elif not args.stats:
         sys.stdout.write(text)
     if args.stats:
-        print(imported.stats.format())
+        print(imported.format() if _is_pt2(args.file) else imported.stats.format())
         report = CompileReport()  # what a compile of the model would cost, pass by pass
         compile(imported.program, source_name=args.file, time_budget=left, report=report)
         print(f"import: {seconds:.3f} s")
@@ -350,7 +379,7 @@ def _left(budget: float | None, spent: float) -> float | None:
     if budget is None:
         return None
     if spent >= budget:
-        raise CompileTimeoutError("parsed", "the ONNX import", budget, spent)
+        raise CompileTimeoutError("parsed", "the model import", budget, spent)
     return budget - spent
 
 
@@ -398,7 +427,7 @@ def _load_program(args: argparse.Namespace, time_budget: float | None = None) ->
     within ``time_budget`` seconds for both."""
     path = args.file
     t0 = time.perf_counter()
-    if not _is_onnx(path):
+    if not _is_model(path):
         try:
             Path(path).stat()
         except OSError as e:
@@ -406,7 +435,7 @@ def _load_program(args: argparse.Namespace, time_budget: float | None = None) ->
         if _is_executable(path):  # binary: an executable, or junk
             return Executable.load(path)
     source = _source(args)
-    left = _left(time_budget, time.perf_counter() - t0) if _is_onnx(path) else time_budget
+    left = _left(time_budget, time.perf_counter() - t0) if _is_model(path) else time_budget
     return compile(source, source_name=path, time_budget=left)
 
 
@@ -508,7 +537,7 @@ def _explain_cmd(args: argparse.Namespace) -> int:
     from .memory_report import memory_report
     from .svg_layout import layout_svg
 
-    if not _is_onnx(args.file) and _is_executable(args.file):
+    if not _is_model(args.file) and _is_executable(args.file):
         raise DynShapeError(
             f"{args.file} is a compiled executable: it keeps the bytecode, not the memory "
             f"plan's formulas. Explain the program it was compiled from, or measure it: "

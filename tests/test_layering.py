@@ -102,7 +102,8 @@ def test_the_declarations_import_nothing_of_the_project() -> None:
         ("shape_funcs", ["dynshape", "vm", "ir", "sympy"]),
         ("vm", ["dynshape", "ir", "sympy"]),
         # the extras load only where they are asked for
-        ("dynshape", ["onnx", "onnxruntime", "ray", "starlette"]),
+        ("dynshape", ["onnx", "onnxruntime", "ray", "starlette", "torch", "dynshape.torch"]),
+        ("dynshape.torch", ["torch"]),
         ("dynshape.serve", ["ray", "starlette"]),
     ],
 )
@@ -142,10 +143,11 @@ INSIDE_DYNSHAPE = {
     "svg_layout": {"analysis", "memory_report"},
     "demo": {"pipeline"},
     "onnx": {"builder", "errors", "inference"},
+    "torch": {"builder", "errors"},
     "cli": {"demo", "errors", "generate_loop", "generate_model", "memory_report", "onnx",
-            "pipeline", "serve", "svg_layout"},
+            "pipeline", "serve", "svg_layout", "torch"},
     "serve": {"errors"},
-    "frontend": {"onnx", "pipeline"},
+    "frontend": {"onnx", "pipeline", "torch"},
     "session": {"errors", "onnx", "pipeline"},
     "generate_model": {"errors", "session"},
     "generate_sampling": {"errors"},
@@ -233,6 +235,25 @@ def test_only_the_importer_imports_onnx() -> None:
         "import sys, dynshape\n"
         "dynshape.compile('def @main(%x: Tensor[(n,), float32]) { exp(%x) }')\n"
         "print(','.join(m for m in ('onnx', 'onnxruntime', 'dynshape.onnx') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+
+
+def test_only_the_importer_imports_torch() -> None:
+    """``torch`` is an optional extra: only ``dynshape/torch/`` names it, and importing
+    dynshape (and compiling a program) loads none of it."""
+    bad = [
+        str(path.relative_to(ROOT))
+        for package in ALLOWED
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if "torch" in _imported_roots(path) and (ROOT / "dynshape" / "torch") not in path.parents
+    ]
+    assert not bad, bad
+    code = (
+        "import sys, dynshape\n"
+        "dynshape.compile('def @main(%x: Tensor[(n,), float32]) { exp(%x) }')\n"
+        "print(','.join(m for m in ('torch', 'dynshape.torch') if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""

@@ -67,7 +67,10 @@ def test_compile_run_and_explain_take_an_onnx_file(
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["import", "prog.txt"], "import takes an ONNX model (.onnx), got prog.txt"),
+        (
+            ["import", "prog.txt"],
+            "import takes an ONNX model (.onnx) or a torch.export program (.pt2), got prog.txt",
+        ),
         (["import", "HEADS", "--dim", "batch"], "--dim 'batch': expected NAME=SIZE"),
         (["import", "HEADS", "--dim", "batch=1:x"], "--dim 'batch=1:x': expected NAME=SIZE"),
         (["import", "HEADS", "--dim", "time=3"], "dims= names time, which no input"),
@@ -90,4 +93,4 @@ def test_dim_is_refused_for_a_text_program(
     prog = tmp_path / "p.txt"
     prog.write_text("def @main(%x: Tensor[(n,), float32]) { %x }\n")
     assert main(["compile", str(prog), "--emit", "types", "--dim", "n=3"]) == 1
-    assert "--dim is for ONNX models" in capsys.readouterr().err
+    assert "--dim is for models (.onnx, .pt2)" in capsys.readouterr().err
