@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import dynshape
 from vm import Assembler, OutOfBoundsError, VirtualMachine, tensor
 from vm.memory.allocator import NaiveAllocator, PooledAllocator
-from vm.memory.arena import place
+from vm.memory.arena import Arena, place
 from vm.straight import generated_source
 
 # Two plans (design/memory.md): where n <= m one storage for everything, returned; else one
@@ -267,3 +267,24 @@ def test_threads_sharing_a_vm_get_the_answers_they_get_alone() -> None:
         t.join()
     assert failures == []
     assert vm.allocator.stats.live_bytes == 0
+
+
+def test_a_call_failing_after_a_miss_leaves_nothing_for_the_next_call_to_free() -> None:
+    # A call misses (no layout yet) and fails before its return: the VM frees its live
+    # storages, the miss among them. The next call's allocator may hand that buffer to another
+    # instruction; the arena must not free it again at its return.
+    pool, live = PooledAllocator(), {}
+    arena = Arena(pool, live, [(0, 1)])
+    take = arena.taker(0, 64)
+    arena.begin()
+    missed = take(128)
+    for storage in live.values():  # the failed call: the VM gives back what it left
+        pool.free(storage)
+    live.clear()
+    arena.begin()
+    other = pool.alloc(128)  # another instruction's storage: the same buffer, from the pool
+    live[id(other.raw)] = other
+    assert other is missed
+    take(64)
+    arena.end()
+    assert live.get(id(other.raw)) is other  # still the other instruction's, not freed

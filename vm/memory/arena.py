@@ -121,6 +121,9 @@ class Arena:
 
     def begin(self) -> None:
         """At the function's start: this call's buffer, and the slots in it."""
+        # Misses left by a call that failed before ``end`` went back with its live storages
+        # (the VM frees those): forget them, or ``end`` would free whatever has their memory now.
+        self._missed.clear()
         if not self._total:
             return
         buffer = self._allocator.alloc(self._total)
