@@ -267,6 +267,11 @@ def _lengths(lens: np.ndarray, seq: int) -> np.ndarray | None:
     return None if bool(np.all(out == seq)) else out
 
 
+#: From this many rows of steps (``seq * batch``) on, R^T is copied into a contiguous array
+#: once a call (see ``_run``).
+CONTIGUOUS_R_MIN_ROWS = 64
+
+
 def _direction(
     step: _Step,
     gx: np.ndarray,
@@ -496,6 +501,13 @@ def _run(
     )
 
     rts = r.astype(ct, copy=False).swapaxes(1, 2)  # R^T of each direction, views
+    if seq * batch >= CONTIGUOUS_R_MIN_ROWS:
+        # Laid out as the products read it: a step's h @ R^T on a contiguous R^T took 0.72x
+        # the time of the transposed view's (measured, (2, 4, 128) x (2, 128, 512)), for one
+        # copy of R a call, which pays from a few dozen rows of steps on (lstm_tagger, CPU
+        # time: seq 16 x batch 1 983 -> 1,176 us with the copy; 64 x 4 7,740 -> 6,992 us;
+        # 128 x 8 24,798 -> 23,657 us).
+        rts = np.ascontiguousarray(rts)
     p = None
     if p_in is not None and _given(p_in):
         p = p_in.astype(ct, copy=False).reshape(dirs, 3, hidden)
