@@ -30,6 +30,7 @@ from onnx import TensorProto, helper  # noqa: E402
 
 from dynshape.testing.numpy_nn import NN_OPS  # noqa: E402
 from vm.kernels import get_kernel_factory  # noqa: E402
+from vm.kernels.recurrent import CONTIGUOUS_R_MIN_ROWS  # noqa: E402
 
 GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
 ACT_KEYS = {"LSTM": "fgh", "GRU": "fg", "RNN": "f"}
@@ -179,6 +180,20 @@ def test_kernel_matches_onnxruntime(op: str, data: st.DataObject) -> None:
     _close(got, [w.astype(np.float64) for w in want], dtype)
     if dtype == "float32":  # the reference interpreter agrees with onnxruntime too
         _close(_reference(op, case), [w.astype(np.float64) for w in want], dtype)
+
+
+@pytest.mark.parametrize("op", ["LSTM", "GRU", "RNN"])
+@settings(max_examples=8, deadline=None)
+@given(data=st.data())
+def test_kernel_matches_onnxruntime_with_r_copied_contiguous(op: str, data: st.DataObject) -> None:
+    """Enough rows of steps that the kernel copies R^T contiguous (CONTIGUOUS_R_MIN_ROWS)."""
+    seq, batch = 16, 5
+    assert seq * batch >= CONTIGUOUS_R_MIN_ROWS
+    layout = data.draw(st.sampled_from([0, 1]), "layout")
+    case = _case(op, data.draw, seq, batch, "float32")
+    _assume_in_range(op, case)
+    want = _onnxruntime(op, case)
+    _close(_kernel(op, case, layout), [w.astype(np.float64) for w in want], "float32")
 
 
 @pytest.mark.parametrize("op", ["LSTM", "GRU", "RNN"])
