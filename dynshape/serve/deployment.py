@@ -31,18 +31,18 @@ joined call fails, its requests run again one by one so that each gets its own a
 request cannot fail its neighbours), unless it ran out of its budget: each again alone could
 take the budget once more per request, so they all get that error.
 
-Only this module and ``front.py`` import Ray; ``dynshape`` and ``dynshape.serve`` never do.
+Only this module, ``front.py`` and ``grpc_loopback.py`` import Ray; ``dynshape`` and
+``dynshape.serve`` never do.
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib
 import os
 import resource
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -57,8 +57,9 @@ from vm.calling import positional
 from ..errors import RequestError, ServeConfigError
 from . import inference_protocol as v2
 from .batching import BatchPlan
-from .budgets import BUDGET_STATUS, DEFAULT_MAX_STEPS, DEFAULT_TIMEOUT_S
-from .front import DEFAULT_RETRIES, FRONT_ONGOING, Front, Reply, error_reply, json_reply
+from .budgets import BUDGET_STATUS, DEFAULT_MAX_STEPS, DEFAULT_RETRIES, DEFAULT_TIMEOUT_S
+from .front import FRONT_ONGOING, Front, Reply, error_reply, json_reply
+from .grpc_loopback import loopback_grpc
 from .scaling import replica_options
 from .source import ExecutableSource, default_model_name, executable_bytes
 from .wire import NPZ, inputs_from_json, inputs_from_npz, outputs_to_json, outputs_to_npz
@@ -89,7 +90,7 @@ class ExecutableServer:
         max_steps: int | None = DEFAULT_MAX_STEPS,
         timeout_s: float | None = DEFAULT_TIMEOUT_S,
     ) -> None:
-        _loopback_grpc()
+        loopback_grpc()
         self.exe = Executable.from_bytes(executable)
         self.main = next(f for f in self.exe.functions if f.name == "main")
         self.vm = VirtualMachine(self.exe, max_steps=max_steps, timeout=timeout_s)
@@ -230,32 +231,6 @@ def _version() -> str:
         return version("dynshape")
     except PackageNotFoundError:  # run from a checkout that was never installed
         return "unknown"
-
-
-def _loopback_grpc() -> None:
-    """On a node whose address is the loopback one (a local Ray, ``local.py``), make this
-    replica's inter-deployment gRPC server listen there too.
-
-    Ray Serve 2.60 starts that server on ``[::]:0`` (every interface) in
-    ``ray.serve._private.replica``, with no setting to change it (token authentication is on
-    by default); everything else a local Ray opens listens on 127.0.0.1. The address is
-    rewritten where the replica module binds it; nothing else of Ray changes. A Ray without
-    that function is left alone (``tests/serve/test_serve_sockets.py`` would then fail and say
-    which socket listens where)."""
-    # Ray's private module, typed as what it is to us: a namespace with one function to wrap.
-    replica: Any = importlib.import_module("ray.serve._private.replica")
-    bind = getattr(replica, "add_port_to_grpc_server", None)
-    if bind is None or getattr(bind, "loopback", False):
-        return
-    node_address: Callable[[], str] = ray.util.get_node_ip_address  # declared untyped by Ray
-    if node_address() != "127.0.0.1":
-        return  # a real cluster: other nodes' proxies must reach this replica
-
-    def on_loopback(server: Any, address: str) -> Any:
-        return bind(server, address.replace("[::]", "127.0.0.1", 1))
-
-    on_loopback.loopback = True  # type: ignore[attr-defined]
-    replica.add_port_to_grpc_server = on_loopback
 
 
 def deployment(

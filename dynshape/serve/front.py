@@ -34,15 +34,10 @@ from starlette.responses import Response
 from dynshape_errors import DynShapeError
 
 from . import inference_protocol as v2
+from .budgets import BACKOFF_S, DEFAULT_RETRIES, RETRY_AFTER_S
 from .counters import Counters
+from .grpc_loopback import loopback_grpc
 
-#: Attempts after the first when the replica of a request dies.
-DEFAULT_RETRIES = 3
-#: Seconds waited before each retry: the router has marked the dead replica by then, and a
-#: lone replica is being restarted by Serve's controller.
-BACKOFF_S = (0.05, 0.25, 1.0, 2.0)
-#: The ``Retry-After`` of a 503: about the time Serve takes to start a replica again.
-RETRY_AFTER_S = 20
 #: Requests the front lets in at once: it only awaits, the model replicas bound the work.
 FRONT_ONGOING = 1000
 #: The request headers the model replica reads.
@@ -103,6 +98,7 @@ class Front:
     deployment, ``name`` the model's name in the protocol's routes."""
 
     def __init__(self, model: Any, name: str, retries: int = DEFAULT_RETRIES) -> None:
+        loopback_grpc()  # as every replica: its gRPC server on 127.0.0.1 when Ray is local
         self.model = model
         self.name = name
         self.retries = retries

@@ -48,3 +48,43 @@ def test_wrong_replica_options_are_refused_with_their_message(
     with pytest.raises(ServeConfigError) as info:
         replica_options(*options, ongoing=5)
     assert message in str(info.value)
+
+
+def test_the_options_reach_ray_serve() -> None:
+    """The application's deployments as Ray Serve will start them: the front (one replica, no
+    CPU) bound to the model deployment, which carries the autoscaling bounds."""
+    pytest.importorskip("ray.serve")
+    import dynshape
+    from dynshape.serve.deployment import deployment
+
+    program = (
+        "def @main(%x: Tensor[(batch, 3), float32]) -> Tensor[(batch, 3), float32] { exp(%x) }"
+    )
+    app = deployment(
+        dynshape.compile(program),
+        batch_symbol="batch",
+        max_batch=16,
+        min_replicas=2,
+        max_replicas=5,
+        target_requests=8,
+        retries=1,
+        name="net",
+    )
+    front = app._bound_deployment
+    assert (front.name, front.num_replicas, front.ray_actor_options) == (
+        "net-front",
+        1,
+        {"num_cpus": 0},
+    )
+    assert front.init_args[1:] == ("model", 1)
+    model = front.init_args[0]._bound_deployment
+    assert model.name == "net" and model.max_ongoing_requests == 32  # 16 rows x (1 thread + 1)
+    scaling = model._deployment_config.autoscaling_config
+    assert (scaling.min_replicas, scaling.max_replicas, scaling.target_ongoing_requests) == (
+        2,
+        5,
+        8.0,
+    )
+    fixed = deployment(dynshape.compile(program), replicas=3)._bound_deployment.init_args[0]
+    assert fixed._bound_deployment.num_replicas == 3
+    assert fixed._bound_deployment._deployment_config.autoscaling_config is None
