@@ -13,7 +13,9 @@
                       [--top-k K] [--seed S]] [--dim ...]
     dynshape serve MODEL.dsx|MODEL.onnx|PROGRAM [--batch-symbol batch] [--pad seq=0]
                    [--max-batch 64] [--replicas 2] [--threads 2] [--port N] [--name NAME]
-                   [--max-steps N] [--timeout SECONDS] [--time-budget SECONDS] [--dim ...]
+                   [--min-replicas 1 --max-replicas 4 [--target-requests 2]] [--retries 3]
+                   [--metrics-port N] [--max-steps N] [--timeout SECONDS]
+                   [--time-budget SECONDS] [--dim ...]
 
 ``compile``, ``run`` and ``explain`` take an ONNX model (``.onnx``) or a torch.export program
 (``.pt2``, saved by ``torch.export.save``) wherever they take program
@@ -54,7 +56,9 @@ from .serve.budgets import (
     DEFAULT_COMPILE_BUDGET_S as DEFAULT_SERVE_COMPILE_BUDGET_S,
 )
 from .serve.budgets import DEFAULT_MAX_STEPS as DEFAULT_SERVE_MAX_STEPS
+from .serve.budgets import DEFAULT_RETRIES
 from .serve.budgets import DEFAULT_TIMEOUT_S as DEFAULT_SERVE_TIMEOUT_S
+from .serve.scaling import DEFAULT_TARGET_REQUESTS as DEFAULT_TARGET
 
 EMIT_CHOICES = (*STAGES, "bytecode")
 
@@ -165,11 +169,36 @@ def _build_parser() -> argparse.ArgumentParser:
         help="let requests that differ in SYMBOL share a call, padded with FILL (seq=0); only "
         "for models a padded position cannot change; repeatable",
     )
-    srv.add_argument("--replicas", type=int, default=1, help="replicas of the model (1)")
+    srv.add_argument("--replicas", type=int, help="replicas of the model (1)")
+    srv.add_argument(
+        "--min-replicas",
+        type=int,
+        help="autoscale from this many replicas (1; with --max-replicas)",
+    )
+    srv.add_argument("--max-replicas", type=int, help="autoscale up to this many replicas")
+    srv.add_argument(
+        "--target-requests",
+        type=float,
+        metavar="N",
+        help=f"autoscale to keep about N requests in flight per replica ({DEFAULT_TARGET:g})",
+    )
+    srv.add_argument(
+        "--retries",
+        type=int,
+        default=DEFAULT_RETRIES,
+        help="send a request again this many times when its replica dies "
+        f"({DEFAULT_RETRIES}; then a 503)",
+    )
     srv.add_argument(
         "--threads", type=int, default=1, help="calls one replica runs at once on its VM (1)"
     )
     srv.add_argument("--port", type=int, default=8000, help="loopback port (8000; 0: any free)")
+    srv.add_argument(
+        "--metrics-port",
+        type=int,
+        default=0,
+        help="loopback port of Ray's Prometheus metrics, /metrics (0: any free)",
+    )
     srv.add_argument(
         "--max-steps",
         type=int,
@@ -649,10 +678,13 @@ def _ids(what: str, text: str) -> list[int]:
 
 def _serve_cmd(args: argparse.Namespace) -> int:
     """Start Ray (this machine's CPUs), serve the executable on 127.0.0.1, print the URL,
-    and stop cleanly on Ctrl-C."""
+    and stop cleanly on Ctrl-C; each start-up step is said on stderr with the seconds spent."""
     from .serve.local import keep_ray_on_loopback
+    from .serve.progress import Progress
 
+    progress = Progress()
     keep_ray_on_loopback()  # before Ray is imported: it reads the switch then
+    progress.step("importing Ray Serve")
     try:
         import ray
         from ray import serve
@@ -661,6 +693,8 @@ def _serve_cmd(args: argparse.Namespace) -> int:
     except ImportError as e:
         raise DynShapeError(f"serve needs the extra: pip install -e '.[serve]' ({e})") from None
     budget = args.time_budget or None
+    saved = not _is_onnx(args.file) and _is_executable(args.file)
+    progress.step(f"loading {args.file}" if saved else f"compiling {args.file}")
     exe = _load_program(args, time_budget=budget)  # compiled once, before Ray starts
     name = args.name if args.name is not None else Path(args.file).stem
     app = deployment(
@@ -674,14 +708,32 @@ def _serve_cmd(args: argparse.Namespace) -> int:
         model_name=name,
         max_steps=args.max_steps or None,
         timeout_s=args.timeout or None,
+        min_replicas=args.min_replicas,
+        max_replicas=args.max_replicas,
+        target_requests=args.target_requests,
+        retries=args.retries,
     )
     port = args.port or _free_port()
     # Ray declares serve.shutdown without annotations: named with its type, calling it is typed.
     stop_serve: Callable[[], None] = serve.shutdown
-    ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
+    metrics_port = args.metrics_port or _free_port()
+    progress.step(f"starting Ray ({os.cpu_count()} CPUs, on 127.0.0.1)")
+    ray.init(
+        address="local",  # a Ray of its own, never one another process started on this machine
+        include_dashboard=False,
+        log_to_driver=False,
+        configure_logging=False,
+        _metrics_export_port=metrics_port,
+    )
     try:
+        progress.step(f"starting Serve, HTTP on 127.0.0.1:{port}")
         serve.start(http_options={"host": "127.0.0.1", "port": port})
+        progress.step(f"deploying {name}: {_replicas_said(args)}, each loading the executable")
         serve.run(app, name="dynshape", route_prefix="/")
+        progress.step(
+            f"ready; counters at http://127.0.0.1:{port}/v2/models/{name}/stats, Ray Serve's "
+            f"Prometheus metrics at http://127.0.0.1:{metrics_port}/metrics"
+        )
         stop = {signal.SIGINT, signal.SIGTERM}
         signal.pthread_sigmask(signal.SIG_BLOCK, stop)  # delivered to sigwait, not as an error
         url = f"http://127.0.0.1:{port}/"
@@ -693,6 +745,13 @@ def _serve_cmd(args: argparse.Namespace) -> int:
         ray.shutdown()
     print("stopped", flush=True)
     return 0
+
+
+def _replicas_said(args: argparse.Namespace) -> str:
+    """The replicas ``serve`` starts, in words."""
+    if args.max_replicas is None:
+        return f"{args.replicas or 1} replica(s)"
+    return f"{args.min_replicas or 1} to {args.max_replicas} replicas (autoscaling)"
 
 
 def _pads(specs: Sequence[str]) -> dict[str, float]:

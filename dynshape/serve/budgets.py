@@ -9,6 +9,9 @@ single long kernel (one huge matmul) finishes before it is noticed; the element 
 request bodies (``wire.MAX_ELEMENTS``) bound what one kernel can be given. A program or ONNX
 model that ``python -m dynshape serve`` compiles gives up after
 ``DEFAULT_COMPILE_BUDGET_S`` seconds of import and compile (``compile(time_budget=...)``).
+
+A request whose replica died is sent again at most ``DEFAULT_RETRIES`` times (``front.py``),
+after ``BACKOFF_S``; then it is answered 503 with ``Retry-After: RETRY_AFTER_S``.
 """
 
 from __future__ import annotations
@@ -23,3 +26,11 @@ DEFAULT_COMPILE_BUDGET_S = 600.0
 #: The HTTP status of a run stopped by its budget: the request was read, and the model could
 #: not finish it within the server's bounds (neither a malformed request nor a server fault).
 BUDGET_STATUS = 422
+#: Attempts after the first when the replica of a request dies.
+DEFAULT_RETRIES = 3
+#: Seconds waited before each retry: the router has marked the dead replica by then, and a
+#: lone replica is being started again by Serve's controller.
+BACKOFF_S = (0.05, 0.25, 1.0, 2.0)
+#: The ``Retry-After`` of a 503: about the time Serve takes to start a replica again
+#: (10-19 s measured on this machine, design/serving.md).
+RETRY_AFTER_S = 20

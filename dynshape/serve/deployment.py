@@ -17,6 +17,11 @@ back. The calls run on the replica's worker threads (``threads``, sharing its on
 thread-safe), never on its event loop: while the model runs, the replica goes on receiving
 requests, which is what fills the next batch.
 
+The application's ingress is not the model: every HTTP request and handle call goes through
+the front (``front.py``, one replica with no CPU), which forwards it to a model replica
+(HTTP as ``ExecutableServer.http``) and sends it again to another when that replica died; it
+keeps the per-model counters of ``GET /v2/models/NAME/stats``.
+
 A request the VM refuses (wrong dtype, rank, a broken symbolic relation) is answered with the
 project's message: ``VMArgumentError`` and the like from ``run``, an HTTP 400 with
 ``{"error": ...}`` over HTTP (the protocol's own 404 and 405 for an unknown model or route);
@@ -26,27 +31,24 @@ joined call fails, its requests run again one by one so that each gets its own a
 request cannot fail its neighbours), unless it ran out of its budget: each again alone could
 take the budget once more per request, so they all get that error.
 
-Only this module imports Ray; ``dynshape`` and ``dynshape.serve`` never do.
+Only this module, ``front.py`` and ``grpc_loopback.py`` import Ray; ``dynshape`` and
+``dynshape.serve`` never do.
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib
-import json
 import os
 import resource
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 import ray
 from ray import serve
-from starlette.requests import Request
-from starlette.responses import Response
 
 from dynshape_errors import DynShapeError
 from vm import Executable, StepLimitError, VirtualMachine
@@ -55,7 +57,10 @@ from vm.calling import positional
 from ..errors import RequestError, ServeConfigError
 from . import inference_protocol as v2
 from .batching import BatchPlan
-from .budgets import BUDGET_STATUS, DEFAULT_MAX_STEPS, DEFAULT_TIMEOUT_S
+from .budgets import BUDGET_STATUS, DEFAULT_MAX_STEPS, DEFAULT_RETRIES, DEFAULT_TIMEOUT_S
+from .front import FRONT_ONGOING, Front, Reply, error_reply, json_reply
+from .grpc_loopback import loopback_grpc
+from .scaling import replica_options
 from .source import ExecutableSource, default_model_name, executable_bytes
 from .wire import NPZ, inputs_from_json, inputs_from_npz, outputs_to_json, outputs_to_npz
 
@@ -63,6 +68,8 @@ DEFAULT_MAX_BATCH = 64
 DEFAULT_WAIT_S = 0.005
 #: Ray Serve's own default of requests in flight in one replica (``max_ongoing_requests``).
 RAY_DEFAULT_ONGOING = 5
+#: The front's deployment name is the model deployment's and this.
+FRONT_SUFFIX = "-front"
 # getrusage's ru_maxrss is in KiB on Linux, in bytes on macOS.
 _RSS_PER_MIB = 1 << 20 if sys.platform == "darwin" else 1 << 10
 
@@ -83,7 +90,7 @@ class ExecutableServer:
         max_steps: int | None = DEFAULT_MAX_STEPS,
         timeout_s: float | None = DEFAULT_TIMEOUT_S,
     ) -> None:
-        _loopback_grpc()
+        loopback_grpc()
         self.exe = Executable.from_bytes(executable)
         self.main = next(f for f in self.exe.functions if f.name == "main")
         self.vm = VirtualMachine(self.exe, max_steps=max_steps, timeout=timeout_s)
@@ -146,44 +153,43 @@ class ExecutableServer:
             arrays = positional(self.main, arrays, named)
         return await self._answered(tuple(arrays))
 
-    async def __call__(self, request: Request) -> Response:
-        """HTTP: the Open Inference Protocol's routes under ``/v2`` (``inference_protocol.py``);
-        anywhere else a JSON or ``.npz`` body in, the same kind out (``wire.py``). A request
-        of the wrong shape, dtype or form gets a 400 with the message."""
-        path = _path(request)
+    async def http(self, method: str, path: str, headers: Mapping[str, str], body: bytes) -> Reply:
+        """One HTTP request, forwarded by the front (``front.py``) with its path below the
+        route prefix and the headers of ``front.FORWARDED``: the Open Inference Protocol's
+        routes under ``/v2`` (``inference_protocol.py``); anywhere else a JSON or ``.npz``
+        body in, the same kind out (``wire.py``). A request of the wrong shape, dtype or form
+        gets a 400 with the message."""
         if path == "/v2" or path.startswith("/v2/"):
-            return await self._v2(request, path)
-        npz = NPZ in request.headers.get("content-type", "")
+            return await self._v2(method, path, headers, body)
+        npz = NPZ in headers.get("content-type", "")
         try:
-            body = await request.body()
             reader = inputs_from_npz if npz else inputs_from_json
             answer = await self._answered(reader(body, self.plan.params))
             if npz:
-                return Response(outputs_to_npz(answer), media_type=NPZ)
-            return Response(outputs_to_json(answer), media_type="application/json")
+                return Reply(200, outputs_to_npz(answer), NPZ)
+            return Reply(200, outputs_to_json(answer))
         except Exception as e:
-            return _error(*_status(e))
+            return error_reply(*_status(e))
 
-    async def _v2(self, request: Request, path: str) -> Response:
+    async def _v2(self, method: str, path: str, headers: Mapping[str, str], body: bytes) -> Reply:
         """One request of the Open Inference Protocol."""
         try:
-            kind = v2.route(request.method, path, self.model.name).kind
+            kind = v2.route(method, path, self.model.name).kind
             if kind == "infer":
-                body = await request.body()
-                parsed = v2.parse_infer(body, request.headers.get(v2.HEADER_LENGTH), self.model)
+                length = headers.get(v2.HEADER_LENGTH.lower())
+                parsed = v2.parse_infer(body, length, self.model)
                 answer = await self._answered(parsed.arrays)
-                out, length = v2.encode_infer(self.model, parsed, answer)
-                if length is None:
-                    return Response(out, media_type="application/json")
-                headers = {v2.HEADER_LENGTH: str(length)}
-                return Response(out, headers=headers, media_type="application/octet-stream")
+                out, size = v2.encode_infer(self.model, parsed, answer)
+                if size is None:
+                    return Reply(200, out)
+                return Reply(200, out, "application/octet-stream", ((v2.HEADER_LENGTH, str(size)),))
             if kind == "server":
-                return _json(v2.server_metadata(_version()))
+                return json_reply(v2.server_metadata(_version()))
             if kind == "model":
-                return _json(self.model.metadata())
-            return _json({})  # live, ready, model_ready: this replica answers, its model loaded
+                return json_reply(self.model.metadata())
+            return json_reply({})  # live, ready, model_ready: this replica answers, loaded
         except Exception as e:
-            return _error(*_status(e))
+            return error_reply(*_status(e))
 
     async def _answered(self, arrays: tuple[np.ndarray, ...]) -> Any:
         """The result of one request's arrays, or its error raised."""
@@ -205,14 +211,6 @@ class ExecutableServer:
         }
 
 
-def _error(status: int, message: str) -> Response:
-    return Response(v2.error_body(message), status_code=status, media_type="application/json")
-
-
-def _json(doc: Any) -> Response:
-    return Response(json.dumps(doc), media_type="application/json")
-
-
 def _status(e: Exception) -> tuple[int, str]:
     """The HTTP status and message of a request's error: the protocol's own status, 422 for a
     run stopped by its budget, 400 for anything else of ours (the request's fault), 500 with
@@ -226,13 +224,6 @@ def _status(e: Exception) -> tuple[int, str]:
     return 500, f"internal error: {type(e).__name__}: {e}".splitlines()[0]
 
 
-def _path(request: Request) -> str:
-    """The request's path below the application's route prefix."""
-    path: str = request.url.path
-    root: str = request.scope.get("root_path", "")
-    return (path[len(root) :] or "/") if root and path.startswith(root) else path
-
-
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -242,32 +233,6 @@ def _version() -> str:
         return "unknown"
 
 
-def _loopback_grpc() -> None:
-    """On a node whose address is the loopback one (a local Ray, ``local.py``), make this
-    replica's inter-deployment gRPC server listen there too.
-
-    Ray Serve 2.60 starts that server on ``[::]:0`` (every interface) in
-    ``ray.serve._private.replica``, with no setting to change it (token authentication is on
-    by default); everything else a local Ray opens listens on 127.0.0.1. The address is
-    rewritten where the replica module binds it; nothing else of Ray changes. A Ray without
-    that function is left alone (``tests/serve/test_serve_sockets.py`` would then fail and say
-    which socket listens where)."""
-    # Ray's private module, typed as what it is to us: a namespace with one function to wrap.
-    replica: Any = importlib.import_module("ray.serve._private.replica")
-    bind = getattr(replica, "add_port_to_grpc_server", None)
-    if bind is None or getattr(bind, "loopback", False):
-        return
-    node_address: Callable[[], str] = ray.util.get_node_ip_address  # declared untyped by Ray
-    if node_address() != "127.0.0.1":
-        return  # a real cluster: other nodes' proxies must reach this replica
-
-    def on_loopback(server: Any, address: str) -> Any:
-        return bind(server, address.replace("[::]", "127.0.0.1", 1))
-
-    on_loopback.loopback = True  # type: ignore[attr-defined]
-    replica.add_port_to_grpc_server = on_loopback
-
-
 def deployment(
     executable: ExecutableSource,
     *,
@@ -275,13 +240,17 @@ def deployment(
     pad: Mapping[str, float] | None = None,
     max_batch: int = DEFAULT_MAX_BATCH,
     batch_wait_s: float = DEFAULT_WAIT_S,
-    replicas: int = 1,
+    replicas: int | None = None,
     threads: int = 1,
     cpus_per_replica: float = 1.0,
     name: str = "dynshape",
     model_name: str | None = None,
     max_steps: int | None = DEFAULT_MAX_STEPS,
     timeout_s: float | None = DEFAULT_TIMEOUT_S,
+    min_replicas: int | None = None,
+    max_replicas: int | None = None,
+    target_requests: float | None = None,
+    retries: int = DEFAULT_RETRIES,
 ) -> Any:
     """The Ray Serve application serving ``executable`` (a path, the bytes of a saved file, or
     an ``Executable``): ``serve.run(deployment(...))``.
@@ -290,10 +259,14 @@ def deployment(
     lets requests that differ in the named symbols share a call, padded with the given fill
     values (``{"seq": 0}``: only for models a padded position cannot change), at most
     ``max_batch`` rows a call after waiting at most ``batch_wait_s`` for them; ``replicas``
-    processes, each running up to ``threads`` calls at once on its one VM. ``model_name`` is
+    processes (1 by default), each running up to ``threads`` calls at once on its one VM, or
+    between ``min_replicas`` and ``max_replicas`` scaled by Ray Serve to keep about
+    ``target_requests`` requests in flight per replica (``scaling.py``). ``model_name`` is
     the model's name in the Open Inference Protocol's routes (the file's stem by default, else
     ``model``); ``name`` is the Ray Serve deployment's. Each run stops past ``max_steps`` steps
     or ``timeout_s`` seconds (None: no bound), answered with the VM's ``StepLimitError``. The
+    application's ingress is the front (``front.py``): a request whose replica dies is sent
+    to another up to ``retries`` more times, else answered 503 with ``Retry-After``. The
     file, the batch symbol, the padding and the options are checked here, in the caller's
     process, before any replica starts (``FormatError``, ``ServeConfigError``)."""
     model = model_name if model_name is not None else default_model_name(executable)
@@ -305,10 +278,10 @@ def deployment(
     data = executable_bytes(executable)
     exe = Executable.from_bytes(data)
     plan = BatchPlan.for_executable(exe, batch_symbol, pad)
-    if min(max_batch, replicas, threads) < 1 or min(batch_wait_s, cpus_per_replica) < 0:
+    if min(max_batch, threads) < 1 or min(batch_wait_s, cpus_per_replica, retries) < 0:
         raise ServeConfigError(
-            f"max_batch ({max_batch}), replicas ({replicas}) and threads ({threads}) must be "
-            f">= 1, batch_wait_s ({batch_wait_s}) and cpus_per_replica ({cpus_per_replica}) "
+            f"max_batch ({max_batch}) and threads ({threads}) must be >= 1, batch_wait_s "
+            f"({batch_wait_s}), cpus_per_replica ({cpus_per_replica}) and retries ({retries}) "
             ">= 0"
         )
     # Ray Serve's cap on a replica's requests in flight would starve batching: let in what
@@ -316,14 +289,22 @@ def deployment(
     # own cap, so that the router spreads requests over the replicas instead of queueing them.
     per_call = max_batch if plan.batches else 1
     ongoing = max(per_call * (threads + 1), RAY_DEFAULT_ONGOING)
-    app: Any = serve.deployment(
+    scaling = replica_options(replicas, min_replicas, max_replicas, target_requests, ongoing)
+    server: Any = serve.deployment(
         ExecutableServer,
         name=name,
-        num_replicas=replicas,
         max_ongoing_requests=ongoing,
         ray_actor_options={"num_cpus": cpus_per_replica},
+        **scaling,
     )
-    return app.bind(
+    front: Any = serve.deployment(
+        Front,
+        name=f"{name}{FRONT_SUFFIX}",
+        num_replicas=1,
+        max_ongoing_requests=FRONT_ONGOING,
+        ray_actor_options={"num_cpus": 0},
+    )
+    model_app = server.bind(
         data,
         batch_symbol,
         max_batch,
@@ -334,3 +315,4 @@ def deployment(
         max_steps,
         timeout_s,
     )
+    return front.bind(model_app, model, retries)

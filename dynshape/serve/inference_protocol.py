@@ -9,6 +9,7 @@ Routes (``route``)::
     GET  /v2/models/{name}            model metadata (also .../versions/1)
     GET  /v2/models/{name}/ready      200 once the model is loaded
     POST /v2/models/{name}/infer      inference
+    GET  /v2/models/{name}/stats      request, error and latency counts (answered by the front)
 
 An infer request is ``{"id"?, "parameters"?, "inputs": [{"name", "shape", "datatype", "data"
 | "parameters": {"binary_data_size"}}], "outputs"?: [{"name", "parameters"?: {"binary_data"}}]}``;
@@ -74,9 +75,9 @@ DATATYPE_OF = {**{dtype: datatype for datatype, dtype in DATATYPES.items()}, "bf
 HEADER_LENGTH = "Inference-Header-Content-Length"
 #: The model version every model here has: one file is one version.
 VERSION = "1"
-EXTENSIONS = ("binary_tensor_data", "dynshape_dims")
+EXTENSIONS = ("binary_tensor_data", "statistics", "dynshape_dims")
 _SYMBOL = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
-_MODEL_ROUTE = re.compile(r"/v2/models/([^/]+)(?:/versions/([^/]+))?(/ready|/infer)?")
+_MODEL_ROUTE = re.compile(r"/v2/models/([^/]+)(?:/versions/([^/]+))?(/ready|/infer|/stats)?")
 
 
 class ProtocolError(RequestError):
@@ -90,7 +91,7 @@ class ProtocolError(RequestError):
 @dataclass(frozen=True)
 class Route:
     """What a request asks for: ``kind`` is ``server``, ``live``, ``ready``, ``model``,
-    ``model_ready`` or ``infer``."""
+    ``model_ready``, ``infer`` or ``stats``."""
 
     kind: str
 
@@ -111,7 +112,8 @@ def route(method: str, path: str, model: str) -> Route:
             raise ProtocolError(
                 f"model {name!r} has no version {version!r} (it has {VERSION})", 404
             )
-        kind = {None: "model", "/ready": "model_ready", "/infer": "infer"}[tail]
+        kinds = {None: "model", "/ready": "model_ready", "/infer": "infer", "/stats": "stats"}
+        kind = kinds[tail]
     else:
         raise ProtocolError(f"no route {path!r} (the protocol's routes start /v2)", 404)
     wanted = "POST" if kind == "infer" else "GET"

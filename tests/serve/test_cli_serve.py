@@ -4,6 +4,7 @@ loopback address, prints its URL, answers HTTP, and stops cleanly on Ctrl-C (SIG
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -49,6 +50,14 @@ def test_serve_prints_its_url_answers_and_stops_on_ctrl_c(tmp_path: Path) -> Non
             proc.kill()
     assert proc.returncode == 0, err[-2000:]
     assert "stopped" in rest and "Traceback" not in err
+    # start-up progress on stderr, each step with the seconds since the start
+    for step in ("importing Ray Serve", "loading m.dsx", "starting Ray (", "deploying m: 1 "):
+        assert re.search(r"\[ *\d+\.\d s\] " + re.escape(step), err), (step, err[-2000:])
+    assert re.search(
+        r"\] ready; counters at http://127.0.0.1:\d+/v2/models/m/stats, Ray Serve's "
+        r"Prometheus metrics at http://127.0.0.1:\d+/metrics",
+        err,
+    ), err[-2000:]
 
 
 @pytest.mark.parametrize(
@@ -70,6 +79,30 @@ def test_serve_prints_its_url_answers_and_stops_on_ctrl_c(tmp_path: Path) -> Non
         (PROGRAM, ["--max-steps", "-5"], "max_steps (-5) must be > 0, or None for no bound"),
         (PROGRAM, ["--timeout", "-1"], "timeout_s (-1.0) must be > 0, or None for no bound"),
         (PROGRAM, ["--name", "a/b"], "model name 'a/b': a non-empty name without '/'"),
+        (PROGRAM, ["--replicas", "0"], "replicas (0) must be an integer >= 1"),
+        (
+            PROGRAM,
+            ["--min-replicas", "3", "--max-replicas", "2"],
+            "min_replicas (3) must be <= max_replicas (2)",
+        ),
+        (PROGRAM, ["--min-replicas", "2"], "autoscaling needs max_replicas"),
+        (
+            PROGRAM,
+            ["--max-replicas", "0"],
+            "min_replicas (1) and max_replicas (0) must be integers >= 1",
+        ),
+        (PROGRAM, ["--max-replicas", "2", "--target-requests", "0"], "target_requests (0.0) must"),
+        (
+            PROGRAM,
+            ["--max-replicas", "2", "--target-requests", "9"],
+            "target_requests (9.0) must be <= the requests one replica takes in at once (5",
+        ),
+        (
+            PROGRAM,
+            ["--replicas", "2", "--max-replicas", "3"],
+            "replicas (2) is a fixed number: give it or the autoscaling bounds",
+        ),
+        (PROGRAM, ["--retries", "-1"], "retries (-1) >= 0"),
     ],
 )
 def test_serve_refuses_what_cannot_be_served_and_says_why(

@@ -56,6 +56,8 @@ IDS = {"name": "ids", "shape": [2, 3], "datatype": "INT64", "data": [[1, 2, 3], 
         ("GET", "/v2/models/net/versions/1/ready", "model_ready"),
         ("POST", "/v2/models/net/infer", "infer"),
         ("POST", "/v2/models/net/versions/1/infer", "infer"),
+        ("GET", "/v2/models/net/stats", "stats"),
+        ("GET", "/v2/models/net/versions/1/stats", "stats"),
     ],
 )
 def test_routes(method: str, path: str, kind: str) -> None:
@@ -68,7 +70,8 @@ def test_routes(method: str, path: str, kind: str) -> None:
         ("GET", "/v2/models/other", 404, "unknown model 'other' (this server serves 'net')"),
         ("POST", "/v2/models/other/infer", 404, "unknown model 'other'"),
         ("GET", "/v2/models/net/versions/2", 404, "model 'net' has no version '2' (it has 1)"),
-        ("GET", "/v2/models/net/stats", 404, "no route '/v2/models/net/stats'"),
+        ("GET", "/v2/models/net/statistics", 404, "no route '/v2/models/net/statistics'"),
+        ("POST", "/v2/models/net/stats", 405, "/v2/models/net/stats takes GET, not POST"),
         ("GET", "/v2/repository/index", 404, "no route '/v2/repository/index'"),
         ("GET", "/v2/models/net/infer", 405, "/v2/models/net/infer takes POST, not GET"),
         ("POST", "/v2/health/ready", 405, "/v2/health/ready takes GET, not POST"),
@@ -107,7 +110,7 @@ def test_server_metadata_names_the_extensions() -> None:
     assert v2.server_metadata("1.2") == {
         "name": "dynshape",
         "version": "1.2",
-        "extensions": ["binary_tensor_data", "dynshape_dims"],
+        "extensions": ["binary_tensor_data", "statistics", "dynshape_dims"],
     }
 
 

@@ -110,6 +110,28 @@ def test_int64_requests_get_the_vm_s_answers(cluster: int, apps: dict[str, Any])
         assert result.as_numpy("output1").dtype == np.int64
 
 
+def test_the_clients_statistics_count_each_answer(cluster: int, apps: dict[str, Any]) -> None:
+    """``GET /v2/models/NAME/stats`` (the front's counters) read by tritonclient."""
+    client = _client(cluster, "ids")
+
+    def counts() -> dict[str, Any]:
+        (stats,) = client.get_inference_statistics("ids")["model_stats"]
+        return dict(stats["dynshape_http"]["by_status"])
+
+    before = counts()
+    inp = http.InferInput("ids", [1, 2], "INT64")
+    inp.set_data_from_numpy(np.array([[1, 2]], np.int64))
+    client.infer("ids", [inp])
+    bad = {"inputs": [{"name": "ids", "shape": [1, 2], "datatype": "FP32", "data": [1, 2]}]}
+    status, _ = post(
+        f"http://127.0.0.1:{cluster}/ids/v2/models/ids/infer", json.dumps(bad).encode()
+    )
+    assert status == 400
+    after = counts()
+    assert after.get("200", 0) - before.get("200", 0) == 1
+    assert after.get("400", 0) - before.get("400", 0) == 1
+
+
 def test_the_issue_s_curl_request(cluster: int, apps: dict[str, Any]) -> None:
     """The README's example body: JSON in, JSON out, named outputs."""
     body = {"inputs": [{"name": "ids", "shape": [1, 4], "datatype": "INT64", "data": [1, 2, 3, 4]}]}
