@@ -18,6 +18,7 @@ import sympy
 
 import ir
 from dynshape.builder import trace
+from dynshape.builder.dim_sources import record_dim_sources
 
 from .float_dims import AsFloat
 from .known import Known
@@ -38,12 +39,7 @@ class Materializer:
 
     def record(self, value: Any) -> None:
         """Remember where the plain symbols of ``value``'s shape can be read at run time."""
-        ty = getattr(value, "type", None)
-        if not isinstance(ty, ir.TensorType):
-            return
-        for axis, d in enumerate(ty.shape):
-            if isinstance(d, sympy.Symbol) and d not in self.sources:
-                self.sources[d] = (value, axis)
+        record_dim_sources(self.sources, value)
 
     def __call__(self, known: Known) -> Any:
         numeric = known.numeric()

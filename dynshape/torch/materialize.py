@@ -13,8 +13,8 @@ from typing import Any
 
 import sympy
 
-import ir
 from dynshape.builder import trace
+from dynshape.builder.dim_sources import record_dim_sources
 
 from .registry import Unsupported
 
@@ -29,12 +29,7 @@ class Materializer:
 
     def record(self, value: Any) -> None:
         """Remember where the plain symbols of ``value``'s shape can be read at run time."""
-        ty = getattr(value, "type", None)
-        if not isinstance(ty, ir.TensorType):
-            return
-        for axis, d in enumerate(ty.shape):
-            if isinstance(d, sympy.Symbol) and d not in self.sources:
-                self.sources[d] = (value, axis)
+        record_dim_sources(self.sources, value)
 
     def __call__(self, dim: Any, dtype: str) -> Any:
         key = (dim, dtype)
