@@ -19,6 +19,7 @@ from .dims import (
     is_static,
     known_equal,
     simplify,
+    simplify_under,
     sym,
     upper_bound,
 )
@@ -147,6 +148,7 @@ __all__ = [
     "register_op",
     "scalar",
     "simplify",
+    "simplify_under",
     "step_calls",
     "structurally_equal",
     "sym",

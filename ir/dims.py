@@ -23,7 +23,7 @@ import sympy
 
 from . import dim_proofs
 from .errors import IRError
-from .ranges import Ranges, as_ranges, bounds, upper_bound
+from .ranges import Ranges, as_ranges, bounds, simplify_under, upper_bound
 from .ranges import decide as _decide_ranged
 
 __all__ = [
@@ -43,6 +43,7 @@ __all__ = [
     "is_static",
     "known_equal",
     "simplify",
+    "simplify_under",
     "sym",
     "upper_bound",
 ]

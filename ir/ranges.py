@@ -283,6 +283,29 @@ def _simplify_under(e: sympy.Basic, env: Mapping[sympy.Basic, Bound]) -> sympy.B
     return e.func(*args)
 
 
+def simplify_under(dim: int | sympy.Basic, ranges: Mapping[Any, Any] | None) -> int | sympy.Basic:
+    """``dim`` with the ``% floor ceil max min`` that ``ranges`` decide folded away
+    (``max(0, n - 3)`` is ``n - 3`` for ``n >= 3``): equal to ``dim`` at every binding within
+    the ranges, which is all a program's types speak of (an input outside them is refused at
+    the entry). Cheap interval arithmetic, no search: for shape functions' results, so that a
+    clamp the ranges make moot (a slice's ``min(1, t)`` with ``t >= 1``) does not reach every
+    later proof."""
+    if isinstance(dim, int) or not dim.has(
+        sympy.Min, sympy.Max, sympy.floor, sympy.ceiling, sympy.Mod
+    ):
+        return dim
+    relevant = as_ranges(ranges).restrict(dim.free_symbols)
+    if not relevant:
+        return dim
+    out = _simplified_under(dim, relevant)
+    return int(out) if out.is_Integer else out
+
+
+@functools.lru_cache(maxsize=65536)
+def _simplified_under(dim: sympy.Basic, ranges: Ranges) -> sympy.Basic:
+    return _simplify_under(dim, ranges)
+
+
 def _as_expr(dim: int | sympy.Basic) -> sympy.Expr:
     return sympy.Integer(dim) if isinstance(dim, int) else dim
 

@@ -24,9 +24,10 @@ programs has one type), it is keyed by the node's identity and forgets it with t
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -76,6 +77,28 @@ def made(expr: Expr) -> Expr:
     if scopes:
         scopes[-1].made.add(expr)
     return expr
+
+
+#: The symbol ranges the program being traced will declare, if its builder knows them while
+#: tracing (``tracing_ranges``).
+_RANGES: contextvars.ContextVar[Mapping[str, tuple[int, int | None]] | None] = (
+    contextvars.ContextVar("dynshape_builder_ranges", default=None)
+)
+
+
+@contextlib.contextmanager
+def tracing_ranges(ranges: Mapping[str, tuple[int, int | None]]) -> Iterator[None]:
+    """Type the calls traced inside with ``ranges`` (symbol name -> ``(lo, hi)``), the ranges
+    the program will be built with: facts are decided and clamps folded under them as
+    ``build``'s type inference will, so the types stay small while tracing (the ONNX importer,
+    whose sizes an exporter clamps with ``max``/``min`` that the ranges make moot). ``ranges``
+    is read at every call: a caller may narrow it as it goes (narrower ranges keep every type
+    computed under wider ones true)."""
+    token = _RANGES.set(ranges)
+    try:
+        yield
+    finally:
+        _RANGES.reset(token)
 
 
 # ---- values -----------------------------------------------------------------------------
@@ -194,4 +217,6 @@ def op_result_type(op: ir.OpDef, call: ir.Call, operands: Sequence[Any]) -> Type
         else TensorType(a.shape, a.dtype)
         for a in operands
     ]
-    return infer_op_result_type(SymbolicContext(), op, call.attrs, call.args, arg_types)
+    return infer_op_result_type(
+        SymbolicContext(_RANGES.get()), op, call.attrs, call.args, arg_types
+    )

@@ -24,7 +24,7 @@ import sympy
 import ir
 from ir.dim_proofs import fold_roundings
 from ir.dims import as_expr, compare, dim_max, dim_min
-from ir.ranges import as_ranges
+from ir.ranges import as_ranges, simplify_under
 from ir.text.dims_text import AnonNamer
 from shape_funcs import ShapeError, UnknownValue, get_shape_func
 from shape_funcs.errors import FACT_KINDS, fact_failure, fact_text, format_what
@@ -170,7 +170,7 @@ class SymbolicContext:
         saved = (self.op_name, self._fn, self._inputs)
         self.op_name, self._fn, self._inputs = op_name, fn, inputs
         try:
-            return _folded(fn(self, *inputs, **(attrs or {})))
+            return _folded(fn(self, *inputs, **(attrs or {})), self.ranges)
         except ShapeError as e:
             raise e.in_op(op_name, self._describe_inputs()) from None
         except (TypeError, ValueError, IndexError, KeyError, ZeroDivisionError) as e:
@@ -294,18 +294,21 @@ def _describe_inputs(fn: Callable[..., Any] | None, inputs: Sequence[Any]) -> st
     )
 
 
-def _folded(shape: Any) -> Any:
+def _folded(shape: Any, ranges: ir.Ranges) -> Any:
     """A shape function's result with nested roundings folded (``fold_roundings``): a stack of
     strided convolutions gives ``floor((floor((h - 1)/2) - 1)/2) + 1``, which folds to
     ``floor((h - 3)/4) + 1``. One spelling per size, whichever way a model computes it (an
     exporter's ``h // 4`` and the shape functions' towers), so that types compare cheaply.
-    Also a broadcast's ``seq * min(1, seq)``, which is ``seq`` (``fold_roundings``)."""
+    Also a broadcast's ``seq * min(1, seq)``, which is ``seq`` (``fold_roundings``). Then the
+    clamps the declared ranges decide (``simplify_under``): with ``samples >= 400``, a speech
+    encoder's ``max(0, frames) * min(1, frames)`` is ``frames``, and its reshapes' proofs no
+    longer split every ``max`` (issue 27: wav2vec2's import spent a second there)."""
     if isinstance(shape, list):
-        return [_folded(s) for s in shape]
+        return [_folded(s, ranges) for s in shape]
     if isinstance(shape, tuple):
         return tuple(
-            fold_roundings(d)
-            if isinstance(d, sympy.Expr) and d.has(sympy.floor, sympy.ceiling, sympy.Min)
+            simplify_under(fold_roundings(d), ranges)
+            if isinstance(d, sympy.Expr) and d.has(sympy.floor, sympy.ceiling, sympy.Min, sympy.Max)
             else d
             for d in shape
         )

@@ -22,6 +22,7 @@ import ir
 
 from ..builder import Value, build
 from ..builder.program import Program, tensor
+from ..builder.trace import tracing_ranges
 from ..errors import BuildError, CompileError, ModelImportError
 from .dims import DimOption, InputDims, dim_names, recorded_dim, symbol_name
 from .known import Known
@@ -203,8 +204,9 @@ class _Importer:
 
     def run(self) -> Program:
         inputs = self.read_inputs()
-        for node in self.graph.node:
-            self.convert(node)
+        with tracing_ranges(self.dims.ranges):
+            for node in self.graph.node:
+                self.convert(node)
         outputs, names = [], []
         for out in self.graph.output:
             if out.name not in self.values:

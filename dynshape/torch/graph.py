@@ -25,7 +25,7 @@ import ir
 
 from ..builder import Value, build
 from ..builder.program import Program, tensor
-from ..builder.trace import constant
+from ..builder.trace import constant, tracing_ranges
 from ..errors import BuildError, CompileError, ModelImportError
 from . import assertions
 from .dtypes import array, ir_dtype
@@ -123,11 +123,12 @@ class _Importer:
     def run(self) -> Program:
         inputs = self.read_inputs()
         out_node = None
-        for node in self.ep.graph.nodes:
-            if node.op in ("call_function", "get_attr"):
-                self.convert(node)
-            elif node.op == "output":
-                out_node = node
+        with tracing_ranges(self.symbols.ranges):  # narrowed by assertions as they come
+            for node in self.ep.graph.nodes:
+                if node.op in ("call_function", "get_attr"):
+                    self.convert(node)
+                elif node.op == "output":
+                    out_node = node
         if out_node is None:
             raise ModelImportError("the graph has no output node")
         results, names = self.read_outputs(out_node)

@@ -85,3 +85,24 @@ def test_a_dim_bound_that_may_be_negative_is_checked_at_run_time() -> None:
     np.testing.assert_array_equal(vm.run(np.arange(5, dtype=np.float32)), [2, 3, 4])
     with pytest.raises(RunTimeShapeError, match=r"begin\[0\] = n - 3 to be >= 0"):
         vm.run(np.arange(2, dtype=np.float32))
+
+
+def test_the_ranges_known_while_tracing_fold_clamps_and_decide_facts() -> None:
+    """``tracing_ranges`` (the ONNX importer's): the types of the calls traced inside are those
+    ``build`` gives under the same ranges, so a clamp the ranges make moot is gone at once."""
+    from dynshape.builder.trace import tracing_ranges
+
+    x = ds.tensor("x", ("b", "n"))
+    assert x[:, :1].shape == (b := ir.sym("b"), sympy.Min(1, n))
+    ranges = {"n": (1, None)}
+    with tracing_ranges(ranges):
+        sliced = x[:, :1]
+        assert sliced.shape == (b, 1)
+        ranges["n"] = (3, None)  # narrowed as the caller goes: read at every call
+        assert x[:, 1:3].shape == (b, 2)
+        with pytest.raises(dynshape.BuildError, match="element count"):
+            x[0].reshape(2)  # n == 2 is refuted under n >= 3 (deferred without ranges)
+    assert x[:, :1].shape == (b, sympy.Min(1, n))  # the ranges end with the block
+    assert x[0].reshape(2).shape == (2,)
+    exe = dynshape.compile(ds.build(sliced, [x], ranges=ranges))
+    assert str(exe.outputs[0]) == "Tensor[(b, 1), float32]"

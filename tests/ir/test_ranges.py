@@ -253,6 +253,27 @@ def test_bounds(dim: ir.Dim, ranges: dict, expected: tuple) -> None:
     assert ir.dims.upper_bound(dim, ranges) == expected[1]
 
 
+_frames = sympy.floor(ir.sym("samples") / 320 - sympy.Rational(5, 4)) + 1
+SIMPLIFIED = [
+    (sympy.Max(0, n - 3), {"n": (3, None)}, n - 3),
+    (sympy.Max(0, n - 3), {"n": (2, None)}, sympy.Max(0, n - 3)),  # n = 2 gives 0
+    (sympy.Min(1, n) * m, {"n": (1, 8)}, m),
+    (sympy.Mod(n, 16), {"n": (1, 15)}, n),
+    (sympy.floor(n / 8), {"n": (0, 7)}, 0),
+    # a speech encoder's frames clamped by a broadcast, moot from 400 samples on
+    (sympy.Max(0, _frames) * sympy.Min(1, _frames), {"samples": (400, None)}, _frames),
+    (sympy.Max(0, n - 3), {}, sympy.Max(0, n - 3)),  # no ranges: nothing to decide with
+    (7, {"n": (1, 2)}, 7),
+]
+
+
+@pytest.mark.parametrize(("dim", "ranges", "expected"), SIMPLIFIED)
+def test_simplify_under_folds_what_the_ranges_decide(
+    dim: ir.Dim, ranges: dict, expected: object
+) -> None:
+    assert ir.simplify_under(dim, ranges) == expected
+
+
 # ---- soundness: bounds contain every value, proofs hold at every value -------------------------
 
 _SYMS = (n, m, k)
@@ -305,6 +326,8 @@ def test_proofs_and_bounds_are_sound(
         dim = int(expr) if isinstance(expr, sympy.Integer) else expr
         lo, hi = ir.bounds(dim, ranges)
         assert lo <= val and (hi is None or val <= hi), (expr, ranges, values)
+        simpler = sympy.sympify(ir.simplify_under(dim, ranges))
+        assert int(simpler.xreplace(values)) == val, (expr, simpler, ranges, values)
     verdict = ir.compare(
         int(a) if isinstance(a, sympy.Integer) else a,
         op,
