@@ -22,10 +22,7 @@ block also runs the plain kernel, which reports the failing step as usual.
 from __future__ import annotations
 
 import operator
-import os
-import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -33,6 +30,7 @@ import numpy as np
 from shape_funcs.declarations import BUILTIN_OPS
 
 from .kernels.registry import Kernel, get_kernel_factory
+from .worker_thread import shared
 
 #: Ops whose result element ``i`` depends only on element ``i`` of each (broadcast) operand, so
 #: a block of rows computes the same values it would as part of the whole array: those their
@@ -53,36 +51,6 @@ BLOCK_ELEMENTS = 1 << 17
 BLOCKED_MIN_ELEMENTS = 1 << 22
 #: Output elements from which the blocks are shared with the worker thread.
 THREAD_MIN_ELEMENTS = 1 << 22
-
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def _worker_pool() -> ThreadPoolExecutor:
-    """The process's one worker thread (made on first use): a blocked kernel runs blocks there
-    and on the calling thread at once."""
-    global _pool
-    if _pool is None:
-        with _pool_lock:
-            if _pool is None:
-                _pool = ThreadPoolExecutor(1, thread_name_prefix="dynshape-blocks")
-    return _pool
-
-
-def _forget_pool() -> None:
-    # A forked child has no worker thread, but would inherit a pool that believes it has an
-    # idle one and never starts another: the child makes its own pool on first use.
-    global _pool
-    _pool = None
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_pool)
-
-
-def use_threads() -> bool:
-    """Whether blocked kernels share their blocks with a worker thread: only with 2+ cores."""
-    return (os.cpu_count() or 1) >= 2
 
 
 class BlockedPlan:
@@ -134,17 +102,15 @@ class BlockedPlan:
         # atomic under the GIL): on a loaded machine the thread that gets more CPU does more
         # blocks, where fixed halves would wait for the slower one.
         starts = iter(range(0, rows, block))
+
+        def blocks() -> None:
+            self._run_blocks(starts, block, rows, ins, consts, outputs, passed)
+
         try:
-            if use_threads() and outputs[0].size >= THREAD_MIN_ELEMENTS:
-                fut: Future[None] = _worker_pool().submit(
-                    self._run_blocks, starts, block, rows, ins, consts, outputs, passed
-                )
-                try:
-                    self._run_blocks(starts, block, rows, ins, consts, outputs, passed)
-                finally:
-                    fut.result()
+            if outputs[0].size >= THREAD_MIN_ELEMENTS:
+                shared(blocks)
             else:
-                self._run_blocks(starts, block, rows, ins, consts, outputs, passed)
+                blocks()
         except (ValueError, TypeError, IndexError, ArithmeticError):
             return False  # the plain kernel runs again and names the failing step
         return True

@@ -14,25 +14,66 @@ from typing import Any
 
 import numpy as np
 
+from ..worker_thread import shared
 from .registry import Kernel, register_kernel, register_table
+
+#: Unary ufuncs that cost nanoseconds an element (numpy's SIMD or libm transcendental loops:
+#: float32 tanh ~3 ns, exp ~1.7 ns on the benchmark machine, against ~0.12 ns for add):
+#: worth sharing with the worker thread on large arrays (``_shared_unary``).
+TRANSCENDENTAL: dict[str, np.ufunc] = {
+    "exp": np.exp,
+    "log": np.log,
+    "sin": np.sin,
+    "cos": np.cos,
+    "tan": np.tan,
+    "asin": np.arcsin,
+    "acos": np.arccos,
+    "atan": np.arctan,
+    "sinh": np.sinh,
+    "cosh": np.cosh,
+    "tanh": np.tanh,
+    "asinh": np.arcsinh,
+    "acosh": np.arccosh,
+    "atanh": np.arctanh,
+}
+#: Elements from which a transcendental ufunc's work is shared with the worker thread, and the
+#: elements each thread takes at a time (a float32 chunk is 128 KiB: in cache).
+SHARED_MIN = 1 << 16
+SHARED_CHUNK = 1 << 15
+
+
+def _shared_unary(ufunc: np.ufunc) -> Kernel:
+    """``ufunc(x, out=out)``; from ``SHARED_MIN`` elements (same shape and dtype, both
+    C-contiguous) in chunks that the calling thread and the worker thread share
+    (``vm/worker_thread.py``): each element is computed by the same loop either way."""
+
+    def kernel(x: np.ndarray, out: np.ndarray) -> None:
+        n = out.size
+        if (
+            n < SHARED_MIN
+            or x.shape != out.shape
+            or x.dtype != out.dtype
+            or not (x.flags.c_contiguous and out.flags.c_contiguous)
+        ):
+            ufunc(x, out=out)
+            return
+        src, dst = x.reshape(-1), out.reshape(-1)
+        chunks = iter(range(0, n, SHARED_CHUNK))
+
+        def work() -> None:
+            for i in chunks:
+                ufunc(src[i : i + SHARED_CHUNK], out=dst[i : i + SHARED_CHUNK])
+
+        shared(work)
+
+    kernel.__doc__ = f"``np.{ufunc.__name__}``, shared with the worker thread on large arrays."
+    return kernel
+
 
 register_table(
     {
-        "exp": np.exp,
-        "log": np.log,
         "sqrt": np.sqrt,
-        "sin": np.sin,
-        "cos": np.cos,
-        "tan": np.tan,
-        "asin": np.arcsin,
-        "acos": np.arccos,
-        "atan": np.arctan,
-        "sinh": np.sinh,
-        "cosh": np.cosh,
-        "tanh": np.tanh,
-        "asinh": np.arcsinh,
-        "acosh": np.arccosh,
-        "atanh": np.arctanh,
+        **{name: _shared_unary(ufunc) for name, ufunc in TRANSCENDENTAL.items()},
         "floor": np.floor,
         "ceil": np.ceil,
         "round": np.rint,  # half to even
@@ -223,6 +264,9 @@ _ERF_NARROW_CLIP = 3.92
 #: elements, loaded 2-core machine): chunks of 4 Ki 44 ms, 8 Ki 35, 16 Ki 27, 32 Ki 25-27: the
 #: ~40 ufunc calls per chunk cost ~1 us each, which small chunks pay per few thousand elements.
 ERF_CHUNK = 1 << 15
+#: Elements from which the chunks are shared with the worker thread (``vm/worker_thread.py``):
+#: two chunks, ~0.5 ms of work against a hand-off of tens of microseconds.
+ERF_THREAD_MIN = 2 * ERF_CHUNK
 
 
 _erf_local = threading.local()
@@ -357,9 +401,11 @@ def _erf(x: np.ndarray, out: np.ndarray) -> None:
     a float32 grid (2.2e6 points). NaN propagates, erf(+-inf) = +-1, erf(-0.0) = -0.0.
 
     Works in chunks of ``ERF_CHUNK`` elements with float64 scratch kept per thread (a fixed
-    ~1.8 MB, allocated on the thread's first call). Safe in place (``out`` may be ``x``); a
-    non-contiguous ``x`` (or one of another dtype) is first copied into ``out`` and computed
-    there in place."""
+    ~1.8 MB, allocated on the thread's first call); from ``ERF_THREAD_MIN`` elements the
+    chunks are shared with the worker thread (``vm/worker_thread.py``): each chunk is computed
+    the same way whichever thread takes it, so the result does not depend on the sharing.
+    Safe in place (``out`` may be ``x``); a non-contiguous ``x`` (or one of another dtype) is
+    first copied into ``out`` and computed there in place."""
     if x.shape != out.shape:
         raise ValueError(f"erf: input shape {x.shape} but output shape {out.shape}")
     n = out.size
@@ -370,20 +416,30 @@ def _erf(x: np.ndarray, out: np.ndarray) -> None:
         x = out
     src = x.reshape(-1)  # views: both are C-contiguous
     dst = out.reshape(-1)
-    ax, y, xs, rs, nd, spare = _erf_scratch(min(n, ERF_CHUNK))
-    if out.dtype != np.float64:
-        # No floating-point state to silence here (the clip bounds every power of x), so no
-        # errstate context either: it costs more than the formula on a few hundred elements.
-        for i in range(0, n, ERF_CHUNK):
-            part = src[i : i + ERF_CHUNK]
-            b = spare[: part.size]
-            np.copyto(b, part, casting="unsafe")
-            _erf_narrow_chunk(b, y, nd)
-            np.copyto(dst[i : i + ERF_CHUNK], b, casting="unsafe")
-        return
-    with np.errstate(all="ignore"):  # underflow to 0 near +-6, NaN inputs: expected, not errors
-        for i in range(0, n, ERF_CHUNK):
-            _erf_chunk(src[i : i + ERF_CHUNK], dst[i : i + ERF_CHUNK], ax, y, nd, xs, rs)
+    chunks = iter(range(0, n, ERF_CHUNK))
+    narrow = out.dtype != np.float64
+
+    def work() -> None:
+        ax, y, xs, rs, nd, spare = _erf_scratch(min(n, ERF_CHUNK))  # this thread's
+        if narrow:
+            # No floating-point state to silence here (the clip bounds every power of x), so
+            # no errstate context either: it costs more than the formula on a few hundred
+            # elements.
+            for i in chunks:
+                part = src[i : i + ERF_CHUNK]
+                b = spare[: part.size]
+                np.copyto(b, part, casting="unsafe")
+                _erf_narrow_chunk(b, y, nd)
+                np.copyto(dst[i : i + ERF_CHUNK], b, casting="unsafe")
+            return
+        with np.errstate(all="ignore"):  # underflow to 0 near +-6, NaN inputs: expected
+            for i in chunks:
+                _erf_chunk(src[i : i + ERF_CHUNK], dst[i : i + ERF_CHUNK], ax, y, nd, xs, rs)
+
+    if n >= ERF_THREAD_MIN:
+        shared(work)  # the chunks, shared with the worker thread
+    else:
+        work()
 
 
 def _copy(x: np.ndarray, out: np.ndarray) -> None:

@@ -1,0 +1,150 @@
+"""Work shared with the worker thread (``vm/worker_thread.py``): every item done once, the same
+results as one thread computes, errors and numpy's error state carried over, and no deadlock
+when the worker itself (or several threads at once) asks for help."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+from vm import worker_thread
+from vm.kernels import elementwise
+from vm.kernels.registry import get_kernel_factory
+from vm.worker_thread import shared
+
+RNG = np.random.default_rng(20261203)
+
+
+def _items_done(count: int) -> tuple[list[int], set[str]]:
+    items = iter(range(count))
+    done: list[int] = []
+    threads: set[str] = set()
+    lock = threading.Lock()
+
+    def work() -> None:
+        for i in items:
+            with lock:
+                done.append(i)
+                threads.add(threading.current_thread().name)
+
+    shared(work)
+    return done, threads
+
+
+def test_every_item_is_done_once() -> None:
+    done, _ = _items_done(10_000)
+    assert sorted(done) == list(range(10_000))
+
+
+def test_one_core_runs_everything_on_the_calling_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(worker_thread.os, "cpu_count", lambda: 1)
+    done, threads = _items_done(1_000)
+    assert sorted(done) == list(range(1_000))
+    assert threads == {threading.current_thread().name}
+
+
+def test_an_error_of_either_thread_is_raised() -> None:
+    items = iter(range(100))
+
+    def work() -> None:
+        for i in items:
+            if i == 50:
+                raise ArithmeticError("item 50")
+
+    with pytest.raises(ArithmeticError, match="item 50"):
+        shared(work)
+
+
+def test_help_asked_from_the_worker_itself_does_not_deadlock() -> None:
+    """A kernel running on the worker thread (a blocked kernel's step) shares its own work:
+    the queued help cannot start until it returns, so it is cancelled, not waited for."""
+    results: list[list[int]] = []
+
+    def outer() -> None:
+        results.append(sorted(_items_done(500)[0]))
+
+    worker_thread._worker_pool().submit(outer).result(timeout=60)
+    assert results == [list(range(500))]
+
+
+def test_the_callers_floating_point_error_state_reaches_the_worker() -> None:
+    items = iter(range(300))
+    seen: list[tuple[str, str]] = []
+
+    def work() -> None:
+        for _ in items:
+            time.sleep(0.001)  # slow items: the worker surely takes some
+            seen.append((threading.current_thread().name, np.geterr()["over"]))
+
+    with np.errstate(over="raise"):
+        shared(work)
+    assert len(seen) == 300
+    assert {state for _, state in seen} == {"raise"}
+    assert len({name for name, _ in seen}) == 2  # both threads took items
+
+
+def test_an_overflow_raises_under_the_callers_errstate() -> None:
+    exp = get_kernel_factory("exp")({})
+    x = np.zeros(8 * elementwise.SHARED_CHUNK, np.float32)
+    x[-1] = 100.0  # only the last chunk overflows, whichever thread takes it
+    out = np.empty_like(x)
+    with np.errstate(over="raise"), pytest.raises(FloatingPointError, match="overflow"):
+        exp(x, out)
+    with np.errstate(over="ignore"):
+        exp(x, out)
+    assert np.isinf(out[-1]) and not np.isinf(out[:-1]).any()
+
+
+@pytest.mark.parametrize("name", sorted(elementwise.TRANSCENDENTAL))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_shared_transcendentals_equal_numpy_bit_for_bit(name: str, dtype: type) -> None:
+    kernel = get_kernel_factory(name)({})
+    ufunc = elementwise.TRANSCENDENTAL[name]
+    n = elementwise.SHARED_MIN * 2 + 12_345  # a last, shorter chunk
+    x = RNG.uniform(0.05, 0.95, (n // 5, 5)).astype(dtype)  # in every function's domain
+    if name == "acosh":
+        x += 1
+    out = np.empty_like(x)
+    with np.errstate(all="ignore"):
+        kernel(x, out)
+        np.testing.assert_array_equal(out, ufunc(x))
+        inplace = x.copy()
+        kernel(inplace, inplace)
+        np.testing.assert_array_equal(inplace, ufunc(x))
+        strided = np.empty((n // 5, 10), dtype)[:, ::2]  # not contiguous: numpy's own call
+        kernel(x, strided)
+        np.testing.assert_array_equal(strided, ufunc(x))
+        row = np.empty((3, *x.shape), dtype)  # broadcast input
+        kernel(x[0], row[:, 0])
+        np.testing.assert_array_equal(row[:, 0], np.broadcast_to(ufunc(x[0]), row[:, 0].shape))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_shared_erf_equals_erf_on_one_thread(dtype: type, monkeypatch: pytest.MonkeyPatch) -> None:
+    erf = get_kernel_factory("erf")({})
+    x = RNG.normal(0, 2, 5 * elementwise.ERF_CHUNK + 77).astype(dtype)
+    x[::1001] = np.nan
+    shared_out = np.empty_like(x)
+    erf(x, shared_out)
+    monkeypatch.setattr(elementwise, "ERF_THREAD_MIN", 1 << 62)
+    alone = np.empty_like(x)
+    erf(x, alone)
+    np.testing.assert_array_equal(shared_out, alone)
+
+
+def test_threads_sharing_at_once_each_get_their_answer() -> None:
+    tanh = get_kernel_factory("tanh")({})
+    inputs = [RNG.normal(size=3 * elementwise.SHARED_MIN).astype(np.float32) for _ in range(8)]
+
+    def one(x: np.ndarray) -> bool:
+        out = np.empty_like(x)
+        for _ in range(5):
+            tanh(x, out)
+        return bool(np.array_equal(out, np.tanh(x)))
+
+    with ThreadPoolExecutor(4) as pool:
+        assert all(pool.map(one, inputs, timeout=120))

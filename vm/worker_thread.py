@@ -1,0 +1,74 @@
+"""The process's one worker thread, with which a kernel shares a large piece of work.
+
+numpy releases the GIL in its loops, so two threads that each run ufuncs over their own part of
+an array use both cores. The work is a loop over items taken from one shared iterator (``next``
+on it is atomic under the GIL): on a busy machine the thread that gets the CPU does more items,
+where fixed halves would wait for the slower one. One worker for the whole process, made on
+first use; a kernel shares with it only from sizes where the hand-off (tens of microseconds)
+is small against the work (``fused_blocked.THREAD_MIN_ELEMENTS``, ``elementwise.ERF_THREAD_MIN``).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _worker_pool() -> ThreadPoolExecutor:
+    global _pool
+    if _pool is None:
+        with _pool_lock:
+            if _pool is None:
+                _pool = ThreadPoolExecutor(1, thread_name_prefix="dynshape-worker")
+    return _pool
+
+
+def _forget_pool() -> None:
+    # A forked child has no worker thread, but would inherit a pool that believes it has an
+    # idle one and never starts another: the child makes its own pool on first use.
+    global _pool
+    _pool = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
+
+
+def use_threads() -> bool:
+    """Whether kernels share work with the worker thread: only with 2+ cores."""
+    return (os.cpu_count() or 1) >= 2
+
+
+def shared(work: Callable[[], None]) -> None:
+    """Run ``work`` on the calling thread and on the worker thread at once; return when both
+    are done (an exception of either is raised). ``work`` must take its items from an iterator
+    both calls share, so that each item is done once, whichever thread takes it.
+
+    The worker may be busy (another thread's kernel, or this very call made from the worker
+    itself, as a blocked kernel's step does): the calling thread then does every item, and the
+    queued call, not started, is cancelled rather than waited for, so a kernel never waits on
+    work that only the thread waiting could run. The worker runs under the caller's numpy
+    floating-point error handling (``np.errstate`` is per thread): an overflow the caller
+    would have raised is raised from either thread's items."""
+    if not use_threads():
+        work()
+        return
+    helper = _worker_pool().submit(_under_errstate, np.geterr(), work)
+    try:
+        work()
+    finally:
+        if not helper.cancel():
+            helper.result()
+
+
+def _under_errstate(state: Any, work: Callable[[], None]) -> None:
+    with np.errstate(**state):
+        work()
