@@ -148,3 +148,39 @@ def test_threads_sharing_at_once_each_get_their_answer() -> None:
 
     with ThreadPoolExecutor(4) as pool:
         assert all(pool.map(one, inputs, timeout=120))
+
+
+def _without_sharing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(elementwise, "SHARED_MIN", 1 << 62)
+
+
+def test_softmax_sigmoid_and_attention_are_the_same_shared_or_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Their exp and tanh go through the shared kernels on large tensors: bit for bit what one
+    thread computes (and the attention within float rounding of numpy's formula)."""
+    softmax = get_kernel_factory("nn.softmax")({"axis": -1})
+    sigmoid = get_kernel_factory("sigmoid")({})
+    attention = get_kernel_factory("nn.attention")(
+        {"scale": 0.125, "q_axes": None, "k_axes": None, "v_axes": None, "out_axes": None}
+    )
+    x = RNG.normal(size=(4, 96, 256)).astype(np.float32)
+    q, k, v = (RNG.normal(size=(2, 4, 128, 16)).astype(np.float32) for _ in range(3))
+    mask = np.where(RNG.random((2, 1, 128, 128)) < 0.2, -np.inf, 0).astype(np.float32)
+    mask[..., 0] = 0  # no row fully masked
+
+    def outputs() -> list[np.ndarray]:
+        results = [np.empty_like(x), np.empty_like(x), np.empty_like(q)]
+        softmax(x, results[0])
+        sigmoid(x, results[1])
+        attention(q, k, v, mask, results[2])
+        return results
+
+    shared_results = outputs()
+    _without_sharing(monkeypatch)
+    for got, alone in zip(shared_results, outputs(), strict=True):
+        np.testing.assert_array_equal(got, alone)
+    scores = q @ k.swapaxes(-1, -2) * np.float32(0.125) + mask
+    p = np.exp(scores - scores.max(-1, keepdims=True))
+    want = p / p.sum(-1, keepdims=True) @ v
+    np.testing.assert_allclose(shared_results[2], want, rtol=1e-5, atol=1e-6)

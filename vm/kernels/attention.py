@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from .blas_threads import matmul as _matmul
+from .elementwise import SHARED_UNARY
 from .registry import Kernel, register_kernel
 
 #: The largest scores block the kernel allocates at once (bytes): 16 MiB, a (1, 8, 512, 1024)
@@ -41,6 +42,7 @@ from .registry import Kernel, register_kernel
 SCORES_MAX_BYTES = 1 << 24
 
 _F16 = np.dtype(np.float16)
+_exp = SHARED_UNARY["exp"]
 
 
 def _view(x: np.ndarray, axes: Sequence[int] | None) -> np.ndarray:
@@ -66,7 +68,7 @@ def _softmax_rows(s: np.ndarray) -> np.ndarray:
     Returns the rows' reciprocal sums: NaN for a row holding a NaN (a result is NaN only in
     such a row: elsewhere the max-shifted ``exp`` is in ``[0, 1]`` and the sum ``>= 1``)."""
     np.subtract(s, np.maximum.reduce(s, axis=-1, keepdims=True), s)
-    np.exp(s, s)
+    _exp(s, s)  # shared with the worker thread on large scores
     total = np.add.reduce(s, axis=-1, keepdims=True)
     np.reciprocal(total, total)
     np.multiply(s, total, s)

@@ -70,10 +70,15 @@ def _shared_unary(ufunc: np.ufunc) -> Kernel:
     return kernel
 
 
+#: The transcendental kernels, by op name (also what softmax, attention and sigmoid call for
+#: their exp and tanh).
+SHARED_UNARY: dict[str, Kernel] = {name: _shared_unary(u) for name, u in TRANSCENDENTAL.items()}
+
+
 register_table(
     {
         "sqrt": np.sqrt,
-        **{name: _shared_unary(ufunc) for name, ufunc in TRANSCENDENTAL.items()},
+        **SHARED_UNARY,
         "floor": np.floor,
         "ceil": np.ceil,
         "round": np.rint,  # half to even
@@ -135,7 +140,7 @@ def _rsqrt(x: np.ndarray, out: np.ndarray) -> None:
 def _sigmoid(x: np.ndarray, out: np.ndarray) -> None:
     """``1 / (1 + exp(-x))`` computed as ``(1 + tanh(x / 2)) / 2``: no overflow for large |x|."""
     np.multiply(x, 0.5, out)
-    np.tanh(out, out)
+    SHARED_UNARY["tanh"](out, out)
     np.add(out, 1.0, out)
     np.multiply(out, 0.5, out)
 

@@ -24,9 +24,11 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from .blas_threads import matmul as _matmul
+from .elementwise import SHARED_UNARY
 from .registry import Kernel, register_kernel
 
 F16 = np.dtype(np.float16)
+_exp = SHARED_UNARY["exp"]
 
 
 def _dense(data: np.ndarray, weight: np.ndarray, out: np.ndarray) -> None:
@@ -107,7 +109,7 @@ def _softmax(x: np.ndarray, axis: int, out: np.ndarray) -> None:
     # tensor, not a divide over it (half the time at (256, 256), measured): 4 passes over
     # the tensor (shift, exp, sum, scale), temporaries of the reduced size only.
     np.subtract(x, np.maximum.reduce(x, axis=axis, keepdims=True), out)
-    np.exp(out, out)
+    _exp(out, out)  # shared with the worker thread on large tensors
     total = np.add.reduce(out, axis=axis, keepdims=True)
     np.reciprocal(total, total)
     np.multiply(out, total, out)
