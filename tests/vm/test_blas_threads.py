@@ -209,3 +209,61 @@ def test_the_default_gives_the_same_bits_on_every_call() -> None:
             again = np.empty_like(first)
             bt.matmul(a, b, again)
             assert np.array_equal(first, again), shape
+
+
+def _split_shapes() -> list[tuple[int, ...]]:
+    # (batch..., m, k, n) past SPLIT_MIN: plain, a last part shorter than the others, batched
+    return [(1024, 256, 256), (1000, 300, 130), (2, 4, 200, 128, 256)]
+
+
+@pytest.mark.parametrize("shape", _split_shapes())
+def test_large_products_split_by_rows_are_repeatable_and_numpys(shape: tuple[int, ...]) -> None:
+    """Past SPLIT_MIN the ``one`` policy computes fixed parts of the rows on two threads: the
+    bits of each part's own single-threaded GEMM, on every call and from every thread."""
+    if bt.switch() is None:
+        pytest.skip("no switchable OpenBLAS (another BLAS, or its OpenMP layer)")
+    *lead, m, k, n = shape
+    assert int(np.prod(lead or [1])) * m * k * n >= bt.SPLIT_MIN
+    rng = np.random.default_rng(m + k + n)
+    a = rng.standard_normal((*lead, m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    first = np.full((*lead, m, n), np.nan, np.float32)
+    bt.matmul(a, b, first)
+    np.testing.assert_allclose(first, a @ b, rtol=1e-4, atol=3e-4)
+    step = -(-m // bt.SPLIT_PARTS)
+    step = -(-step // bt.SPLIT_ALIGN) * bt.SPLIT_ALIGN
+    sw = bt.switch()
+    assert sw is not None
+    sw.enter()
+    try:
+        parts = np.concatenate([a[..., r : r + step, :] @ b for r in range(0, m, step)], axis=-2)
+    finally:
+        sw.leave()
+    np.testing.assert_array_equal(first, parts)
+
+    def again() -> bool:
+        out = np.empty_like(first)
+        for _ in range(3):
+            bt.matmul(a, b, out)
+        return bool(np.array_equal(out, first))
+
+    results: list[bool] = []
+    threads = [threading.Thread(target=lambda: results.append(again())) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [True] * 4
+
+
+def test_an_output_overlapping_an_operand_is_not_split(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    monkeypatch.setattr(bt, "_split_rows", lambda *args: calls.append(1))
+    square = np.random.default_rng(1).standard_normal((512, 512)).astype(np.float32)
+    want = square @ square
+    bt.matmul(square, square, square)  # numpy copies an overlapping operand first
+    np.testing.assert_allclose(square, want, rtol=1e-4, atol=3e-4)
+    assert calls == []
+    other = np.empty_like(square)
+    bt.matmul(want, want, other)
+    assert calls == ([1] if bt.switch() is not None else [])

@@ -41,6 +41,13 @@ large products (two threads took 0.6-0.9x of one thread's time from 2^24 up). ``
 rule above) takes that price back where bit-for-bit repeatability does not matter, and
 ``process`` leaves BLAS alone: ``set_policy(name)`` chooses, for the whole process, as BLAS's
 thread count is process-wide.
+
+The second core, under ``one``: a product of at least ``SPLIT_MIN`` work is cut into fixed
+parts of its rows, each a single-threaded GEMM, which the calling thread and the process's
+worker thread (``vm/worker_thread.py``) take from one iterator. The parts depend on the shapes
+only, so the bits stay the same on every call and from every thread; nothing synchronises
+inside a GEMM, so a busy core costs at most the wait for one part at the end, not a scheduler
+quantum at every step as OpenBLAS's own threads do.
 """
 
 from __future__ import annotations
@@ -57,6 +64,8 @@ from typing import Any
 
 import numpy as np
 
+from ..worker_thread import shared, use_threads
+
 #: At or below this per-matrix work OpenBLAS already runs a GEMM on one thread (65536 *
 #: GEMM_MULTITHREAD_THRESHOLD): nothing to choose, and timing the call would cost ~0.3 us.
 LOW = 65536 * 4
@@ -70,6 +79,14 @@ PROBE_MAX = 16.0
 WINDOW = 5
 
 POLICIES = ("adaptive", "process", "one")
+
+#: From this much work a call (``m * k * n`` over the whole batch: ~1 ms on one thread here),
+#: the ``one`` policy cuts a product along its rows into ``SPLIT_PARTS`` parts of a multiple of
+#: ``SPLIT_ALIGN`` rows, each one single-threaded GEMM, which the calling thread and the worker
+#: thread share (``_split_rows``).
+SPLIT_MIN = 1 << 25
+SPLIT_PARTS = 4
+SPLIT_ALIGN = 16
 
 _BLAS_DTYPES = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128))
 
@@ -290,6 +307,9 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
         np.matmul(a, b, out=out)
         return
     if _policy == "one":
+        if total >= SPLIT_MIN and _splittable(a, b, out):
+            _split_rows(a, b, out, sw)
+            return
         sw.enter()
         try:
             np.matmul(a, b, out=out)
@@ -310,3 +330,40 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
         np.matmul(a, b, out=out)
     end = clock()
     _adaptive.record(bucket, one, (end - start) / total, end)
+
+
+def _splittable(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> bool:
+    """Whether ``_split_rows`` may run this product: rows to cut, and no operand that overlaps
+    ``out`` (a part's rows would be written while another part reads them)."""
+    return (
+        a.ndim >= 2
+        and out.shape[-2] >= 2 * SPLIT_ALIGN
+        and use_threads()
+        and not np.may_share_memory(out, a)
+        and not np.may_share_memory(out, b)
+    )
+
+
+def _split_rows(a: np.ndarray, b: np.ndarray, out: np.ndarray, sw: _Switch) -> None:
+    """``np.matmul(a, b, out=out)`` as single-threaded GEMMs over fixed parts of the rows,
+    taken by the calling thread and the worker thread from one iterator (``vm/worker_thread``).
+
+    Both cores work on a quiet machine, where OpenBLAS's own two threads would collapse on a
+    busy one (they synchronise inside every GEMM; a part is waited for at most once, at the
+    end). The parts depend on the shapes only and each is one single-threaded GEMM, so a call
+    gives the same bits whichever thread computes which part, loaded or not (the ``one``
+    policy's promise), though not necessarily the bits of one unsplit GEMM."""
+    rows = out.shape[-2]
+    step = -(-rows // SPLIT_PARTS)
+    step = -(-step // SPLIT_ALIGN) * SPLIT_ALIGN
+    starts = iter(range(0, rows, step))
+
+    def parts() -> None:
+        sw.enter()
+        try:
+            for r in starts:
+                np.matmul(a[..., r : r + step, :], b, out=out[..., r : r + step, :])
+        finally:
+            sw.leave()
+
+    shared(parts)
