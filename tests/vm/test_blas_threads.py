@@ -211,35 +211,56 @@ def test_the_default_gives_the_same_bits_on_every_call() -> None:
             assert np.array_equal(first, again), shape
 
 
-def _split_shapes() -> list[tuple[int, ...]]:
-    # (batch..., m, k, n) past SPLIT_MIN: plain, a last part shorter than the others, batched
-    return [(1024, 256, 256), (1000, 300, 130), (2, 4, 200, 128, 256)]
+#: (a's shape, b's shape) past SPLIT_MIN: rows of a plain product, a last part shorter than the
+#: others, rows of a batch too short to cut, and batches: both operands batched, and a
+#: convolution's (groups, out channels, taps) weight against (images, groups, taps, pixels).
+SPLIT_CASES = [
+    ((1024, 256), (256, 256)),
+    ((1000, 300), (300, 130)),
+    ((2, 4, 200, 128), (128, 256)),
+    ((8, 64, 256), (8, 256, 300)),
+    ((2, 32, 72), (8, 2, 72, 1200)),
+]
 
 
-@pytest.mark.parametrize("shape", _split_shapes())
-def test_large_products_split_by_rows_are_repeatable_and_numpys(shape: tuple[int, ...]) -> None:
-    """Past SPLIT_MIN the ``one`` policy computes fixed parts of the rows on two threads: the
-    bits of each part's own single-threaded GEMM, on every call and from every thread."""
-    if bt.switch() is None:
-        pytest.skip("no switchable OpenBLAS (another BLAS, or its OpenMP layer)")
-    *lead, m, k, n = shape
-    assert int(np.prod(lead or [1])) * m * k * n >= bt.SPLIT_MIN
-    rng = np.random.default_rng(m + k + n)
-    a = rng.standard_normal((*lead, m, k)).astype(np.float32)
-    b = rng.standard_normal((k, n)).astype(np.float32)
-    first = np.full((*lead, m, n), np.nan, np.float32)
-    bt.matmul(a, b, first)
-    np.testing.assert_allclose(first, a @ b, rtol=1e-4, atol=3e-4)
-    step = -(-m // bt.SPLIT_PARTS)
+def _expected_parts(a: np.ndarray, b: np.ndarray, out_shape: tuple[int, ...]) -> np.ndarray:
+    """The product as ``_split`` cuts it, each part a single-threaded GEMM."""
+    if len(out_shape) >= 3 and out_shape[0] >= bt.SPLIT_PARTS:
+        step = -(-out_shape[0] // bt.SPLIT_PARTS)
+
+        def cut(x: np.ndarray, i: int) -> np.ndarray:
+            return x[i : i + step] if x.ndim == len(out_shape) and x.shape[0] > 1 else x
+
+        return np.concatenate([cut(a, i) @ cut(b, i) for i in range(0, out_shape[0], step)], axis=0)
+    rows = out_shape[-2]
+    step = -(-rows // bt.SPLIT_PARTS)
     step = -(-step // bt.SPLIT_ALIGN) * bt.SPLIT_ALIGN
+    return np.concatenate([a[..., r : r + step, :] @ b for r in range(0, rows, step)], axis=-2)
+
+
+@pytest.mark.parametrize(("a_shape", "b_shape"), SPLIT_CASES)
+def test_large_products_split_in_parts_are_repeatable_and_numpys(
+    a_shape: tuple[int, ...], b_shape: tuple[int, ...]
+) -> None:
+    """Past SPLIT_MIN the ``one`` policy computes fixed parts of the batch or of the rows on
+    two threads: the bits of each part's own single-threaded GEMM, on every call and from every
+    thread."""
     sw = bt.switch()
-    assert sw is not None
+    if sw is None:
+        pytest.skip("no switchable OpenBLAS (another BLAS, or its OpenMP layer)")
+    rng = np.random.default_rng(sum(a_shape) + sum(b_shape))
+    a = rng.standard_normal(a_shape).astype(np.float32)
+    b = rng.standard_normal(b_shape).astype(np.float32)
+    want = a @ b
+    assert want.size * a_shape[-1] >= bt.SPLIT_MIN
+    first = np.full(want.shape, np.nan, np.float32)
+    bt.matmul(a, b, first)
+    np.testing.assert_allclose(first, want, rtol=1e-4, atol=3e-4)
     sw.enter()
     try:
-        parts = np.concatenate([a[..., r : r + step, :] @ b for r in range(0, m, step)], axis=-2)
+        np.testing.assert_array_equal(first, _expected_parts(a, b, want.shape))
     finally:
         sw.leave()
-    np.testing.assert_array_equal(first, parts)
 
     def again() -> bool:
         out = np.empty_like(first)
@@ -258,7 +279,7 @@ def test_large_products_split_by_rows_are_repeatable_and_numpys(shape: tuple[int
 
 def test_an_output_overlapping_an_operand_is_not_split(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[int] = []
-    monkeypatch.setattr(bt, "_split_rows", lambda *args: calls.append(1))
+    monkeypatch.setattr(bt, "_split", lambda *args: calls.append(1))
     square = np.random.default_rng(1).standard_normal((512, 512)).astype(np.float32)
     want = square @ square
     bt.matmul(square, square, square)  # numpy copies an overlapping operand first

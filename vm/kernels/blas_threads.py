@@ -81,9 +81,9 @@ WINDOW = 5
 POLICIES = ("adaptive", "process", "one")
 
 #: From this much work a call (``m * k * n`` over the whole batch: ~1 ms on one thread here),
-#: the ``one`` policy cuts a product along its rows into ``SPLIT_PARTS`` parts of a multiple of
-#: ``SPLIT_ALIGN`` rows, each one single-threaded GEMM, which the calling thread and the worker
-#: thread share (``_split_rows``).
+#: the ``one`` policy cuts a product into ``SPLIT_PARTS`` parts of its batch or of its rows (a
+#: multiple of ``SPLIT_ALIGN`` rows), each one single-threaded GEMM, which the calling thread
+#: and the worker thread share (``_split``).
 SPLIT_MIN = 1 << 25
 SPLIT_PARTS = 4
 SPLIT_ALIGN = 16
@@ -308,7 +308,7 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
         return
     if _policy == "one":
         if total >= SPLIT_MIN and _splittable(a, b, out):
-            _split_rows(a, b, out, sw)
+            _split(a, b, out, sw)
             return
         sw.enter()
         try:
@@ -333,36 +333,56 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
 
 
 def _splittable(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> bool:
-    """Whether ``_split_rows`` may run this product: rows to cut, and no operand that overlaps
-    ``out`` (a part's rows would be written while another part reads them)."""
+    """Whether ``_split`` may run this product: a batch or rows to cut, and no operand that
+    overlaps ``out`` (a part's rows would be written while another part reads them)."""
     return (
         a.ndim >= 2
-        and out.shape[-2] >= 2 * SPLIT_ALIGN
+        and b.ndim >= 2
+        and ((out.ndim >= 3 and out.shape[0] >= SPLIT_PARTS) or out.shape[-2] >= 2 * SPLIT_ALIGN)
         and use_threads()
         and not np.may_share_memory(out, a)
         and not np.may_share_memory(out, b)
     )
 
 
-def _split_rows(a: np.ndarray, b: np.ndarray, out: np.ndarray, sw: _Switch) -> None:
-    """``np.matmul(a, b, out=out)`` as single-threaded GEMMs over fixed parts of the rows,
-    taken by the calling thread and the worker thread from one iterator (``vm/worker_thread``).
+def _split(a: np.ndarray, b: np.ndarray, out: np.ndarray, sw: _Switch) -> None:
+    """``np.matmul(a, b, out=out)`` as single-threaded GEMMs over fixed parts, taken by the
+    calling thread and the worker thread from one iterator (``vm/worker_thread``): parts of
+    the outermost batch axis when it has ``SPLIT_PARTS`` entries (a convolution's images: each
+    part reads only its own im2col rows), else of the rows.
 
     Both cores work on a quiet machine, where OpenBLAS's own two threads would collapse on a
     busy one (they synchronise inside every GEMM; a part is waited for at most once, at the
     end). The parts depend on the shapes only and each is one single-threaded GEMM, so a call
     gives the same bits whichever thread computes which part, loaded or not (the ``one``
     policy's promise), though not necessarily the bits of one unsplit GEMM."""
-    rows = out.shape[-2]
-    step = -(-rows // SPLIT_PARTS)
-    step = -(-step // SPLIT_ALIGN) * SPLIT_ALIGN
-    starts = iter(range(0, rows, step))
+    if out.ndim >= 3 and out.shape[0] >= SPLIT_PARTS:
+        batch = out.shape[0]
+        step = -(-batch // SPLIT_PARTS)
+
+        def cut(x: np.ndarray, i: int) -> np.ndarray:
+            # an operand without the axis, or with it as 1, is read whole by broadcasting
+            return x[i : i + step] if x.ndim == out.ndim and x.shape[0] == batch else x
+
+        def part(i: int) -> None:
+            np.matmul(cut(a, i), cut(b, i), out=out[i : i + step])
+
+        starts = iter(range(0, batch, step))
+    else:
+        rows = out.shape[-2]
+        step = -(-rows // SPLIT_PARTS)
+        step = -(-step // SPLIT_ALIGN) * SPLIT_ALIGN
+
+        def part(i: int) -> None:
+            np.matmul(a[..., i : i + step, :], b, out=out[..., i : i + step, :])
+
+        starts = iter(range(0, rows, step))
 
     def parts() -> None:
         sw.enter()
         try:
-            for r in starts:
-                np.matmul(a[..., r : r + step, :], b, out=out[..., r : r + step, :])
+            for i in starts:
+                part(i)
         finally:
             sw.leave()
 
