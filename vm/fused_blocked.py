@@ -108,7 +108,7 @@ class BlockedPlan:
 
         try:
             if outputs[0].size >= THREAD_MIN_ELEMENTS:
-                shared(blocks)
+                shared(blocks, "blocked", outputs[0].size)
             else:
                 blocks()
         except (ValueError, TypeError, IndexError, ArithmeticError):

@@ -5,7 +5,9 @@ an array use both cores. The work is a loop over items taken from one shared ite
 on it is atomic under the GIL): on a busy machine the thread that gets the CPU does more items,
 where fixed halves would wait for the slower one. One worker for the whole process, made on
 first use; a kernel shares with it only from sizes where the hand-off (tens of microseconds)
-is small against the work (``fused_blocked.THREAD_MIN_ELEMENTS``, ``elementwise.ERF_THREAD_MIN``).
+is small against the work (``fused_blocked.THREAD_MIN_ELEMENTS``, ``elementwise.ERF_THREAD_MIN``,
+``blas_threads.SPLIT_MIN``), and only while that measures faster than working alone
+(``shared``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
+
+from .adaptive_choice import AdaptivePolicy
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
@@ -47,10 +51,20 @@ def use_threads() -> bool:
     return (os.cpu_count() or 1) >= 2
 
 
-def shared(work: Callable[[], None]) -> None:
+#: Chooses, per kind of work and power of two of its size, whether the worker helps, by the
+#: measured seconds per unit of work each way (``adaptive_choice``): on a quiet machine help
+#: halves the time, with the other core taken by another process it costs 10-16% (the two
+#: threads share one core, and the caller waits for the worker's last item).
+_help = AdaptivePolicy()
+
+
+def shared(work: Callable[[], None], kind: str, amount: int) -> None:
     """Run ``work`` on the calling thread and on the worker thread at once; return when both
     are done (an exception of either is raised). ``work`` must take its items from an iterator
-    both calls share, so that each item is done once, whichever thread takes it.
+    both calls share, so that each item is done once, whichever thread takes it, and must give
+    the same result whichever thread does which item: then whether the worker helps changes
+    the time only. ``kind`` and ``amount`` (elements, or a product's ``m * k * n``) name the
+    bucket whose measurements decide that (``_help``): a call is timed either way.
 
     The worker may be busy (another thread's kernel, or this very call made from the worker
     itself, as a blocked kernel's step does): the calling thread then does every item, and the
@@ -61,12 +75,21 @@ def shared(work: Callable[[], None]) -> None:
     if not use_threads():
         work()
         return
-    helper = _worker_pool().submit(_under_errstate, np.geterr(), work)
-    try:
+    bucket = (kind, amount.bit_length())
+    clock = _help.clock
+    start = clock()
+    alone = _help.one_thread(bucket, start)
+    if alone:
         work()
-    finally:
-        if not helper.cancel():
-            helper.result()
+    else:
+        helper = _worker_pool().submit(_under_errstate, np.geterr(), work)
+        try:
+            work()
+        finally:
+            if not helper.cancel():
+                helper.result()
+    end = clock()
+    _help.record(bucket, alone, (end - start) / max(amount, 1), end)
 
 
 def _under_errstate(state: Any, work: Callable[[], None]) -> None:

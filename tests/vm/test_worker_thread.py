@@ -7,16 +7,24 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 import pytest
 
 from vm import worker_thread
+from vm.adaptive_choice import AdaptivePolicy
 from vm.kernels import elementwise
 from vm.kernels.registry import get_kernel_factory
 from vm.worker_thread import shared
 
 RNG = np.random.default_rng(20261203)
+
+
+@pytest.fixture(autouse=True)
+def fresh_help(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test starts with nothing measured: the worker helps on a bucket's first call."""
+    monkeypatch.setattr(worker_thread, "_help", AdaptivePolicy())
 
 
 def _items_done(count: int) -> tuple[list[int], set[str]]:
@@ -31,7 +39,7 @@ def _items_done(count: int) -> tuple[list[int], set[str]]:
                 done.append(i)
                 threads.add(threading.current_thread().name)
 
-    shared(work)
+    shared(work, "items", count)
     return done, threads
 
 
@@ -56,7 +64,7 @@ def test_an_error_of_either_thread_is_raised() -> None:
                 raise ArithmeticError("item 50")
 
     with pytest.raises(ArithmeticError, match="item 50"):
-        shared(work)
+        shared(work, "failing", 100)
 
 
 def test_help_asked_from_the_worker_itself_does_not_deadlock() -> None:
@@ -81,7 +89,7 @@ def test_the_callers_floating_point_error_state_reaches_the_worker() -> None:
             seen.append((threading.current_thread().name, np.geterr()["over"]))
 
     with np.errstate(over="raise"):
-        shared(work)
+        shared(work, "errstate", 300)
     assert len(seen) == 300
     assert {state for _, state in seen} == {"raise"}
     assert len({name for name, _ in seen}) == 2  # both threads took items
@@ -184,3 +192,50 @@ def test_softmax_sigmoid_and_attention_are_the_same_shared_or_not(
     p = np.exp(scores - scores.max(-1, keepdims=True))
     want = p / p.sum(-1, keepdims=True) @ v
     np.testing.assert_allclose(shared_results[2], want, rtol=1e-5, atol=1e-6)
+
+
+class _NoHelper:
+    """A worker pool that records the help asked for and gives none (cancellable futures)."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def submit(self, *args: object) -> Any:
+        from concurrent.futures import Future
+
+        self.asked += 1
+        return Future()  # never started: cancel() succeeds
+
+
+def test_help_that_measures_slower_is_given_up_and_probed_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The choice follows the measurements (a fake clock): help that costs more than working
+    alone is asked for rarely (probes at doubling pauses), and again at once when it pays."""
+    now = [0.0]
+    monkeypatch.setattr(worker_thread, "_help", AdaptivePolicy(clock=lambda: now[0]))
+    pool = _NoHelper()
+    monkeypatch.setattr(worker_thread, "_worker_pool", lambda: pool)
+    cost = {"helped": 2.0, "alone": 1.0}
+
+    def call() -> bool:
+        before = pool.asked
+
+        def work() -> None:
+            now[0] += cost["helped" if pool.asked > before else "alone"]
+
+        shared(work, "probe", 1000)
+        return pool.asked > before
+
+    helped = [call() for _ in range(40)]
+    assert helped[:2] == [True, False]  # help is learnt first, then working alone
+    assert 2 <= sum(helped[2:]) <= 8  # probes, ever rarer
+    assert not any(helped[-8:])  # the pause has grown past the last calls' 8 s
+    cost["helped"] = 0.5  # the other core is free again
+    helped = []
+    for _ in range(6):
+        now[0] += 20.0  # past the longest pause: each of these calls probes
+        helped.append(call())
+    helped += [call() for _ in range(5)]
+    # three winning probes outvote the old median of five: then help is the choice again
+    assert helped[:3] == [True] * 3 and sum(helped[-5:]) >= 4  # and alone is probed in turn

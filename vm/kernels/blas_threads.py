@@ -14,7 +14,7 @@ to the next. The ``adaptive`` policy makes the choice per call, from measurement
 * above it, the work's power of two (its *bucket*) keeps two running estimates of seconds per
   unit of work: with one BLAS thread and with the process's setting. Each call runs the mode
   whose estimate is lower and measures itself; the other mode is tried again after a pause that
-  doubles each time it loses (``PROBE_FIRST`` up to ``PROBE_MAX`` seconds) and restarts when it
+  doubles each time it loses (``vm/adaptive_choice.py``: 0.25 up to 16 seconds) and restarts when it
   wins. On a quiet machine that is two threads, probed rarely; under load one thread, with a
   collapsed call at most every ``PROBE_MAX`` seconds per bucket once the load has lasted.
 
@@ -57,26 +57,17 @@ import importlib
 import os
 import re
 import threading
-import time
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from ..adaptive_choice import AdaptivePolicy
 from ..worker_thread import shared, use_threads
 
 #: At or below this per-matrix work OpenBLAS already runs a GEMM on one thread (65536 *
 #: GEMM_MULTITHREAD_THRESHOLD): nothing to choose, and timing the call would cost ~0.3 us.
 LOW = 65536 * 4
-
-#: The first pause, in seconds, before the mode that lost is tried again; it doubles each time
-#: that mode loses again, up to ``PROBE_MAX``, and starts again here when it wins.
-PROBE_FIRST = 0.25
-PROBE_MAX = 16.0
-
-#: How many recent calls of a mode its estimate is the median of.
-WINDOW = 5
 
 POLICIES = ("adaptive", "process", "one")
 
@@ -179,77 +170,6 @@ def _find_switch() -> _Switch | None:
     return None
 
 
-class _Estimate:
-    """One bucket's recent measurements per mode (seconds per unit of work) and when to try the
-    mode that lost again. A mode's estimate is the median of its last ``WINDOW`` calls: on a busy
-    machine a one-thread call also loses its core now and then, and one such call must not
-    turn the choice (the collapse of two threads, in contrast, is in every call)."""
-
-    __slots__ = ("one", "pause", "probe_at", "process")
-
-    def __init__(self) -> None:
-        self.one: deque[float] = deque(maxlen=WINDOW)
-        self.process: deque[float] = deque(maxlen=WINDOW)
-        self.probe_at = 0.0
-        self.pause = PROBE_FIRST
-
-
-def _median(samples: deque[float]) -> float:
-    return sorted(samples)[len(samples) // 2]
-
-
-class AdaptivePolicy:
-    """Chooses one BLAS thread or the process's setting per call, from measured speed (the
-    module doc has the rule). ``clock`` is injectable so that tests can drive it."""
-
-    def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
-        self.clock = clock
-        self._buckets: dict[int, _Estimate] = {}
-        self._lock = threading.Lock()
-
-    def one_thread(self, bucket: int, now: float) -> bool:
-        """Whether the next call of ``bucket`` should run on one thread."""
-        with self._lock:
-            est = self._buckets.get(bucket)
-            if est is None:
-                est = self._buckets[bucket] = _Estimate()
-            if not est.process:  # learn the process's setting first: the quiet default
-                return False
-            if not est.one:
-                return True
-            best_one = _median(est.one) < _median(est.process)
-            if now >= est.probe_at:  # time to try the mode that lost
-                est.probe_at = now + est.pause
-                return not best_one
-            return best_one
-
-    def record(self, bucket: int, one: bool, seconds_per_work: float, now: float) -> None:
-        """Adds a measured call to ``bucket``'s estimates. A mode that loses is tried again
-        after the pause; a probe that lost again doubles the pause, one that won restarts it."""
-        with self._lock:
-            est = self._buckets[bucket]
-            mine, other = (est.one, est.process) if one else (est.process, est.one)
-            lost_before = bool(mine) and bool(other) and _median(mine) >= _median(other)
-            mine.append(seconds_per_work)
-            if not other:
-                return
-            if _median(mine) < _median(other):
-                if lost_before:  # a probe that won: the other mode starts its pauses afresh
-                    est.pause = PROBE_FIRST
-            else:
-                est.pause = min(est.pause * 2, PROBE_MAX) if lost_before else PROBE_FIRST
-                est.probe_at = max(est.probe_at, now + est.pause)
-
-    def estimates(self) -> dict[int, tuple[float | None, float | None]]:
-        """``{bucket: (one thread, process setting)}``: the estimates in seconds per unit of
-        work (None for a mode not measured yet)."""
-        with self._lock:
-            return {
-                b: (_median(e.one) if e.one else None, _median(e.process) if e.process else None)
-                for b, e in sorted(self._buckets.items())
-            }
-
-
 _policy = "one"
 _adaptive = AdaptivePolicy()
 _switch: _Switch | None = None
@@ -308,7 +228,7 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
         return
     if _policy == "one":
         if total >= SPLIT_MIN and _splittable(a, b, out):
-            _split(a, b, out, sw)
+            _split(a, b, out, sw, total)
             return
         sw.enter()
         try:
@@ -345,7 +265,7 @@ def _splittable(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> bool:
     )
 
 
-def _split(a: np.ndarray, b: np.ndarray, out: np.ndarray, sw: _Switch) -> None:
+def _split(a: np.ndarray, b: np.ndarray, out: np.ndarray, sw: _Switch, work: int) -> None:
     """``np.matmul(a, b, out=out)`` as single-threaded GEMMs over fixed parts, taken by the
     calling thread and the worker thread from one iterator (``vm/worker_thread``): parts of
     the outermost batch axis when it has ``SPLIT_PARTS`` entries (a convolution's images: each
@@ -386,4 +306,4 @@ def _split(a: np.ndarray, b: np.ndarray, out: np.ndarray, sw: _Switch) -> None:
         finally:
             sw.leave()
 
-    shared(parts)
+    shared(parts, "matmul", work)

@@ -64,7 +64,7 @@ def _shared_unary(ufunc: np.ufunc) -> Kernel:
             for i in chunks:
                 ufunc(src[i : i + SHARED_CHUNK], out=dst[i : i + SHARED_CHUNK])
 
-        shared(work)
+        shared(work, ufunc.__name__, n)
 
     kernel.__doc__ = f"``np.{ufunc.__name__}``, shared with the worker thread on large arrays."
     return kernel
@@ -442,7 +442,7 @@ def _erf(x: np.ndarray, out: np.ndarray) -> None:
                 _erf_chunk(src[i : i + ERF_CHUNK], dst[i : i + ERF_CHUNK], ax, y, nd, xs, rs)
 
     if n >= ERF_THREAD_MIN:
-        shared(work)  # the chunks, shared with the worker thread
+        shared(work, "erf", n)  # the chunks, shared with the worker thread
     else:
         work()
 
