@@ -175,6 +175,12 @@ class ExecutableServer:
         """One request of the Open Inference Protocol."""
         try:
             kind = v2.route(method, path, self.model.name).kind
+            if kind in ("generate", "generate_stream"):
+                raise v2.ProtocolError(
+                    f"model {self.model.name!r} is served for inference, not generation (serve "
+                    "a decoder with --generate: python -m dynshape serve decoder.onnx --generate)",
+                    404,
+                )
             if kind == "infer":
                 length = headers.get(v2.HEADER_LENGTH.lower())
                 parsed = v2.parse_infer(body, length, self.model)

@@ -47,18 +47,18 @@ from typing import Any
 
 import numpy as np
 
+from vm import StepLimitError
+
 from ..errors import GenerateError
 from ..generate_loop import _count, _eos, _feeds, _token_ids
 from ..generate_model import DecoderStep
 from ..generate_sampling import TokenChooser
+from .budgets import BUDGET_STATUS, LIMIT_NEW_TOKENS, LIMIT_PROMPT_TOKENS
 
 #: The options a request may give (``GenerationOptions.parse``), as ``dynshape.generate``
 #: names them.
 OPTIONS = ("max_new_tokens", "eos_token_id", "do_sample", "temperature", "top_k", "seed")
 DEFAULT_MAX_NEW_TOKENS = 16
-#: Bounds on one untrusted request's work (``ContinuousBatcher``'s defaults).
-LIMIT_NEW_TOKENS = 1024
-LIMIT_PROMPT_TOKENS = 4096
 DEFAULT_MAX_ROWS = 64
 #: How many decode steps' batch sizes ``ContinuousBatcher.step_rows`` keeps.
 TRACE = 10_000
@@ -125,6 +125,9 @@ class Event:
     token_id: int | None = None
     finish_reason: str | None = None
     message: str | None = None
+    status: int = 500
+    """An ``error``'s HTTP status: 500 for the model's failure, 422 for a run past its
+    budget (``budgets.py``), 503 when the server stops."""
 
 
 class Generation:
@@ -209,11 +212,11 @@ class Generation:
         self.finish_reason = reason
         self._send(Event("done", len(self.tokens), finish_reason=reason))
 
-    def _fail(self, message: str) -> None:
+    def _fail(self, message: str, status: int = 500) -> None:
         if not self.finished:
             self.error = message
             self.finish_reason = "error"
-            self._send(Event("error", len(self.tokens), message=message))
+            self._send(Event("error", len(self.tokens), message=message, status=status))
 
 
 @dataclass
@@ -431,7 +434,7 @@ class ContinuousBatcher:
                 for g in group:
                     self._prefill([g])
                 return
-            self._fail_all(group, f"the model failed on the prompt: {_line(e)}")
+            self._fail_all(group, f"the model failed on the prompt: {_line(e)}", _status(e))
             return
         batch = _Batch(group, past, mask)
         self._choose(batch, logits)
@@ -461,7 +464,7 @@ class ContinuousBatcher:
         try:
             logits, past = decoder.step(_feeds(decoder, last, mask, batch.cache))
         except Exception as e:  # the cache was donated to the call: no row can go on
-            self._fail_all(batch.rows, f"the model failed at a decode step: {_line(e)}")
+            self._fail_all(batch.rows, f"the model failed at a decode step: {_line(e)}", _status(e))
             batch.rows, batch.cache = [], {}
             batch.mask = np.zeros((0, 0), np.int64)
             return
@@ -497,11 +500,11 @@ class ContinuousBatcher:
             self.stats.cancelled += sum(1 for g in batch.rows if g.cancelled and not g.finished)
             batch.keep(keep)
 
-    def _fail_all(self, gens: Sequence[Generation], message: str) -> None:
+    def _fail_all(self, gens: Sequence[Generation], message: str, status: int = 500) -> None:
         for g in gens:
             if not g.finished:
                 self.stats.failed += 1
-                g._fail(message)
+                g._fail(message, status)
 
     # -- the thread -------------------------------------------------------------------
 
@@ -537,8 +540,13 @@ class ContinuousBatcher:
         if self._thread is not None:
             self._thread.join()
         rows = [g for b in self._batches for g in b.rows]
-        self._fail_all([*waiting, *rows], "the generation server is stopping")
+        self._fail_all([*waiting, *rows], "the generation server is stopping", 503)
         self._batches = []
+
+
+def _status(e: Exception) -> int:
+    """A failed run's HTTP status: its budget's (422) when it ran out of it, else 500."""
+    return BUDGET_STATUS if isinstance(e, StepLimitError) else 500
 
 
 def _line(e: Exception) -> str:
