@@ -42,9 +42,7 @@ def session() -> dynshape.InferenceSession:
 def app(cluster: int, session: dynshape.InferenceSession) -> Iterator[Any]:
     """The decoder served under /gen: yields the front's handle."""
     handle = serve.run(
-        generation_deployment(
-            session.vm.exe, name="gen", model_name=NAME, limit_new_tokens=LIMIT
-        ),
+        generation_deployment(session.vm.exe, name="gen", model_name=NAME, limit_new_tokens=LIMIT),
         name="gen",
         route_prefix="/gen",
     )
