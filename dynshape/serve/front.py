@@ -14,6 +14,11 @@ request again; so the ingress is this small deployment, and the model replicas s
 When every attempt met a dead replica the answer is a 503 with the project's JSON error and a
 ``Retry-After`` header, never Ray's bare 500.
 
+For a generation server (``generation_server.py``) the front streams ``generate_stream``:
+it awaits the replica's first item, the status (retried like any request while no token was
+sent), then passes the server-sent events on as they come, and cancels the replica's stream
+when its client goes away.
+
 The front is one replica with no CPU claim: it only awaits. It imports Ray; ``dynshape.serve``
 does not import it.
 """

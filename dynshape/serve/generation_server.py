@@ -109,9 +109,14 @@ class GenerationServer:
         try:
             yield Reply(200, b"", SSE)
             while True:
-                event = await events.get()
-                yield event_bytes(event, self.model.name, gen.tokens[: event.index], ident)
-                if event.kind != "token":
+                # The events that arrived meanwhile go as one item: each item is a Ray object
+                # passed on twice (front, proxy), the dearest part of a token's way.
+                ready = [await events.get()]
+                while ready[-1].kind == "token" and not events.empty():
+                    ready.append(events.get_nowait())
+                name, tokens = self.model.name, gen.tokens
+                yield b"".join(event_bytes(e, name, tokens[: e.index], ident) for e in ready)
+                if ready[-1].kind != "token":
                     return
         finally:  # finished, or the client went away and the stream was closed: leave
             gen.cancel()
