@@ -16,6 +16,9 @@
                    [--min-replicas 1 --max-replicas 4 [--target-requests 2]] [--retries 3]
                    [--metrics-port N] [--max-steps N] [--timeout SECONDS]
                    [--time-budget SECONDS] [--dim ...]
+    dynshape serve DECODER.onnx|EXECUTABLE --generate [--max-batch 64] [--replicas N]
+                   [--limit-new-tokens 1024] [--limit-prompt-tokens 4096] [--port N] ...
+                   (POST /v2/models/NAME/generate_stream: tokens as server-sent events)
 
 ``compile``, ``run`` and ``explain`` take an ONNX model (``.onnx``) or a torch.export program
 (``.pt2``, saved by ``torch.export.save``) wherever they take program
@@ -705,6 +708,11 @@ def _serve_cmd(args: argparse.Namespace) -> int:
 
     if args.generate:
         _generate_options_fit(args)  # before anything slow
+    elif (args.limit_new_tokens, args.limit_prompt_tokens) != (
+        LIMIT_NEW_TOKENS,
+        LIMIT_PROMPT_TOKENS,
+    ):
+        raise DynShapeError("--limit-new-tokens and --limit-prompt-tokens are for --generate")
     progress = Progress()
     keep_ray_on_loopback()  # before Ray is imported: it reads the switch then
     progress.step("importing Ray Serve")

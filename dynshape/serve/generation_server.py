@@ -83,7 +83,9 @@ class GenerationServer:
         self.batcher.start()
 
     def __del__(self) -> None:
-        self.batcher.close()
+        batcher = getattr(self, "batcher", None)  # None when __init__ failed before it
+        if batcher is not None:
+            batcher.close()
 
     def _submit(self, body: bytes) -> tuple[Generation, asyncio.Queue[Event], str | None]:
         """Parse and queue a request: its generation, the queue its events arrive in on this

@@ -110,6 +110,7 @@ def test_serve_prints_its_url_answers_and_stops_on_ctrl_c(tmp_path: Path) -> Non
         ),
         (PROGRAM, ["--generate", "--threads", "2"], "--threads is for inference; --generate"),
         (PROGRAM, ["--generate"], "the model has no input 'input_ids' (its inputs: x)"),
+        (PROGRAM, ["--limit-new-tokens", "5"], "--limit-new-tokens and --limit-prompt-tokens"),
     ],
 )
 def test_serve_refuses_what_cannot_be_served_and_says_why(
