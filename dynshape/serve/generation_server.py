@@ -49,7 +49,8 @@ from .budgets import (
 )
 from .deployment import FRONT_SUFFIX, RAY_DEFAULT_ONGOING, _status, _version
 from .front import FRONT_ONGOING, Front, Reply, error_reply, json_reply
-from .generation import DEFAULT_MAX_ROWS, ContinuousBatcher, Event, Generation
+from .generation import DEFAULT_MAX_ROWS, ContinuousBatcher
+from .generation_request import Event, Generation
 from .generation_wire import SSE, event_bytes, final, parse_request
 from .grpc_loopback import loopback_grpc
 from .source import ExecutableSource, default_model_name, executable_bytes

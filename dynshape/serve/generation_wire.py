@@ -4,7 +4,7 @@ the route names of Triton's generate extension).
 
 A request is ``{"input_ids": [5, 6, 7], "parameters": {"max_new_tokens": 8, "eos_token_id":
 2, "do_sample": false, "temperature": 1.0, "top_k": null, "seed": null}}`` (``parameters``
-optional; ``dynshape.serve.generation.OPTIONS``) and optionally an ``"id"`` echoed back.
+optional; ``dynshape.serve.generation_request.OPTIONS``) and optionally an ``"id"`` echoed back.
 
 The stream (``text/event-stream``) is one event per new token, then one final event::
 
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import RequestError
-from .generation import Event
+from .generation_request import Event
 
 SSE = "text/event-stream"
 #: The fields a request may have.

@@ -17,7 +17,8 @@ pytest.importorskip("onnx")
 import dynshape
 from dynshape.errors import GenerateError
 from dynshape.generate_model import DecoderStep
-from dynshape.serve.generation import ContinuousBatcher, Event, GenerationOptions
+from dynshape.serve.generation import ContinuousBatcher
+from dynshape.serve.generation_request import Event, GenerationOptions
 from tests.onnx.generate_models import gpt2, llama, successor
 
 PROMPTS = [[5, 6, 7, 8, 9], [11, 12], [3, 4, 5, 6, 7, 8, 9, 10, 11], [1]]
