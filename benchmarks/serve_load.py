@@ -14,7 +14,14 @@ the same layers in plain numpy, one request a call and batched by 64 rows) and w
 get from one shared VM against a VM each (what a replica with ``threads=2`` does). Needs the
 ``serve`` extra for the load (without it, it says so and measures the rest).
 
+With ``--generation``, the generation rows instead (``serve_generation.py``): a Llama-style
+decoder served with ``--generate``, tokens per second with 1, 4 and 16 concurrent streaming
+clients against one at a time, with and without joining per decode step, and the p50/p99 time
+to first token.
+
     python benchmarks/serve_load.py [--quick] [--requests N] [--clients C] [--models small,wide]
+    python benchmarks/serve_load.py --generation [--quick] [--requests N] [--new-tokens N]
+                                    [--layers N]
 """
 
 from __future__ import annotations
@@ -223,15 +230,22 @@ def serve_load(
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a short load, small model (CI)")
-    parser.add_argument("--requests", type=int, default=400)
+    parser.add_argument("--requests", type=int, help="requests in all (400; 48 with --generation)")
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--models", default="small,wide", help="of: " + ", ".join(MODELS))
+    parser.add_argument(
+        "--generation", action="store_true", help="the generation rows (serve_generation.py)"
+    )
+    parser.add_argument("--new-tokens", type=int, default=64, help="with --generation (64)")
+    parser.add_argument("--layers", type=int, default=2, help="the decoder's, --generation (2)")
     args = parser.parse_args(argv)
+    if args.generation:
+        return generation_main(args)
     names = ["small"] if args.quick else args.models.split(",")
     unknown = [n for n in names if n not in MODELS]
     if unknown:
         parser.error(f"unknown model(s) {', '.join(unknown)}; of: {', '.join(MODELS)}")
-    n_requests = 40 if args.quick else args.requests
+    n_requests = 40 if args.quick else args.requests or 400
     keep_ray_on_loopback()  # before Ray is imported: it reads the switch then
     try:
         import ray
@@ -266,6 +280,35 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             serve.shutdown()
             ray.shutdown()
+    print(f"machine load after: {uptime_load()}")
+    return 0
+
+
+def generation_main(args: argparse.Namespace) -> int:
+    """The generation rows (``--generation``)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "onnx"))
+    from generate_models import llama
+    from serve_generation import generation_rows
+
+    keep_ray_on_loopback()  # before Ray is imported: it reads the switch then
+    import ray
+    from ray import serve
+
+    requests = 8 if args.quick else args.requests or 48
+    new = 16 if args.quick else args.new_tokens
+    print(f"machine load before: {uptime_load()}")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        generation_rows(
+            llama(layers=args.layers),
+            requests=requests,
+            new_tokens=new,
+            quick=args.quick,
+            label=f"Llama-style decoder ({args.layers} layers, hidden 128, vocab 1000)",
+        )
+    finally:
+        serve.shutdown()
+        ray.shutdown()
     print(f"machine load after: {uptime_load()}")
     return 0
 

@@ -16,6 +16,9 @@
                    [--min-replicas 1 --max-replicas 4 [--target-requests 2]] [--retries 3]
                    [--metrics-port N] [--max-steps N] [--timeout SECONDS]
                    [--time-budget SECONDS] [--dim ...]
+    dynshape serve DECODER.onnx|EXECUTABLE --generate [--max-batch 64] [--replicas N]
+                   [--limit-new-tokens 1024] [--limit-prompt-tokens 4096] [--port N] ...
+                   (POST /v2/models/NAME/generate_stream: tokens as server-sent events)
 
 ``compile``, ``run`` and ``explain`` take an ONNX model (``.onnx``) or a torch.export program
 (``.pt2``, saved by ``torch.export.save``) wherever they take program
@@ -56,7 +59,7 @@ from .serve.budgets import (
     DEFAULT_COMPILE_BUDGET_S as DEFAULT_SERVE_COMPILE_BUDGET_S,
 )
 from .serve.budgets import DEFAULT_MAX_STEPS as DEFAULT_SERVE_MAX_STEPS
-from .serve.budgets import DEFAULT_RETRIES
+from .serve.budgets import DEFAULT_RETRIES, LIMIT_NEW_TOKENS, LIMIT_PROMPT_TOKENS
 from .serve.budgets import DEFAULT_TIMEOUT_S as DEFAULT_SERVE_TIMEOUT_S
 from .serve.scaling import DEFAULT_TARGET_REQUESTS as DEFAULT_TARGET
 
@@ -157,6 +160,27 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     srv.add_argument(
         "--name", help="the model's name in the /v2/models/NAME routes (the file's stem)"
+    )
+    srv.add_argument(
+        "--generate",
+        action="store_true",
+        help="serve a decoder with its key/value cache for generation: POST "
+        "/v2/models/NAME/generate_stream (server-sent events) and .../generate, concurrent "
+        "generations joined per decode step (up to --max-batch rows)",
+    )
+    srv.add_argument(
+        "--limit-new-tokens",
+        type=int,
+        default=LIMIT_NEW_TOKENS,
+        metavar="N",
+        help=f"with --generate: most tokens one request may ask for ({LIMIT_NEW_TOKENS})",
+    )
+    srv.add_argument(
+        "--limit-prompt-tokens",
+        type=int,
+        default=LIMIT_PROMPT_TOKENS,
+        metavar="N",
+        help=f"with --generate: most tokens of one prompt ({LIMIT_PROMPT_TOKENS})",
     )
     srv.add_argument("--batch-symbol", help="batch requests along this symbol (e.g. batch)")
     srv.add_argument("--max-batch", type=int, default=64, help="most rows one call (64)")
@@ -682,6 +706,13 @@ def _serve_cmd(args: argparse.Namespace) -> int:
     from .serve.local import keep_ray_on_loopback
     from .serve.progress import Progress
 
+    if args.generate:
+        _generate_options_fit(args)  # before anything slow
+    elif (args.limit_new_tokens, args.limit_prompt_tokens) != (
+        LIMIT_NEW_TOKENS,
+        LIMIT_PROMPT_TOKENS,
+    ):
+        raise DynShapeError("--limit-new-tokens and --limit-prompt-tokens are for --generate")
     progress = Progress()
     keep_ray_on_loopback()  # before Ray is imported: it reads the switch then
     progress.step("importing Ray Serve")
@@ -690,6 +721,7 @@ def _serve_cmd(args: argparse.Namespace) -> int:
         from ray import serve
 
         from .serve.deployment import deployment
+        from .serve.generation_server import generation_deployment
     except ImportError as e:
         raise DynShapeError(f"serve needs the extra: pip install -e '.[serve]' ({e})") from None
     budget = args.time_budget or None
@@ -697,22 +729,20 @@ def _serve_cmd(args: argparse.Namespace) -> int:
     progress.step(f"loading {args.file}" if saved else f"compiling {args.file}")
     exe = _load_program(args, time_budget=budget)  # compiled once, before Ray starts
     name = args.name if args.name is not None else Path(args.file).stem
-    app = deployment(
-        exe,
-        batch_symbol=args.batch_symbol,
-        pad=_pads(args.pad),
-        max_batch=args.max_batch,
-        batch_wait_s=args.batch_wait,
-        replicas=args.replicas,
-        threads=args.threads,
-        model_name=name,
-        max_steps=args.max_steps or None,
-        timeout_s=args.timeout or None,
-        min_replicas=args.min_replicas,
-        max_replicas=args.max_replicas,
-        target_requests=args.target_requests,
-        retries=args.retries,
-    )
+    if args.generate:
+        app = generation_deployment(
+            exe,
+            max_rows=args.max_batch,
+            limit_new_tokens=args.limit_new_tokens,
+            limit_prompt_tokens=args.limit_prompt_tokens,
+            replicas=args.replicas or 1,
+            model_name=name,
+            max_steps=args.max_steps or None,
+            timeout_s=args.timeout or None,
+            retries=args.retries,
+        )
+    else:
+        app = _inference_app(deployment, exe, name, args)
     port = args.port or _free_port()
     # Ray declares serve.shutdown without annotations: named with its type, calling it is typed.
     stop_serve: Callable[[], None] = serve.shutdown
@@ -737,7 +767,8 @@ def _serve_cmd(args: argparse.Namespace) -> int:
         stop = {signal.SIGINT, signal.SIGTERM}
         signal.pthread_sigmask(signal.SIG_BLOCK, stop)  # delivered to sigwait, not as an error
         url = f"http://127.0.0.1:{port}/"
-        print(f"serving {args.file} at {url} as /v2/models/{name} (Ctrl-C stops)", flush=True)
+        route = f"/v2/models/{name}" + ("/generate_stream" if args.generate else "")
+        print(f"serving {args.file} at {url} as {route} (Ctrl-C stops)", flush=True)
         signal.sigwait(stop)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, stop)
     finally:
@@ -745,6 +776,47 @@ def _serve_cmd(args: argparse.Namespace) -> int:
         ray.shutdown()
     print("stopped", flush=True)
     return 0
+
+
+def _inference_app(deployment: Callable[..., Any], exe: Any, name: str, args: Any) -> Any:
+    """The inference application of ``serve``'s options."""
+    return deployment(
+        exe,
+        batch_symbol=args.batch_symbol,
+        pad=_pads(args.pad),
+        max_batch=args.max_batch,
+        batch_wait_s=args.batch_wait,
+        replicas=args.replicas,
+        threads=args.threads,
+        model_name=name,
+        max_steps=args.max_steps or None,
+        timeout_s=args.timeout or None,
+        min_replicas=args.min_replicas,
+        max_replicas=args.max_replicas,
+        target_requests=args.target_requests,
+        retries=args.retries,
+    )
+
+
+def _generate_options_fit(args: argparse.Namespace) -> None:
+    """``--generate`` refuses the options of inference batching and autoscaling by name."""
+    given = [
+        option
+        for option, value in (
+            ("--batch-symbol", args.batch_symbol),
+            ("--pad", args.pad),
+            ("--min-replicas", args.min_replicas),
+            ("--max-replicas", args.max_replicas),
+            ("--target-requests", args.target_requests),
+            ("--threads", args.threads != 1),
+        )
+        if value
+    ]
+    if given:
+        raise DynShapeError(
+            f"{given[0]} is for inference; --generate joins generations per decode step "
+            "itself (--max-batch rows, --replicas)"
+        )
 
 
 def _replicas_said(args: argparse.Namespace) -> str:

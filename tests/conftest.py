@@ -50,6 +50,7 @@ SLOW_MODULES = {
     "tests/serve/test_serve_protocol.py": 45,  # Ray Serve: starts Ray, three deployments
     "tests/serve/test_serve_sockets.py": 20,  # python -m dynshape serve, Ray in a subprocess
     "tests/serve/test_serve_faults.py": 70,  # Ray Serve: replicas killed under load
+    "tests/serve/test_serve_generate.py": 60,  # Ray Serve: generations streamed, a CLI server
     "tests/testing/test_interpret_corpus.py": 56,  # every stage interpreted, whole corpus
     "tests/ir/test_dim_proofs_budget.py": 50,  # proofs against concrete bindings
     "tests/ir/test_nesting.py": 45,  # programs 10,000 levels deep

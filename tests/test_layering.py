@@ -146,7 +146,7 @@ INSIDE_DYNSHAPE = {
     "torch": {"builder", "errors"},
     "cli": {"demo", "errors", "generate_loop", "generate_model", "memory_report", "onnx",
             "pipeline", "serve", "svg_layout", "torch"},
-    "serve": {"errors"},
+    "serve": {"errors", "generate_loop", "generate_model", "generate_sampling"},
     "frontend": {"onnx", "pipeline", "torch"},
     "session": {"errors", "onnx", "pipeline"},
     "generate_model": {"errors", "session"},

@@ -5,9 +5,12 @@ the batch symbol, padded where the user allows it) and cutting the results back,
 HTTP bodies, ``inference_protocol`` the Open Inference Protocol's routes and bodies,
 ``budgets`` the bounds on a served file's work, ``source`` where an executable comes from,
 ``offline`` the Ray Data ``map_batches`` callable, ``local`` a Ray kept on the loopback
-address: all need numpy only.
-``deployment`` is the Ray Serve deployment (the optional ``serve`` extra); it is the only
-module here that imports Ray, and nothing imports it but its users.
+address, ``generation`` the continuous batching of served generations,
+``generation_request`` one generation's options, events and state, and ``generation_wire``
+their bodies and server-sent events: all need numpy only.
+``deployment`` and ``generation_server`` are the Ray Serve deployments (the optional ``serve``
+extra), with ``front`` and ``grpc_loopback`` the only modules here that import Ray, and
+nothing imports them but their users.
 """
 
 from .batching import BatchPlan, Group, Pad

@@ -26,6 +26,11 @@ DEFAULT_COMPILE_BUDGET_S = 600.0
 #: The HTTP status of a run stopped by its budget: the request was read, and the model could
 #: not finish it within the server's bounds (neither a malformed request nor a server fault).
 BUDGET_STATUS = 422
+#: Most new tokens one request to a generation server may ask for, and most tokens of its
+#: prompt (``python -m dynshape serve --generate``; ``generation.py``): a decode step's time
+#: grows with the joint past, so one request cannot hold the batch for ever.
+LIMIT_NEW_TOKENS = 1024
+LIMIT_PROMPT_TOKENS = 4096
 #: Attempts after the first when the replica of a request dies.
 DEFAULT_RETRIES = 3
 #: Seconds waited before each retry: the router has marked the dead replica by then, and a

@@ -31,8 +31,9 @@ joined call fails, its requests run again one by one so that each gets its own a
 request cannot fail its neighbours), unless it ran out of its budget: each again alone could
 take the budget once more per request, so they all get that error.
 
-Only this module, ``front.py`` and ``grpc_loopback.py`` import Ray; ``dynshape`` and
-``dynshape.serve`` never do.
+Only this module, ``front.py``, ``grpc_loopback.py`` and ``generation_server.py`` (the
+generation deployment, ``serve --generate``) import Ray; ``dynshape`` and ``dynshape.serve``
+never do.
 """
 
 from __future__ import annotations
@@ -175,6 +176,12 @@ class ExecutableServer:
         """One request of the Open Inference Protocol."""
         try:
             kind = v2.route(method, path, self.model.name).kind
+            if kind in ("generate", "generate_stream"):
+                raise v2.ProtocolError(
+                    f"model {self.model.name!r} is served for inference, not generation (serve "
+                    "a decoder with --generate: python -m dynshape serve decoder.onnx --generate)",
+                    404,
+                )
             if kind == "infer":
                 length = headers.get(v2.HEADER_LENGTH.lower())
                 parsed = v2.parse_infer(body, length, self.model)

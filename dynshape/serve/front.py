@@ -14,6 +14,11 @@ request again; so the ingress is this small deployment, and the model replicas s
 When every attempt met a dead replica the answer is a 503 with the project's JSON error and a
 ``Retry-After`` header, never Ray's bare 500.
 
+For a generation server (``generation_server.py``) the front streams ``generate_stream``:
+it awaits the replica's first item, the status (retried like any request while no token was
+sent), then passes the server-sent events on as they come, and cancels the replica's stream
+when its client goes away.
+
 The front is one replica with no CPU claim: it only awaits. It imports Ray; ``dynshape.serve``
 does not import it.
 """
@@ -29,7 +34,7 @@ from typing import Any, TypeVar
 
 from ray.exceptions import RayActorError
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 
 from dynshape_errors import DynShapeError
 
@@ -40,6 +45,8 @@ from .grpc_loopback import loopback_grpc
 
 #: Requests the front lets in at once: it only awaits, the model replicas bound the work.
 FRONT_ONGOING = 1000
+#: The routes whose requests the counters count.
+COUNTED = ("infer", "generate", "generate_stream")
 #: The request headers the model replica reads.
 FORWARDED = ("content-type", v2.HEADER_LENGTH.lower())
 
@@ -97,11 +104,15 @@ class Front:
     """The ingress replica (see the module doc): ``model`` is the handle of the model
     deployment, ``name`` the model's name in the protocol's routes."""
 
-    def __init__(self, model: Any, name: str, retries: int = DEFAULT_RETRIES) -> None:
+    def __init__(
+        self, model: Any, name: str, retries: int = DEFAULT_RETRIES, generates: bool = False
+    ) -> None:
         loopback_grpc()  # as every replica: its gRPC server on 127.0.0.1 when Ray is local
         self.model = model
         self.name = name
         self.retries = retries
+        self.generates = generates
+        """The model replicas are ``GenerationServer``s: ``generate_stream`` is streamed."""
         self.counters = Counters(name, v2.VERSION)
 
     def _retry(self) -> None:
@@ -115,6 +126,8 @@ class Front:
         kind = request_kind(request.method, path, self.name)
         if kind == "stats":
             return to_response(json_reply(self.counters.stats()))
+        if kind == "generate_stream" and self.generates:
+            return await self._stream(request, start)
         try:
             body = await request.body()
             headers = {k: v for k in FORWARDED if (v := request.headers.get(k)) is not None}
@@ -128,9 +141,53 @@ class Front:
             reply = error_reply(503, str(e), (("Retry-After", str(RETRY_AFTER_S)),))
         except Exception as e:  # never Ray's bare 500: one line of JSON
             reply = error_reply(500, f"internal error: {type(e).__name__}: {e}".splitlines()[0])
-        if kind == "infer":
+        if kind in COUNTED:
             self.counters.record(reply.status, time.perf_counter() - start)
         return to_response(reply)
+
+    async def _stream(self, request: Request, start: float) -> Response:
+        """A generation streamed from a model replica (``generation_server.py``): its first
+        item, the status, is awaited here (retried while the replica it reached died before
+        it), then the events are passed on as they come. Counted when the stream ends, with
+        the time it took."""
+        body = await request.body()
+
+        async def first() -> tuple[Any, Reply]:
+            stream = self.model.options(stream=True).stream.remote(body)
+            try:
+                head: Reply = await stream.__anext__()
+            except BaseException:
+                stream.cancel()
+                raise
+            return stream, head
+
+        try:
+            stream, head = await retried(first, self.retries, self._retry)
+        except ReplicaUnavailableError as e:
+            self.counters.unavailable += 1
+            head = error_reply(503, str(e), (("Retry-After", str(RETRY_AFTER_S)),))
+        except Exception as e:  # never Ray's bare 500: one line of JSON
+            head = error_reply(500, f"internal error: {type(e).__name__}: {e}".splitlines()[0])
+        if head.status != 200:
+            self.counters.record(head.status, time.perf_counter() - start)
+            return to_response(head)
+
+        async def events() -> Any:
+            status = 200
+            try:
+                async for chunk in stream:
+                    yield chunk
+            except RayActorError as e:  # the status is sent: the stream ends with the error
+                status = 503
+                message = f"the replica died mid-generation ({type(e).__name__}); send it again"
+                yield b"event: error\ndata: " + v2.error_body(message) + b"\n\n"
+            finally:  # also when the client went away: the replica's generation leaves
+                stream.cancel()
+                self.counters.record(status, time.perf_counter() - start)
+
+        return StreamingResponse(
+            events(), media_type=head.media_type, headers={"Cache-Control": "no-cache"}
+        )
 
     async def run(self, *arrays: Any, **named: Any) -> Any:
         """The model replica's ``run`` (see ``ExecutableServer.run``), retried when its
@@ -153,14 +210,15 @@ class Front:
 
 def request_kind(method: str, path: str, model: str) -> str | None:
     """``infer`` for an inference request (the protocol's or the old ``POST /``), ``stats``
-    for the stats route, None for anything else (the model replica answers, errors too)."""
+    for the stats route, ``generate`` and ``generate_stream`` for generations, None for
+    anything else (the model replica answers, errors too)."""
     if path != "/v2" and not path.startswith("/v2/"):
         return "infer" if method == "POST" else None
     try:
         kind = v2.route(method, path, model).kind
     except v2.ProtocolError:
         return None
-    return kind if kind in ("infer", "stats") else None
+    return kind if kind in (*COUNTED, "stats") else None
 
 
 def to_response(reply: Reply) -> Response:

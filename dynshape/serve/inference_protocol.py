@@ -10,6 +10,8 @@ Routes (``route``)::
     GET  /v2/models/{name}/ready      200 once the model is loaded
     POST /v2/models/{name}/infer      inference
     GET  /v2/models/{name}/stats      request, error and latency counts (answered by the front)
+    POST /v2/models/{name}/generate   a generation, whole (a server started with --generate;
+    POST /v2/models/{name}/generate_stream    as server-sent events; generation_wire.py)
 
 An infer request is ``{"id"?, "parameters"?, "inputs": [{"name", "shape", "datatype", "data"
 | "parameters": {"binary_data_size"}}], "outputs"?: [{"name", "parameters"?: {"binary_data"}}]}``;
@@ -77,7 +79,11 @@ HEADER_LENGTH = "Inference-Header-Content-Length"
 VERSION = "1"
 EXTENSIONS = ("binary_tensor_data", "statistics", "dynshape_dims")
 _SYMBOL = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
-_MODEL_ROUTE = re.compile(r"/v2/models/([^/]+)(?:/versions/([^/]+))?(/ready|/infer|/stats)?")
+#: The routes that take POST (the others take GET).
+POSTED = ("infer", "generate", "generate_stream")
+_MODEL_ROUTE = re.compile(
+    r"/v2/models/([^/]+)(?:/versions/([^/]+))?(/ready|/infer|/stats|/generate_stream|/generate)?"
+)
 
 
 class ProtocolError(RequestError):
@@ -91,7 +97,7 @@ class ProtocolError(RequestError):
 @dataclass(frozen=True)
 class Route:
     """What a request asks for: ``kind`` is ``server``, ``live``, ``ready``, ``model``,
-    ``model_ready``, ``infer`` or ``stats``."""
+    ``model_ready``, ``infer``, ``stats``, ``generate`` or ``generate_stream``."""
 
     kind: str
 
@@ -113,10 +119,10 @@ def route(method: str, path: str, model: str) -> Route:
                 f"model {name!r} has no version {version!r} (it has {VERSION})", 404
             )
         kinds = {None: "model", "/ready": "model_ready", "/infer": "infer", "/stats": "stats"}
-        kind = kinds[tail]
+        kind = kinds.get(tail) or tail[1:]  # generate, generate_stream
     else:
         raise ProtocolError(f"no route {path!r} (the protocol's routes start /v2)", 404)
-    wanted = "POST" if kind == "infer" else "GET"
+    wanted = "POST" if kind in POSTED else "GET"
     if method != wanted:
         raise ProtocolError(f"{path} takes {wanted}, not {method}", 405)
     return Route(kind)

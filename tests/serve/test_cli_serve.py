@@ -103,6 +103,14 @@ def test_serve_prints_its_url_answers_and_stops_on_ctrl_c(tmp_path: Path) -> Non
             "replicas (2) is a fixed number: give it or the autoscaling bounds",
         ),
         (PROGRAM, ["--retries", "-1"], "retries (-1) >= 0"),
+        (
+            PROGRAM,
+            ["--generate", "--batch-symbol", "batch"],
+            "--batch-symbol is for inference; --generate joins generations per decode step",
+        ),
+        (PROGRAM, ["--generate", "--threads", "2"], "--threads is for inference; --generate"),
+        (PROGRAM, ["--generate"], "the model has no input 'input_ids' (its inputs: x)"),
+        (PROGRAM, ["--limit-new-tokens", "5"], "--limit-new-tokens and --limit-prompt-tokens"),
     ],
 )
 def test_serve_refuses_what_cannot_be_served_and_says_why(
@@ -110,6 +118,24 @@ def test_serve_refuses_what_cannot_be_served_and_says_why(
 ) -> None:
     dynshape.compile(program).save(tmp_path / "m.dsx")
     assert message in _refusal(tmp_path, "m.dsx", options)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--max-batch", "0"], "max_rows (0), replicas (1), limit_new_tokens (1024)"),
+        (["--limit-new-tokens", "0"], "limit_new_tokens (0) and limit_prompt_tokens (4096)"),
+    ],
+)
+def test_serve_generate_refuses_bad_options(
+    tmp_path: Path, options: list[str], message: str
+) -> None:
+    import onnx
+
+    from tests.onnx.generate_models import successor
+
+    onnx.save(successor(), tmp_path / "decoder.onnx")
+    assert message in _refusal(tmp_path, "decoder.onnx", ["--generate", *options])
 
 
 def test_serve_compiles_a_program_within_its_time_budget(tmp_path: Path) -> None:

@@ -182,6 +182,9 @@ def test_errors_are_the_protocol_s_with_their_status(cluster: int, apps: dict[st
     status, answer = request(f"http://127.0.0.1:{cluster}/mlp/v2/models/mlp/infer")  # a GET
     assert status == 405
     assert json.loads(answer) == {"error": "/v2/models/mlp/infer takes POST, not GET"}
+    for route in ("generate", "generate_stream"):  # a model served for inference
+        status, answer = post(f"http://127.0.0.1:{cluster}/mlp/v2/models/mlp/{route}", b"{}")
+        assert status == 404 and "serve a decoder with --generate" in json.loads(answer)["error"]
 
 
 @pytest.mark.parametrize("literal", ["1e400", "-1e400"])
