@@ -65,16 +65,16 @@ def generate(
     are ``GenerateError``s naming it; the model's run errors are the VM's.
     """
     decoder = DecoderStep.of(model)
-    ids = _token_ids(input_ids, decoder.vocab)
+    ids = checked_token_ids(input_ids, decoder.vocab)
     mask = _mask(attention_mask, ids.shape, decoder)
-    eos = _eos(eos_token_id, decoder.vocab)
+    eos = checked_eos_ids(eos_token_id, decoder.vocab)
     choose = TokenChooser(do_sample, temperature, top_k, seed)
-    steps = _count(max_new_tokens)
+    steps = checked_token_count(max_new_tokens)
     tokens = [ids]
     unfinished = np.ones(len(ids), bool)
     feed, past = ids, decoder.empty_cache(len(ids))
     for step in range(steps):
-        logits, past = decoder.step(_feeds(decoder, feed, mask, past))
+        logits, past = decoder.step(step_feeds(decoder, feed, mask, past))
         chosen = choose(logits[:, -1] if logits.ndim == 3 else logits, step)
         if eos is not None:
             chosen = np.where(unfinished, chosen, eos[0])
@@ -87,7 +87,7 @@ def generate(
     return np.concatenate(tokens, axis=1)
 
 
-def _feeds(
+def step_feeds(
     decoder: DecoderStep, ids: np.ndarray, mask: np.ndarray, past: Mapping[str, np.ndarray]
 ) -> dict[str, np.ndarray]:
     """One step's inputs, each in the model's dtype."""
@@ -106,7 +106,9 @@ def positions(mask: np.ndarray) -> np.ndarray:
     return np.where(mask == 0, 1, pos)
 
 
-def _token_ids(value: Any, vocab: int | None) -> np.ndarray:
+def checked_token_ids(value: Any, vocab: int | None) -> np.ndarray:
+    """``value`` as a ``[batch, prompt]`` int64 array of ids below ``vocab``, or a
+    GenerateError saying what is wrong with it (also the served requests' check)."""
     try:
         ids = np.asarray(value)
     except ValueError:  # numpy refuses ragged nested lists
@@ -168,7 +170,8 @@ def _mask(value: Any, shape: tuple[int, ...], decoder: DecoderStep) -> np.ndarra
     return mask
 
 
-def _eos(value: Any, vocab: int | None) -> np.ndarray | None:
+def checked_eos_ids(value: Any, vocab: int | None) -> np.ndarray | None:
+    """``eos_token_id`` (an int or a list of them, or None) as an array of ids, checked."""
     if value is None:
         return None
     ids = [value] if isinstance(value, (int, np.integer)) else value
@@ -187,7 +190,8 @@ def _eos(value: Any, vocab: int | None) -> np.ndarray | None:
     return np.array(out, np.int64)
 
 
-def _count(value: Any) -> int:
+def checked_token_count(value: Any) -> int:
+    """``max_new_tokens``, checked to be a non-negative int."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
         raise GenerateError(f"max_new_tokens must be a non-negative int, got {value!r}")
     return int(value)

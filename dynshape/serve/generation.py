@@ -49,7 +49,7 @@ import numpy as np
 from vm import StepLimitError
 
 from ..errors import GenerateError
-from ..generate_loop import _feeds, _token_ids
+from ..generate_loop import checked_token_ids, step_feeds
 from ..generate_model import DecoderStep
 from .budgets import BUDGET_STATUS, LIMIT_NEW_TOKENS, LIMIT_PROMPT_TOKENS
 from .generation_request import Event, Generation, GenerationOptions
@@ -184,7 +184,7 @@ class ContinuousBatcher:
                 raise GenerateError("the generation server is stopping")
             self.stats.requests += 1
             if options.max_new_tokens == 0:  # generate returns the prompt alone: nothing to run
-                gen._finish("length")
+                gen.finish("length")
                 self.stats.finished += 1
                 return gen
             self._waiting.append(gen)
@@ -209,7 +209,7 @@ class ContinuousBatcher:
                 f"the prompt has {len(input_ids)} tokens, beyond this server's limit of "
                 f"{self.limit_prompt_tokens}"
             )
-        prompt: np.ndarray = _token_ids(input_ids, self.decoder.vocab)[0]
+        prompt: np.ndarray = checked_token_ids(input_ids, self.decoder.vocab)[0]
         return prompt
 
     @property
@@ -268,7 +268,9 @@ class ContinuousBatcher:
         decoder = self.decoder
         try:
             self.stats.prefill_calls += 1
-            logits, past = decoder.step(_feeds(decoder, ids, mask, decoder.empty_cache(len(group))))
+            logits, past = decoder.step(
+                step_feeds(decoder, ids, mask, decoder.empty_cache(len(group)))
+            )
         except Exception as e:  # which request was wrong: each alone
             if len(group) > 1:
                 for g in group:
@@ -302,7 +304,7 @@ class ContinuousBatcher:
         self.stats.decode_rows += len(batch.rows)
         self.stats.step_rows.append(len(batch.rows))
         try:
-            logits, past = decoder.step(_feeds(decoder, last, mask, batch.cache))
+            logits, past = decoder.step(step_feeds(decoder, last, mask, batch.cache))
         except Exception as e:  # the cache was donated to the call: no row can go on
             self._fail_all(batch.rows, f"the model failed at a decode step: {_line(e)}", _status(e))
             batch.rows, batch.cache = [], {}
@@ -323,7 +325,7 @@ class ContinuousBatcher:
                 self._fail_all([g], str(e))
                 continue
             self.stats.tokens += 1
-            g._token(token)
+            g.add_token(token)
             if g.finished:
                 self.stats.finished += 1
 
@@ -344,7 +346,7 @@ class ContinuousBatcher:
         for g in gens:
             if not g.finished:
                 self.stats.failed += 1
-                g._fail(message, status)
+                g.fail(message, status)
 
     # -- the thread -------------------------------------------------------------------
 

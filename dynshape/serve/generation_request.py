@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import GenerateError
-from ..generate_loop import _count, _eos
+from ..generate_loop import checked_eos_ids, checked_token_count
 from ..generate_sampling import TokenChooser
 from .budgets import LIMIT_NEW_TOKENS
 
@@ -54,12 +54,12 @@ class GenerationOptions:
             raise GenerateError(
                 f"unknown generation parameter {unknown[0]!r} (known: {', '.join(OPTIONS)})"
             )
-        new = _count(given.get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS))
+        new = checked_token_count(given.get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS))
         if new > limit_new_tokens:
             raise GenerateError(
                 f"max_new_tokens {new} is beyond this server's limit of {limit_new_tokens}"
             )
-        eos = _eos(given.get("eos_token_id"), vocab)
+        eos = checked_eos_ids(given.get("eos_token_id"), vocab)
         options = cls(
             new,
             None if eos is None else tuple(int(e) for e in eos),
@@ -160,21 +160,23 @@ class Generation:
         except Exception:  # the receiver is gone (its event loop closed): nobody listens
             self.cancel()
 
-    def _token(self, token: int) -> None:
+    def add_token(self, token: int) -> None:
         """Record and send the next token; finish at eos or at max_new_tokens."""
         self.tokens.append(token)
         self._send(Event("token", len(self.tokens) - 1, token))
         eos = self.options.eos_token_id
         if eos is not None and token in eos:
-            self._finish("eos")
+            self.finish("eos")
         elif len(self.tokens) >= self.options.max_new_tokens:
-            self._finish("length")
+            self.finish("length")
 
-    def _finish(self, reason: str) -> None:
+    def finish(self, reason: str) -> None:
+        """End the generation with ``reason`` (``eos``, ``length``, ``cancelled``)."""
         self.finish_reason = reason
         self._send(Event("done", len(self.tokens), finish_reason=reason))
 
-    def _fail(self, message: str, status: int = 500) -> None:
+    def fail(self, message: str, status: int = 500) -> None:
+        """End the generation with an error event (``status`` is the HTTP status it maps to)."""
         if not self.finished:
             self.error = message
             self.finish_reason = "error"
