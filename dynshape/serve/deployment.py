@@ -59,7 +59,7 @@ from ..errors import RequestError, ServeConfigError
 from . import inference_protocol as v2
 from .batching import BatchPlan
 from .budgets import BUDGET_STATUS, DEFAULT_MAX_STEPS, DEFAULT_RETRIES, DEFAULT_TIMEOUT_S
-from .front import FRONT_ONGOING, Front, Reply, error_reply, json_reply
+from .front import Reply, error_reply, front_app, json_reply
 from .grpc_loopback import loopback_grpc
 from .scaling import replica_options
 from .source import ExecutableSource, default_model_name, executable_bytes
@@ -70,7 +70,6 @@ DEFAULT_WAIT_S = 0.005
 #: Ray Serve's own default of requests in flight in one replica (``max_ongoing_requests``).
 RAY_DEFAULT_ONGOING = 5
 #: The front's deployment name is the model deployment's and this.
-FRONT_SUFFIX = "-front"
 # getrusage's ru_maxrss is in KiB on Linux, in bytes on macOS.
 _RSS_PER_MIB = 1 << 20 if sys.platform == "darwin" else 1 << 10
 
@@ -304,13 +303,6 @@ def deployment(
         ray_actor_options={"num_cpus": cpus_per_replica},
         **scaling,
     )
-    front: Any = serve.deployment(
-        Front,
-        name=f"{name}{FRONT_SUFFIX}",
-        num_replicas=1,
-        max_ongoing_requests=FRONT_ONGOING,
-        ray_actor_options={"num_cpus": 0},
-    )
     model_app = server.bind(
         data,
         batch_symbol,
@@ -322,4 +314,4 @@ def deployment(
         max_steps,
         timeout_s,
     )
-    return front.bind(model_app, model, retries)
+    return front_app(model_app, model, retries)

@@ -45,6 +45,8 @@ from .grpc_loopback import loopback_grpc
 
 #: Requests the front lets in at once: it only awaits, the model replicas bound the work.
 FRONT_ONGOING = 1000
+#: The front deployment's name is the model deployment's with this suffix.
+FRONT_SUFFIX = "-front"
 #: The routes whose requests the counters count.
 COUNTED = ("infer", "generate", "generate_stream")
 #: The request headers the model replica reads.
@@ -206,6 +208,21 @@ class Front:
     def counts(self) -> dict[str, Any]:
         """The front's counters, as ``GET /v2/models/NAME/stats`` answers them."""
         return self.counters.stats()
+
+
+def front_app(model_app: Any, name: str, retries: int, generates: bool = False) -> Any:
+    """The application's ingress: a ``Front`` deployment (one replica, no CPU claim) of the
+    model deployment ``model_app`` (served as model ``name``), bound."""
+    from ray import serve
+
+    front: Any = serve.deployment(
+        Front,
+        name=f"{name}{FRONT_SUFFIX}",
+        num_replicas=1,
+        max_ongoing_requests=FRONT_ONGOING,
+        ray_actor_options={"num_cpus": 0},
+    )
+    return front.bind(model_app, name, retries, generates)
 
 
 def request_kind(method: str, path: str, model: str) -> str | None:

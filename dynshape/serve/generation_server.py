@@ -47,8 +47,8 @@ from .budgets import (
     LIMIT_NEW_TOKENS,
     LIMIT_PROMPT_TOKENS,
 )
-from .deployment import FRONT_SUFFIX, RAY_DEFAULT_ONGOING, _status, _version
-from .front import FRONT_ONGOING, Front, Reply, error_reply, json_reply
+from .deployment import RAY_DEFAULT_ONGOING, _status, _version
+from .front import Reply, error_reply, front_app, json_reply
 from .generation import DEFAULT_MAX_ROWS, ContinuousBatcher
 from .generation_request import Event, Generation
 from .generation_wire import SSE, event_bytes, final, parse_request
@@ -214,14 +214,7 @@ def generation_deployment(
         max_ongoing_requests=ongoing,
         ray_actor_options={"num_cpus": cpus_per_replica},
     )
-    front: Any = serve.deployment(
-        Front,
-        name=f"{name}{FRONT_SUFFIX}",
-        num_replicas=1,
-        max_ongoing_requests=FRONT_ONGOING,
-        ray_actor_options={"num_cpus": 0},
-    )
     app = server.bind(
         data, model, max_rows, limit_new_tokens, limit_prompt_tokens, max_steps, timeout_s, join
     )
-    return front.bind(app, model, retries, True)
+    return front_app(app, model, retries, generates=True)
