@@ -314,4 +314,4 @@ def deployment(
         max_steps,
         timeout_s,
     )
-    return front_app(model_app, model, retries)
+    return front_app(model_app, name, model, retries)

@@ -210,19 +210,22 @@ class Front:
         return self.counters.stats()
 
 
-def front_app(model_app: Any, name: str, retries: int, generates: bool = False) -> Any:
-    """The application's ingress: a ``Front`` deployment (one replica, no CPU claim) of the
-    model deployment ``model_app`` (served as model ``name``), bound."""
+def front_app(
+    model_app: Any, deployment: str, model: str, retries: int, generates: bool = False
+) -> Any:
+    """The application's ingress, bound: a ``Front`` deployment named ``deployment`` plus
+    ``FRONT_SUFFIX`` (one replica, no CPU claim) of the model deployment ``model_app``, whose
+    model is ``model`` in the protocol's routes."""
     from ray import serve
 
     front: Any = serve.deployment(
         Front,
-        name=f"{name}{FRONT_SUFFIX}",
+        name=f"{deployment}{FRONT_SUFFIX}",
         num_replicas=1,
         max_ongoing_requests=FRONT_ONGOING,
         ray_actor_options={"num_cpus": 0},
     )
-    return front.bind(model_app, name, retries, generates)
+    return front.bind(model_app, model, retries, generates)
 
 
 def request_kind(method: str, path: str, model: str) -> str | None:

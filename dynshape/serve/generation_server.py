@@ -217,4 +217,4 @@ def generation_deployment(
     app = server.bind(
         data, model, max_rows, limit_new_tokens, limit_prompt_tokens, max_steps, timeout_s, join
     )
-    return front_app(app, model, retries, generates=True)
+    return front_app(app, name, model, retries, generates=True)

@@ -193,7 +193,15 @@ def test_kernel_matches_onnxruntime_with_r_copied_contiguous(op: str, data: st.D
     case = _case(op, data.draw, seq, batch, "float32")
     _assume_in_range(op, case)
     want = _onnxruntime(op, case)
-    _close(_kernel(op, case, layout), [w.astype(np.float64) for w in want], "float32")
+    exact = _reference(op, case)
+    rtol, atol = TOL["float32"]
+    for g, w, x in zip(_kernel(op, case, layout), want, exact, strict=True):
+        # 16 steps amplify float32 rounding where the drawn weights make the recurrence
+        # unstable (relu): there the kernel must be as close to onnxruntime as onnxruntime is
+        # to the exact result, within a factor (seen: 1.3e-3 apart, both that far from exact).
+        w64 = w.astype(np.float64)
+        slack = atol + rtol * np.abs(w64) + 4 * np.abs(w64 - x)
+        assert np.all(np.abs(g.astype(np.float64) - w64) <= slack), np.max(np.abs(g - w))
 
 
 @pytest.mark.parametrize("op", ["LSTM", "GRU", "RNN"])

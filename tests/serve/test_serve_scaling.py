@@ -76,7 +76,7 @@ def test_the_options_reach_ray_serve() -> None:
         1,
         {"num_cpus": 0},
     )
-    assert front.init_args[1:] == ("model", 1)
+    assert front.init_args[1:] == ("model", 1, False)  # model name, retries, not generating
     model = front.init_args[0]._bound_deployment
     assert model.name == "net" and model.max_ongoing_requests == 32  # 16 rows x (1 thread + 1)
     scaling = model._deployment_config.autoscaling_config
