@@ -189,11 +189,7 @@ class ExecutableServer:
                 if size is None:
                     return Reply(200, out)
                 return Reply(200, out, "application/octet-stream", ((v2.HEADER_LENGTH, str(size)),))
-            if kind == "server":
-                return json_reply(v2.server_metadata(_version()))
-            if kind == "model":
-                return json_reply(self.model.metadata())
-            return json_reply({})  # live, ready, model_ready: this replica answers, loaded
+            return metadata_reply(kind, self.model)
         except Exception as e:
             return error_reply(*_status(e))
 
@@ -215,6 +211,17 @@ class ExecutableServer:
             "pid": os.getpid(),
             "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / _RSS_PER_MIB,
         }
+
+
+def metadata_reply(kind: str, model: Any) -> Reply:
+    """The answer to a protocol route that reads no body: the server's or the model's metadata,
+    or an empty 200 for the health routes (live, ready, model ready: the replica answers, so
+    its model is loaded)."""
+    if kind == "server":
+        return json_reply(v2.server_metadata(_version()))
+    if kind == "model":
+        return json_reply(model.metadata())
+    return json_reply({})
 
 
 def _status(e: Exception) -> tuple[int, str]:

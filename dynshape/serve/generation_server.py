@@ -47,7 +47,7 @@ from .budgets import (
     LIMIT_NEW_TOKENS,
     LIMIT_PROMPT_TOKENS,
 )
-from .deployment import RAY_DEFAULT_ONGOING, _status, _version
+from .deployment import RAY_DEFAULT_ONGOING, _status, metadata_reply
 from .front import Reply, error_reply, front_app, json_reply
 from .generation import DEFAULT_MAX_ROWS, ContinuousBatcher
 from .generation_request import Event, Generation
@@ -144,11 +144,7 @@ class GenerationServer:
                     f"/v2/models/{self.model.name}/generate or .../generate_stream",
                     404,
                 )
-            if kind == "server":
-                return json_reply(v2.server_metadata(_version()))
-            if kind == "model":
-                return json_reply(self.model.metadata())
-            return json_reply({})  # live, ready, model_ready: this replica answers, loaded
+            return metadata_reply(kind, self.model)
         except Exception as e:
             return error_reply(*_status(e))
         finally:
