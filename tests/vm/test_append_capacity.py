@@ -105,6 +105,24 @@ def test_a_donated_prefix_is_written_in_place_even_behind_the_mark() -> None:
     assert np.shares_memory(again, past)
 
 
+def test_only_a_view_that_starts_where_the_buffer_starts_is_its_prefix() -> None:
+    """A view of the buffer with a prefix's shape and strides that starts one position later
+    is no prefix, even donated and behind the mark: an append onto it copies, and the earlier
+    result keeps its elements. (The append knows the view it handed out last without reading
+    its address; any other array's address is read.)"""
+    vm, rng = _vm(), np.random.default_rng(4)
+    past = np.zeros((1, 0, 4), np.float32)
+    for _ in range(3):  # three positions, room for six
+        past, _ = _step(vm, past, rng)
+    kept = past.copy()
+    shifted = past[:, 1:]  # the same buffer, one position in
+    before = vm.allocator.stats.copy()
+    grown, _ = _step(vm, shifted, rng, donate=("past",))
+    assert vm.allocator.stats.appends_moved == before.appends_moved + 1
+    assert not np.shares_memory(grown, past)
+    assert np.array_equal(past, kept)
+
+
 def test_donation_by_position_and_its_errors() -> None:
     vm, rng = _vm(), np.random.default_rng(4)
     past = np.zeros((1, 0, 4), np.float32)

@@ -34,7 +34,7 @@ the profiler run the closures, one storage per ``alloc_storage``.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, cast
+from typing import Any
 
 from .allocator import Allocator, size_class
 from .storage import MIN_ALIGNMENT, Storage
@@ -52,6 +52,8 @@ class Slot(Storage):
         slot = cls.__new__(cls)
         slot.raw = arena.raw
         slot.buf = arena.buf[offset : offset + capacity]
+        slot.offset = arena.offset + offset
+        slot.address = arena.address + offset
         slot.capacity = capacity
         slot.alignment = MIN_ALIGNMENT
         slot.nbytes = capacity
@@ -142,8 +144,9 @@ class Arena:
 
         def take(nbytes: Any) -> Storage:
             if nbytes.__class__ is int and 0 <= nbytes <= capacities[index]:
-                # A slot with room (capacity >= 0) is made by ``begin``: never None here.
-                slot = cast(Slot, slots[index])
+                # A slot with room (capacity >= 0) is made by ``begin``: never None here (no
+                # ``typing.cast``: a function call on the path of every allocation).
+                slot: Slot = slots[index]  # type: ignore[assignment]
                 slot.nbytes = nbytes
                 return slot
             return miss(index, nbytes, alignment)

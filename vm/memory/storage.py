@@ -26,15 +26,31 @@ MAX_ALIGNMENT = 4096
 class Storage:
     """An aligned byte buffer that tensors are views of."""
 
-    __slots__ = ("alignment", "buf", "capacity", "nbytes", "raw", "refs_alone", "sanitizer")
+    __slots__ = (
+        "address",
+        "alignment",
+        "buf",
+        "capacity",
+        "nbytes",
+        "offset",
+        "raw",
+        "refs_alone",
+        "sanitizer",
+    )
 
     def __init__(self, capacity: int, alignment: int = MIN_ALIGNMENT) -> None:
         alignment = max(alignment, MIN_ALIGNMENT)
         self.raw: np.ndarray = np.empty(capacity + alignment, dtype=np.uint8)
         """The owning array (the ``base`` of every view)."""
-        start = (-self.raw.ctypes.data) % alignment
+        address = self.raw.ctypes.data
+        start = (-address) % alignment
         self.buf: np.ndarray = self.raw[start : start + capacity]
         """The aligned bytes, ``capacity`` long."""
+        self.offset = start
+        """Where ``buf`` starts in ``raw`` (bytes)."""
+        self.address = address + start
+        """The address of ``buf``'s first byte (known here: reading an array's address back
+        through ``__array_interface__`` or ``ctypes`` costs ~2 us)."""
         self.capacity = capacity
         """Usable bytes (the size class for a pooled buffer)."""
         self.alignment = alignment
