@@ -218,12 +218,14 @@ _ERF_N1 = (
 )
 
 
-def _stacked(num: tuple[float, ...], den: tuple[float, ...]) -> np.ndarray:
-    """Numerator and denominator coefficients, highest degree first, as ``(degree + 1, 2, 1)``:
-    row ``k`` is the column added at Horner step ``k`` to the stacked ``(2, n)`` accumulator, so
-    both polynomials advance in one ufunc call (half the calls, same arithmetic)."""
-    table: np.ndarray = np.array([num, den], dtype=np.float64).T.reshape(len(num), 2, 1).copy()
-    return table
+def _stacked(num: tuple[float, ...], den: tuple[float, ...]) -> tuple[np.ndarray, ...]:
+    """Numerator and denominator coefficients, highest degree first, as ``degree + 1`` columns
+    ``(2, 1)``: column ``k`` is added at Horner step ``k`` to the stacked ``(2, n)``
+    accumulator, so both polynomials advance in one ufunc call (half the calls, same
+    arithmetic). A tuple of arrays, not one array: iterating an array makes a view a row, a
+    cost on every call."""
+    table = np.array([num, den], dtype=np.float64).T.reshape(len(num), 2, 1).copy()
+    return tuple(table)
 
 
 # Highest degree first: Cody's A[4] (or C[8], P[5]) leads, the denominators are monic.
@@ -241,7 +243,7 @@ _ERF_ONE = 6.0
 #: points of [0, 3.92]; the largest relative error in float64 is 2.2e-9, float32's half ulp is
 #: 6e-8. Past 3.92, erfc < 6e-9 and erf rounds to +-1 in float32 (clipping also takes care of
 #: the infinities; NaN passes through the clip). Highest degree first, Q padded to P's degree.
-_ERF_NARROW = _stacked(
+_ERF_NARROW_NUM_DEN = (
     (
         -1.2917109715182562e-08,
         4.630631174163541e-06,
@@ -261,6 +263,10 @@ _ERF_NARROW = _stacked(
         1.0,
     ),
 )
+_ERF_NARROW = _stacked(*_ERF_NARROW_NUM_DEN)
+#: The same coefficients lowest degree first, ``(2, 7)``: the rational function as one matrix
+#: product with the powers of ``x^2`` (``_erf_narrow_chunk`` on small chunks).
+_ERF_NARROW_POWERS = np.array([c[::-1] for c in _ERF_NARROW_NUM_DEN])
 _ERF_NARROW_CLIP = 3.92
 
 #: Elements per chunk: every temporary is a float64 array of at most this many elements (the
@@ -272,6 +278,12 @@ ERF_CHUNK = 1 << 15
 #: Elements from which the chunks are shared with the worker thread (``vm/worker_thread.py``):
 #: two chunks, ~0.5 ms of work against a hand-off of tens of microseconds.
 ERF_THREAD_MIN = 2 * ERF_CHUNK
+#: Up to this many elements a float32/float16 chunk evaluates its rational function as one
+#: matrix product of the coefficients by the powers of ``x^2`` (5 multiplies and one small
+#: matmul instead of Horner's 13 stacked ufunc calls, whose fixed cost is most of a small erf);
+#: the powers are 7 rows of float64 scratch, which past this size cost more passes over memory
+#: than Horner's steps.
+ERF_POWERS_MAX = 1 << 12
 
 
 _erf_local = threading.local()
@@ -279,7 +291,8 @@ _erf_local = threading.local()
 
 def _erf_scratch(m: int) -> tuple[np.ndarray, ...]:
     """This thread's erf scratch, at least ``m`` elements each: ``ax, y, xs, rs`` (float64),
-    ``nd`` (2 x), ``spare``. Kept per thread and reused by every call: allocated per call, the
+    ``nd`` (2 x), ``spare``, and ``powers`` (7 x ``ERF_POWERS_MAX``, its first row ones: the
+    zeroth powers, never written). Kept per thread and reused by every call: allocated per call, the
     ~1.8 MB were fresh pages for every call as soon as other work had reused the heap (page
     faults: 32 Ki float32 elements took 1.5 ms instead of 0.75 ms, interleaved with other
     kernels). Per thread, so concurrent calls never share it; erf calls nothing that could
@@ -287,21 +300,25 @@ def _erf_scratch(m: int) -> tuple[np.ndarray, ...]:
     cached: tuple[np.ndarray, ...] | None = getattr(_erf_local, "scratch", None)
     if cached is None or cached[0].size < m:
         size = max(m, ERF_CHUNK)
-        cached = (*(np.empty(size) for _ in range(4)), np.empty((2, size)), np.empty(size))
+        powers = np.empty((len(_ERF_NARROW), ERF_POWERS_MAX))
+        powers[0] = 1.0
+        cached = (*(np.empty(size) for _ in range(4)), np.empty((2, size)), np.empty(size), powers)
         _erf_local.scratch = cached
     return cached
 
 
-def _rational(coefs: np.ndarray, y: np.ndarray, nd: np.ndarray) -> np.ndarray:
+def _rational(coefs: tuple[np.ndarray, ...], y: np.ndarray, nd: np.ndarray) -> np.ndarray:
     """``num(y) / den(y)`` by Horner on the stacked ``(2, n)`` accumulator ``nd``; the quotient
-    is written into (and returned as) ``nd[0]``."""
-    np.multiply(y, coefs[0], out=nd)
+    is written into (and returned as) ``nd[0]``. Outputs are positional (the ``out=`` keyword
+    costs a dict a call: ~10% of a small erf)."""
+    multiply, add = np.multiply, np.add
+    multiply(y, coefs[0], nd)
     for c in coefs[1:-1]:
-        nd += c
-        nd *= y
-    nd += coefs[-1]
+        add(nd, c, nd)
+        multiply(nd, y, nd)
+    add(nd, coefs[-1], nd)
     num: np.ndarray = nd[0]
-    np.divide(num, nd[1], out=num)
+    np.divide(num, nd[1], num)
     return num
 
 
@@ -381,17 +398,30 @@ def _erf_chunk(
         out[i_small] = rm
 
 
-def _erf_narrow_chunk(b: np.ndarray, y: np.ndarray, nd: np.ndarray) -> None:
+def _erf_narrow_chunk(b: np.ndarray, y: np.ndarray, nd: np.ndarray, powers: np.ndarray) -> None:
     """erf of the float64 chunk ``b`` in place, to float32's accuracy (``_ERF_NARROW``); ``y``
-    and ``nd`` are scratch of at least ``b.size`` elements (``nd`` twice that)."""
+    and ``nd`` are scratch of at least ``b.size`` elements (``nd`` twice that), ``powers``
+    ``_erf_scratch``'s (used up to ``ERF_POWERS_MAX`` elements: the sums of the rational
+    function's terms then round in another order than Horner's, within float64's rounding,
+    far below float32's)."""
     k = b.size
     y, nd = y[:k], nd[:, :k]
     # Two ufuncs rather than np.clip, whose Python wrapper costs more than both on small arrays.
-    np.minimum(b, _ERF_NARROW_CLIP, out=b)
-    np.maximum(b, -_ERF_NARROW_CLIP, out=b)
-    np.multiply(b, b, out=y)
-    q = _rational(_ERF_NARROW, y, nd)
-    np.multiply(q, b, out=b)
+    np.minimum(b, _ERF_NARROW_CLIP, b)
+    np.maximum(b, -_ERF_NARROW_CLIP, b)
+    if k <= ERF_POWERS_MAX:
+        v = powers[:, :k]  # row 0: ones
+        square = v[1]
+        np.multiply(b, b, square)
+        for j in range(2, len(v)):
+            np.multiply(v[j - 1], square, v[j])
+        np.matmul(_ERF_NARROW_POWERS, v, nd)
+        q: np.ndarray = nd[0]
+        np.divide(q, nd[1], q)
+    else:
+        np.multiply(b, b, y)
+        q = _rational(_ERF_NARROW, y, nd)
+    np.multiply(q, b, b)
 
 
 def _erf(x: np.ndarray, out: np.ndarray) -> None:
@@ -425,7 +455,7 @@ def _erf(x: np.ndarray, out: np.ndarray) -> None:
     narrow = out.dtype != np.float64
 
     def work() -> None:
-        ax, y, xs, rs, nd, spare = _erf_scratch(min(n, ERF_CHUNK))  # this thread's
+        ax, y, xs, rs, nd, spare, powers = _erf_scratch(min(n, ERF_CHUNK))  # this thread's
         if narrow:
             # No floating-point state to silence here (the clip bounds every power of x), so
             # no errstate context either: it costs more than the formula on a few hundred
@@ -434,7 +464,7 @@ def _erf(x: np.ndarray, out: np.ndarray) -> None:
                 part = src[i : i + ERF_CHUNK]
                 b = spare[: part.size]
                 np.copyto(b, part, casting="unsafe")
-                _erf_narrow_chunk(b, y, nd)
+                _erf_narrow_chunk(b, y, nd, powers)
                 np.copyto(dst[i : i + ERF_CHUNK], b, casting="unsafe")
             return
         with np.errstate(all="ignore"):  # underflow to 0 near +-6, NaN inputs: expected
