@@ -184,24 +184,28 @@ def _layer_norm(
         and data.flags.c_contiguous
         and out.flags.c_contiguous
     ):
-        x2, o2 = data.reshape(-1, n), out.reshape(-1, n)  # views: both are contiguous
+        # On the (rows, n) views, gamma and beta broadcast as they are: the general path's
+        # arithmetic without reshaping the variance and the parameters (a fifth of a one-row
+        # norm's time goes to such calls).
+        x2, target = data.reshape(-1, n), out.reshape(-1, n)  # views: both are contiguous
         inv = _inverse_count(n, data.dtype)
         mean = np.matmul(x2, inv)
-        np.subtract(x2, mean, o2)
-        var = np.matmul(np.square(o2), inv)
-        var = var.reshape((*data.shape[:-1], 1))
+        np.subtract(x2, mean, target)
+        var = np.matmul(np.square(target), inv)
+        scale, shift = gamma, beta
     else:
         mean = np.add.reduce(data, axis=axis, keepdims=True)
         np.multiply(mean, 1.0 / n, mean)
         np.subtract(data, mean, out)
         var = np.add.reduce(np.square(out), axis=axis, keepdims=True)
         np.multiply(var, 1.0 / n, var)
+        target, scale, shift = out, _along(gamma, axis, data.ndim), _along(beta, axis, data.ndim)
     np.add(var, eps, var)
     np.sqrt(var, var)
     np.reciprocal(var, var)
-    np.multiply(out, var, out)
-    np.multiply(out, _along(gamma, axis, data.ndim), out)
-    np.add(out, _along(beta, axis, data.ndim), out)
+    np.multiply(target, var, target)
+    np.multiply(target, scale, target)
+    np.add(target, shift, target)
 
 
 def padding4(padding: Sequence[int]) -> tuple[int, int, int, int]:
