@@ -50,6 +50,7 @@ from .donation import DonationRecord, donated_positions
 from .errors import KernelError, StepLimitError, VMError
 from .executable import Executable, KernelEntry, Param, TypeSpec
 from .isa import SIGNATURES, Kind, format_instruction
+from .kernels.blas_threads import call_begins, call_ends
 from .memory.allocator import Allocator, NaiveAllocator, PooledAllocator
 from .memory.refcounts import alone_in_table, unreachable
 from .memory.storage import Storage
@@ -264,11 +265,13 @@ class VirtualMachine:
         live = ctx.live
         if donated:
             ctx.donated.update(id(regs[i]) for i in donated)
+        call_begins()  # BLAS switched to one thread at most once a call (blas_threads)
         try:
             result = self._execute(inst, fidx, regs)
             if result.__class__ is not ndarray or result.base is not None:
                 result = self._take_outputs(ctx, result)  # a fresh array needs nothing
         finally:
+            call_ends()  # first: nothing below may leave BLAS lowered after the call
             # Whatever the call did not kill or hand over goes back (also after an error).
             if live:
                 free = self._free_leftover

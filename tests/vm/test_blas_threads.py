@@ -288,3 +288,57 @@ def test_an_output_overlapping_an_operand_is_not_split(monkeypatch: pytest.Monke
     other = np.empty_like(square)
     bt.matmul(want, want, other)
     assert calls == ([1] if bt.switch() is not None else [])
+
+
+class _CountingSwitch(bt._Switch):
+    """A switch over a fake thread count of 2 that records every change."""
+
+    def __init__(self) -> None:
+        self.count = 2
+        self.sets: list[int] = []
+
+        def set_(n: int) -> None:
+            self.sets.append(n)
+            self.count = n
+
+        super().__init__(lambda: self.count, set_)
+
+
+@pytest.fixture
+def counting(monkeypatch: pytest.MonkeyPatch) -> _CountingSwitch:
+    sw = _CountingSwitch()
+    monkeypatch.setattr(bt, "_switch", sw)
+    monkeypatch.setattr(bt, "_looked", True)
+    return sw
+
+
+CHAIN = """
+def @main(%a: Tensor[(8, 512), float32], %w: Tensor[(512, 512), float32], %i: Tensor[(2,), int64]) {
+  take(nn.matmul(nn.matmul(nn.matmul(%a, %w), %w), %w), %i, axis=0)
+}
+"""
+
+
+def test_a_vm_call_switches_once_and_restores_at_its_end(counting: _CountingSwitch) -> None:
+    # Three products above LOW in one call: lowered at the first, restored when the call ends
+    # (each switch costs microseconds); a product run on its own switches around itself.
+    import dynshape
+    from vm import KernelError, VirtualMachine
+
+    vm = VirtualMachine(dynshape.compile(CHAIN))
+    a, w = _operands(8, 512, 512)
+    w = np.ascontiguousarray(w[:, :512])
+    got = vm.run(a, w, np.array([0, 7]))
+    np.testing.assert_allclose(got, (a @ w @ w @ w)[[0, 7]], rtol=1e-3, atol=1e-2)
+    assert counting.sets == [1, 2] and counting.count == 2
+    vm.run(a, w, np.array([1, 2]))
+    assert counting.sets == [1, 2, 1, 2]
+    # a call that fails after its products restores the count too
+    with pytest.raises(KernelError):
+        vm.run(a, w, np.array([0, 99]))
+    assert counting.sets == [1, 2, 1, 2, 1, 2] and counting.count == 2
+    assert bt._calls.depth == 0 and bt._calls.held is None
+    out = np.empty((8, 512), np.float32)
+    bt.matmul(a, w, out)
+    bt.matmul(a, w, out)
+    assert counting.sets[6:] == [1, 2, 1, 2]

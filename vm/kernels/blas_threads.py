@@ -42,6 +42,14 @@ rule above) takes that price back where bit-for-bit repeatability does not matte
 ``process`` leaves BLAS alone: ``set_policy(name)`` chooses, for the whole process, as BLAS's
 thread count is process-wide.
 
+Switching costs: each ``openblas_set_num_threads`` call takes a few microseconds (lowering
+and restoring around one product cost 6.5-8 us on top of it, measured: a (128, 1152) x
+(1152, 4) product 47 us inside a lowered span, 54 us switched around it), as much as a small
+convolution's product. So a VM call switches at most once (``call_begins`` / ``call_ends``,
+which ``VirtualMachine`` calls around each top-level call): the first product above ``LOW``
+in the call lowers the thread count, and the call's end restores it; outside a VM call (a
+kernel run on its own) each product switches around itself as before.
+
 The second core, under ``one``: a product of at least ``SPLIT_MIN`` work is cut into fixed
 parts of its rows, each a single-threaded GEMM, which the calling thread and the process's
 worker thread (``vm/worker_thread.py``) take from one iterator. The parts depend on the shapes
@@ -172,6 +180,9 @@ def _find_switch() -> _Switch | None:
 
 _policy = "one"
 _adaptive = AdaptivePolicy()
+#: Per thread: ``depth``, how many VM calls are running in it (nested ones too), and ``held``,
+#: the switch its outermost call lowered (None until a product above ``LOW``).
+_calls = threading.local()
 _switch: _Switch | None = None
 _looked = False
 _look_lock = threading.Lock()
@@ -204,6 +215,24 @@ def switch() -> _Switch | None:
     return _switch
 
 
+def call_begins() -> None:
+    """A VM call starts on this thread: its products may keep OpenBLAS lowered to one thread
+    until ``call_ends`` (see the module doc). Calls nest."""
+    _calls.depth = getattr(_calls, "depth", 0) + 1
+
+
+def call_ends() -> None:
+    """The VM call ``call_begins`` announced ends: the outermost one restores the thread count
+    its products lowered."""
+    depth = _calls.depth - 1
+    _calls.depth = depth
+    if depth == 0:
+        held = getattr(_calls, "held", None)
+        if held is not None:
+            _calls.held = None
+            held.leave()
+
+
 def _work(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> tuple[int, int]:
     """``np.matmul(a, b, out=out)``'s per-matrix work ``m * k * n`` and its total over the batch
     (``out.size * k``); (0, 0) where BLAS is not used (other dtypes)."""
@@ -229,6 +258,12 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
     if _policy == "one":
         if total >= SPLIT_MIN and _splittable(a, b, out):
             _split(a, b, out, sw, total)
+            return
+        if getattr(_calls, "depth", 0):  # inside a VM call: lowered until the call ends
+            if getattr(_calls, "held", None) is None:
+                sw.enter()
+                _calls.held = sw
+            np.matmul(a, b, out=out)
             return
         sw.enter()
         try:
