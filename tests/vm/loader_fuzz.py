@@ -23,7 +23,8 @@ How it works:
   mutation (flushed). In the worker only, ``np.ndarray`` as seen by ``vm/decode.py`` and
   ``vm/memory/storage.py`` and ``as_strided`` as seen by ``vm/kernels/nn.py`` are wrapped by
   bounds checks (every tensor view must lie within its storage's ``nbytes``; every window view
-  within its array's memory), and every array the VM returns is checked to lie within its base.
+  within its array's memory: ``np.ndarray`` over a contiguous input's buffer checks that itself,
+  and is wrapped too), and every array the VM returns is checked to lie within its base.
 - **Parent.** Watches the worker with a per-mutation timeout; a worker that dies without
   reporting (signal, abort, segfault) is a CRASH of the mutation it was on, one that goes silent
   is a HANG; both are recorded with their seed and index, and the worker is restarted at the
@@ -1464,6 +1465,23 @@ class _Checks:
             return out
 
         vm.kernels.nn.as_strided = checked_as_strided
+
+        def checked_window(shape: Any, dtype: Any, buffer: Any, *rest: Any) -> Any:
+            # ``windows`` over a contiguous input: numpy's constructor checks the extent itself;
+            # checked again here as every other view is
+            out = real_ndarray(shape, dtype, buffer, *rest)
+            if not within_owner(out):
+                checks.violations.append(f"window view {out.shape} leaves its array's memory")
+                raise IndexError("window view outside its array (loader_fuzz check)")
+            return out
+
+        class WindowsNumpyProxy:
+            ndarray = staticmethod(checked_window)
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(np, name)
+
+        vm.kernels.nn.np = WindowsNumpyProxy()  # type: ignore[assignment]
 
 
 def _peak_rss() -> int:
