@@ -355,3 +355,22 @@ def test_global_pools(data, dtype):
     assert_same(run_like("nn.global_avg_pool2d", {}, [x], e), e, tol(dtype) * 10)
     e = x.max(axis=(2, 3), keepdims=True)
     assert_same(run_like("nn.global_max_pool2d", {}, [x], e), e)
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [(4, 288, 3, 3), (2, 5, 7, 9), (1, 3, 64, 64), (1, 2, 65, 64), (3, 1, 1, 1)],
+    ids=["se-block", "odd", "plane-at-bound", "plane-past-bound", "one-pixel"],
+)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("layout", ["contiguous", "strided"])
+def test_global_avg_pool_on_both_paths(shape, dtype, layout):
+    # planes up to MATVEC_POOL_MAX elements are a matrix-vector product with 1 / (H * W),
+    # longer ones (and strided inputs) np.mean: both as accurate as the float64 mean allows
+    rng = np.random.default_rng(sum(shape))
+    base = (rng.standard_normal((*shape[:3], 2 * shape[3])) * 3 + 1).astype(dtype)
+    x = base[..., ::2] if layout == "strided" else np.ascontiguousarray(base[..., ::2])
+    want = x.astype(np.float64).mean(axis=(2, 3), keepdims=True)
+    got = run_like("nn.global_avg_pool2d", {}, [x], want.astype(dtype))
+    rtol = 1e-5 if dtype == np.float32 else 1e-13
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * np.abs(x).max())

@@ -329,11 +329,29 @@ def _transpose_span(
     return lo, hi, (shift + lo * stride if lo < hi else None)
 
 
+#: Up to this many elements a (H, W) plane, global average pooling is a matrix-vector product
+#: of the (N * C, H * W) rows with ``1 / (H * W)`` (one BLAS call: 4-7x faster than
+#: ``np.mean``, whose reduction runs a short inner loop per row, measured on (4, 288, 3, 3) 34
+#: vs 6 us, (8, 16, 64, 64) 115 vs 19 us), with ``np.mean``'s accuracy (relative error 1e-7 to
+#: 3e-7 against float64 on those shapes); longer rows keep ``np.mean``'s pairwise sum.
+MATVEC_POOL_MAX = 1 << 12
+
+
 def _global_avg(data: np.ndarray, out: np.ndarray) -> None:
+    n, c, h, w = data.shape
     if data.dtype == F16:
         acc = np.empty(out.shape, np.float32)  # float32 accumulation, one rounding
         np.mean(data, axis=(2, 3), keepdims=True, dtype=np.float32, out=acc)
         np.copyto(out, acc)
+    elif (
+        h * w <= MATVEC_POOL_MAX
+        and data.dtype.kind == "f"
+        and data.flags.c_contiguous
+        and out.flags.c_contiguous
+        and data.size
+    ):
+        rows = data.reshape(n * c, h * w)  # views: both are contiguous
+        _matmul(rows, _inverse_count(h * w, data.dtype), out.reshape(n * c, 1))
     else:
         np.mean(data, axis=(2, 3), keepdims=True, out=out)
 
