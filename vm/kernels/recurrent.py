@@ -8,13 +8,15 @@ batch-major; the kernel reads and writes them through transposed views, never a 
 Steps: the input projections of every step and both directions are one matmul before the loop
 (``x @ [W_fwd; W_rev]^T``, into ``gx``), plus the biases that add outside the gates' products
 (``Wb + Rb``; GRU with ``linear_before_reset`` keeps ``Rb_h`` for inside the reset product).
-Each step then does one matmul, ``h @ R^T`` (BLAS), and the gates with numpy ufuncs in place,
-in scratch allocated once per call (the gates' views are made once too: a step is its ufunc
-calls and little else); the new ``h`` is written straight into its slice of ``Y``, which the
-next step reads as its state (no concatenation, no copy). Where that slice cannot be the state
-(float16 outputs, or ``sequence_lens`` masking), the state lives in a float32/native buffer and
-the step copies it out. A bidirectional layer without those (and without LSTM peepholes) runs
-both directions in lockstep as one stacked cell, ``(2, batch, ...)`` (``_both_directions``).
+Each step then does one matmul, ``h @ R^T`` (BLAS, broadcast over the gates: the weights and the
+gates are laid out gate-major, ``(gates, [2,] ...)``, so that each gate is a contiguous array,
+see ``_Step``), and the gates with numpy ufuncs in place, in scratch allocated once per call
+(the gates' views are made once too: a step is its ufunc calls and little else); the new ``h``
+is written straight into its slice of ``Y``, which the next step reads as its state (no
+concatenation, no copy). Where that slice cannot be the state (float16 outputs, or
+``sequence_lens`` masking), the state lives in a float32/native buffer and the step copies it
+out. A bidirectional layer without those (and without LSTM peepholes) runs both directions in
+lockstep as one stacked cell, ``(2, batch, ...)`` (``_both_directions``).
 
 BLAS threads: a step's product is small and latency-bound, and there are hundreds of them. Under
 the default ``one`` policy (``blas_threads``) the kernel lowers OpenBLAS to one thread once for
@@ -27,9 +29,10 @@ entry at its own ``len - 1``. An entry of length 0 has zero final states, as onn
 (its initial state is not passed through), and so does every entry when ``seq`` is 0. Lengths
 outside ``[0, seq]`` are a ValueError.
 
-Memory: ``gx`` is ``seq * batch * dirs * gates * hidden`` elements (``gates`` times ``Y``), the
-per-step scratch a few ``(batch, gates * hidden)`` arrays; float16 inputs add float32 copies of
-the operands. All of it is bounded by the operands' and results' sizes.
+Memory: ``gx`` is ``seq * batch * dirs * gates * hidden`` elements (``gates`` times ``Y``), plus
+its gate-major copy (a direction's at a time, or both for the stacked run), the per-step scratch
+a few ``(batch, gates * hidden)`` arrays; float16 inputs add float32 copies of the operands. All
+of it is bounded by the operands' and results' sizes.
 
 float16 is computed in float32 and rounded once into the outputs; float32 and float64 natively.
 Activations: ``sigmoid`` (``1 / (1 + exp(-x))``), ``tanh``, ``relu``; ``clip`` bounds each
@@ -99,22 +102,25 @@ def _plain_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
 
 
 class _Step:
-    """One direction's cell, or both directions' stacked (``rt`` then ``(2, hidden, gates *
-    hidden)`` and every state ``(2, batch, hidden)``: the arithmetic is the same on a leading
-    axis). ``step(gx_t, h, c, h_out, c_out)`` writes the new state: ``h_out`` is never ``h``;
-    ``c_out`` may be ``c``; both ``c`` are None but for LSTM. ``g`` holds the gates, ``parts``
-    its per-gate views, ``tmp`` one state-shaped temporary."""
+    """One direction's cell, or both directions' stacked (every state then ``(2, batch,
+    hidden)``: the arithmetic is the same on a leading axis). Gate-major: ``rt`` is R^T per
+    gate, ``(gates, [2,] hidden, hidden)``, so one broadcast matmul of ``h`` by it writes the
+    gates ``g`` as ``(gates, [2,] batch, hidden)`` and each gate (``parts``) is a contiguous
+    array: numpy's ufuncs take twice as long on the strided column slices of a ``(2, batch,
+    gates * hidden)`` product (a stacked LSTM step 35 -> 26 us, batch 1, hidden 128; 77 -> 57
+    at batch 4). ``gx_t``, a step's input projections, is gate-major too. ``step(gx_t, h, c,
+    h_out, c_out)`` writes the new state: ``h_out`` is never ``h``; ``c_out`` may be ``c``;
+    both ``c`` are None but for LSTM. ``tmp`` is one state-shaped temporary."""
 
     def __init__(
         self, mm: MatMul, rt: np.ndarray, batch: int, dtype: np.dtype, scratch: bool = True
     ) -> None:
         self.mm = mm
-        self.rt = rt  # R^T of the direction(s), (..., hidden, gates * hidden), a view
-        k = rt.shape[-2]
-        gates = rt.shape[-1] // max(k, 1)
-        rows = (*rt.shape[:-2], batch if scratch else 0)
-        self.g = np.empty((*rows, rt.shape[-1]), dtype)
-        self.parts = [self.g[..., j * k : (j + 1) * k] for j in range(gates)]
+        self.rt = rt  # R^T per gate of the direction(s), (gates, [2,] hidden, hidden)
+        gates, k = rt.shape[0], rt.shape[-1]
+        rows = (*rt.shape[1:-2], batch if scratch else 0)
+        self.g = np.empty((gates, *rows, k), dtype)
+        self.parts = [self.g[j] for j in range(gates)]
         self.tmp = np.empty((*rows, k), dtype)
 
     def __call__(
@@ -132,6 +138,7 @@ class _RNN(_Step):
     def __init__(self, mm: MatMul, rt: np.ndarray, batch: int, dtype: np.dtype, f: Act) -> None:
         super().__init__(mm, rt, batch, dtype, scratch=False)  # the step works in h_out
         self.f = f
+        self.rt1 = rt[0]  # the one gate's R^T
 
     def __call__(
         self,
@@ -141,8 +148,8 @@ class _RNN(_Step):
         h_out: np.ndarray,
         c_out: np.ndarray | None,
     ) -> None:
-        self.mm(h, self.rt, h_out)
-        np.add(h_out, gx, h_out)
+        self.mm(h, self.rt1, h_out)
+        np.add(h_out, gx[0], h_out)
         self.f(h_out)
 
 
@@ -161,9 +168,8 @@ class _GRU(_Step):
         self.f, self.act_g = acts
         self.lbr = lbr
         self.rb_h = rb_h  # linear_before_reset: Rb_h, added to h @ R_h^T inside the reset
-        k = rt.shape[-2]
-        self.zr = self.g[..., : 2 * k]
-        self.rt_zr, self.rt_h = rt[..., : 2 * k], rt[..., 2 * k :]
+        self.zr = self.g[:2]
+        self.rt_zr, self.rt_h = rt[:2], rt[2]
 
     def __call__(
         self,
@@ -175,21 +181,20 @@ class _GRU(_Step):
     ) -> None:
         z, r, n = self.parts
         zr, tmp = self.zr, self.tmp
-        k = self.rt.shape[-2]
         if self.lbr:
             self.mm(h, self.rt, self.g)
             if self.rb_h is not None:
                 np.add(n, self.rb_h, n)
-            np.add(zr, gx[..., : 2 * k], zr)
+            np.add(zr, gx[:2], zr)
             self.f(zr)
             np.multiply(n, r, n)  # r * (h @ R_h^T + Rb_h)
         else:
             self.mm(h, self.rt_zr, zr)
-            np.add(zr, gx[..., : 2 * k], zr)
+            np.add(zr, gx[:2], zr)
             self.f(zr)
             np.multiply(r, h, tmp)  # (r * h) @ R_h^T
             self.mm(tmp, self.rt_h, n)
-        np.add(n, gx[..., 2 * k :], n)
+        np.add(n, gx[2], n)
         self.act_g(n)
         # h' = (1 - z) * n + z * h, as n + z * (h - n): no (1 - z) temporary.
         np.subtract(h, n, tmp)
@@ -213,7 +218,7 @@ class _LSTM(_Step):
         self.p = p  # (3, hidden): the peepholes of i, o, f
         self.input_forget = input_forget
         # i, o and f in one pass when o has no peephole term to wait for.
-        self.iof = self.g[..., : 3 * rt.shape[-2]] if p is None and not input_forget else None
+        self.iof = self.g[:3] if p is None and not input_forget else None
 
     def __call__(
         self,
@@ -282,7 +287,7 @@ def _direction(
     reverse: bool,
     native: bool,
 ) -> tuple[np.ndarray, np.ndarray | None]:
-    """One direction over every step: ``gx`` ``(seq, batch, gates * hidden)``, ``y`` its
+    """One direction over every step: ``gx`` ``(seq, gates, batch, hidden)``, ``y`` its
     ``(seq, batch, hidden)`` part of Y, ``h`` the initial state (only read), ``c`` LSTM's
     (updated in place). Returns the final ``(h, c)``."""
     seq = gx.shape[0]
@@ -326,15 +331,17 @@ def _both_directions(
     """Both directions in lockstep, one stacked step for both: the forward one at position
     ``t``, the reverse one at ``seq - 1 - t`` (half the ufunc calls of one direction after the
     other, each of which costs about a microsecond at a tagger's batch). ``gx`` ``(seq, batch,
-    2 * gates * hidden)``; ``y`` ``(seq, 2, batch, hidden)``; ``h`` and ``c`` the stacked
-    initial states (``c`` updated in place). The reverse direction's inputs are gathered in its
-    order before the loop, and its outputs put back in position order after it (a copy of
-    ``gx`` and of ``Y`` each: the memory bound of the module doc doubles). Returns the final
-    stacked ``(h, c)``."""
-    seq, gh = gx.shape[0], gx.shape[2] // 2
-    stacked = np.empty((seq, 2, *gx.shape[1:2], gh), gx.dtype)
-    np.copyto(stacked[:, 0], gx[:, :, :gh])
-    np.copyto(stacked[:, 1], gx[::-1, :, gh:])
+    2 * gates * hidden)``, copied gate-major; ``y`` ``(seq, 2, batch, hidden)``; ``h`` and
+    ``c`` the stacked initial states (``c`` updated in place). The reverse direction's inputs
+    are gathered in its order before the loop, and its outputs put back in position order
+    after it (a copy of ``gx`` and of ``Y`` each: the memory bound of the module doc doubles).
+    Returns the final stacked ``(h, c)``."""
+    seq, batch, gh = gx.shape[0], gx.shape[1], gx.shape[2] // 2
+    k = h.shape[-1]
+    gates = gh // k
+    stacked = np.empty((seq, gates, 2, batch, k), gx.dtype)  # gate-major (see _Step)
+    np.copyto(stacked[:, :, 0], _gate_major(gx[:, :, :gh], gates, k))
+    np.copyto(stacked[:, :, 1], _gate_major(gx[::-1, :, gh:], gates, k))
     states = np.empty((seq, *h.shape), y.dtype)  # the state after step t, both directions
     for t in range(seq):
         state = states[t]
@@ -346,6 +353,14 @@ def _both_directions(
 
 
 _DIRECTIONS = {"forward": [False], "reverse": [True], "bidirectional": [False, True]}
+
+
+def _gate_major(gx: np.ndarray, gates: int, hidden: int) -> np.ndarray:
+    """The ``(seq, batch, gates * hidden)`` projections of one direction viewed ``(seq,
+    gates, batch, hidden)`` (splitting the last axis is a view whatever the strides)."""
+    seq, batch = gx.shape[:2]
+    view: np.ndarray = gx.reshape(seq, batch, gates, hidden).transpose(0, 2, 1, 3)
+    return view
 
 
 def _input_projections(
@@ -429,7 +444,7 @@ def _cells(
         both = _cell_step(cell, attrs, mm, rts, batch, ct, None, 0, lbr, _stack_rb(rb_h))
         return [(both, _BOTH, False)]
     return [
-        (_cell_step(cell, attrs, mm, rts[d], batch, ct, p, d, lbr, rb_h[d]), d, reverse)
+        (_cell_step(cell, attrs, mm, rts[:, d], batch, ct, p, d, lbr, rb_h[d]), d, reverse)
         for d, reverse in enumerate(directions)
     ]
 
@@ -500,7 +515,9 @@ def _run(
         _plain_matmul if held is not None or blas_threads.policy() == "process" else _matmul
     )
 
-    rts = r.astype(ct, copy=False).swapaxes(1, 2)  # R^T of each direction, views
+    gates = gh // hidden
+    # R^T per gate and direction, (gates, dirs, hidden, hidden): R's rows are the gates' units
+    rts = r.astype(ct, copy=False).reshape(dirs, gates, hidden, hidden).transpose(1, 0, 3, 2)
     if seq * batch >= CONTIGUOUS_R_MIN_ROWS:
         # Laid out as the products read it: a step's h @ R^T on a contiguous R^T took 0.72x
         # the time of the transposed view's (measured, (2, 4, 128) x (2, 128, 512)), for one
@@ -522,7 +539,8 @@ def _run(
                 if d is _BOTH:
                     h, c = _both_directions(step, gx, y, h, c)
                 else:
-                    part = gx[:, :, d * gh : (d + 1) * gh]
+                    part = _gate_major(gx[:, :, d * gh : (d + 1) * gh], gates, hidden)
+                    part = np.ascontiguousarray(part)  # a step's add reads it contiguous
                     h, c = _direction(step, part, y[:, d], h, c, lens, reverse, native)
                 np.copyto(y_h[d], h)
                 if y_c is not None and c is not None:
