@@ -1444,14 +1444,8 @@ class _Checks:
                     raise IndexError("view outside its storage (loader_fuzz check)")
             return arr
 
-        class NumpyProxy:
-            ndarray = staticmethod(checked_ndarray)
-
-            def __getattr__(self, name: str) -> Any:
-                return getattr(np, name)
-
-        vm.decode.np = NumpyProxy()  # type: ignore[assignment]
-        vm.memory.storage.np = NumpyProxy()  # type: ignore[assignment]
+        vm.decode.np = _numpy_with_ndarray(checked_ndarray)  # type: ignore[assignment]
+        vm.memory.storage.np = _numpy_with_ndarray(checked_ndarray)  # type: ignore[assignment]
         real_as_strided = vm.kernels.nn.as_strided
 
         def checked_as_strided(x: Any, *a: Any, **k: Any) -> Any:
@@ -1475,13 +1469,7 @@ class _Checks:
                 raise IndexError("window view outside its array (loader_fuzz check)")
             return out
 
-        class WindowsNumpyProxy:
-            ndarray = staticmethod(checked_window)
-
-            def __getattr__(self, name: str) -> Any:
-                return getattr(np, name)
-
-        vm.kernels.nn.np = WindowsNumpyProxy()  # type: ignore[assignment]
+        vm.kernels.nn.np = _numpy_with_ndarray(checked_window)  # type: ignore[assignment]
 
 
 def _peak_rss() -> int:
@@ -1520,6 +1508,17 @@ def _owner_bounds(a: np.ndarray) -> tuple[int, int] | None:
         return None
     lo = view.__array_interface__["data"][0]
     return lo, lo + view.nbytes
+
+
+def _numpy_with_ndarray(ndarray: Any) -> Any:
+    """numpy as a module sees it, but for ``np.ndarray``, which is ``ndarray`` (a checking
+    constructor: the bounds checks of the worker)."""
+
+    class NumpyProxy:
+        def __getattr__(self, name: str) -> Any:
+            return ndarray if name == "ndarray" else getattr(np, name)
+
+    return NumpyProxy()
 
 
 def within_owner(a: np.ndarray) -> bool:
