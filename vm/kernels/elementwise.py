@@ -409,7 +409,7 @@ def _erf_narrow_chunk(b: np.ndarray, y: np.ndarray, nd: np.ndarray, powers: np.n
     # Two ufuncs rather than np.clip, whose Python wrapper costs more than both on small arrays.
     np.minimum(b, _ERF_NARROW_CLIP, b)
     np.maximum(b, -_ERF_NARROW_CLIP, b)
-    if k <= ERF_POWERS_MAX:
+    if k <= ERF_POWERS_MAX and k <= powers.shape[1]:  # (the scratch is that wide)
         v = powers[:, :k]  # row 0: ones
         square = v[1]
         np.multiply(b, b, square)
