@@ -110,9 +110,7 @@ def split(attrs: Mapping[str, Any]) -> Kernel:
                 f"split: indices_or_sections {spec!r} make {count} parts "
                 f"but {len(outs)} outputs were given"
             )
-        at = axis + x.ndim if axis < 0 else axis
-        if not 0 <= at < x.ndim:
-            raise ValueError(f"split: axis {axis} is out of range for rank {x.ndim}")
+        at = _split_axis(axis, x.ndim)
         n = x.shape[at]
         # np.split's parts, sliced here: its Python (array_split, a swapaxes a part) was most
         # of the kernel's time on a decoder step's vectors. Part i is [points[i],
@@ -123,12 +121,27 @@ def split(attrs: Mapping[str, Any]) -> Kernel:
             points: Sequence[int] = range(0, n + 1, n // spec) if n else [0] * (spec + 1)
         else:
             points = [0, *spec, n]
-        index: list[slice] = [slice(None)] * x.ndim
-        for i, out in enumerate(outs):
-            index[at] = slice(points[i], points[i + 1])
-            np.copyto(out, x[tuple(index)])
+        _copy_parts(x, at, [(points[i], points[i + 1]) for i in range(count)], outs)
 
     return kernel
+
+
+def _split_axis(axis: int, rank: int) -> int:
+    """``axis`` as a non-negative index of a rank-``rank`` input; ValueError out of range."""
+    at = axis + rank if axis < 0 else axis
+    if not 0 <= at < rank:
+        raise ValueError(f"split: axis {axis} is out of range for rank {rank}")
+    return at
+
+
+def _copy_parts(
+    x: np.ndarray, at: int, bounds: Sequence[tuple[int, int]], outs: Sequence[np.ndarray]
+) -> None:
+    """Copy ``x[..., start:stop, ...]`` (slice rules, along axis ``at``) into each output."""
+    index: list[slice] = [slice(None)] * x.ndim
+    for (start, stop), out in zip(bounds, outs, strict=True):
+        index[at] = slice(start, stop)
+        np.copyto(out, x[tuple(index)])
 
 
 def _split_from_outputs(spec: list[int | None], axis: int) -> Kernel:
@@ -138,15 +151,10 @@ def _split_from_outputs(spec: list[int | None], axis: int) -> Kernel:
                 f"split: indices_or_sections {tuple(spec)!r} make {len(spec) + 1} parts "
                 f"but {len(outs)} outputs were given"
             )
-        at = axis + x.ndim if axis < 0 else axis
-        if not 0 <= at < x.ndim:
-            raise ValueError(f"split: axis {axis} is out of range for rank {x.ndim}")
+        at = _split_axis(axis, x.ndim)
         sizes = [out.shape[at] for out in outs]
         starts = cut_points(x.shape[at], spec, sizes)
-        index: list[slice] = [slice(None)] * x.ndim
-        for start, size, out in zip(starts, sizes, outs, strict=True):
-            index[at] = slice(start, start + size)
-            np.copyto(out, x[tuple(index)])
+        _copy_parts(x, at, [(a, a + size) for a, size in zip(starts, sizes, strict=True)], outs)
 
     return kernel
 
