@@ -342,3 +342,29 @@ def test_a_vm_call_switches_once_and_restores_at_its_end(counting: _CountingSwit
     bt.matmul(a, w, out)
     bt.matmul(a, w, out)
     assert counting.sets[6:] == [1, 2, 1, 2]
+
+
+def test_each_thread_warms_its_scratch_once_on_one_thread(
+    counting: _CountingSwitch, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The first product a thread runs on one BLAS thread is preceded by the WARM_UP product
+    # (OpenBLAS's cold scratch pages, module doc), run while the count is lowered; later
+    # products, and products below LOW, run without it.
+    warm_ups: list[tuple[str, int]] = []
+    monkeypatch.setattr(bt, "_warm", threading.local())
+    monkeypatch.setattr(
+        bt, "_warm_up", lambda: warm_ups.append((threading.current_thread().name, counting.count))
+    )
+    a, w = _operands(8, 512, 512)
+    out = np.empty((8, 512), np.float32)
+    small = np.empty((8, 8), np.float32)
+    bt.matmul(a[:, :8], w[:8, :8], small)  # below LOW: nothing lowered, nothing warmed
+    assert warm_ups == []
+    for _ in range(3):
+        bt.matmul(a, w, out)
+    np.testing.assert_allclose(out, a @ w, rtol=1e-4, atol=1e-3)
+    assert warm_ups == [("MainThread", 1)]
+    other = threading.Thread(target=bt.matmul, args=(a, w, np.empty_like(out)), name="second")
+    other.start()
+    other.join()
+    assert warm_ups == [("MainThread", 1), ("second", 1)]

@@ -50,6 +50,20 @@ which ``VirtualMachine`` calls around each top-level call): the first product ab
 in the call lowers the thread count, and the call's end restores it; outside a VM call (a
 kernel run on its own) each product switches around itself as before.
 
+Cold scratch, once per thread. Single-threaded float32 GEMMs of OpenBLAS 0.3.31 (Haswell
+kernels, measured on this 2-core EPYC) ran 1.5-3.8x slower in a process until some larger
+product had run in the same thread: (256, 256, 256) 2.85 ms against 0.91, (32, 288) x
+(288, 168), a ResNet block's convolution, 228 against 93 us. The cause is the state of the
+thread's 32 MB scratch buffer (an anonymous mapping, allocated on first use), not of the call:
+writing every page of it once (an experiment that found the mapping) made the same calls as
+fast, and so did writing only the ~40 KB past what a (256, 256, 256) product packs; no
+system call or page fault happens in the slow calls. Presumably the kernels prefetch into
+pages never written, and a prefetch to an absent page costs a page walk every time while
+creating nothing. So the first product of a thread that runs on one BLAS thread is preceded
+by ``WARM_UP``, one (64, 512) x (512, 2048) product of zeros (~7 ms, once per thread), after
+which 19 shapes from (1, 256, 256) to (1024, 256, 1024) ran as fast as after writing the whole
+buffer; float64 GEMMs showed no such effect.
+
 The second core, under ``one``: a product of at least ``SPLIT_MIN`` work is cut into fixed
 parts of its rows, each a single-threaded GEMM, which the calling thread and the process's
 worker thread (``vm/worker_thread.py``) take from one iterator. The parts depend on the shapes
@@ -86,6 +100,10 @@ POLICIES = ("adaptive", "process", "one")
 SPLIT_MIN = 1 << 25
 SPLIT_PARTS = 4
 SPLIT_ALIGN = 16
+
+#: The product ``lower`` runs once per thread (float32 zeros, ``(m, k) x (k, n)``) so that the
+#: thread's OpenBLAS scratch pages exist before its own products use them (module doc).
+WARM_UP = (64, 512, 2048)
 
 _BLAS_DTYPES = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128))
 
@@ -179,6 +197,7 @@ def _find_switch() -> _Switch | None:
 
 
 _policy = "one"
+_warm = threading.local()  # ``done``: this thread's scratch has been warmed (``lower``)
 _adaptive = AdaptivePolicy()
 #: Per thread: ``depth``, how many VM calls are running in it (nested ones too), and ``held``,
 #: the switch its outermost call lowered (None until a product above ``LOW``).
@@ -213,6 +232,20 @@ def switch() -> _Switch | None:
                 _switch = _find_switch()
                 _looked = True
     return _switch
+
+
+def lower(sw: _Switch) -> None:
+    """``sw.enter()`` for a product on one BLAS thread, the thread's first one preceded by
+    ``WARM_UP`` (see the module doc); the caller calls ``sw.leave()`` after its products."""
+    sw.enter()
+    if not getattr(_warm, "done", False):
+        _warm.done = True
+        _warm_up()
+
+
+def _warm_up() -> None:
+    m, k, n = WARM_UP
+    np.matmul(np.zeros((m, k), np.float32), np.zeros((k, n), np.float32))
 
 
 def call_begins() -> None:
@@ -261,11 +294,11 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
             return
         if getattr(_calls, "depth", 0):  # inside a VM call: lowered until the call ends
             if getattr(_calls, "held", None) is None:
-                sw.enter()
+                lower(sw)
                 _calls.held = sw
             np.matmul(a, b, out=out)
             return
-        sw.enter()
+        lower(sw)
         try:
             np.matmul(a, b, out=out)
         finally:
@@ -276,7 +309,7 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
     start = clock()
     one = _adaptive.one_thread(bucket, start)
     if one:
-        sw.enter()
+        lower(sw)
         try:
             np.matmul(a, b, out=out)
         finally:
@@ -334,7 +367,7 @@ def _split(a: np.ndarray, b: np.ndarray, out: np.ndarray, sw: _Switch, work: int
         starts = iter(range(0, rows, step))
 
     def parts() -> None:
-        sw.enter()
+        lower(sw)
         try:
             for i in starts:
                 part(i)

@@ -529,7 +529,7 @@ def _run(
     if p_in is not None and _given(p_in):
         p = p_in.astype(ct, copy=False).reshape(dirs, 3, hidden)
     if held is not None:
-        held.enter()
+        blas_threads.lower(held)
     try:
         with np.errstate(over="ignore"):  # the sigmoid's exp overflows to inf, rightly
             for step, d, reverse in _cells(
