@@ -1401,6 +1401,7 @@ class _Checks:
         import weakref
 
         import vm.decode
+        import vm.kernels.conv
         import vm.kernels.nn
         import vm.memory.allocator
         import vm.memory.storage
@@ -1470,6 +1471,8 @@ class _Checks:
             return out
 
         vm.kernels.nn.np = _numpy_with_ndarray(checked_window)  # type: ignore[assignment]
+        # the channels-last depthwise path builds its tap views the same way
+        vm.kernels.conv.np = _numpy_with_ndarray(checked_window)  # type: ignore[assignment]
 
 
 def _peak_rss() -> int:

@@ -206,6 +206,50 @@ def test_conv2d_on_a_padded_one_by_one_map_multiplies_the_centre_tap(monkeypatch
     assert calls[0][0] == (1, 6, 36)
 
 
+@KERNEL_SETTINGS
+@given(data=st.data(), dtype=DTYPES)
+def test_depthwise_conv2d_on_tiny_maps_runs_channels_last(data, dtype):
+    # 2 to DEPTHWISE_LAST_MAX outputs a plane: the channels-last path, checked to be the one
+    # taken, against the oracle (and into NaN-, 7-filled and strided outputs by ``run``)
+    n, c = data.draw(st.integers(1, 4)), data.draw(st.integers(1, 9))
+    kh, kw = data.draw(st.integers(1, 5)), data.draw(st.integers(2, 5))
+    strides = (data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3)))
+    dilation = (data.draw(st.integers(1, 2)), data.draw(st.integers(1, 2)))
+    pad4 = tuple(data.draw(st.integers(0, 3)) for _ in range(4))
+    h, w = data.draw(st.integers(1, 12)), data.draw(st.integers(1, 12))
+    oh = (h + pad4[0] + pad4[2] - dilation[0] * (kh - 1) - 1) // strides[0] + 1
+    ow = (w + pad4[1] + pad4[3] - dilation[1] * (kw - 1) - 1) // strides[1] + 1
+    assume(oh >= 1 and ow >= 1 and 2 <= oh * ow <= conv.DEPTHWISE_LAST_MAX)
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    x = rng.standard_normal((n, c, h, w)).astype(dtype)
+    wt = rng.standard_normal((c, 1, kh, kw)).astype(dtype)
+    plan = conv._plan(x.shape, wt.shape, (oh, ow), pad4, strides, dilation, 1 << 30)
+    assume(plan.path != "zeros")  # (every tap in the padding)
+    assert plan.path == "last"
+    e = conv_oracle(x, wt, strides, pad4, dilation, c)
+    got = run("nn.conv2d", attrs_of(strides, pad4, dilation, c), [x, wt], e.shape, x.dtype)
+    check_close(got, e, x, wt)
+
+
+def test_depthwise_channels_last_keeps_to_the_scratch_bound(monkeypatch):
+    # a bound below the channels-last scratch: im2col (in blocks) instead, same results
+    rng = np.random.default_rng(5)
+    x, w = rng.standard_normal((2, 6, 3, 3)), rng.standard_normal((6, 1, 3, 3))
+    plan = conv._plan(x.shape, w.shape, (3, 3), (1, 1, 1, 1), (1, 1), (1, 1), 1 << 20)
+    assert plan.path == "last"
+    assert conv._plan(x.shape, w.shape, (3, 3), (1, 1, 1, 1), (1, 1), (1, 1), 500).path != "last"
+    e = conv_oracle(x, w, (1, 1), (1, 1, 1, 1), (1, 1), 6)
+    monkeypatch.setattr(conv, "SCRATCH_FACTOR", 1)
+    monkeypatch.setattr(conv, "PAD_SLACK", 0)
+    limit = conv._scratch_limit(x, e)
+    assert conv._plan(x.shape, w.shape, (3, 3), (1, 1, 1, 1), (1, 1), (1, 1), limit).path in (
+        "window",
+        "einsum",
+    )
+    got = run("nn.conv2d", attrs_of((1, 1), (1, 1, 1, 1), (1, 1), 6), [x, w], e.shape, x.dtype)
+    check_close(got, e, x, w)
+
+
 def test_conv2d_whose_taps_read_padding_only_gives_zeros():
     # a 1x1 map padded by 1, a 2-tap kernel dilated by 2: the taps read rows -1 and 1
     x, w = np.ones((2, 3, 1, 1)), np.ones((4, 3, 2, 2))

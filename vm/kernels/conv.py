@@ -26,7 +26,12 @@ How each op runs (the measurements behind each choice: design/vm.md, "Convolutio
   Depthwise convolutions (one input channel per group) take the same path: against KH*KW
   shifted multiply-adds over the whole tensor (clipped or over a padded copy, NCHW or
   channels-last) it was the fastest on 3 of 6 shapes and within 1.5x of the fastest on the
-  others, where each other spelling lost 2.2-3.4x somewhere.
+  others, where each other spelling lost 2.2-3.4x somewhere. Except on tiny maps (2 to
+  ``DEPTHWISE_LAST_MAX`` outputs a plane): there im2col's copies run in pieces of a few
+  elements, one piece per (image, channel, tap), and the "last" path (``_depthwise_last``)
+  lays the padded input out channels-last, so that every tap's window is a strided view
+  whose inner run is all images' channels: one multiply of that view by the weights, one
+  sum over the taps.
   The buffer is bounded by ``SCRATCH_FACTOR`` times the input and output (filled and
   multiplied in blocks of output rows past it; if even one row would pass it, the einsum
   contraction of the padded input's window view runs instead, as before issue 27).
@@ -198,6 +203,11 @@ FILL = "auto"
 #: of a padded copy cost 1.05-1.35x the tap copies on 1x1 and 2x2 maps.
 TINY_OUTPUTS = 16
 
+#: Up to this many outputs per (N, C) plane (a 5x5 map) a depthwise convolution takes the
+#: channels-last path (``_depthwise_last``): 0.33-1.02x im2col's time over batches 1-8,
+#: 16-288 channels, 3x3 and 5x5 kernels, strides 1-2 (36 to 49 outputs: 0.5-1.26x, no rule).
+DEPTHWISE_LAST_MAX = 25
+
 #: Plans cached per kernel (per shapes of data, weight and output); the dict is cleared when
 #: it reaches this many entries, so its memory stays bounded under any stream of shapes.
 PLANS_MAX = 64
@@ -269,6 +279,15 @@ def _plan(
     padded = rows[0] < 0 or cols[0] < 0 or rows[1] > h or cols[1] > w
     if kt == 1 and (sh, sw) == (1, 1) and rows == (0, h) and cols == (0, w):
         return _Plan("matmul", taps, rows, cols, oh, row_spans, col_spans)
+    depthwise = weight_shape[1] == 1 and weight_shape[0] == c
+    if (
+        depthwise
+        and FILL == "auto"
+        and 2 <= oh * ow <= DEPTHWISE_LAST_MAX
+        # its scratch: the channels-last region and the products of every tap
+        and n * c * ((rows[1] - rows[0]) * (cols[1] - cols[0]) + kt * oh * ow) <= limit
+    ):
+        return _Plan("last", taps, rows, cols, oh, row_spans, col_spans)
     wr = cols[1] - cols[0]
     mode = FILL
     if mode == "flat" and (sh, sw) != (1, 1):
@@ -398,7 +417,7 @@ def conv2d(attrs: Mapping[str, Any]) -> Kernel:
         return _plan(data.shape, weight.shape, (oh, ow), pad, strides, dilation, limit)
 
     def kernel(data: np.ndarray, weight: np.ndarray, out: np.ndarray) -> None:
-        key = (data.shape, weight.shape, out.shape, SCRATCH_FACTOR, FILL)
+        key = (data.shape, weight.shape, out.shape, SCRATCH_FACTOR, FILL, DEPTHWISE_LAST_MAX)
         plan = plans.get(key, _UNPLANNED)  # one lookup: another thread may clear the dict
         if plan is _UNPLANNED:
             plan = check(data, weight, out)
@@ -416,6 +435,8 @@ def conv2d(attrs: Mapping[str, Any]) -> Kernel:
         acc = _accumulator(out, wide)
         if plan.path == "matmul":
             _conv_one_tap(data, weight, acc, groups, plan, wide)
+        elif plan.path == "last":
+            _depthwise_last(data, weight, acc, plan, strides, dilation)
         elif plan.path == "einsum":
             _conv_einsum(data, weight, acc, groups, pad, strides, dilation)
         else:
@@ -441,6 +462,42 @@ def _conv_one_tap(
     if wide:
         x, wt = x.astype(np.float32), wt.astype(np.float32)
     _matmul(wt, x, acc.reshape(n, groups, o // groups, h * w, copy=False))
+
+
+def _depthwise_last(
+    data: np.ndarray,
+    weight: np.ndarray,
+    acc: np.ndarray,
+    plan: _Plan,
+    strides: Sequence[int],
+    dilation: Sequence[int],
+) -> None:
+    """The ``last`` path of a depthwise convolution (weight (C, 1, KH, KW)) on a tiny map: the
+    rectangle the taps read, zero-padded and channels-last (rows, cols, N, C); each tap's
+    windows are then a strided view of it whose inner run is N * C long, so all taps are one
+    multiply by the weights laid out (KH, KW, 1, 1, 1, C) and one sum over the taps, then one
+    copy into ``acc`` (NCHW)."""
+    n, c, h, w = data.shape
+    oh, ow = acc.shape[2:]
+    i0, i1, j0, j1 = plan.taps
+    kh, kw = i1 - i0, j1 - j0
+    (r0, r1), (c0, c1) = plan.rows, plan.cols
+    dt = acc.dtype
+    x = np.zeros((r1 - r0, c1 - c0, n, c), dt)
+    a, b, e, f = max(r0, 0), min(r1, h), max(c0, 0), min(c1, w)
+    if a < b and e < f:
+        np.copyto(x[a - r0 : b - r0, e - c0 : f - c0], data[:, :, a:b, e:f].transpose(2, 3, 0, 1))
+    (sh, sw), (dh, dw) = strides, dilation
+    rs, cs, ns, chs = x.strides
+    # numpy's constructor checks that the view stays inside x (the plan's rectangle holds
+    # every tap's reach, so it does)
+    taps = np.ndarray(
+        (kh, kw, oh, ow, n, c), dt, x, 0, (rs * dh, cs * dw, rs * sh, cs * sw, ns, chs)
+    )
+    wl = weight[:, 0, i0:i1, j0:j1].transpose(1, 2, 0).astype(dt).reshape(kh, kw, 1, 1, 1, c)
+    prod = np.empty((kh * kw, oh, ow, n, c), dt)
+    np.multiply(taps, wl, out=prod.reshape(kh, kw, oh, ow, n, c))
+    np.copyto(acc, np.add.reduce(prod, axis=0).transpose(2, 3, 0, 1))
 
 
 def _conv_einsum(
