@@ -54,15 +54,18 @@ Cold scratch, once per thread. Single-threaded float32 GEMMs of OpenBLAS 0.3.31 
 kernels, measured on this 2-core EPYC) ran 1.5-3.8x slower in a process until some larger
 product had run in the same thread: (256, 256, 256) 2.85 ms against 0.91, (32, 288) x
 (288, 168), a ResNet block's convolution, 228 against 93 us. The cause is the state of the
-thread's 32 MB scratch buffer (an anonymous mapping, allocated on first use), not of the call:
-writing every page of it once (an experiment that found the mapping) made the same calls as
-fast, and so did writing only the ~40 KB past what a (256, 256, 256) product packs; no
-system call or page fault happens in the slow calls. Presumably the kernels prefetch into
+32 MB scratch buffer OpenBLAS hands the calling thread (an anonymous mapping made on first
+use, kept for later calls), not of the call: writing every page of it once (an experiment
+that found the mapping) made the same calls as fast, and so did writing only the ~40 KB past
+what a (256, 256, 256) product packs; no system call or page fault happens in the slow calls.
+(A model's own products warm it too, after a while: over hundreds of calls a process's
+first rows ran up to 2x slower, then not.) Presumably the kernels prefetch into
 pages never written, and a prefetch to an absent page costs a page walk every time while
 creating nothing. So the first product of a thread that runs on one BLAS thread is preceded
-by ``WARM_UP``, one (64, 512) x (512, 2048) product of zeros (~7 ms, once per thread), after
-which 19 shapes from (1, 256, 256) to (1024, 256, 1024) ran as fast as after writing the whole
-buffer; float64 GEMMs showed no such effect.
+by ``WARM_UP``, one (128, 1024) x (1024, 1024) product of zeros (~11 ms, once per thread),
+after which 24 shapes from (1, 256, 256) to (1024, 256, 1024), BERT's (16, 256) x (256, 1024)
+among them, ran as fast as after writing the whole buffer (two runs of each); a smaller
+(64, 512) x (512, 2048) left that one 1.6-2.3x slow. float64 GEMMs showed no such effect.
 
 The second core, under ``one``: a product of at least ``SPLIT_MIN`` work is cut into fixed
 parts of its rows, each a single-threaded GEMM, which the calling thread and the process's
@@ -103,7 +106,7 @@ SPLIT_ALIGN = 16
 
 #: The product ``lower`` runs once per thread (float32 zeros, ``(m, k) x (k, n)``) so that the
 #: thread's OpenBLAS scratch pages exist before its own products use them (module doc).
-WARM_UP = (64, 512, 2048)
+WARM_UP = (128, 1024, 1024)
 
 _BLAS_DTYPES = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128))
 
