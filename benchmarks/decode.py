@@ -9,7 +9,8 @@ embeddings, grouped-query attention, ``past_key_values.{i}.key/value`` inputs an
 same greedy loop: a prefill of the prompt with an empty cache (past length 0), then one token a
 step, each step's ``present`` fed back as the next ``past`` (dynshape donates it:
 ``run(..., donate=...)``). onnxruntime concatenates the cache into a new buffer every step;
-dynshape appends in place (design/memory.md, "Appends").
+dynshape appends in place (design/memory.md, "Appends"). The two loops run in lockstep, a step
+of each in turn, so both meet the same machine at each past length.
 
 Per row (a batch size and a past length): the median time per token over the steps just
 before that past length, for each runtime and their ratio; dynshape's bytes copied by appends
@@ -51,42 +52,61 @@ def _cache_names(inputs: Sequence[str]) -> list[str]:
     return [n for n in inputs if n.startswith("past_key_values.")]
 
 
+Trace = tuple[list[int], list[float], list[tuple[int, int]]]
+
+
 def decode(
-    run: Runner,
+    runs: Sequence[Runner],
     inputs: Sequence[str],
     kv_shape: tuple[int, int],
     batch: int,
     last_past: int,
-    stats: Callable[[], tuple[int, int]] | None = None,
-) -> tuple[list[int], list[float], list[tuple[int, int]]]:
+    stats: Sequence[Callable[[], tuple[int, int]] | None] = (),
+) -> list[Trace]:
     """Greedy tokens, seconds per step and (bytes appended, bytes requested) after each step
-    of a loop that ends when the cache holds ``last_past`` positions."""
+    of one loop per runner, each ending when its cache holds ``last_past`` positions. The
+    loops advance in lockstep, one step of each in turn (the order alternating), so that a
+    change in the machine's speed meets both at the same past length."""
     rng = np.random.default_rng(0)
     past_names = _cache_names(inputs)
     heads, dh = kv_shape
-    cache = {n: np.zeros((batch, heads, 0, dh), np.float32) for n in past_names}
-    ids = rng.integers(1, 1000, (batch, PROMPT), dtype=np.int64)
-    length = 0
-    tokens: list[int] = []
-    seconds: list[float] = []
-    counters: list[tuple[int, int]] = []
-    while length < last_past:
-        seq = ids.shape[1]
-        feeds = {
-            "input_ids": ids,
-            "attention_mask": np.ones((batch, length + seq), np.int64),
-            "position_ids": np.broadcast_to(np.arange(length, length + seq), (batch, seq)).copy(),
-            **cache,
+    prompt = rng.integers(1, 1000, (batch, PROMPT), dtype=np.int64)
+    counts = list(stats) + [None] * (len(runs) - len(stats))
+    states = [
+        {
+            "ids": prompt,
+            "length": 0,
+            "cache": {n: np.zeros((batch, heads, 0, dh), np.float32) for n in past_names},
         }
-        t0 = time.perf_counter()
-        out = run(feeds)
-        seconds.append(time.perf_counter() - t0)
-        ids = out[0][:, -1].argmax(-1).reshape(batch, 1).astype(np.int64)
-        tokens.append(int(ids[0, 0]))
-        cache = dict(zip(past_names, out[1:], strict=True))
-        length += seq
-        counters.append(stats() if stats is not None else (0, 0))
-    return tokens, seconds, counters
+        for _ in runs
+    ]
+    traces: list[Trace] = [([], [], []) for _ in runs]
+    step = 0
+    while states[0]["length"] < last_past:
+        order = range(len(runs)) if step % 2 == 0 else reversed(range(len(runs)))
+        for i in order:
+            state, (tokens, seconds, counters) = states[i], traces[i]
+            ids, length = state["ids"], state["length"]
+            seq = ids.shape[1]
+            feeds = {
+                "input_ids": ids,
+                "attention_mask": np.ones((batch, length + seq), np.int64),
+                "position_ids": np.broadcast_to(
+                    np.arange(length, length + seq), (batch, seq)
+                ).copy(),
+                **state["cache"],
+            }
+            t0 = time.perf_counter()
+            out = runs[i](feeds)
+            seconds.append(time.perf_counter() - t0)
+            state["ids"] = out[0][:, -1].argmax(-1).reshape(batch, 1).astype(np.int64)
+            tokens.append(int(state["ids"][0, 0]))
+            state["cache"] = dict(zip(past_names, out[1:], strict=True))
+            state["length"] = length + seq
+            counter = counts[i]
+            counters.append(counter() if counter is not None else (0, 0))
+        step += 1
+    return traces
 
 
 def _row(
@@ -163,8 +183,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         def counters(s: Any = s) -> tuple[int, int]:
             return s.bytes_appended, s.bytes_requested
 
-        tok_d, sec_d, cnt = decode(run_dyn, inputs, kv_shape, batch, points[-1], counters)
-        tok_o, sec_o, _ = decode(run_ort, inputs, kv_shape, batch, points[-1])
+        (tok_d, sec_d, cnt), (tok_o, sec_o, _) = decode(
+            (run_dyn, run_ort), inputs, kv_shape, batch, points[-1], (counters,)
+        )
         if tok_d != tok_o:
             print(f"  batch {batch}: WRONG: the tokens differ from onnxruntime's")
             return 1
