@@ -58,14 +58,14 @@ product had run in the same thread: (256, 256, 256) 2.85 ms against 0.91, (32, 2
 use, kept for later calls), not of the call: writing every page of it once (an experiment
 that found the mapping) made the same calls as fast, and so did writing only the ~40 KB past
 what a (256, 256, 256) product packs; no system call or page fault happens in the slow calls.
-(A model's own products warm it too, after a while: over hundreds of calls a process's
-first rows ran up to 2x slower, then not.) Presumably the kernels prefetch into
-pages never written, and a prefetch to an absent page costs a page walk every time while
-creating nothing. So the first product of a thread that runs on one BLAS thread is preceded
-by ``WARM_UP``, one (128, 1024) x (1024, 1024) product of zeros (~11 ms, once per thread),
-after which 24 shapes from (1, 256, 256) to (1024, 256, 1024), BERT's (16, 256) x (256, 1024)
-among them, ran as fast as after writing the whole buffer (two runs of each); a smaller
-(64, 512) x (512, 2048) left that one 1.6-2.3x slow. float64 GEMMs showed no such effect.
+Presumably the kernels prefetch into pages never written, and a prefetch to an absent page
+costs a page walk every time while creating nothing. A model's own products warm the buffer
+too, after a while (a benchmark's first rows ran up to 2x slower, then not). So the first
+product of a thread that runs on one BLAS thread is preceded by ``WARM_UP``, one (128, 1024) x
+(1024, 1024) product of zeros (~11 ms, once per thread), after which 24 shapes from (1, 256,
+256) to (1024, 256, 1024), BERT's (16, 256) x (256, 1024) among them, ran as fast as after
+writing the whole buffer (two runs of each); a smaller (64, 512) x (512, 2048) left that one
+1.6-2.3x slow. float64 GEMMs showed no such effect.
 
 The second core, under ``one``: a product of at least ``SPLIT_MIN`` work is cut into fixed
 parts of its rows, each a single-threaded GEMM, which the calling thread and the process's
@@ -247,6 +247,7 @@ def lower(sw: _Switch) -> None:
 
 
 def _warm_up() -> None:
+    """One ``WARM_UP`` product of zeros on the calling thread (its result is dropped)."""
     m, k, n = WARM_UP
     np.matmul(np.zeros((m, k), np.float32), np.zeros((k, n), np.float32))
 
