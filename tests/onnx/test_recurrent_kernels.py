@@ -192,16 +192,32 @@ def test_kernel_matches_onnxruntime_with_r_copied_contiguous(op: str, data: st.D
     layout = data.draw(st.sampled_from([0, 1]), "layout")
     case = _case(op, data.draw, seq, batch, "float32")
     _assume_in_range(op, case)
+    _as_close_as_onnxruntime(op, case, layout)
+
+
+def _as_close_as_onnxruntime(op: str, case: dict[str, Any], layout: int) -> None:
+    """The kernel within float32 tolerance of the exact (float64) result and of onnxruntime's,
+    widened by 4 times onnxruntime's own largest distance from the exact result in that output:
+    16 steps amplify float32 rounding where the drawn weights make the recurrence unstable
+    (relu, or tanh gates), and the two runtimes' roundings move different elements most."""
     want = _onnxruntime(op, case)
     exact = _reference(op, case)
     rtol, atol = TOL["float32"]
     for g, w, x in zip(_kernel(op, case, layout), want, exact, strict=True):
-        # 16 steps amplify float32 rounding where the drawn weights make the recurrence
-        # unstable (relu): there the kernel must be as close to onnxruntime as onnxruntime is
-        # to the exact result, within a factor (seen: 1.3e-3 apart, both that far from exact).
-        w64 = w.astype(np.float64)
-        slack = atol + rtol * np.abs(w64) + 4 * np.abs(w64 - x)
-        assert np.all(np.abs(g.astype(np.float64) - w64) <= slack), np.max(np.abs(g - w))
+        w64, g64 = w.astype(np.float64), g.astype(np.float64)
+        spread = 4 * float(np.max(np.abs(w64 - x), initial=0.0))
+        np.testing.assert_allclose(g64, x, rtol=rtol, atol=atol + spread)
+        np.testing.assert_allclose(g64, w64, rtol=rtol, atol=atol + spread)
+
+
+def test_gru_with_tanh_gates_over_16_steps_is_as_close_as_onnxruntime() -> None:
+    # Found by the test above: a bidirectional GRU with tanh for both activations and
+    # linear_before_reset, where the kernel and onnxruntime both end ~2e-4 from the exact
+    # result, at different elements (2.2e-4 apart where onnxruntime is within 1e-5 of it).
+    draws = iter([5, 5, "bidirectional", 1, True, False, False, None, 0, "tanh", "tanh", True])
+    case = _case("GRU", lambda *_: next(draws), 16, 5, "float32")
+    for layout in (0, 1):
+        _as_close_as_onnxruntime("GRU", case, layout)
 
 
 @pytest.mark.parametrize("op", ["LSTM", "GRU", "RNN"])
