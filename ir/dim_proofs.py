@@ -63,6 +63,8 @@ import sympy
 
 from .dim_eval import value as _value_at
 from .ranges import Ranges, VarBound, _interval, as_ranges
+from .residue_proofs import prove_nonpositive_by_residues
+from .roundings import ceiling_of, floor_of
 
 __all__ = [
     "MAX_CASES",
@@ -96,6 +98,10 @@ MAX_CASES = 64
 #: cases that are bounded, not the relaxations built on the way to them). The hardest proof the
 #: test corpus and the example models need visits 30 (measured when the budget was set).
 MAX_NODES = 300
+
+#: Residue classes (``ir.residue_proofs``) that cost one node: a proof over 1,024 classes (a
+#: conv stack's height and width, periods of 32) costs 16.
+RESIDUE_CLASSES_PER_NODE = 64
 
 #: The session's ``check`` runs every this many nodes.
 CHECK_EVERY = 16
@@ -444,6 +450,12 @@ def _prove(e: sympy.Expr, ranges: Ranges, sampled: bool) -> tuple[Outcome, int]:
         return (Outcome.PROVED if folded <= 0 else Outcome.REFUTED), 0
     env: Env = {s: ranges.get(s, (0, None)) for s in folded.free_symbols}
     budget = _Budget()
+    by_residues = prove_nonpositive_by_residues(folded, env)
+    if by_residues is not None:
+        proved, classes = by_residues
+        budget.nodes = -(-classes // RESIDUE_CLASSES_PER_NODE)
+        if proved:
+            return Outcome.PROVED, budget.nodes
     try:
         for alternative in _alternatives(folded, env, budget):
             if all(budget.bound(x, case_env) < 1 for x, case_env in alternative):
@@ -507,7 +519,7 @@ def _fold(e: sympy.Expr) -> sympy.Expr:
         if exact is not None:
             args[0] = exact
         if not any(isinstance(x, kind) for x in sympy.preorder_traversal(args[0])):
-            return e if args[0] is e.args[0] else kind(args[0])  # nothing to fold here
+            return e if args[0] is e.args[0] else _round_as(kind, args[0])  # nothing to fold
         arg = sympy.expand(args[0])
         # arg = c * kind(v) + r with c = 1/q: then kind(arg) = kind(v/q + r) when q*r is an
         # integer. Repeat: a tower of n roundings folds in n steps.
@@ -523,7 +535,7 @@ def _fold(e: sympy.Expr) -> sympy.Expr:
             if not (rest * q).is_Integer:
                 break
             arg = sympy.expand(rounded.args[0] / q + rest)
-        return kind(arg)
+        return _round_as(kind, arg)
     if isinstance(e, sympy.Mul):
         args = _without_unit_mins(args)
     if len(args) == len(e.args) and all(x is y for x, y in zip(args, e.args, strict=True)):
@@ -533,6 +545,12 @@ def _fold(e: sympy.Expr) -> sympy.Expr:
         # of a conv stack); the arguments are already as simple as they get.
         return e.func(*args, evaluate=False)
     return e.func(*args)
+
+
+def _round_as(kind: type[sympy.Function], arg: sympy.Expr) -> sympy.Expr:
+    """``kind(arg)`` for ``floor`` or ``ceiling``, without sympy's assumption queries where
+    the argument allows (``ir.roundings``)."""
+    return floor_of(arg) if kind is sympy.floor else ceiling_of(arg)
 
 
 def _without_unit_mins(factors: list[sympy.Expr]) -> list[sympy.Expr]:
