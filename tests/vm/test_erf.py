@@ -8,6 +8,7 @@ import sys
 import numpy as np
 import pytest
 
+from vm.kernels import elementwise
 from vm.kernels.elementwise import ERF_CHUNK, ERF_POWERS_MAX
 from vm.kernels.registry import get_kernel_factory
 
@@ -148,3 +149,28 @@ def test_non_contiguous_views():
 def test_wrong_output_shape_is_refused():
     with pytest.raises(ValueError, match=r"erf: input shape \(2, 3\)"):
         erf(np.zeros((2, 3)), np.empty((3, 2)))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_small_calls_give_the_bits_of_the_chunked_path(dtype, monkeypatch):
+    # _erf_narrow_small (up to ERF_POWERS_MAX elements) computes the same products in the
+    # same order as the chunk path: the same bits, for any layout of input and output.
+    rng = np.random.default_rng(3)
+    for n in (1, 2, 255, 256, 1000, ERF_POWERS_MAX):
+        x = (rng.standard_normal((2, n)) * 3).astype(dtype)
+        x[0, 0] = np.nan
+        views = [x[0], x[:, ::2], x[::-1], x.reshape(-1)[: n // 2 + 1]]
+        fast = [_run(v) for v in views]
+        in_place = x[1].copy()
+        erf(in_place, in_place)
+        monkeypatch.setattr(elementwise, "ERF_SMALL", False)
+        for v, got in zip(views, fast, strict=True):
+            assert np.array_equal(got, _run(v), equal_nan=True)
+        assert np.array_equal(in_place, _run(x[1]))
+        monkeypatch.setattr(elementwise, "ERF_SMALL", True)
+
+
+def test_small_calls_keep_views_for_a_bounded_number_of_sizes():
+    for n in range(1, 3 * elementwise.ERF_VIEWS_MAX):
+        _run(np.ones(n, np.float32))
+    assert 0 < len(elementwise._erf_local.views) <= elementwise.ERF_VIEWS_MAX

