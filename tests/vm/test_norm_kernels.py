@@ -76,3 +76,39 @@ def test_strided_and_in_place_inputs() -> None:
     expected = _plain_softmax(z, -1)
     get_kernel_factory("nn.softmax")({"axis": -1})(z, z)
     np.testing.assert_allclose(z, expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("shape", [(1, 256), (1, 1, 128), (7,), (1, 1)])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_one_row_layer_norm_agrees_with_the_other_paths(
+    shape: tuple[int, ...], dtype: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    x = _data(shape, dtype)
+    n = shape[-1]
+    g, b = _data((n,), dtype), _data((n,), dtype)
+    ln = get_kernel_factory("nn.layer_norm")({"axis": -1, "epsilon": 1e-5})
+    one_row, general, in_place = np.empty_like(x), np.empty_like(x), x.copy()
+    ln(x, g, b, one_row)
+    ln(in_place, g, b, in_place)  # out is the input
+    monkeypatch.setattr(nn, "ONE_ROW_NORM", False)
+    ln(x, g, b, general)
+    want = _plain_layer_norm(x.astype(np.float64), g, b, -1)
+    tol = 1e-5 if dtype == "float32" else 1e-12
+    for got in (one_row, in_place, general):
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("eps", [0.0, -1.0])
+def test_one_row_layer_norm_of_a_constant_row_gives_numpy_s_inf_and_nan(
+    eps: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    x = np.full((1, 8), 3.0, np.float32)
+    g, b = np.ones(8, np.float32), np.zeros(8, np.float32)
+    ln = get_kernel_factory("nn.layer_norm")({"axis": -1, "epsilon": eps})
+    one_row, general = np.empty_like(x), np.empty_like(x)
+    with np.errstate(all="ignore"):
+        ln(x, g, b, one_row)
+        monkeypatch.setattr(nn, "ONE_ROW_NORM", False)
+        ln(x, g, b, general)
+    np.testing.assert_array_equal(one_row, general)  # 0 * inf and 0 * nan: nan everywhere
+    assert np.isnan(one_row).all()
