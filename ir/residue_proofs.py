@@ -30,6 +30,7 @@ after a bound on the magnitudes shows nothing can overflow; else the method does
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from fractions import Fraction
@@ -37,7 +38,7 @@ from fractions import Fraction
 import numpy as np
 import sympy
 
-__all__ = ["MAX_CLASSES", "prove_nonpositive_by_residues"]
+__all__ = ["MAX_CLASSES", "clear_caches", "prove_nonpositive_by_residues"]
 
 #: Combinations of residues (classes of bindings) evaluated at most per question: a 2-d conv
 #: stack with five stride-2 stages has periods of 32 in the height and the width (1,024).
@@ -86,9 +87,10 @@ def prove_nonpositive_by_residues(
 ) -> tuple[bool, int] | None:
     """Whether ``e <= 0`` is proved for every integer binding within ``bounds`` (symbol ->
     ``(lo, hi)``, ``[0, inf)`` when absent) by the residue classes (module docstring), and how
-    many classes were evaluated; None when the method does not apply to ``e``."""
+    many classes were evaluated; None when the method does not apply to ``e``, which must be
+    expanded (a product of sums is not parsed: None)."""
     try:
-        terms, symbols = _terms(sympy.expand(e))
+        terms, symbols = _terms(e)
     except _NotApplicable:
         return None
     ranges = []
@@ -127,6 +129,11 @@ def prove_nonpositive_by_residues(
     rest = total.copy()
     rest[(slice(None), 0) * len(symbols)] = 0
     return bool((constant < scale).all() and (rest <= 0).all()), classes
+
+
+def clear_caches() -> None:
+    """Forget the parsed factors (for tests that count work)."""
+    _atom.cache_clear()
 
 
 def _coefficients(
@@ -200,7 +207,10 @@ def _terms(
             base, power = factor.as_base_exp()
             if not (power.is_Integer and power > 0):
                 raise _NotApplicable
-            symbol, atom = _atom(base)
+            found = _atom(base)
+            if found is None:
+                raise _NotApplicable
+            symbol, atom = found
             if symbol not in index:
                 index[symbol] = len(symbols)
                 symbols.append(symbol)
@@ -209,43 +219,42 @@ def _terms(
     return terms, symbols
 
 
-def _atom(base: sympy.Expr) -> tuple[sympy.Basic, _Atom]:
-    """The symbol of one factor and the factor as an ``_Atom``."""
-    if base.is_Symbol:
-        if not base.is_integer:
-            raise _NotApplicable
-        return base, _Atom("symbol", 1, 0, 1)
-    if isinstance(base, sympy.Mod):
-        top, q = base.args
-        if not (q.is_Integer and q > 0):
-            raise _NotApplicable
-        symbol, a, k, d = _linear(top)
-        if d != 1:
-            raise _NotApplicable
-        return symbol, _Atom("mod", a, k, int(q))
-    if isinstance(base, (sympy.floor, sympy.ceiling)):
-        symbol, a, k, q = _linear(base.args[0])
-        return symbol, _Atom("floor" if isinstance(base, sympy.floor) else "ceiling", a, k, q)
-    raise _NotApplicable
+@functools.lru_cache(maxsize=16384)
+def _atom(base: sympy.Expr) -> tuple[sympy.Basic, _Atom] | None:
+    """The symbol of one factor and the factor as an ``_Atom``; None if it is neither an
+    integer symbol nor a rounding of one (cached: a model's questions share their factors)."""
+    try:
+        if base.is_Symbol:
+            return (base, _Atom("symbol", 1, 0, 1)) if base.is_integer else None
+        if isinstance(base, sympy.Mod):
+            top, q = base.args
+            if not (q.is_Integer and q > 0):
+                return None
+            symbol, a, k, d = _linear(top)
+            return (symbol, _Atom("mod", a, k, int(q))) if d == 1 else None
+        if isinstance(base, (sympy.floor, sympy.ceiling)):
+            symbol, a, k, q = _linear(base.args[0])
+            return symbol, _Atom("floor" if isinstance(base, sympy.floor) else "ceiling", a, k, q)
+    except _NotApplicable:
+        return None
+    return None
 
 
 def _linear(arg: sympy.Expr) -> tuple[sympy.Basic, int, int, int]:
-    """``arg`` as ``(A*s + K)/q`` with integers ``A``, ``K``, ``q >= 1`` and one integer symbol."""
-    arg = sympy.expand(arg)
-    symbols = arg.free_symbols
-    if len(symbols) != 1:
-        raise _NotApplicable
-    (s,) = symbols
-    if not s.is_integer:
-        raise _NotApplicable
-    try:
-        poly = sympy.Poly(arg, s)
-    except sympy.PolynomialError as e:
-        raise _NotApplicable from e
-    if poly.degree() != 1:
-        raise _NotApplicable
-    slope, constant = poly.all_coeffs()
-    if not (slope.is_Rational and constant.is_Rational):
+    """``arg`` as ``(A*s + K)/q`` with integers ``A``, ``K``, ``q >= 1`` and one integer symbol
+    (sympy keeps such a sum with a number factor distributed: ``h/2 - 1/2``)."""
+    symbol, slope, constant = None, sympy.S.Zero, sympy.S.Zero
+    for term in sympy.Add.make_args(arg):
+        coeff, rest = term.as_coeff_Mul()
+        if not coeff.is_Rational:
+            raise _NotApplicable
+        if rest is sympy.S.One:
+            constant += coeff
+        elif rest.is_Symbol and rest.is_integer and symbol in (None, rest):
+            symbol, slope = rest, slope + coeff
+        else:
+            raise _NotApplicable
+    if symbol is None or slope == 0:
         raise _NotApplicable
     q = math.lcm(int(slope.q), int(constant.q))
-    return s, int(slope * q), int(constant * q), q
+    return symbol, int(slope * q), int(constant * q), q
