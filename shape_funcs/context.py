@@ -75,6 +75,12 @@ class ShapeContext(Protocol):
         """The smaller of two dims (a symbolic ``Min`` when the order is unknown)."""
         ...
 
+    def floor_div(self, a: Dim, b: Dim) -> Dim:
+        """``a // b``, rounded down as Python's ``//`` (``b`` positive). Symbolically the same
+        ``floor(a / b)`` as ``//`` on a sympy dim, built without sympy's assumption queries
+        where it can (``ir.roundings``): ``//`` works too, only slower to compile."""
+        ...
+
     def fresh(self, hint: str) -> Dim:
         """A new unknown dim (printed ``?``); only the symbolic mode can make one."""
         ...
@@ -151,6 +157,10 @@ class ConcreteContext:
     def min(self, a: int, b: int) -> int:
         """The smaller of two ints."""
         return a if a <= b else b
+
+    def floor_div(self, a: int, b: int) -> int:
+        """``a // b``."""
+        return a // b
 
     def fresh(self, hint: str) -> int:
         """Never valid at run time: every dim is known there. Raises ShapeError."""

@@ -80,9 +80,9 @@ def prod(dims: Sequence[Dim]) -> Dim:
     return out
 
 
-def ceil_div(a: Dim, b: Dim) -> Dim:
+def ceil_div(ctx: ShapeContext, a: Dim, b: Dim) -> Dim:
     """``ceil(a / b)`` with floor division only (exact for ints and for sympy alike)."""
-    return -((-a) // b)
+    return -ctx.floor_div(-a, b)
 
 
 _BROADCAST = "{}.shape[{}] with {}.shape[{}]"
@@ -169,10 +169,10 @@ def slice_length(ctx: ShapeContext, n: Dim, start: Dim | None, stop: Dim | None,
     if forward:
         lo = 0 if start is None else clamp_index(ctx, n, start, True)
         hi = n if stop is None else clamp_index(ctx, n, stop, True)
-        return ctx.max(0, ceil_div(hi - lo, step))
+        return ctx.max(0, ceil_div(ctx, hi - lo, step))
     first = n - 1 if start is None else clamp_index(ctx, n, start, False)
     last = -1 if stop is None else clamp_index(ctx, n, stop, False)
-    return ctx.max(0, ceil_div(first - last, -step))
+    return ctx.max(0, ceil_div(ctx, first - last, -step))
 
 
 def strided_slice_shape(

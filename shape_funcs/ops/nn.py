@@ -170,7 +170,7 @@ def _window(
     """The number of positions of a dilated window of ``kernel`` over a padded axis."""
     extent = dilation * (kernel - 1) + 1
     ctx.check(size + pad, ">=", extent, "the padded {0} >= the dilated window {0}", what)
-    return (size + pad - extent) // stride + 1
+    return ctx.floor_div(size + pad - extent, stride) + 1
 
 
 @register_shape_func("nn.conv2d")
@@ -451,5 +451,5 @@ def dft(
     else:
         size = 2 * (x[at] - 1) if real_out else x[at]
         ctx.check(size, ">=", 1, "the DFT length (from x.shape[{}]) >= 1", at)
-    bins = size // 2 + 1 if onesided and not inverse else size
+    bins = ctx.floor_div(size, 2) + 1 if onesided and not inverse else size
     return (*x[:at], bins, *x[at + 1 : rank - 1], 1 if real_out else 2)

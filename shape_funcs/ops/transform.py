@@ -61,7 +61,7 @@ def reshape_to(ctx: ShapeContext, x: Shape, newshape: Sequence[Dim]) -> Shape:
     ctx.check_divides(
         known, total, "the element count of x divisible by the other dims of newshape"
     )
-    out[infer] = total // known
+    out[infer] = ctx.floor_div(total, known)
     return tuple(out)
 
 
@@ -188,7 +188,7 @@ def split(
         if sections < 1:
             fail(f"indices_or_sections must be >= 1 sections, got {sections}")
         ctx.check_divides(sections, n, "x.shape[{}] divisible by {} sections", at, sections)
-        part = n // sections
+        part = ctx.floor_div(n, sections)
         return [(*x[:at], part, *x[at + 1 :])] * sections
     for i, index in enumerate(indices_or_sections):
         if index is None:  # what the compiler leaves the VM of a dim entry (see ir/attrs.py)
