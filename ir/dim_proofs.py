@@ -33,7 +33,11 @@ split cases for minutes). Before any relaxation:
   that multiplies the cases at every level;
 - ``E`` is evaluated at a few sample bindings within the ranges (``sample_points``): one where
   ``E > 0`` refutes "``E <= 0`` for every binding" outright, no search needed (sound: the
-  claim is false there).
+  claim is false there);
+- a polynomial in symbols and roundings of one symbol each (a convolution stack's sizes) is
+  decided per residue class of its symbols, exactly (``ir.residue_proofs``: each rounding is
+  linear in ``m`` when ``h = lo + L*m + r``), before any relaxation loses what ties the
+  roundings of one symbol together; a node per ``RESIDUE_CLASSES_PER_NODE`` classes.
 
 Then the search itself has a budget: ``MAX_CASES`` (relaxation, case) combinations, and
 ``MAX_NODES`` nodes visited (a relaxation built or a case bounded) per question. Past either the

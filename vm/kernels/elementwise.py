@@ -493,7 +493,8 @@ def _erf(x: np.ndarray, out: np.ndarray) -> None:
     chunks are shared with the worker thread (``vm/worker_thread.py``): each chunk is computed
     the same way whichever thread takes it, so the result does not depend on the sharing.
     Safe in place (``out`` may be ``x``); a non-contiguous ``x`` (or one of another dtype) is
-    first copied into ``out`` and computed there in place."""
+    first copied into ``out`` and computed there in place. float32/float16 calls of at most
+    ``ERF_POWERS_MAX`` elements skip the chunk loop (``_erf_narrow_small``: the same bits)."""
     if x.shape != out.shape:
         raise ValueError(f"erf: input shape {x.shape} but output shape {out.shape}")
     n = out.size
