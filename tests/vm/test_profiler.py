@@ -34,7 +34,10 @@ def test_profile_counts_instructions_and_kernels():
     ):
         assert word in report
     p.reset()
-    assert not p.instructions and p.runs.count == 0
+    assert p.runs.count == 0 and not any(c.count for c in p.instructions.values())
+    assert "alloc_storage" not in m.profile_report()
+    m.run(x, x)  # the steps decoded before the reset count into its rows
+    assert p.runs.count == 1 and p.instructions["alloc_storage"].count == 2
 
 
 def test_profile_report_needs_profile():
