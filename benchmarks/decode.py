@@ -15,11 +15,13 @@ of each in turn, so both meet the same machine at each past length.
 Per row (a batch size and a past length): the median time per token over the steps just
 before that past length, for each runtime and their ratio; dynshape's bytes copied by appends
 per step, averaged over every decode step up to that past length (the amortised cost), and the
-bytes its allocator was asked for by the step that reached it. Two compiles of the model: as
-exported (a cache that outgrows its room moves to twice the room), and with the lengths
-declared, ``past_seq <= 2047`` and ``seq <= 8`` (``dynshape.onnx.load(dims=...)``: the room is
-the bound, allocated once). The two loops must give
-the same tokens (checked). Targets (issue 30): bytes appended per step at past 2,048 within
+bytes its allocator was asked for by the step that reached it. Three ways to run it: as
+exported (a cache that outgrows its room moves to twice the room); as exported with the room
+given by the caller (``reserved``: the empty cache made by ``vm.with_room`` for the last past
+length, as ``dynshape.generate`` makes it from ``max_new_tokens``: nothing moves); and compiled
+with the lengths declared, ``past_seq <= 2047`` and ``seq <= 8`` (``dynshape.onnx.load(dims=
+...)``: the room is the bound, allocated at the prefill). The two loops must give the same
+tokens (checked). Targets (issue 30): bytes appended per step at past 2,048 within
 1.1x of those at past 16; per-token time at past >= 1,024 no more than onnxruntime's.
 """
 
@@ -62,23 +64,30 @@ def decode(
     batch: int,
     last_past: int,
     stats: Sequence[Callable[[], tuple[int, int]] | None] = (),
+    rooms: Sequence[int] = (),
 ) -> list[Trace]:
     """Greedy tokens, seconds per step and (bytes appended, bytes requested) after each step
     of one loop per runner, each ending when its cache holds ``last_past`` positions. The
     loops advance in lockstep, one step of each in turn (the order alternating), so that a
-    change in the machine's speed meets both at the same past length."""
+    change in the machine's speed meets both at the same past length. ``rooms[i]``: runner
+    ``i``'s empty cache comes with room for that many positions (``vm.with_room``, as
+    ``dynshape.generate`` makes it); 0 or absent: none."""
+    from vm import with_room
+
     rng = np.random.default_rng(0)
     past_names = _cache_names(inputs)
     heads, dh = kv_shape
     prompt = rng.integers(1, 1000, (batch, PROMPT), dtype=np.int64)
     counts = list(stats) + [None] * (len(runs) - len(stats))
-    states = [
+    room = list(rooms) + [0] * (len(runs) - len(rooms))
+    empty = np.zeros((batch, heads, 0, dh), np.float32)
+    states: list[dict[str, Any]] = [
         {
             "ids": prompt,
             "length": 0,
-            "cache": {n: np.zeros((batch, heads, 0, dh), np.float32) for n in past_names},
+            "cache": {n: with_room(empty, 2, room[i]) if room[i] else empty for n in past_names},
         }
-        for _ in runs
+        for i in range(len(runs))
     ]
     traces: list[Trace] = [([], [], []) for _ in runs]
     step = 0
@@ -166,7 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     runs = [
         (kind, e, batch)
         for batch in batches
-        for kind, e in (("exported", exe), ("declared", bounded))
+        for kind, e in (("exported", exe), ("reserved", exe), ("declared", bounded))
     ]
     for kind, compiled_exe, batch in runs:
         vm = VirtualMachine(compiled_exe)
@@ -183,8 +192,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         def counters(s: Any = s) -> tuple[int, int]:
             return s.bytes_appended, s.bytes_requested
 
+        room = points[-1] if kind == "reserved" else 0
         (tok_d, sec_d, cnt), (tok_o, sec_o, _) = decode(
-            (run_dyn, run_ort), inputs, kv_shape, batch, points[-1], (counters,)
+            (run_dyn, run_ort), inputs, kv_shape, batch, points[-1], (counters,), (room,)
         )
         if tok_d != tok_o:
             print(f"  batch {batch}: WRONG: the tokens differ from onnxruntime's")

@@ -72,7 +72,8 @@ def generate(
     steps = checked_token_count(max_new_tokens)
     tokens = [ids]
     unfinished = np.ones(len(ids), bool)
-    feed, past = ids, decoder.empty_cache(len(ids))
+    # the last step's past holds every token but the one it chooses: room for that, once
+    feed, past = ids, decoder.empty_cache(len(ids), room=int(ids.shape[1] + steps - 1))
     for step in range(steps):
         logits, past = decoder.step(step_feeds(decoder, feed, mask, past))
         chosen = choose(logits[:, -1] if logits.ndim == 3 else logits, step)

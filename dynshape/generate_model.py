@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from vm import Executable, TensorSpec, VirtualMachine
+from vm import Executable, TensorSpec, VirtualMachine, VMError, with_room
 from vm.executable import Param
 
 from .errors import GenerateError
@@ -135,9 +135,19 @@ class DecoderStep:
             f"Executable or a VirtualMachine, got {type(model).__name__}"
         )
 
-    def empty_cache(self, batch: int) -> dict[str, np.ndarray]:
-        """The past of the prefill: every past input with length 0."""
-        return {c.past: np.zeros((batch, c.heads, 0, c.head_dim), c.dtype) for c in self.cache}
+    def empty_cache(self, batch: int, room: int = 0) -> dict[str, np.ndarray]:
+        """The past of the prefill: every past input with length 0. ``room``: the longest the
+        cache will grow (the loop's last past length): each past then comes with a buffer
+        that holds it (``vm.with_room``), so every step appends in place and none moves the
+        cache (0, or no memory for that much room: the VM's buffers grow by doubling as the
+        steps need)."""
+        empty = {c.past: np.zeros((batch, c.heads, 0, c.head_dim), c.dtype) for c in self.cache}
+        if room <= 0:
+            return empty
+        try:
+            return {name: with_room(x, PAST_AXIS, room) for name, x in empty.items()}
+        except VMError:  # a max_new_tokens far past what a row will reach (it stops at eos)
+            return empty
 
     def step(self, feeds: Mapping[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Run one step: the logits and the next step's past (each present under its past

@@ -42,6 +42,7 @@ from .kernels.registry import (
     unregister_kernel,
 )
 from .memory import Allocator, MemoryStats, NaiveAllocator, PooledAllocator, Storage
+from .memory.capacity import with_room
 from .profiler import Profiler, ProfilingBackend
 from .sanitizer import SanitizingBackend
 from .shape_program import ShapeProgram, ShapeProgramBuilder
@@ -100,4 +101,5 @@ __all__ = [
     "tensor",
     "tuple_type",
     "unregister_kernel",
+    "with_room",
 ]

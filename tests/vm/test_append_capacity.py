@@ -22,6 +22,7 @@ from vm import (
     VMArgumentError,
     VMError,
     tensor,
+    with_room,
 )
 from vm.memory import capacity
 
@@ -265,5 +266,57 @@ def test_a_buffer_is_forgotten_when_its_last_view_dies() -> None:
     for _ in range(10):
         past, _ = _step(vm, past, rng)
     assert capacity.registered_buffers() > before
+    del past
+    assert capacity.registered_buffers() == before
+
+
+def test_room_the_caller_gives_is_filled_in_place_from_the_first_step() -> None:
+    """``with_room``: the first append (a prefill onto an empty past) and every one after it
+    write into the caller's buffer until it is full; only then does the VM move the cache."""
+    vm, rng = _vm(), np.random.default_rng(9)
+    past = with_room(np.zeros((2, 0, 4), np.float32), 1, 12)
+    assert past.shape == (2, 0, 4) and past.base is not None and past.base.shape == (2, 12, 4)
+    buffer = past.base
+    for _ in range(12):
+        past, _ = _step(vm, past, rng, donate=("past",))
+        assert past.base is buffer
+    s = vm.allocator.stats
+    assert (s.appends_in_place, s.appends_moved, s.bytes_appended) == (12, 0, 12 * 2 * 4 * 4)
+    past, _ = _step(vm, past, rng)  # the room is full: the VM's own buffer, twice as long
+    assert past.base is not buffer and vm.allocator.stats.appends_moved == 1
+
+
+def test_with_room_copies_a_prefix_and_keeps_the_views_the_caller_holds() -> None:
+    vm, rng = _vm(), np.random.default_rng(10)
+    start = rng.standard_normal((1, 3, 4)).astype(np.float32)[:, ::-1]  # strided: copied
+    past = with_room(start, 1, 8)
+    assert np.array_equal(past, start) and not np.shares_memory(past, start)
+    first, _ = _step(vm, past, rng)
+    second, _ = _step(vm, past, rng)  # the same prefix again: the room is taken, a copy
+    assert np.shares_memory(first, past) and not np.shares_memory(second, past)
+    assert np.array_equal(first[:, :3], start) and np.array_equal(second[:, :3], start)
+    assert not np.array_equal(first[:, 3], second[:, 3])
+
+
+@pytest.mark.parametrize(
+    ("axis", "length", "message"),
+    [
+        (3, 8, r"with_room: axis 3 is not an axis of an array of shape \[1, 2, 4\]"),
+        (-1, 8, r"with_room: axis -1 is not an axis"),
+        (1, 1, r"room for 1 positions along axis 1 does not hold the 2 the array"),
+        (1, True, r"room for True positions"),
+        (1, 2.5, r"room for 2\.5 positions"),
+        (1, 1 << 40, r"with_room: a buffer of shape \[1, 1099511627776, 4\] \(float32\) is too"),
+    ],
+)
+def test_with_room_errors_name_what_is_wrong(axis: object, length: object, message: str) -> None:
+    with pytest.raises(VMError, match=message):
+        with_room(np.zeros((1, 2, 4), np.float32), axis, length)  # type: ignore[arg-type]
+
+
+def test_room_given_is_forgotten_when_its_last_view_dies() -> None:
+    before = capacity.registered_buffers()
+    past = with_room(np.zeros((1, 0, 4), np.float32), 1, 4)
+    assert capacity.registered_buffers() == before + 1
     del past
     assert capacity.registered_buffers() == before

@@ -23,6 +23,12 @@ onto one buffer each get a correct result.
 
 Buffers come from the VM's allocator (its statistics and memory limit count them) and are
 detached at once: their memory belongs to the views, like a returned array's.
+
+**Room the caller gives.** A caller that knows how long its arrays will grow (``generate``
+knows the prompt and ``max_new_tokens``; onnxruntime's generate loop needs the same number for
+its shared buffer) makes its first ``x`` with ``with_room``: a copy in a registered buffer with
+room for the whole length, so that every append onto it, the first included, writes in place
+and nothing is ever moved. The buffer is the caller's memory, like any argument's.
 """
 
 from __future__ import annotations
@@ -86,6 +92,47 @@ def registered_buffers() -> int:
     """How many buffers with room are alive (tests count them)."""
     with _lock:
         return len(_rooms)
+
+
+def with_room(x: np.ndarray, axis: int, length: int) -> np.ndarray:
+    """A copy of ``x`` in a new buffer with room for ``length`` positions along ``axis``: an
+    ``append`` onto it (a decoder step's ``concatenate((past, new), axis)`` fed this array as
+    ``past``, and then each result fed back) writes in place until ``length`` is reached. The
+    empty cache of a prefill is ``with_room(np.zeros((batch, heads, 0, head_dim)), 2, total)``.
+
+    The buffer is allocated here with numpy (the caller's memory, not the VM's: no VM's
+    memory limit counts it). Raises VMError for an ``axis`` ``x`` does not have or a
+    ``length`` shorter than ``x`` along it."""
+    x = np.asarray(x)
+    if not isinstance(axis, int) or not 0 <= axis < x.ndim:
+        raise VMError(
+            f"with_room: axis {axis!r} is not an axis of an array of shape {list(x.shape)}"
+        )
+    if not isinstance(length, int) or isinstance(length, bool) or length < x.shape[axis]:
+        raise VMError(
+            f"with_room: room for {length!r} positions along axis {axis} does not hold the "
+            f"{x.shape[axis]} the array of shape {list(x.shape)} already has"
+        )
+    shape = list(x.shape)
+    shape[axis] = length
+    if x.dtype.itemsize * _product(shape) > MAX_STORAGE_BYTES:
+        raise VMError(f"with_room: a buffer of shape {shape} ({x.dtype.name}) is too large")
+    try:
+        full = np.empty(tuple(shape), x.dtype)
+    except MemoryError:
+        raise VMError(
+            f"with_room: no memory for a buffer of shape {shape} ({x.dtype.name})"
+        ) from None
+    n = x.shape[axis]
+    index: list[Any] = [slice(None)] * x.ndim
+    index[axis] = slice(0, n)
+    out: np.ndarray = full[tuple(index)]
+    out[...] = x
+    start = full.__array_interface__["data"][0]
+    room = _Room(full.shape, full.dtype, full.strides, 0, start, axis, n)
+    room.handed = weakref.ref(out)
+    _register(full, room)
+    return out
 
 
 def append(
