@@ -555,3 +555,53 @@ def test_pools_with_more_taps_than_the_cache_takes():
                 m.setattr(conv, "TAPS_MIN_OUTPUT", taps_min)
                 got = run(f"nn.{kind}_pool2d", attrs, [x], e.shape, x.dtype)
             np.testing.assert_allclose(got, e, rtol=1e-12)
+
+
+@KERNEL_SETTINGS
+@given(data=st.data(), dtype=DTYPES)
+def test_depthwise_conv2d_with_a_long_channel_run_runs_by_kernel_rows(data, dtype):
+    # the "rows" path (its run bound lowered so that small shapes take it), checked to be the
+    # one taken, against the oracle (and into NaN-, 7-filled and strided outputs by ``run``)
+    n, c = data.draw(st.integers(1, 4)), data.draw(st.integers(1, 9))
+    kh, kw = data.draw(st.integers(1, 5)), data.draw(st.integers(1, 5))
+    strides = (data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3)))
+    dilation = (data.draw(st.integers(1, 2)), data.draw(st.integers(1, 2)))
+    pad4 = tuple(data.draw(st.integers(0, 3)) for _ in range(4))
+    h, w = data.draw(st.integers(1, 16)), data.draw(st.integers(1, 16))
+    oh = (h + pad4[0] + pad4[2] - dilation[0] * (kh - 1) - 1) // strides[0] + 1
+    ow = (w + pad4[1] + pad4[3] - dilation[1] * (kw - 1) - 1) // strides[1] + 1
+    assume(oh >= 1 and ow >= 1 and oh * ow >= 2)
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    x = rng.standard_normal((n, c, h, w)).astype(dtype)
+    wt = rng.standard_normal((c, 1, kh, kw)).astype(dtype)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(conv, "DEPTHWISE_ROWS_MIN_RUN", 1)
+        mp.setattr(conv, "DEPTHWISE_ROWS_MIN", 2)
+        plan = conv._plan(x.shape, wt.shape, (oh, ow), pad4, strides, dilation, 1 << 30)
+        assume(plan.path not in ("zeros", "matmul"))
+        assert plan.path == "rows"
+        e = conv_oracle(x, wt, strides, pad4, dilation, c)
+        got = run("nn.conv2d", attrs_of(strides, pad4, dilation, c), [x, wt], e.shape, x.dtype)
+    check_close(got, e, x, wt)
+
+
+def test_depthwise_rows_path_at_its_bounds():
+    # a MobileNet block's 5x5 depthwise on a 6x6 map, 4 x 120 channels: the rows path by
+    # default; a run below the bound, a plane past it or a scratch bound below its region
+    # keep the paths before it
+    rng = np.random.default_rng(11)
+    x, w = rng.standard_normal((4, 120, 6, 6)), rng.standard_normal((120, 1, 5, 5))
+    args = ((6, 6), (2, 2, 2, 2), (1, 1), (1, 1))
+    assert conv._plan(x.shape, w.shape, *args, 1 << 30).path == "rows"
+    assert conv._plan((1, 120, 6, 6), w.shape, *args, 1 << 30).path != "rows"
+    assert conv._plan(x.shape, w.shape, *args, 1000).path != "rows"
+    two = ((2, 2), (2, 2, 2, 2), (1, 1), (1, 1))  # a 2x2 map: below DEPTHWISE_ROWS_MIN
+    assert conv._plan((4, 120, 2, 2), w.shape, *two, 1 << 30).path != "rows"
+    big = (1, 288, 30, 30)
+    assert (
+        conv._plan(big, (288, 1, 3, 3), (30, 30), (1, 1, 1, 1), (1, 1), (1, 1), 1 << 30).path
+        != "rows"
+    )
+    e = conv_oracle(x, w, (1, 1), (2, 2, 2, 2), (1, 1), 120)
+    got = run("nn.conv2d", attrs_of((1, 1), (2, 2, 2, 2), (1, 1), 120), [x, w], e.shape, x.dtype)
+    check_close(got, e, x, w)

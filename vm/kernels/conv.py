@@ -31,7 +31,10 @@ How each op runs (the measurements behind each choice: design/vm.md, "Convolutio
   elements, one piece per (image, channel, tap), and the "last" path (``_depthwise_last``)
   lays the padded input out channels-last, so that every tap's window is a strided view
   whose inner run is all images' channels: one multiply of that view by the weights, one
-  sum over the taps.
+  sum over the taps. Where that run is long (``DEPTHWISE_ROWS_MIN_RUN`` images times
+  channels, ``DEPTHWISE_ROWS_MIN`` to ``DEPTHWISE_ROWS_MAX`` outputs a plane) the "rows" path
+  (``_depthwise_rows``) takes the same channels-last region and contracts it one kernel row
+  at a time with ``np.einsum`` (no product of every tap stored, no im2col buffer).
   The buffer is bounded by ``SCRATCH_FACTOR`` times the input and output (filled and
   multiplied in blocks of output rows past it; if even one row would pass it, the einsum
   contraction of the padded input's window view runs instead, as before issue 27).
@@ -208,6 +211,19 @@ TINY_OUTPUTS = 16
 #: 16-288 channels, 3x3 and 5x5 kernels, strides 1-2 (36 to 49 outputs: 0.5-1.26x, no rule).
 DEPTHWISE_LAST_MAX = 25
 
+#: A depthwise convolution whose channels-last inner run (images times channels) is at least
+#: ``DEPTHWISE_ROWS_MIN_RUN`` elements, on planes of ``DEPTHWISE_ROWS_MIN`` (a 3x3 map) to
+#: ``DEPTHWISE_ROWS_MAX`` outputs (28x28), takes the "rows" path (``_depthwise_rows``): the
+#: channels-last region of the "last" path, contracted one kernel row at a time by
+#: ``np.einsum`` over that row's taps (no product of every tap is stored). Over 84 shapes
+#: (batch 1-8, 16-288 channels, 3x3 to 12x12 and 16-28 maps, 3x3 and 5x5, strides 1-2)
+#: against the paths before it: 0.23-1.03x from a run of 288 and 9 outputs (geometric mean
+#: 0.55x), 1.1-2.7x below a run of 64; at 1,024 outputs (8x96x32x32) 1.7x; on 2x2 maps 5x5
+#: kernels (most taps in the padding) 1.3-1.5x.
+DEPTHWISE_ROWS_MIN_RUN = 288
+DEPTHWISE_ROWS_MIN = 9
+DEPTHWISE_ROWS_MAX = 784
+
 #: Plans cached per kernel (per shapes of data, weight and output); the dict is cleared when
 #: it reaches this many entries, so its memory stays bounded under any stream of shapes.
 PLANS_MAX = 64
@@ -280,12 +296,22 @@ def _plan(
     if kt == 1 and (sh, sw) == (1, 1) and rows == (0, h) and cols == (0, w):
         return _Plan("matmul", taps, rows, cols, oh, row_spans, col_spans)
     depthwise = weight_shape[1] == 1 and weight_shape[0] == c
+    region = (rows[1] - rows[0]) * (cols[1] - cols[0])
+    if (
+        depthwise
+        and FILL == "auto"
+        and n * c >= DEPTHWISE_ROWS_MIN_RUN
+        and DEPTHWISE_ROWS_MIN <= oh * ow <= DEPTHWISE_ROWS_MAX
+        # its scratch: the channels-last region, the sum and one kernel row's part of it
+        and n * c * (region + 2 * oh * ow) <= limit
+    ):
+        return _Plan("rows", taps, rows, cols, oh, row_spans, col_spans)
     if (
         depthwise
         and FILL == "auto"
         and 2 <= oh * ow <= DEPTHWISE_LAST_MAX
         # its scratch: the channels-last region and the products of every tap
-        and n * c * ((rows[1] - rows[0]) * (cols[1] - cols[0]) + kt * oh * ow) <= limit
+        and n * c * (region + kt * oh * ow) <= limit
     ):
         return _Plan("last", taps, rows, cols, oh, row_spans, col_spans)
     wr = cols[1] - cols[0]
@@ -417,7 +443,17 @@ def conv2d(attrs: Mapping[str, Any]) -> Kernel:
         return _plan(data.shape, weight.shape, (oh, ow), pad, strides, dilation, limit)
 
     def kernel(data: np.ndarray, weight: np.ndarray, out: np.ndarray) -> None:
-        key = (data.shape, weight.shape, out.shape, SCRATCH_FACTOR, FILL, DEPTHWISE_LAST_MAX)
+        key = (
+            data.shape,
+            weight.shape,
+            out.shape,
+            SCRATCH_FACTOR,
+            FILL,
+            DEPTHWISE_LAST_MAX,
+            DEPTHWISE_ROWS_MIN_RUN,
+            DEPTHWISE_ROWS_MIN,
+            DEPTHWISE_ROWS_MAX,
+        )
         plan = plans.get(key, _UNPLANNED)  # one lookup: another thread may clear the dict
         if plan is _UNPLANNED:
             plan = check(data, weight, out)
@@ -435,8 +471,8 @@ def conv2d(attrs: Mapping[str, Any]) -> Kernel:
         acc = _accumulator(out, wide)
         if plan.path == "matmul":
             _conv_one_tap(data, weight, acc, groups, plan, wide)
-        elif plan.path == "last":
-            _depthwise_last(data, weight, acc, plan, strides, dilation)
+        elif plan.path in _DEPTHWISE_PATHS:
+            _DEPTHWISE_PATHS[plan.path](data, weight, acc, plan, strides, dilation)
         elif plan.path == "einsum":
             _conv_einsum(data, weight, acc, groups, pad, strides, dilation)
         else:
@@ -464,6 +500,18 @@ def _conv_one_tap(
     _matmul(wt, x, acc.reshape(n, groups, o // groups, h * w, copy=False))
 
 
+def _channels_last(data: np.ndarray, plan: _Plan, dt: Any) -> np.ndarray:
+    """The rectangle ``plan`` says the taps read, zero-padded, channels-last: (rows, cols, N,
+    C) in ``dt``."""
+    n, c, h, w = data.shape
+    (r0, r1), (c0, c1) = plan.rows, plan.cols
+    x = np.zeros((r1 - r0, c1 - c0, n, c), dt)
+    a, b, e, f = max(r0, 0), min(r1, h), max(c0, 0), min(c1, w)
+    if a < b and e < f:
+        np.copyto(x[a - r0 : b - r0, e - c0 : f - c0], data[:, :, a:b, e:f].transpose(2, 3, 0, 1))
+    return x
+
+
 def _depthwise_last(
     data: np.ndarray,
     weight: np.ndarray,
@@ -477,16 +525,12 @@ def _depthwise_last(
     windows are then a strided view of it whose inner run is N * C long, so all taps are one
     multiply by the weights laid out (KH, KW, 1, 1, 1, C) and one sum over the taps, then one
     copy into ``acc`` (NCHW)."""
-    n, c, h, w = data.shape
+    n, c = data.shape[:2]
     oh, ow = acc.shape[2:]
     i0, i1, j0, j1 = plan.taps
     kh, kw = i1 - i0, j1 - j0
-    (r0, r1), (c0, c1) = plan.rows, plan.cols
     dt = acc.dtype
-    x = np.zeros((r1 - r0, c1 - c0, n, c), dt)
-    a, b, e, f = max(r0, 0), min(r1, h), max(c0, 0), min(c1, w)
-    if a < b and e < f:
-        np.copyto(x[a - r0 : b - r0, e - c0 : f - c0], data[:, :, a:b, e:f].transpose(2, 3, 0, 1))
+    x = _channels_last(data, plan, dt)
     (sh, sw), (dh, dw) = strides, dilation
     rs, cs, ns, chs = x.strides
     # numpy's constructor checks that the view stays inside x (the plan's rectangle holds
@@ -498,6 +542,46 @@ def _depthwise_last(
     prod = np.empty((kh * kw, oh, ow, n, c), dt)
     np.multiply(taps, wl, out=prod.reshape(kh, kw, oh, ow, n, c))
     np.copyto(acc, np.add.reduce(prod, axis=0).transpose(2, 3, 0, 1))
+
+
+def _depthwise_rows(
+    data: np.ndarray,
+    weight: np.ndarray,
+    acc: np.ndarray,
+    plan: _Plan,
+    strides: Sequence[int],
+    dilation: Sequence[int],
+) -> None:
+    """The ``rows`` path of a depthwise convolution with a long channels-last run: the region
+    of ``_depthwise_last``, then per kernel row one ``np.einsum`` of that row's (KW, OH, OW,
+    N, C) tap view with its (KW, C) weights, summed over the row's taps as it goes (its inner
+    loop runs over the N * C contiguous elements), the rows' sums added, one copy into
+    ``acc`` (NCHW)."""
+    n, c = data.shape[:2]
+    oh, ow = acc.shape[2:]
+    i0, i1, j0, j1 = plan.taps
+    kw = j1 - j0
+    dt = acc.dtype
+    x = _channels_last(data, plan, dt)
+    (sh, sw), (dh, dw) = strides, dilation
+    rs, cs, ns, chs = x.strides
+    # contiguous weights: einsum's inner loop over a strided operand is several times slower
+    wl = np.ascontiguousarray(weight[:, 0, i0:i1, j0:j1].transpose(1, 2, 0), dtype=dt)
+    total = np.empty((oh, ow, n, c), dt)
+    part = np.empty_like(total) if i1 - i0 > 1 else total
+    for i in range(i1 - i0):
+        # the taps of kernel row i: a view inside x (numpy's constructor checks it)
+        taps = np.ndarray(
+            (kw, oh, ow, n, c), dt, x, i * dh * rs, (cs * dw, rs * sh, cs * sw, ns, chs)
+        )
+        np.einsum("jabnc,jc->abnc", taps, wl[i], out=total if i == 0 else part)
+        if i:
+            np.add(total, part, total)
+    np.copyto(acc, total.transpose(2, 3, 0, 1))
+
+
+#: The channels-last paths of depthwise convolutions, by their plan's name.
+_DEPTHWISE_PATHS = {"last": _depthwise_last, "rows": _depthwise_rows}
 
 
 def _conv_einsum(
