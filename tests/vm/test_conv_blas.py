@@ -206,29 +206,44 @@ def test_conv2d_on_a_padded_one_by_one_map_multiplies_the_centre_tap(monkeypatch
     assert calls[0][0] == (1, 6, 36)
 
 
+def draw_depthwise(data, dtype, kw_min, hw_max, outputs_max):
+    """A depthwise convolution's input, weight, attributes and output size, drawn; at least 2
+    and at most ``outputs_max`` outputs a plane."""
+    n, c = data.draw(st.integers(1, 4)), data.draw(st.integers(1, 9))
+    kh, kw = data.draw(st.integers(1, 5)), data.draw(st.integers(kw_min, 5))
+    strides = (data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3)))
+    dilation = (data.draw(st.integers(1, 2)), data.draw(st.integers(1, 2)))
+    pad4 = tuple(data.draw(st.integers(0, 3)) for _ in range(4))
+    h, w = data.draw(st.integers(1, hw_max)), data.draw(st.integers(1, hw_max))
+    oh = (h + pad4[0] + pad4[2] - dilation[0] * (kh - 1) - 1) // strides[0] + 1
+    ow = (w + pad4[1] + pad4[3] - dilation[1] * (kw - 1) - 1) // strides[1] + 1
+    assume(oh >= 1 and ow >= 1 and 2 <= oh * ow <= outputs_max)
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    x = rng.standard_normal((n, c, h, w)).astype(dtype)
+    wt = rng.standard_normal((c, 1, kh, kw)).astype(dtype)
+    return x, wt, strides, pad4, dilation, (oh, ow)
+
+
+def check_depthwise(x, wt, strides, pad4, dilation):
+    """The kernel against the oracle (into NaN-, 7-filled and strided outputs by ``run``)."""
+    c = x.shape[1]
+    e = conv_oracle(x, wt, strides, pad4, dilation, c)
+    got = run("nn.conv2d", attrs_of(strides, pad4, dilation, c), [x, wt], e.shape, x.dtype)
+    check_close(got, e, x, wt)
+
+
 @KERNEL_SETTINGS
 @given(data=st.data(), dtype=DTYPES)
 def test_depthwise_conv2d_on_tiny_maps_runs_channels_last(data, dtype):
     # 2 to DEPTHWISE_LAST_MAX outputs a plane: the channels-last path, checked to be the one
-    # taken, against the oracle (and into NaN-, 7-filled and strided outputs by ``run``)
-    n, c = data.draw(st.integers(1, 4)), data.draw(st.integers(1, 9))
-    kh, kw = data.draw(st.integers(1, 5)), data.draw(st.integers(2, 5))
-    strides = (data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3)))
-    dilation = (data.draw(st.integers(1, 2)), data.draw(st.integers(1, 2)))
-    pad4 = tuple(data.draw(st.integers(0, 3)) for _ in range(4))
-    h, w = data.draw(st.integers(1, 12)), data.draw(st.integers(1, 12))
-    oh = (h + pad4[0] + pad4[2] - dilation[0] * (kh - 1) - 1) // strides[0] + 1
-    ow = (w + pad4[1] + pad4[3] - dilation[1] * (kw - 1) - 1) // strides[1] + 1
-    assume(oh >= 1 and ow >= 1 and 2 <= oh * ow <= conv.DEPTHWISE_LAST_MAX)
-    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
-    x = rng.standard_normal((n, c, h, w)).astype(dtype)
-    wt = rng.standard_normal((c, 1, kh, kw)).astype(dtype)
-    plan = conv._plan(x.shape, wt.shape, (oh, ow), pad4, strides, dilation, 1 << 30)
+    # taken, against the oracle
+    x, wt, strides, pad4, dilation, out_hw = draw_depthwise(
+        data, dtype, 2, 12, conv.DEPTHWISE_LAST_MAX
+    )
+    plan = conv._plan(x.shape, wt.shape, out_hw, pad4, strides, dilation, 1 << 30)
     assume(plan.path != "zeros")  # (every tap in the padding)
     assert plan.path == "last"
-    e = conv_oracle(x, wt, strides, pad4, dilation, c)
-    got = run("nn.conv2d", attrs_of(strides, pad4, dilation, c), [x, wt], e.shape, x.dtype)
-    check_close(got, e, x, wt)
+    check_depthwise(x, wt, strides, pad4, dilation)
 
 
 def test_depthwise_channels_last_keeps_to_the_scratch_bound(monkeypatch):
@@ -560,29 +575,16 @@ def test_pools_with_more_taps_than_the_cache_takes():
 @KERNEL_SETTINGS
 @given(data=st.data(), dtype=DTYPES)
 def test_depthwise_conv2d_with_a_long_channel_run_runs_by_kernel_rows(data, dtype):
-    # the "rows" path (its run bound lowered so that small shapes take it), checked to be the
-    # one taken, against the oracle (and into NaN-, 7-filled and strided outputs by ``run``)
-    n, c = data.draw(st.integers(1, 4)), data.draw(st.integers(1, 9))
-    kh, kw = data.draw(st.integers(1, 5)), data.draw(st.integers(1, 5))
-    strides = (data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3)))
-    dilation = (data.draw(st.integers(1, 2)), data.draw(st.integers(1, 2)))
-    pad4 = tuple(data.draw(st.integers(0, 3)) for _ in range(4))
-    h, w = data.draw(st.integers(1, 16)), data.draw(st.integers(1, 16))
-    oh = (h + pad4[0] + pad4[2] - dilation[0] * (kh - 1) - 1) // strides[0] + 1
-    ow = (w + pad4[1] + pad4[3] - dilation[1] * (kw - 1) - 1) // strides[1] + 1
-    assume(oh >= 1 and ow >= 1 and oh * ow >= 2)
-    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
-    x = rng.standard_normal((n, c, h, w)).astype(dtype)
-    wt = rng.standard_normal((c, 1, kh, kw)).astype(dtype)
+    # the "rows" path (its run and plane bounds lowered so that small shapes take it),
+    # checked to be the one taken, against the oracle
+    x, wt, strides, pad4, dilation, out_hw = draw_depthwise(data, dtype, 1, 16, 1 << 30)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(conv, "DEPTHWISE_ROWS_MIN_RUN", 1)
         mp.setattr(conv, "DEPTHWISE_ROWS_MIN", 2)
-        plan = conv._plan(x.shape, wt.shape, (oh, ow), pad4, strides, dilation, 1 << 30)
+        plan = conv._plan(x.shape, wt.shape, out_hw, pad4, strides, dilation, 1 << 30)
         assume(plan.path not in ("zeros", "matmul"))
         assert plan.path == "rows"
-        e = conv_oracle(x, wt, strides, pad4, dilation, c)
-        got = run("nn.conv2d", attrs_of(strides, pad4, dilation, c), [x, wt], e.shape, x.dtype)
-    check_close(got, e, x, wt)
+        check_depthwise(x, wt, strides, pad4, dilation)
 
 
 def test_depthwise_rows_path_at_its_bounds():

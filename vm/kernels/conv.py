@@ -500,16 +500,38 @@ def _conv_one_tap(
     _matmul(wt, x, acc.reshape(n, groups, o // groups, h * w, copy=False))
 
 
-def _channels_last(data: np.ndarray, plan: _Plan, dt: Any) -> np.ndarray:
-    """The rectangle ``plan`` says the taps read, zero-padded, channels-last: (rows, cols, N,
-    C) in ``dt``."""
+def _channels_last_taps(
+    data: np.ndarray,
+    plan: _Plan,
+    out_hw: tuple[int, ...],
+    strides: Sequence[int],
+    dilation: Sequence[int],
+    dt: Any,
+) -> np.ndarray:
+    """Every tap's windows of a depthwise convolution as one (KH, KW, OH, OW, N, C) view of
+    the rectangle ``plan`` says the taps read, copied zero-padded and channels-last (rows,
+    cols, N, C) in ``dt``: the inner run of each window is all images' channels."""
     n, c, h, w = data.shape
     (r0, r1), (c0, c1) = plan.rows, plan.cols
     x = np.zeros((r1 - r0, c1 - c0, n, c), dt)
     a, b, e, f = max(r0, 0), min(r1, h), max(c0, 0), min(c1, w)
     if a < b and e < f:
         np.copyto(x[a - r0 : b - r0, e - c0 : f - c0], data[:, :, a:b, e:f].transpose(2, 3, 0, 1))
-    return x
+    i0, i1, j0, j1 = plan.taps
+    (sh, sw), (dh, dw) = strides, dilation
+    rs, cs, ns, chs = x.strides
+    # numpy's constructor checks that the view stays inside x (the plan's rectangle holds
+    # every tap's reach, so it does)
+    return np.ndarray(
+        (i1 - i0, j1 - j0, *out_hw, n, c), dt, x, 0, (rs * dh, cs * dw, rs * sh, cs * sw, ns, chs)
+    )
+
+
+def _channels_last_weights(weight: np.ndarray, plan: _Plan, dt: Any) -> np.ndarray:
+    """The (C, 1, KH, KW) weights of the plan's taps as a contiguous (KH, KW, C) array (an
+    einsum's inner loop over a strided operand is several times slower)."""
+    i0, i1, j0, j1 = plan.taps
+    return np.ascontiguousarray(weight[:, 0, i0:i1, j0:j1].transpose(1, 2, 0), dtype=dt)
 
 
 def _depthwise_last(
@@ -521,26 +543,14 @@ def _depthwise_last(
     dilation: Sequence[int],
 ) -> None:
     """The ``last`` path of a depthwise convolution (weight (C, 1, KH, KW)) on a tiny map: the
-    rectangle the taps read, zero-padded and channels-last (rows, cols, N, C); each tap's
-    windows are then a strided view of it whose inner run is N * C long, so all taps are one
-    multiply by the weights laid out (KH, KW, 1, 1, 1, C) and one sum over the taps, then one
-    copy into ``acc`` (NCHW)."""
-    n, c = data.shape[:2]
-    oh, ow = acc.shape[2:]
-    i0, i1, j0, j1 = plan.taps
-    kh, kw = i1 - i0, j1 - j0
+    tap view of ``_channels_last_taps`` times the weights laid out (KH, KW, 1, 1, 1, C) in
+    one multiply, one sum over the taps, then one copy into ``acc`` (NCHW)."""
     dt = acc.dtype
-    x = _channels_last(data, plan, dt)
-    (sh, sw), (dh, dw) = strides, dilation
-    rs, cs, ns, chs = x.strides
-    # numpy's constructor checks that the view stays inside x (the plan's rectangle holds
-    # every tap's reach, so it does)
-    taps = np.ndarray(
-        (kh, kw, oh, ow, n, c), dt, x, 0, (rs * dh, cs * dw, rs * sh, cs * sw, ns, chs)
-    )
-    wl = weight[:, 0, i0:i1, j0:j1].transpose(1, 2, 0).astype(dt).reshape(kh, kw, 1, 1, 1, c)
+    taps = _channels_last_taps(data, plan, acc.shape[2:], strides, dilation, dt)
+    kh, kw, oh, ow, n, c = taps.shape
+    wl = _channels_last_weights(weight, plan, dt).reshape(kh, kw, 1, 1, 1, c)
     prod = np.empty((kh * kw, oh, ow, n, c), dt)
-    np.multiply(taps, wl, out=prod.reshape(kh, kw, oh, ow, n, c))
+    np.multiply(taps, wl, out=prod.reshape(taps.shape))
     np.copyto(acc, np.add.reduce(prod, axis=0).transpose(2, 3, 0, 1))
 
 
@@ -552,29 +562,17 @@ def _depthwise_rows(
     strides: Sequence[int],
     dilation: Sequence[int],
 ) -> None:
-    """The ``rows`` path of a depthwise convolution with a long channels-last run: the region
-    of ``_depthwise_last``, then per kernel row one ``np.einsum`` of that row's (KW, OH, OW,
-    N, C) tap view with its (KW, C) weights, summed over the row's taps as it goes (its inner
-    loop runs over the N * C contiguous elements), the rows' sums added, one copy into
-    ``acc`` (NCHW)."""
-    n, c = data.shape[:2]
-    oh, ow = acc.shape[2:]
-    i0, i1, j0, j1 = plan.taps
-    kw = j1 - j0
+    """The ``rows`` path of a depthwise convolution with a long channels-last run: per kernel
+    row, one ``np.einsum`` of that row's (KW, OH, OW, N, C) taps (``_channels_last_taps``)
+    with its (KW, C) weights, summed over the row's taps as it goes (its inner loop runs over
+    the N * C contiguous elements), the rows' sums added, one copy into ``acc`` (NCHW)."""
     dt = acc.dtype
-    x = _channels_last(data, plan, dt)
-    (sh, sw), (dh, dw) = strides, dilation
-    rs, cs, ns, chs = x.strides
-    # contiguous weights: einsum's inner loop over a strided operand is several times slower
-    wl = np.ascontiguousarray(weight[:, 0, i0:i1, j0:j1].transpose(1, 2, 0), dtype=dt)
-    total = np.empty((oh, ow, n, c), dt)
-    part = np.empty_like(total) if i1 - i0 > 1 else total
-    for i in range(i1 - i0):
-        # the taps of kernel row i: a view inside x (numpy's constructor checks it)
-        taps = np.ndarray(
-            (kw, oh, ow, n, c), dt, x, i * dh * rs, (cs * dw, rs * sh, cs * sw, ns, chs)
-        )
-        np.einsum("jabnc,jc->abnc", taps, wl[i], out=total if i == 0 else part)
+    taps = _channels_last_taps(data, plan, acc.shape[2:], strides, dilation, dt)
+    wl = _channels_last_weights(weight, plan, dt)
+    total = np.empty(taps.shape[2:], dt)
+    part = np.empty_like(total) if len(taps) > 1 else total
+    for i in range(len(taps)):
+        np.einsum("jabnc,jc->abnc", taps[i], wl[i], out=total if i == 0 else part)
         if i:
             np.add(total, part, total)
     np.copyto(acc, total.transpose(2, 3, 0, 1))
