@@ -302,16 +302,23 @@ def test_with_room_copies_a_prefix_and_keeps_the_views_the_caller_holds() -> Non
     ("axis", "length", "message"),
     [
         (3, 8, r"with_room: axis 3 is not an axis of an array of shape \[1, 2, 4\]"),
-        (-1, 8, r"with_room: axis -1 is not an axis"),
+        (-4, 8, r"with_room: axis -4 is not an axis"),
         (1, 1, r"room for 1 positions along axis 1 does not hold the 2 the array"),
-        (1, True, r"room for True positions"),
-        (1, 2.5, r"room for 2\.5 positions"),
+        (-2, 1, r"room for 1 positions along axis 1 does not hold"),
+        (1, True, r"with_room: length must be an int, got True"),
+        (1, 2.5, r"with_room: length must be an int, got 2\.5"),
+        ("1", 8, r"with_room: axis must be an int, got '1'"),
         (1, 1 << 40, r"with_room: a buffer of shape \[1, 1099511627776, 4\] \(float32\) is too"),
     ],
 )
 def test_with_room_errors_name_what_is_wrong(axis: object, length: object, message: str) -> None:
     with pytest.raises(VMError, match=message):
         with_room(np.zeros((1, 2, 4), np.float32), axis, length)  # type: ignore[arg-type]
+
+
+def test_with_room_takes_numpy_ints_and_a_negative_axis() -> None:
+    past = with_room(np.zeros((1, 3, 4), np.float32), np.int64(-2), np.int32(5))
+    assert past.shape == (1, 3, 4) and past.base is not None and past.base.shape == (1, 5, 4)
 
 
 def test_room_given_is_forgotten_when_its_last_view_dies() -> None:

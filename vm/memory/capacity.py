@@ -33,6 +33,7 @@ and nothing is ever moved. The buffer is the caller's memory, like any argument'
 
 from __future__ import annotations
 
+import operator
 import threading
 import weakref
 from dataclasses import dataclass
@@ -101,16 +102,18 @@ def with_room(x: np.ndarray, axis: int, length: int) -> np.ndarray:
     empty cache of a prefill is ``with_room(np.zeros((batch, heads, 0, head_dim)), 2, total)``.
 
     The buffer is allocated here with numpy (the caller's memory, not the VM's: no VM's
-    memory limit counts it). Raises VMError for an ``axis`` ``x`` does not have or a
-    ``length`` shorter than ``x`` along it."""
+    memory limit counts it). ``axis`` may be negative, as numpy's. Raises VMError for an
+    ``axis`` ``x`` does not have, a ``length`` shorter than ``x`` along it, or either not an
+    int."""
     x = np.asarray(x)
-    if not isinstance(axis, int) or not 0 <= axis < x.ndim:
+    axis = _checked_int(axis, "axis")
+    length = _checked_int(length, "length")
+    if not -x.ndim <= axis < x.ndim:
+        raise VMError(f"with_room: axis {axis} is not an axis of an array of shape {list(x.shape)}")
+    axis %= x.ndim
+    if length < x.shape[axis]:
         raise VMError(
-            f"with_room: axis {axis!r} is not an axis of an array of shape {list(x.shape)}"
-        )
-    if not isinstance(length, int) or isinstance(length, bool) or length < x.shape[axis]:
-        raise VMError(
-            f"with_room: room for {length!r} positions along axis {axis} does not hold the "
+            f"with_room: room for {length} positions along axis {axis} does not hold the "
             f"{x.shape[axis]} the array of shape {list(x.shape)} already has"
         )
     shape = list(x.shape)
@@ -133,6 +136,16 @@ def with_room(x: np.ndarray, axis: int, length: int) -> np.ndarray:
     room.handed = weakref.ref(out)
     _register(full, room)
     return out
+
+
+def _checked_int(value: Any, name: str) -> int:
+    """``value`` as an int (numpy's integers too), or a VMError naming ``name``."""
+    if isinstance(value, (bool, np.bool_)):
+        raise VMError(f"with_room: {name} must be an int, got {value!r}")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise VMError(f"with_room: {name} must be an int, got {value!r}") from None
 
 
 def append(
