@@ -522,16 +522,18 @@ def _channels_last_taps(
     rs, cs, ns, chs = x.strides
     # numpy's constructor checks that the view stays inside x (the plan's rectangle holds
     # every tap's reach, so it does)
-    return np.ndarray(
+    taps: np.ndarray = np.ndarray(
         (i1 - i0, j1 - j0, *out_hw, n, c), dt, x, 0, (rs * dh, cs * dw, rs * sh, cs * sw, ns, chs)
     )
+    return taps
 
 
 def _channels_last_weights(weight: np.ndarray, plan: _Plan, dt: Any) -> np.ndarray:
     """The (C, 1, KH, KW) weights of the plan's taps as a contiguous (KH, KW, C) array (an
     einsum's inner loop over a strided operand is several times slower)."""
     i0, i1, j0, j1 = plan.taps
-    return np.ascontiguousarray(weight[:, 0, i0:i1, j0:j1].transpose(1, 2, 0), dtype=dt)
+    laid: np.ndarray = np.ascontiguousarray(weight[:, 0, i0:i1, j0:j1].transpose(1, 2, 0), dtype=dt)
+    return laid
 
 
 def _depthwise_last(
