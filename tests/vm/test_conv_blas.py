@@ -607,3 +607,59 @@ def test_depthwise_rows_path_at_its_bounds():
     e = conv_oracle(x, w, (1, 1), (2, 2, 2, 2), (1, 1), 120)
     got = run("nn.conv2d", attrs_of((1, 1), (2, 2, 2, 2), (1, 1), 120), [x, w], e.shape, x.dtype)
     check_close(got, e, x, w)
+
+
+@KERNEL_SETTINGS
+@given(data=st.data(), dtype=DTYPES)
+def test_conv2d_on_small_planes_runs_channels_last(data, dtype):
+    # one group: the "last_im2col" path (its plane and weight bounds lifted so that any
+    # shape drawn takes it), checked to be the one taken, against the oracle; the
+    # strides, dilations and asymmetric padding drop taps and stick the region out of the input
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    n, c, o = (
+        data.draw(st.integers(1, 3)),
+        data.draw(st.integers(1, 6)),
+        data.draw(st.integers(1, 6)),
+    )
+    kh, kw = data.draw(st.integers(1, 4)), data.draw(st.integers(1, 4))
+    strides = (data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3)))
+    dilation = (data.draw(st.integers(1, 2)), data.draw(st.integers(1, 2)))
+    pad4 = tuple(data.draw(st.integers(0, 3)) for _ in range(4))
+    h, w = data.draw(st.integers(1, 9)), data.draw(st.integers(1, 9))
+    ext = (dilation[0] * (kh - 1) + 1, dilation[1] * (kw - 1) + 1)
+    assume(h + pad4[0] + pad4[2] >= ext[0] and w + pad4[1] + pad4[3] >= ext[1])
+    assume((c, o) != (1, 1))  # (depthwise: its own paths)
+    x = rng.standard_normal((n, c, h, w)).astype(dtype)
+    wt = rng.standard_normal((o, c, kh, kw)).astype(dtype)
+    e = conv_oracle(x, wt, strides, pad4, dilation, 1)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(conv, "LAST_IM2COL_WEIGHT_RATIO", 1 << 20)
+        mp.setattr(conv, "LAST_IM2COL_MAX_OUTPUTS", 1 << 20)
+        plan = conv._plan(x.shape, wt.shape, e.shape[2:], pad4, strides, dilation, 1 << 30)
+        assume(plan.path not in ("zeros", "matmul"))
+        assert plan.path == "last_im2col"
+        got = run("nn.conv2d", attrs_of(strides, pad4, dilation, 1), [x, wt], e.shape, x.dtype)
+    check_close(got, e, x, wt)
+
+
+def test_channels_last_im2col_at_its_bounds():
+    # ResNet blocks at batch 4: a 3x3 map of 128 channels and a 6x6 map of 64 take it; a
+    # 128-channel 3x3 map at batch 1 (its weights outweigh its columns), a 12x12 map at
+    # stride 2 (144 outputs), a 15x15 map at stride 1 (225), grouped convolutions, a forced
+    # fill and a scratch bound below the buffer keep the NCHW paths
+    args = ((1, 1, 1, 1), (1, 1), (1, 1), 1 << 30)
+    assert conv._plan((4, 128, 3, 3), (128, 128, 3, 3), (3, 3), *args).path == "last_im2col"
+    assert conv._plan((4, 64, 6, 6), (64, 64, 3, 3), (6, 6), *args).path == "last_im2col"
+    assert conv._plan((4, 64, 14, 14), (64, 64, 3, 3), (14, 14), *args).path == "last_im2col"
+    assert conv._plan((1, 128, 3, 3), (128, 128, 3, 3), (3, 3), *args).path != "last_im2col"
+    assert conv._plan((4, 64, 15, 15), (64, 64, 3, 3), (15, 15), *args).path != "last_im2col"
+    stride2 = ((1, 1, 1, 1), (2, 2), (1, 1), 1 << 30)
+    assert conv._plan((4, 32, 12, 12), (64, 32, 3, 3), (6, 6), *stride2).path == "last_im2col"
+    assert conv._plan((4, 32, 24, 24), (64, 32, 3, 3), (12, 12), *stride2).path != "last_im2col"
+    assert conv._plan((4, 64, 6, 6), (64, 32, 3, 3), (6, 6), *args).path != "last_im2col"
+    assert conv._plan((4, 64, 6, 6), (64, 64, 3, 3), (6, 6), *args[:-1], 10_000).path != (
+        "last_im2col"
+    )
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(conv, "FILL", "window")
+        assert conv._plan((4, 64, 6, 6), (64, 64, 3, 3), (6, 6), *args).path == "window"

@@ -23,6 +23,11 @@ How each op runs (the measurements behind each choice: design/vm.md, "Convolutio
 
   Taps that read padding only (small maps under wide padding) are dropped when their weights
   cost less than their buffer; a 1x1 map's lone centre tap is then a plain matmul.
+  One group on small output planes (``LAST_IM2COL_*``: up to a 7x7 plane, 14x14 at stride 1,
+  weights not too many for the product's columns): the "last_im2col" path copies the input
+  channels-last and its windows into an (N, OH, OW, KH, KW, C) buffer, whose runs are a kernel
+  row's taps times the channels (NCHW's run a few elements each), and multiplies all images
+  at once by the weights laid out alike.
   Depthwise convolutions (one input channel per group) take the same path: against KH*KW
   shifted multiply-adds over the whole tensor (clipped or over a padded copy, NCHW or
   channels-last) it was the fastest on 3 of 6 shapes and within 1.5x of the fastest on the
@@ -224,6 +229,23 @@ DEPTHWISE_ROWS_MIN_RUN = 288
 DEPTHWISE_ROWS_MIN = 9
 DEPTHWISE_ROWS_MAX = 784
 
+#: A convolution of one group whose output planes are small (at most
+#: ``LAST_IM2COL_MAX_OUTPUTS`` a plane, or ``LAST_IM2COL_STRIDE1_MAX`` at stride 1) takes the
+#: channels-last im2col path (``_conv_last_im2col``), where its weights are at most
+#: ``LAST_IM2COL_WEIGHT_RATIO`` times the columns of its product (O <= ratio * N * OH * OW: the
+#: weights are laid out channels-last on every call, which a product with few columns does not
+#: repay). There the NCHW buffer's copies run a few elements at a time (one run per image,
+#: channel, tap and output row); channels-last each run is a kernel row's taps times all
+#: channels, and all images are the columns of one product instead of a small product each.
+#: Measured over 213 shapes (batch 1-8, 16-256 channels, 3x3 to 28x28 maps, 3x3 kernels,
+#: strides 1-2, one thread): 0.56-1.0x the NCHW paths' time inside those bounds (ResNet
+#: blocks at batch 4 on 3x3 to 6x6 maps 0.65-0.76x); outside them it lost up to 2.3x (batch 1,
+#: 256 channels on a 3x3 map: the weights' layout costs more than the product) and from 576
+#: outputs a plane up to 1.5x.
+LAST_IM2COL_MAX_OUTPUTS = 49
+LAST_IM2COL_STRIDE1_MAX = 196
+LAST_IM2COL_WEIGHT_RATIO = 4
+
 #: Plans cached per kernel (per shapes of data, weight and output); the dict is cleared when
 #: it reaches this many entries, so its memory stays bounded under any stream of shapes.
 PLANS_MAX = 64
@@ -314,6 +336,19 @@ def _plan(
         and n * c * (region + kt * oh * ow) <= limit
     ):
         return _Plan("last", taps, rows, cols, oh, row_spans, col_spans)
+    o = weight_shape[0]
+    if (
+        weight_shape[1] == c
+        and FILL == "auto"
+        and (
+            oh * ow <= LAST_IM2COL_MAX_OUTPUTS
+            or (oh * ow <= LAST_IM2COL_STRIDE1_MAX and (sh, sw) == (1, 1))
+        )
+        and o <= LAST_IM2COL_WEIGHT_RATIO * n * oh * ow
+        # its scratch: the channels-last region, the buffer, the weights and the product
+        and n * c * region + n * oh * ow * c * kt + o * c * kt + n * oh * ow * o <= limit
+    ):
+        return _Plan("last_im2col", taps, rows, cols, oh, row_spans, col_spans)
     wr = cols[1] - cols[0]
     mode = FILL
     if mode == "flat" and (sh, sw) != (1, 1):
@@ -453,6 +488,9 @@ def conv2d(attrs: Mapping[str, Any]) -> Kernel:
             DEPTHWISE_ROWS_MIN_RUN,
             DEPTHWISE_ROWS_MIN,
             DEPTHWISE_ROWS_MAX,
+            LAST_IM2COL_MAX_OUTPUTS,
+            LAST_IM2COL_STRIDE1_MAX,
+            LAST_IM2COL_WEIGHT_RATIO,
         )
         plan = plans.get(key, _UNPLANNED)  # one lookup: another thread may clear the dict
         if plan is _UNPLANNED:
@@ -471,8 +509,8 @@ def conv2d(attrs: Mapping[str, Any]) -> Kernel:
         acc = _accumulator(out, wide)
         if plan.path == "matmul":
             _conv_one_tap(data, weight, acc, groups, plan, wide)
-        elif plan.path in _DEPTHWISE_PATHS:
-            _DEPTHWISE_PATHS[plan.path](data, weight, acc, plan, strides, dilation)
+        elif plan.path in _CHANNELS_LAST_PATHS:
+            _CHANNELS_LAST_PATHS[plan.path](data, weight, acc, plan, strides, dilation)
         elif plan.path == "einsum":
             _conv_einsum(data, weight, acc, groups, pad, strides, dilation)
         else:
@@ -500,6 +538,58 @@ def _conv_one_tap(
     _matmul(wt, x, acc.reshape(n, groups, o // groups, h * w, copy=False))
 
 
+def _channels_last_region(
+    data: np.ndarray, plan: _Plan, order: tuple[int, int, int, int], dt: Any
+) -> np.ndarray:
+    """The rectangle ``plan`` says the taps read, copied zero-padded in ``dt`` into a new array
+    whose axes are ``data``'s NCHW axes in ``order`` (channels-last: C at the end)."""
+    n, c, h, w = data.shape
+    (r0, r1), (c0, c1) = plan.rows, plan.cols
+    sizes = (n, c, r1 - r0, c1 - c0)
+    x = np.zeros(tuple(sizes[i] for i in order), dt)
+    a, b, e, f = max(r0, 0), min(r1, h), max(c0, 0), min(c1, w)
+    if a < b and e < f:
+        inside = (slice(None), slice(None), slice(a - r0, b - r0), slice(e - c0, f - c0))
+        np.copyto(x[tuple(inside[i] for i in order)], data[:, :, a:b, e:f].transpose(order))
+    return x
+
+
+def _conv_last_im2col(
+    data: np.ndarray,
+    weight: np.ndarray,
+    acc: np.ndarray,
+    plan: _Plan,
+    strides: Sequence[int],
+    dilation: Sequence[int],
+) -> None:
+    """The ``last_im2col`` path (one group): the rectangle the taps read, copied zero-padded
+    and channels-last (N, rows, cols, C); its windows copied into an (N, OH, OW, KH, KW, C)
+    buffer, whose runs are a kernel row's taps times the channels; one product of that buffer's
+    (N * OH * OW, K) rows by the weights laid out alike, (O, KH, KW, C); the (N * OH * OW, O)
+    result copied into NCHW ``acc``."""
+    n, c = data.shape[:2]
+    o = weight.shape[0]
+    oh, ow = acc.shape[2:]
+    dt = acc.dtype
+    i0, i1, j0, j1 = plan.taps
+    x = _channels_last_region(data, plan, (0, 2, 3, 1), dt)
+    (sh, sw), (dh, dw) = strides, dilation
+    ns, rs, cs, chs = x.strides
+    kh, kw = i1 - i0, j1 - j0
+    # numpy's constructor checks that the view stays inside x (the plan's rectangle holds
+    # every tap's reach)
+    windows_view = np.ndarray(
+        (n, oh, ow, kh, kw, c), dt, x, 0, (ns, rs * sh, cs * sw, rs * dh, cs * dw, chs)
+    )
+    buf = np.empty((n, oh, ow, kh, kw, c), dt)
+    np.copyto(buf, windows_view)
+    k = kh * kw * c
+    laid = np.ascontiguousarray(weight[:, :, i0:i1, j0:j1].transpose(0, 2, 3, 1), dtype=dt)
+    res = np.empty((n * oh * ow, o), dt)
+    _matmul(buf.reshape(n * oh * ow, k), laid.reshape(o, k).T, res)
+    np.copyto(acc.reshape(n, o, oh * ow), res.reshape(n, oh * ow, o).transpose(0, 2, 1))
+
+
 def _channels_last_taps(
     data: np.ndarray,
     plan: _Plan,
@@ -511,12 +601,8 @@ def _channels_last_taps(
     """Every tap's windows of a depthwise convolution as one (KH, KW, OH, OW, N, C) view of
     the rectangle ``plan`` says the taps read, copied zero-padded and channels-last (rows,
     cols, N, C) in ``dt``: the inner run of each window is all images' channels."""
-    n, c, h, w = data.shape
-    (r0, r1), (c0, c1) = plan.rows, plan.cols
-    x = np.zeros((r1 - r0, c1 - c0, n, c), dt)
-    a, b, e, f = max(r0, 0), min(r1, h), max(c0, 0), min(c1, w)
-    if a < b and e < f:
-        np.copyto(x[a - r0 : b - r0, e - c0 : f - c0], data[:, :, a:b, e:f].transpose(2, 3, 0, 1))
+    n, c = data.shape[:2]
+    x = _channels_last_region(data, plan, (2, 3, 0, 1), dt)
     i0, i1, j0, j1 = plan.taps
     (sh, sw), (dh, dw) = strides, dilation
     rs, cs, ns, chs = x.strides
@@ -580,8 +666,13 @@ def _depthwise_rows(
     np.copyto(acc, total.transpose(2, 3, 0, 1))
 
 
-#: The channels-last paths of depthwise convolutions, by their plan's name.
-_DEPTHWISE_PATHS = {"last": _depthwise_last, "rows": _depthwise_rows}
+#: The paths that lay the input out channels-last (depthwise, and one group on small
+#: planes), by their plan's name.
+_CHANNELS_LAST_PATHS = {
+    "last": _depthwise_last,
+    "rows": _depthwise_rows,
+    "last_im2col": _conv_last_im2col,
+}
 
 
 def _conv_einsum(
