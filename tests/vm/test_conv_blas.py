@@ -609,6 +609,24 @@ def test_depthwise_rows_path_at_its_bounds():
     check_close(got, e, x, w)
 
 
+def test_strided_depthwise_rows_path_at_its_bounds():
+    # strided, a shorter run suffices on 26 to 196 outputs a plane: MobileNetV3's 5x5 stride 2
+    # on 4 x 48 channels of 12x12 takes it; a run of 16, a 5x5 output plane (the "last" path),
+    # a 28x28 one, or the same shape at stride 1 keep the paths before it
+    rng = np.random.default_rng(12)
+    x, w = rng.standard_normal((4, 48, 12, 12)), rng.standard_normal((48, 1, 5, 5))
+    s2 = ((2, 2, 2, 2), (2, 2), (1, 1), 1 << 30)
+    assert conv._plan(x.shape, w.shape, (6, 6), *s2).path == "rows"
+    assert conv._plan((1, 16, 12, 12), (16, 1, 5, 5), (6, 6), *s2).path != "rows"
+    assert conv._plan((4, 48, 10, 10), w.shape, (5, 5), *s2).path == "last"
+    assert conv._plan((4, 48, 56, 56), w.shape, (28, 28), *s2).path != "rows"
+    s1 = ((2, 2, 2, 2), (1, 1), (1, 1), 1 << 30)
+    assert conv._plan(x.shape, w.shape, (12, 12), *s1).path != "rows"
+    e = conv_oracle(x, w, (2, 2), (2, 2, 2, 2), (1, 1), 48)
+    got = run("nn.conv2d", attrs_of((2, 2), (2, 2, 2, 2), (1, 1), 48), [x, w], e.shape, x.dtype)
+    check_close(got, e, x, w)
+
+
 @KERNEL_SETTINGS
 @given(data=st.data(), dtype=DTYPES)
 def test_conv2d_on_small_planes_runs_channels_last(data, dtype):

@@ -37,7 +37,8 @@ How each op runs (the measurements behind each choice: design/vm.md, "Convolutio
   lays the padded input out channels-last, so that every tap's window is a strided view
   whose inner run is all images' channels: one multiply of that view by the weights, one
   sum over the taps. Where that run is long (``DEPTHWISE_ROWS_MIN_RUN`` images times
-  channels, ``DEPTHWISE_ROWS_MIN`` to ``DEPTHWISE_ROWS_MAX`` outputs a plane) the "rows" path
+  channels, or ``DEPTHWISE_ROWS_MIN_RUN_STRIDED`` strided, ``DEPTHWISE_ROWS_MIN`` to
+  ``DEPTHWISE_ROWS_MAX`` outputs a plane) the "rows" path
   (``_depthwise_rows``) takes the same channels-last region and contracts it one kernel row
   at a time with ``np.einsum`` (no product of every tap stored, no im2col buffer).
   The buffer is bounded by ``SCRATCH_FACTOR`` times the input and output (filled and
@@ -226,6 +227,13 @@ DEPTHWISE_LAST_MAX = 25
 #: 0.55x), 1.1-2.7x below a run of 64; at 1,024 outputs (8x96x32x32) 1.7x; on 2x2 maps 5x5
 #: kernels (most taps in the padding) 1.3-1.5x.
 DEPTHWISE_ROWS_MIN_RUN = 288
+#: Strided, where im2col copies a strided window view (more than ``DEPTHWISE_LAST_MAX`` and at
+#: most ``DEPTHWISE_ROWS_STRIDED_MAX`` outputs a plane), a run of ``DEPTHWISE_ROWS_MIN_RUN_STRIDED``
+#: suffices: over 13 strided shapes with runs of 64 to 192 and 36-196 outputs the rows path took
+#: 0.46-0.97x im2col's time (MobileNetV3's 5x5 stride-2 on 4x48x12x12: 189 against 414 us); at
+#: a run of 16 it lost (1.1-2.0x), at 576-784 outputs 1.06-1.22x.
+DEPTHWISE_ROWS_MIN_RUN_STRIDED = 64
+DEPTHWISE_ROWS_STRIDED_MAX = 196
 DEPTHWISE_ROWS_MIN = 9
 DEPTHWISE_ROWS_MAX = 784
 
@@ -322,7 +330,14 @@ def _plan(
     if (
         depthwise
         and FILL == "auto"
-        and n * c >= DEPTHWISE_ROWS_MIN_RUN
+        and (
+            n * c >= DEPTHWISE_ROWS_MIN_RUN
+            or (
+                (sh, sw) != (1, 1)
+                and n * c >= DEPTHWISE_ROWS_MIN_RUN_STRIDED
+                and DEPTHWISE_LAST_MAX < oh * ow <= DEPTHWISE_ROWS_STRIDED_MAX
+            )
+        )
         and DEPTHWISE_ROWS_MIN <= oh * ow <= DEPTHWISE_ROWS_MAX
         # its scratch: the channels-last region, the sum and one kernel row's part of it
         and n * c * (region + 2 * oh * ow) <= limit
@@ -486,6 +501,8 @@ def conv2d(attrs: Mapping[str, Any]) -> Kernel:
             FILL,
             DEPTHWISE_LAST_MAX,
             DEPTHWISE_ROWS_MIN_RUN,
+            DEPTHWISE_ROWS_MIN_RUN_STRIDED,
+            DEPTHWISE_ROWS_STRIDED_MAX,
             DEPTHWISE_ROWS_MIN,
             DEPTHWISE_ROWS_MAX,
             LAST_IM2COL_MAX_OUTPUTS,
