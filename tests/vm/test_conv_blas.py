@@ -681,3 +681,21 @@ def test_channels_last_im2col_at_its_bounds():
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(conv, "FILL", "window")
         assert conv._plan((4, 64, 6, 6), (64, 64, 3, 3), (6, 6), *args).path == "window"
+
+
+@pytest.mark.parametrize("contiguous", [True, False])
+def test_windows_from_a_corner_are_the_sliding_windows_there(contiguous):
+    # nn.windows with an origin: the windows of the rectangle from that corner, viewed
+    # through numpy's constructor (contiguous input) or as_strided (any other); a view that
+    # would reach past a contiguous input is refused
+    from vm.kernels.nn import windows
+
+    base = np.arange(2 * 3 * 11 * 12, dtype=np.float32).reshape(2, 3, 11, 12)
+    x = base if contiguous else base[:, :, :, ::-1]
+    got = windows(x, (3, 2), (2, 3), (2, 1), (3, 3), (1, 2))
+    expected = sliding_window_view(x[:, :, 1:, 2:], (5, 2), axis=(2, 3))[:, :, ::2, ::3, ::2]
+    np.testing.assert_array_equal(got, expected[:, :, :3, :3])
+    assert not got.flags.writeable
+    if contiguous:
+        with pytest.raises(ValueError):
+            windows(x, (3, 2), (2, 3), (2, 1), (4, 4), (1, 2))

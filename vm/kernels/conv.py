@@ -448,8 +448,14 @@ def _conv_im2col(
         return
     win: np.ndarray | None = None
     if plan.path == "window":
-        x = _region(data, plan.rows, plan.cols, 0, dt)
-        win = windows(x, (kh, kw), strides, dilation, (oh, ow))
+        (top, bottom), (left, right) = plan.rows, plan.cols
+        h, w = data.shape[2:]
+        inside = top >= 0 and left >= 0 and bottom <= h and right <= w
+        if inside and data.flags.c_contiguous and data.dtype == dt:  # no copy: view data
+            win = windows(data, (kh, kw), strides, dilation, (oh, ow), (top, left))
+        else:
+            x = _region(data, plan.rows, plan.cols, 0, dt)
+            win = windows(x, (kh, kw), strides, dilation, (oh, ow))
     rows = plan.block
     block = np.empty((n, c, kh, kw, rows, ow), dt)
     for r0 in range(0, oh, rows):
