@@ -203,7 +203,7 @@ def test_conv2d_on_a_padded_one_by_one_map_multiplies_the_centre_tap(monkeypatch
     e = conv_oracle(x1, w, (1, 1), (1, 1, 1, 1), (1, 1), 1)
     got = run("nn.conv2d", attrs_of((1, 1), (1, 1), (1, 1), 1), [x1, w], e.shape, x.dtype)
     check_close(got, e, x1, w)
-    assert calls[0][0] == (1, 6, 36)
+    assert calls[0][0][-2:] == (6, 36)
 
 
 def draw_depthwise(data, dtype, kw_min, hw_max, outputs_max):
@@ -627,18 +627,27 @@ def test_strided_depthwise_rows_path_at_its_bounds():
     check_close(got, e, x, w)
 
 
+#: The one-group paths, forced by their bounds (lifted, or the gather path's set to 0).
+ONE_GROUP_PATHS = {
+    "last_im2col": {
+        "LAST_IM2COL_WEIGHT_RATIO": 1 << 20,
+        "LAST_IM2COL_MAX_OUTPUTS": 1 << 20,
+        "GATHER_MAX_OUTPUTS": 0,
+    },
+    "gather": {"GATHER_MAX_OUTPUTS": 1 << 20},
+}
+
+
+@pytest.mark.parametrize("path", list(ONE_GROUP_PATHS))
 @KERNEL_SETTINGS
 @given(data=st.data(), dtype=DTYPES)
-def test_conv2d_on_small_planes_runs_channels_last(data, dtype):
-    # one group: the "last_im2col" path (its plane and weight bounds lifted so that any
-    # shape drawn takes it), checked to be the one taken, against the oracle; the
-    # strides, dilations and asymmetric padding drop taps and stick the region out of the input
+def test_conv2d_of_one_group_on_its_paths(path, data, dtype):
+    # one group: the "last_im2col" and "gather" paths (their bounds set so that any shape
+    # drawn takes them), checked to be the one taken, against the oracle; the strides,
+    # dilations and asymmetric padding drop taps and stick the region out of the input
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
-    n, c, o = (
-        data.draw(st.integers(1, 3)),
-        data.draw(st.integers(1, 6)),
-        data.draw(st.integers(1, 6)),
-    )
+    n = 1 if path == "gather" else data.draw(st.integers(1, 3))  # (gather: one image)
+    c, o = data.draw(st.integers(1, 6)), data.draw(st.integers(1, 6))
     kh, kw = data.draw(st.integers(1, 4)), data.draw(st.integers(1, 4))
     strides = (data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3)))
     dilation = (data.draw(st.integers(1, 2)), data.draw(st.integers(1, 2)))
@@ -651,25 +660,26 @@ def test_conv2d_on_small_planes_runs_channels_last(data, dtype):
     wt = rng.standard_normal((o, c, kh, kw)).astype(dtype)
     e = conv_oracle(x, wt, strides, pad4, dilation, 1)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(conv, "LAST_IM2COL_WEIGHT_RATIO", 1 << 20)
-        mp.setattr(conv, "LAST_IM2COL_MAX_OUTPUTS", 1 << 20)
+        for name, value in ONE_GROUP_PATHS[path].items():
+            mp.setattr(conv, name, value)
         plan = conv._plan(x.shape, wt.shape, e.shape[2:], pad4, strides, dilation, 1 << 30)
         assume(plan.path not in ("zeros", "matmul"))
-        assert plan.path == "last_im2col"
+        assert plan.path == path
         got = run("nn.conv2d", attrs_of(strides, pad4, dilation, 1), [x, wt], e.shape, x.dtype)
     check_close(got, e, x, wt)
 
 
 def test_channels_last_im2col_at_its_bounds():
-    # ResNet blocks at batch 4: a 3x3 map of 128 channels and a 6x6 map of 64 take it; a
-    # 128-channel 3x3 map at batch 1 (its weights outweigh its columns), a 12x12 map at
-    # stride 2 (144 outputs), a 15x15 map at stride 1 (225), grouped convolutions, a forced
-    # fill and a scratch bound below the buffer keep the NCHW paths
+    # ResNet blocks at batch 4: a 3x3 map of 128 channels, a 6x6 map of 64 and a 14x14 one
+    # take it; 512 channels on 6x6 at batch 2 (its
+    # weights outweigh its columns), a 12x12 map at stride 2 (144 outputs), a 15x15 map at
+    # stride 1 (225), grouped convolutions, a forced fill and a scratch bound below the
+    # buffer keep the NCHW paths
     args = ((1, 1, 1, 1), (1, 1), (1, 1), 1 << 30)
     assert conv._plan((4, 128, 3, 3), (128, 128, 3, 3), (3, 3), *args).path == "last_im2col"
     assert conv._plan((4, 64, 6, 6), (64, 64, 3, 3), (6, 6), *args).path == "last_im2col"
     assert conv._plan((4, 64, 14, 14), (64, 64, 3, 3), (14, 14), *args).path == "last_im2col"
-    assert conv._plan((1, 128, 3, 3), (128, 128, 3, 3), (3, 3), *args).path != "last_im2col"
+    assert conv._plan((2, 512, 6, 6), (512, 512, 3, 3), (6, 6), *args).path == "flat"
     assert conv._plan((4, 64, 15, 15), (64, 64, 3, 3), (15, 15), *args).path != "last_im2col"
     stride2 = ((1, 1, 1, 1), (2, 2), (1, 1), 1 << 30)
     assert conv._plan((4, 32, 12, 12), (64, 32, 3, 3), (6, 6), *stride2).path == "last_im2col"
@@ -699,3 +709,23 @@ def test_windows_from_a_corner_are_the_sliding_windows_there(contiguous):
     if contiguous:
         with pytest.raises(ValueError):
             windows(x, (3, 2), (2, 3), (2, 1), (4, 4), (1, 2))
+
+
+def test_gather_path_at_its_bounds():
+    # ResNet-18's 3x3 blocks at batch 1 up to an 8x8 output gather; a 9x9 output, two
+    # images, depthwise and grouped convolutions, a forced fill and a scratch bound below the
+    # buffer do not; its table indexes the region row by row
+    args = ((1, 1, 1, 1), (1, 1), (1, 1), 1 << 30)
+    plan = conv._plan((1, 64, 8, 8), (64, 64, 3, 3), (8, 8), *args)
+    assert plan.path == "gather"
+    assert conv._plan((1, 64, 9, 9), (64, 64, 3, 3), (9, 9), *args).path != "gather"
+    assert conv._plan((2, 64, 4, 4), (64, 64, 3, 3), (4, 4), *args).path != "gather"
+    assert conv._plan((1, 64, 8, 8), (64, 1, 3, 3), (8, 8), *args).path != "gather"
+    assert conv._plan((1, 64, 8, 8), (64, 32, 3, 3), (8, 8), *args).path != "gather"
+    assert conv._plan((1, 64, 8, 8), (64, 64, 3, 3), (8, 8), *args[:-1], 5_000).path != ("gather")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(conv, "FILL", "taps")
+        assert conv._plan((1, 64, 8, 8), (64, 64, 3, 3), (8, 8), *args).path == "taps"
+    assert plan.table is not None and not plan.table.flags.writeable
+    assert plan.table[:3].tolist() == [0, 1, 2]  # tap (0, 0), outputs (0, 0..2)
+    assert plan.table[8] == 10  # tap (0, 0), output (1, 0): the region is 10 wide

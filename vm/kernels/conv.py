@@ -254,6 +254,17 @@ LAST_IM2COL_MAX_OUTPUTS = 49
 LAST_IM2COL_STRIDE1_MAX = 196
 LAST_IM2COL_WEIGHT_RATIO = 4
 
+#: A convolution of one group on one image with at most ``GATHER_MAX_OUTPUTS`` outputs (an 8x8
+#: plane) takes the "gather" path (``_conv_gather``): its im2col buffer is one ``np.take`` of
+#: the zero-padded region by an index table kept in the plan, where the tap copies are one
+#: call per tap of a few elements each and the channels-last path lays out the weights on
+#: every call. Over 36 shapes at batch 1 (16-512 channels, 2x2 to 16x16 maps, 3x3 kernels,
+#: strides 1-2, one thread) against the paths before it: 0.34-0.98x up to 64 outputs, 0.72-1.03x
+#: at 144-256. With more images the channels-last path's one product for all of them won
+#: (4x128x3x3: 1.18x for the gather, whose products are one an image; 16 channels lost
+#: nothing), so the path is for one image.
+GATHER_MAX_OUTPUTS = 64
+
 #: Plans cached per kernel (per shapes of data, weight and output); the dict is cleared when
 #: it reaches this many entries, so its memory stays bounded under any stream of shapes.
 PLANS_MAX = 64
@@ -263,9 +274,10 @@ class _Plan:
     """What one shape of ``nn.conv2d`` does, computed once per (shapes, attributes) and
     reused: the taps that reach the input (``i0:i1``, ``j0:j1``; the others read padding only
     and are dropped), the rectangle ``rows`` x ``cols`` of the padded input they read (input
-    coordinates, may stick out of the input), the path, and the output rows per block."""
+    coordinates, may stick out of the input), the path, the output rows per block, and for
+    the "gather" path the index of every (tap, output) pair's element in that rectangle."""
 
-    __slots__ = ("block", "col_spans", "cols", "path", "row_spans", "rows", "taps")
+    __slots__ = ("block", "col_spans", "cols", "path", "row_spans", "rows", "table", "taps")
 
     def __init__(
         self,
@@ -276,6 +288,7 @@ class _Plan:
         block: int,
         row_spans: Sequence[_Span],
         col_spans: Sequence[_Span],
+        table: np.ndarray | None = None,
     ) -> None:
         self.path = path
         self.taps = taps
@@ -284,6 +297,7 @@ class _Plan:
         self.block = block
         self.row_spans = row_spans
         self.col_spans = col_spans
+        self.table = table
 
 
 #: A kernel's plans hold None for shapes with nothing to compute; this marks a missing one.
@@ -355,6 +369,16 @@ def _plan(
     if (
         weight_shape[1] == c
         and FILL == "auto"
+        and n == 1
+        and oh * ow <= GATHER_MAX_OUTPUTS
+        # its scratch: the zero-padded region and the buffer
+        and n * c * (region + kt * oh * ow) <= limit
+    ):
+        table = _gather_table(taps, cols[1] - cols[0], out_hw, strides, dilation)
+        return _Plan("gather", taps, rows, cols, oh, row_spans, col_spans, table)
+    if (
+        weight_shape[1] == c
+        and FILL == "auto"
         and (
             oh * ow <= LAST_IM2COL_MAX_OUTPUTS
             or (oh * ow <= LAST_IM2COL_STRIDE1_MAX and (sh, sw) == (1, 1))
@@ -387,6 +411,27 @@ def _plan(
     if block < 1:
         return _Plan("einsum", taps, rows, cols, 0, row_spans, col_spans)
     return _Plan(path, taps, rows, cols, min(oh, block), row_spans, col_spans)
+
+
+def _gather_table(
+    taps: tuple[int, int, int, int],
+    width: int,
+    out_hw: tuple[int, int],
+    strides: Sequence[int],
+    dilation: Sequence[int],
+) -> np.ndarray:
+    """The "gather" path's index table (read-only): for each kept tap (i, j) and output (r, q),
+    in that order, the flat position ``(r * SH + i * DH) * width + q * SW + j * DW`` of the
+    element it reads in the region of its plan (``width`` columns), whose first row and column
+    are the first kept tap's reach."""
+    i0, i1, j0, j1 = taps
+    oh, ow = out_hw
+    (sh, sw), (dh, dw) = strides, dilation
+    r = np.arange(i1 - i0)[:, None, None, None] * dh + np.arange(oh)[None, None, :, None] * sh
+    q = np.arange(j1 - j0)[None, :, None, None] * dw + np.arange(ow)[None, None, None, :] * sw
+    table = (r * width + q).reshape(-1).astype(np.intp)
+    table.flags.writeable = False
+    return table
 
 
 def _region(
@@ -511,6 +556,7 @@ def conv2d(attrs: Mapping[str, Any]) -> Kernel:
             DEPTHWISE_ROWS_STRIDED_MAX,
             DEPTHWISE_ROWS_MIN,
             DEPTHWISE_ROWS_MAX,
+            GATHER_MAX_OUTPUTS,
             LAST_IM2COL_MAX_OUTPUTS,
             LAST_IM2COL_STRIDE1_MAX,
             LAST_IM2COL_WEIGHT_RATIO,
@@ -532,8 +578,8 @@ def conv2d(attrs: Mapping[str, Any]) -> Kernel:
         acc = _accumulator(out, wide)
         if plan.path == "matmul":
             _conv_one_tap(data, weight, acc, groups, plan, wide)
-        elif plan.path in _CHANNELS_LAST_PATHS:
-            _CHANNELS_LAST_PATHS[plan.path](data, weight, acc, plan, strides, dilation)
+        elif plan.path in _PLANNED_PATHS:
+            _PLANNED_PATHS[plan.path](data, weight, acc, plan, strides, dilation)
         elif plan.path == "einsum":
             _conv_einsum(data, weight, acc, groups, pad, strides, dilation)
         else:
@@ -559,6 +605,31 @@ def _conv_one_tap(
     if wide:
         x, wt = x.astype(np.float32), wt.astype(np.float32)
     _matmul(wt, x, acc.reshape(n, groups, o // groups, h * w, copy=False))
+
+
+def _conv_gather(
+    data: np.ndarray,
+    weight: np.ndarray,
+    acc: np.ndarray,
+    plan: _Plan,
+    strides: Sequence[int],
+    dilation: Sequence[int],
+) -> None:
+    """The "gather" path (one group, few output columns): the im2col buffer (N, C, KH * KW,
+    OH * OW) as one ``np.take`` of the zero-padded region by the plan's table, then one product
+    per image. ``strides`` and ``dilation`` are in the table."""
+    n, c = data.shape[:2]
+    o = weight.shape[0]
+    i0, i1, j0, j1 = plan.taps
+    if (i1 - i0, j1 - j0) != weight.shape[2:]:
+        weight = weight[:, :, i0:i1, j0:j1]
+    dt = acc.dtype
+    x = _region(data, plan.rows, plan.cols, 0, dt)
+    k, p = c * (i1 - i0) * (j1 - j0), acc.shape[2] * acc.shape[3]
+    assert plan.table is not None  # (made with the plan)
+    buf = np.take(x.reshape(n, c, x.shape[2] * x.shape[3]), plan.table, axis=2)
+    wt = weight.reshape(o, k).astype(dt, copy=False)
+    _matmul(wt, buf.reshape(n, k, p), acc.reshape(n, o, p))
 
 
 def _channels_last_region(
@@ -689,12 +760,13 @@ def _depthwise_rows(
     np.copyto(acc, total.transpose(2, 3, 0, 1))
 
 
-#: The paths that lay the input out channels-last (depthwise, and one group on small
-#: planes), by their plan's name.
-_CHANNELS_LAST_PATHS = {
+#: The paths of one group or depthwise convolutions (their plan holds all they need), by
+#: their plan's name.
+_PLANNED_PATHS = {
     "last": _depthwise_last,
     "rows": _depthwise_rows,
     "last_im2col": _conv_last_im2col,
+    "gather": _conv_gather,
 }
 
 
