@@ -27,7 +27,9 @@ How each op runs (the measurements behind each choice: design/vm.md, "Convolutio
   weights not too many for the product's columns): the "last_im2col" path copies the input
   channels-last and its windows into an (N, OH, OW, KH, KW, C) buffer, whose runs are a kernel
   row's taps times the channels (NCHW's run a few elements each), and multiplies all images
-  at once by the weights laid out alike.
+  at once by the weights laid out alike. One image on tiny planes (``GATHER_MAX_OUTPUTS``):
+  the "gather" path fills the NCHW buffer with one ``np.take`` of the zero-padded region by
+  an index table kept in the plan.
   Depthwise convolutions (one input channel per group) take the same path: against KH*KW
   shifted multiply-adds over the whole tensor (clipped or over a padded copy, NCHW or
   channels-last) it was the fastest on 3 of 6 shapes and within 1.5x of the fastest on the
