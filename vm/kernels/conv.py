@@ -617,7 +617,7 @@ def _conv_gather(
     strides: Sequence[int],
     dilation: Sequence[int],
 ) -> None:
-    """The "gather" path (one group, few output columns): the im2col buffer (N, C, KH * KW,
+    """The "gather" path (one group, one image, a tiny plane): the im2col buffer (N, C, KH * KW,
     OH * OW) as one ``np.take`` of the zero-padded region by the plan's table, then one product
     per image. ``strides`` and ``dilation`` are in the table."""
     n, c = data.shape[:2]
