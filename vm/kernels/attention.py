@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from .blas_threads import LOW
 from .blas_threads import matmul as _matmul
 from .elementwise import SHARED_UNARY
 from .registry import Kernel, register_kernel
@@ -49,13 +50,13 @@ def _view(x: np.ndarray, axes: Sequence[int] | None) -> np.ndarray:
     return x if axes is None else x.transpose(axes)
 
 
-def _inverse(axes: Sequence[int] | None) -> list[int] | None:
+def _inverse(axes: Sequence[int] | None) -> tuple[int, ...] | None:
     if axes is None:
         return None
     inv = [0] * len(axes)
     for i, a in enumerate(axes):
         inv[a] = i
-    return inv
+    return tuple(inv)  # numpy's transpose takes a tuple as it is, a list it converts
 
 
 def _is_zero_scalar(mask: np.ndarray) -> bool:
@@ -86,36 +87,26 @@ def _attend(
 ) -> None:
     """The whole computation for operands already permuted, of one rank (leading 1-axes where
     they broadcast), into ``out``; blocks along the outermost leading axis past the bound."""
-    lead = out.shape[:-2]
-    s_q, s_k = q.shape[-2], k.shape[-2]
-    rows = 1
-    for d in lead:
-        rows *= d
-    size = rows * s_q * s_k * out.dtype.itemsize
-    if lead and size > SCORES_MAX_BYTES:
-        n = lead[0]
-        if n == 1:  # every operand's axis is 1 there: the next axis is the one to block
-            _attend(q[0], k[0], v[0], None if mask is None else mask[0], scale, out[0], nan_to_zero)
-            return
-        step = max(1, n * SCORES_MAX_BYTES // size)
-
-        def part(x: np.ndarray | None, i: int, j: int) -> np.ndarray | None:
-            return x if x is None or x.shape[0] == 1 else x[i:j]
-
-        for i in range(0, n, step):
-            j = min(n, i + step)
-            qb, kb, vb = part(q, i, j), part(k, i, j), part(v, i, j)
-            assert qb is not None and kb is not None and vb is not None
-            _attend(qb, kb, vb, part(mask, i, j), scale, out[i:j], nan_to_zero)
+    s_k = k.shape[-2]
+    # scores: (rows of out) * s_k elements; out.size // Dv, not a loop over the leading dims
+    # (a decode step's attention is ~40 us of numpy calls: Python around them shows)
+    if out.ndim > 2 and out.size // out.shape[-1] * s_k * out.itemsize > SCORES_MAX_BYTES:
+        _attend_blocks(q, k, v, mask, scale, out, nan_to_zero)
         return
-    # The operands have one rank (the kernel made it so) and broadcast (their matmul checks):
-    # each leading dim is the one that is not 1 (np.broadcast_shapes is a Python function).
-    lead_qk = tuple(b if a == 1 else a for a, b in zip(q.shape[:-2], k.shape[:-2], strict=True))
-    scores = np.empty((*lead_qk, s_q, s_k), out.dtype)
-    _matmul(q, k.swapaxes(-1, -2), scores)
+    kt = k.swapaxes(-1, -2)
+    if q.shape[-2] * q.shape[-1] * s_k <= LOW:
+        # a product below the thread policy's bound (blas_threads.LOW): numpy allocates the
+        # scores and broadcasts the leading axes in C
+        scores = np.matmul(q, kt)
+    else:
+        # The operands have one rank (the kernel made it so) and broadcast (their matmul
+        # checks): each leading dim is the one that is not 1.
+        lead = tuple(b if a == 1 else a for a, b in zip(q.shape[:-2], k.shape[:-2], strict=True))
+        scores = np.empty((*lead, q.shape[-2], s_k), out.dtype)
+        _matmul(q, kt, scores)
     if scores.size:
         if scale != 1.0:
-            np.multiply(scores, scores.dtype.type(scale), scores)
+            np.multiply(scores, scale, scores)
         if mask is not None:
             np.add(scores, mask, scores)
         # one row a matrix row: the reductions run over a 2-d view (the scores are
@@ -127,6 +118,34 @@ def _attend(
             np.copyto(scores, 0, where=np.isnan(scores))
     # With S_k == 0 the scores are empty and the result is 0 (an empty sum), as numpy's.
     _matmul(scores, v, out)
+
+
+def _attend_blocks(
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    mask: np.ndarray | None,
+    scale: float,
+    out: np.ndarray,
+    nan_to_zero: bool,
+) -> None:
+    """``_attend`` for scores past ``SCORES_MAX_BYTES``: blocks of the outermost leading axis
+    (the next one when it is 1), each within the bound."""
+    n = out.shape[0]
+    if n == 1:  # every operand's axis is 1 there: the next axis is the one to block
+        _attend(q[0], k[0], v[0], None if mask is None else mask[0], scale, out[0], nan_to_zero)
+        return
+    size = out.size // out.shape[-1] * k.shape[-2] * out.itemsize
+    step = max(1, n * SCORES_MAX_BYTES // size)
+
+    def part(x: np.ndarray | None, i: int, j: int) -> np.ndarray | None:
+        return x if x is None or x.shape[0] == 1 else x[i:j]
+
+    for i in range(0, n, step):
+        j = min(n, i + step)
+        qb, kb, vb = part(q, i, j), part(k, i, j), part(v, i, j)
+        assert qb is not None and kb is not None and vb is not None
+        _attend(qb, kb, vb, part(mask, i, j), scale, out[i:j], nan_to_zero)
 
 
 @register_kernel("nn.attention")
