@@ -34,6 +34,7 @@ from .passes.append_in_place import AppendInPlace
 from .passes.base import ModulePass, Sequential
 from .passes.fuse_attention import FuseAttention
 from .passes.fuse_ops import FuseOps
+from .passes.fuse_rms_norm import FuseRMSNorm
 from .passes.infer_types import InferTypes, stale_type
 from .passes.kill import KillAfterLastUse
 from .passes.manifest_alloc import ManifestAlloc
@@ -49,7 +50,10 @@ def default_passes(planner: PlanMemory | None = None) -> list[tuple[str, ModuleP
     return [
         ("types", InferTypes()),
         ("selected", SimplifySelection()),
-        ("rewritten", Sequential(MergeSharedMatmuls(), FuseAttention(), AppendInPlace())),
+        (
+            "rewritten",
+            Sequential(MergeSharedMatmuls(), FuseAttention(), FuseRMSNorm(), AppendInPlace()),
+        ),
         ("fused", FuseOps()),
         ("anf", ToANF()),
         ("manifest", ManifestAlloc()),

@@ -63,13 +63,14 @@ from typing import Any
 import numpy as np
 
 import ir
-from ir import Call, Constant, Expr, Function, If, Let, Module, TensorType, Tuple, TupleGetItem
+from ir import Call, Constant, Expr, Function, Module
 from ir.dims import known_equal
 
-from ..analysis.dataflow import Use, UseGraph, use_graph
+from ..analysis.dataflow import Use, UseGraph
 from .attention_groups import Operand, flat_transposed, group, merge_shape
 from .base import ModulePass
 from .infer_types import CompleteTypes
+from .patterns import TypedRewriter, call_of, only_use, rewrite_chains, tensor_type
 
 _ATTENTION = ir.get_op("nn.attention")
 _RESHAPE = ir.get_op("reshape")
@@ -87,31 +88,8 @@ class FuseAttention(ModulePass):
         """How many attention chains the last ``run`` rewrote."""
 
     def run(self, module: Module) -> Module:
-        self.rewritten = 0
-        out: dict[str, Function] = {}
-        for name, fn in module.items():
-            if fn.is_primitive:
-                out[name] = fn
-                continue
-            graph = use_graph(fn.body)
-            if any(isinstance(node, Let) for node in graph.order):
-                out[name] = fn
-                continue
-            matches = {}
-            for node in graph.order:
-                found = _match(node, graph, fn.ranges, fn.param_symbols())
-                if found is not None:
-                    matches[found.replaces] = found
-            if not matches:
-                out[name] = fn
-                continue
-            new = _Rewriter(matches).visit(fn)
-            assert isinstance(new, Function)
-            out[name] = new
-            self.rewritten += len(matches)
-        if not self.rewritten:
-            return module
-        return CompleteTypes().run(Module(out))
+        out, self.rewritten = rewrite_chains(module, _find, _Rewriter)
+        return CompleteTypes().run(out) if self.rewritten else module
 
 
 def fuse_attention(module: Module) -> Module:
@@ -138,20 +116,12 @@ class _Match:
     replaced node's shape)."""
 
 
-def _op(node: Expr, *names: str) -> Call | None:
-    if isinstance(node, Call) and node.op is not None and node.op.name in names:
-        return node
-    return None
+_op, _only_use, _tensor = call_of, only_use, tensor_type
 
 
-def _only_use(node: Expr, parent: Expr, graph: UseGraph) -> bool:
-    uses = graph.uses.get(node, [])
-    return len(uses) == 1 and uses[0][0] is parent and uses[0][1] is Use.OPERAND
-
-
-def _tensor(node: Expr) -> TensorType | None:
-    ty = node.ty
-    return ty if isinstance(ty, TensorType) else None
+def _find(node: Expr, graph: UseGraph, fn: Function) -> tuple[Call, _Match] | None:
+    found = _match(node, graph, fn.ranges, fn.param_symbols())
+    return None if found is None else (found.replaces, found)
 
 
 def _scalar(node: Expr, dtype: str) -> float | None:
@@ -413,23 +383,17 @@ def _axes(perm: Sequence[int]) -> list[int] | None:
     return None if list(perm) == list(range(len(perm))) else [int(p) for p in perm]
 
 
-class _Rewriter(ir.ExprMutator):
-    """Replaces each matched node by its ``nn.attention`` call (untyped: ``CompleteTypes``
-    types it); every other rebuilt node keeps its original's type and facts."""
+class _Rewriter(TypedRewriter):
+    """Replaces each matched node by its ``nn.attention`` call."""
 
     def __init__(self, matches: dict[Call, _Match]) -> None:
         super().__init__()
         self.matches = matches
 
-    def _typed(self, old: Expr, new: Expr) -> Expr:
-        if new is old:
-            return new
-        return dataclasses.replace(new, ty=old.ty, facts=old.facts)
-
-    def visit_call(self, call: Call) -> Expr:
+    def replacement(self, call: Call) -> Expr | None:
         m = self.matches.get(call)
         if m is None:
-            return self._typed(call, super().visit_call(call))
+            return None
         ty = _tensor(m.replaces)
         assert ty is not None
         mask = (
@@ -450,17 +414,3 @@ class _Rewriter(ir.ExprMutator):
         if m.merge is not None:
             out = Call(_RESHAPE, (out,), ir.Attrs({"newshape": m.merge}), span=call.span)
         return out
-
-    def visit_tuple(self, tup: Tuple) -> Expr:
-        return self._typed(tup, super().visit_tuple(tup))
-
-    def visit_tuple_getitem(self, item: TupleGetItem) -> Expr:
-        return self._typed(item, super().visit_tuple_getitem(item))
-
-    def visit_if(self, node: If) -> Expr:
-        return self._typed(node, super().visit_if(node))
-
-    def visit_function(self, fn: Function) -> Expr:
-        if fn.is_primitive:
-            return fn
-        return self._typed(fn, super().visit_function(fn))

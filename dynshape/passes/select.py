@@ -26,13 +26,12 @@ Only the rewritten calls and their users are rebuilt, each with its original's t
 
 from __future__ import annotations
 
-import dataclasses
-
 import ir
-from ir import Call, Expr, Function, If, Let, Module, TensorType, Tuple, TupleGetItem
+from ir import Call, Expr, Function, Let, Module, TensorType
 
 from ..analysis.dataflow import UseGraph, use_graph
 from .base import ModulePass
+from .patterns import TypedRewriter
 
 _COMPRESS = ir.get_op("compress")
 
@@ -115,7 +114,7 @@ def _has_let(graph: UseGraph) -> bool:
     return any(isinstance(node, Let) for node in graph.order)
 
 
-class _Rewriter(ir.ExprMutator):
+class _Rewriter(TypedRewriter):
     """Rewrites the ``take`` calls of one function in graph form (a function with lets is left
     as it is: its graph's uses decide sharing, and a let is a binding the rewrite would have to
     see through). ``compress`` has the type of the ``take`` it replaces (the same dims: the
@@ -129,30 +128,12 @@ class _Rewriter(ir.ExprMutator):
         self.uses: dict[Expr, list[object]] = {k: list(v) for k, v in graph.uses.items()}
         self.count = 0
 
-    def _typed(self, old: Expr, new: Expr) -> Expr:
-        if new is old:
-            return new
-        return dataclasses.replace(new, ty=old.ty, facts=old.facts)
-
-    def visit_call(self, call: Call) -> Expr:
-        if self.enabled and call.op is not None and call.op.name == "take":
-            new = _rewrite(call, self.uses)
-            if new is not None:
-                self.count += 1
-                data, mask = (self.visit(a) for a in new.args)
-                return Call(new.callee, (data, mask), new.attrs, span=new.span, ty=call.ty)
-        return self._typed(call, super().visit_call(call))
-
-    def visit_tuple(self, tup: Tuple) -> Expr:
-        return self._typed(tup, super().visit_tuple(tup))
-
-    def visit_tuple_getitem(self, item: TupleGetItem) -> Expr:
-        return self._typed(item, super().visit_tuple_getitem(item))
-
-    def visit_if(self, node: If) -> Expr:
-        return self._typed(node, super().visit_if(node))
-
-    def visit_function(self, fn: Function) -> Expr:
-        if fn.is_primitive:  # kernel code, not part of this function's graph
-            return fn
-        return self._typed(fn, super().visit_function(fn))
+    def replacement(self, call: Call) -> Expr | None:
+        if not (self.enabled and call.op is not None and call.op.name == "take"):
+            return None
+        new = _rewrite(call, self.uses)
+        if new is None:
+            return None
+        self.count += 1
+        data, mask = (self.visit(a) for a in new.args)
+        return Call(new.callee, (data, mask), new.attrs, span=new.span, ty=call.ty)

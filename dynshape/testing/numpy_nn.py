@@ -47,6 +47,13 @@ def _layer_norm(ins: Sequence[Any], attrs: Mapping[str, Any]) -> np.ndarray:
     return np.asarray(norm * _along(gamma, axis, x.ndim) + _along(beta, axis, x.ndim))
 
 
+def _rms_norm(ins: Sequence[Any], attrs: Mapping[str, Any]) -> np.ndarray:
+    x, gamma = (np.asarray(v, np.float64) for v in ins)
+    axis = attrs["axis"]
+    square = np.mean(x * x, axis=axis, keepdims=True)
+    return np.asarray(x / np.sqrt(square + attrs["epsilon"]) * _along(gamma, axis, x.ndim))
+
+
 def _attention(ins: Sequence[Any], attrs: Mapping[str, Any]) -> np.ndarray:
     """Written out as the unfused ops compute it: matmul, scale, add the mask, softmax (its NaNs
     zeroed with ``nan_to_zero``), matmul (each operand permuted first, the result permuted
@@ -275,6 +282,7 @@ NN_OPS: dict[str, Callable[[Sequence[Any], Mapping[str, Any]], Any]] = {
     "nn.softmax": lambda ins, attrs: _softmax(ins[0], attrs["axis"]),
     "nn.log_softmax": lambda ins, attrs: _log_softmax(ins[0], attrs["axis"]),
     "nn.layer_norm": _layer_norm,
+    "nn.rms_norm": _rms_norm,
     "nn.conv2d": _conv2d,
     "nn.conv2d_transpose": _conv2d_transpose,
     "nn.max_pool2d": _pool(np.maximum, -np.inf, average=False),

@@ -144,6 +144,17 @@ def layer_norm(
     return data
 
 
+@register_shape_func("nn.rms_norm")
+def rms_norm(
+    ctx: ShapeContext, data: Shape, gamma: Shape, *, axis: int = -1, epsilon: float = 1e-5
+) -> Shape:
+    """``data``'s shape; ``gamma`` is ``(data.shape[axis],)``."""
+    at = normalize_axis(axis, len(data), "data")
+    require_rank(gamma, 1, "gamma")
+    ctx.check_equal(gamma[0], data[at], "{}.shape[0] == data.shape[{}]", "gamma", at)
+    return data
+
+
 def _pair(values: Sequence[int], name: str, least: int) -> tuple[int, int]:
     if len(values) != 2:
         fail(f"{name} must have 2 values (height, width), got {list(values)}")

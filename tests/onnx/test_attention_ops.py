@@ -258,6 +258,24 @@ def test_rms_normalization_float16() -> None:
     )
 
 
+def test_rms_normalization_over_the_last_axis_compiles_to_one_rms_norm() -> None:
+    """The importer's spelling (x * x, mean, rsqrt, the scale last) is what fuse_rms_norm
+    matches: one ``nn.rms_norm``, no mean left; over two axes it stays unfused."""
+    for axis, fused in ((-1, True), (1, False)):
+        node = helper.make_node("RMSNormalization", ["X", "W"], ["Y"], axis=axis)
+        w_shape = [16] if fused else [3, 16]
+        m = model(
+            [node],
+            [("X", "float32", ["n", 3, 16]), ("W", "float32", w_shape)],
+            ["Y"],
+            opset=23,
+            output_dtypes=["float32"],
+        )
+        rewritten = str(dynshape.stages(dynshape.onnx.load(m), plan_memory=False)["rewritten"])
+        assert ("nn.rms_norm(" in rewritten) is fused
+        assert ("mean(" in rewritten) is not fused
+
+
 @pytest.mark.parametrize("interleaved", [0, 1])
 @pytest.mark.parametrize("rotary_dim", [0, 4])
 @pytest.mark.parametrize("three_d", [False, True])

@@ -398,6 +398,24 @@ def _dyn_resize_cases(op: str) -> st.SearchStrategy[Case]:
     return make()
 
 
+@cases("nn.rms_norm")
+def _rms_norm(op: str) -> st.SearchStrategy[Case]:
+    @st.composite
+    def make(draw: st.DrawFn) -> Case:
+        s, axis = _axis_case(draw)
+        view = [1] * len(s)
+        view[axis] = s[axis]
+
+        def run() -> np.ndarray:
+            x = np.zeros(s)
+            square = (x * x).mean(axis=axis, keepdims=True)
+            return x / np.sqrt(square + 1e-5) * np.ones(s[axis]).reshape(view)
+
+        return Case([s, (s[axis],)], {"axis": axis, "epsilon": 1e-5}, numpy_shape(run))
+
+    return make()
+
+
 @cases("nn.layer_norm")
 def _layer_norm(op: str) -> st.SearchStrategy[Case]:
     @st.composite

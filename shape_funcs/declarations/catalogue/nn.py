@@ -123,6 +123,16 @@ DECLARATIONS: tuple[OpDecl, ...] = (
         in_place=True,  # the mean is taken before the first write; each later step is in place
     ),
     declare(
+        "nn.rms_norm",
+        ["data", "gamma"],
+        _FUSABLE,
+        "same_float",
+        [attr("axis", "int", -1), attr("epsilon", "float", 1e-5)],
+        "divide by the root mean square along axis (plus epsilon under the root), then scale "
+        "by gamma (RMSNorm: Llama's, T5's layer norm, ONNX's RMSNormalization over one axis)",
+        in_place=True,  # the mean square is taken before the first write; each later step in place
+    ),
+    declare(
         "nn.conv2d",
         ["data", "weight"],
         _FUSABLE,

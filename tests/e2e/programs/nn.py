@@ -191,6 +191,14 @@ def layer_norm(
     return (x64 - mean) / np.sqrt(var + eps) * gamma.reshape(shape) + beta.reshape(shape)
 
 
+def rms_norm(x: np.ndarray, gamma: np.ndarray, axis: int = -1, eps: float = 1e-5) -> np.ndarray:
+    shape = [1] * x.ndim
+    shape[axis] = -1
+    x64 = x.astype(np.float64)
+    square = (x64 * x64).mean(axis=axis, keepdims=True) if x.size else x64
+    return x64 / np.sqrt(square + eps) * gamma.reshape(shape)
+
+
 def _mlp(
     x: np.ndarray, w1: np.ndarray, b1: np.ndarray, w2: np.ndarray, b2: np.ndarray
 ) -> np.ndarray:
@@ -378,6 +386,20 @@ def @main(%x: Tensor[(n, 6), float32], %g: Tensor[(6,), float32], %b: Tensor[(6,
         reference=lambda x, g, b, y, g2, b2: (
             layer_norm(x, g, b),
             layer_norm(y, g2, b2, axis=1, eps=1e-3),
+        ),
+        bindings=[{"n": 0}, {"n": 1}, {"n": 5}, {"n": 12}],
+    ),
+    Case(
+        name="rms_norm_rows_axes_and_epsilon",
+        source="""
+def @main(%x: Tensor[(n, 6), float32], %g: Tensor[(6,), float32], %y: Tensor[(n, 3, 4), float64], %g2: Tensor[(3,), float64], %z: Tensor[(1, 1, n), float32], %g3: Tensor[(n,), float32]) {
+  (nn.rms_norm(%x, %g), nn.rms_norm(%y, %g2, axis=1, epsilon=0.001), nn.rms_norm(%z, %g3, epsilon=1e-06))
+}
+""",
+        reference=lambda x, g, y, g2, z, g3: (
+            rms_norm(x, g),
+            rms_norm(y, g2, axis=1, eps=1e-3),
+            rms_norm(z, g3, eps=1e-6),
         ),
         bindings=[{"n": 0}, {"n": 1}, {"n": 5}, {"n": 12}],
     ),
