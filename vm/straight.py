@@ -55,7 +55,9 @@ from .straight_arena import (
     arena_lifetimes,
     kill_lines,
     make_arena,
+    single_views,
     slot_lines,
+    taken_view_lines,
     view_lines,
 )
 from .straight_lines import call_step
@@ -149,6 +151,11 @@ class _Source:
         self.code, self.steps, self.ctx, self.ns = code, steps, ctx, ns
         self.slots, self.arena = slots, arena
         self.slot_registers = frozenset(code[pc].operands[0].index for pc in slots)
+        # a slot and its one view as one line (straight_arena.py): view pc -> slot pc
+        self.taken = single_views(code, steps, list(slots)) if arena is not None else {}
+        taken = set(self.taken.values())
+        self.unwritten = frozenset(code[pc].operands[0].index for pc in taken)
+        self.taken_storages = frozenset(taken)
         self.lines = ["def run(r):"]
         self.pcs: list[int | None] = [None]
         self.arm: Arm = ()
@@ -167,8 +174,7 @@ class _Source:
         if depth > MAX_DEPTH:
             raise _Unstructured
         code, pc = self.code, start
-        if start == end:
-            self.emit(depth, "pass", None)
+        first = len(self.lines)
         while pc < end:
             ins = code[pc]
             spec = OPCODES[ins.op]
@@ -186,15 +192,22 @@ class _Source:
                 for line in self.lines_of(pc, ins):
                     self.emit(depth, line, pc)
                 pc += 1
+        if len(self.lines) == first:  # nothing written (no code, or only lines made elsewhere)
+            self.emit(depth, "pass", None)
 
     def lines_of(self, pc: int, ins: Instruction) -> tuple[str, ...]:
         """The lines of the instruction at ``pc``: its opcode's rule (``straight_lines.py``)
         when its step is ``decode.py``'s, else a call of the step."""
         step, rule = self.steps[pc], OPCODES[ins.op].line
+        if pc in self.taken_storages:
+            return ()  # written with its view, the next instruction
+        if self.arena is not None and pc in self.taken:
+            at = self.taken[pc]
+            return taken_view_lines(self.slots[at], self.code[at], ins, self.arena, self.ns)
         if self.arena is not None and pc in self.slots:
             return slot_lines(self.slots[pc], ins, self.arena, self.ns)
         if self.arena is not None and ins.op is Op.KILL and _stock(step):
-            return kill_lines(pc, ins, step, self.slot_registers, self.ns)
+            return kill_lines(pc, ins, step, self.slot_registers, self.unwritten, self.ns)
         if (
             self.arena is not None
             and ins.op is Op.ALLOC_TENSOR

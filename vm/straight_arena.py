@@ -15,6 +15,12 @@ life is the interval of pcs from its ``alloc_storage`` to that ``kill``:
 
 A register written twice, returned, moved, passed to a kernel or a call, or killed on two paths
 is left to the allocator.
+
+A slot viewed once, by the ``alloc_tensor`` right after its ``alloc_storage`` (what the compiler
+emits for every planned tensor of its own storage), is one line: ``r[d] = x7(size, offset,
+shape)`` takes the slot and makes (or finds kept) the view in one call, the storage register is
+never written, and its ``kill`` writes nothing. A decode step has ~80 such slots; the pair of
+calls was a fifth of the VM's own time in it.
 """
 
 from __future__ import annotations
@@ -75,6 +81,23 @@ def arena_lifetimes(
     return found
 
 
+def single_views(
+    code: Sequence[Instruction], steps: Sequence[Step], slots: Sequence[int]
+) -> dict[int, int]:
+    """Of the slots' ``alloc_storage`` pcs, those whose storage is viewed by exactly one
+    ``alloc_tensor`` (``decode.py``'s), the next instruction: that pc -> the allocation's."""
+    viewers: dict[int, list[int]] = {}  # storage register -> pcs of its alloc_tensors
+    for pc, ins in enumerate(code):
+        if ins.op is Op.ALLOC_TENSOR and isinstance(ins.operands[1], Reg):
+            viewers.setdefault(ins.operands[1].index, []).append(pc)
+    found: dict[int, int] = {}
+    for pc in slots:
+        pcs = viewers.get(code[pc].operands[0].index, [])
+        if pcs == [pc + 1] and is_stock(steps[pc + 1]):
+            found[pc + 1] = pc
+    return found
+
+
 def make_arena(ctx: DecodeContext, lifetimes: dict[int, tuple[int, int]]) -> Arena:
     """The arena of one decoded function, its slots in the order of their pcs."""
     return Arena(ctx.allocator, ctx.live, [lifetimes[pc] for pc in sorted(lifetimes)])
@@ -91,14 +114,22 @@ def slot_lines(slot: int, ins: Instruction, arena: Arena, ns: dict[str, Any]) ->
 
 
 def kill_lines(
-    pc: int, ins: Instruction, step: Step, slot_registers: frozenset[int], ns: dict[str, Any]
+    pc: int,
+    ins: Instruction,
+    step: Step,
+    slot_registers: frozenset[int],
+    unwritten: frozenset[int],
+    ns: dict[str, Any],
 ) -> tuple[str, ...]:
     """A ``kill`` in a function with an arena: a slot's register is dropped inline (the
-    arena's buffer goes back whole at the return); the closure runs only for other registers
-    (storages of the allocator's, which it frees)."""
+    arena's buffer goes back whole at the return), one never written (``unwritten``: a slot
+    taken with its view) not at all; the closure runs only for other registers (storages of
+    the allocator's, which it frees)."""
     regs = [a.index for a in ins.operands[0]]
-    lines = [f"r[{int_literal(i)}] = None" for i in regs if i in slot_registers]
-    if len(lines) < len(regs):
+    lines = [
+        f"r[{int_literal(i)}] = None" for i in regs if i in slot_registers and i not in unwritten
+    ]
+    if any(i not in slot_registers for i in regs):
         ns[f"s{pc}"] = step
         lines.append(f"s{pc}(r)")
     return tuple(lines)
@@ -113,6 +144,45 @@ def view_lines(pc: int, ins: Instruction, ns: dict[str, Any]) -> tuple[str, ...]
     return (
         f"r[{int_literal(dst.index)}] = {name}({_reg(storage)}, {_value(offset)}, {_value(shape)})",
     )
+
+
+def taken_view_lines(
+    slot: int, storage: Instruction, view: Instruction, arena: Arena, ns: dict[str, Any]
+) -> tuple[str, ...]:
+    """The one line of a slot's ``alloc_storage`` and its only view, the next instruction:
+    ``r[d] = x3(size, offset, shape)`` (``taken_view`` a name of the namespace)."""
+    size, alignment = storage.operands[1], storage.operands[2]
+    dst, _, offset, shape, dtype = view.operands
+    name = f"x{int_literal(slot)}"
+    ns[name] = taken_view(arena, slot, alignment, np.dtype(dtype))
+    args = f"{_value(size)}, {_value(offset)}, {_value(shape)}"
+    return (f"r[{int_literal(dst.index)}] = {name}({args})",)
+
+
+def taken_view(
+    arena: Arena, index: int, alignment: int, dtype: np.dtype
+) -> Callable[[Any, int, tuple[int, ...]], np.ndarray]:
+    """``alloc_storage`` of slot ``index`` (``Arena.taker``) and ``alloc_tensor`` of it
+    (``slot_view``) as one call; the view the last call made is the answer when the slot, the
+    offset and the shape are the same and the bytes asked still cover it."""
+    take, view = arena.taker(index, alignment), slot_view(dtype)
+    capacities, slots = arena.capacities, arena.slots
+    kept: list[Any] = [None, None, None, 0, None]  # slot, offset, shape, end, view
+
+    def taken(nbytes: Any, offset: int, shape: tuple[int, ...]) -> np.ndarray:
+        if nbytes.__class__ is int and 0 <= nbytes <= capacities[index]:
+            # a slot with room is made by ``begin``: never None here (see ``Arena.taker``)
+            slot: Slot = slots[index]  # type: ignore[assignment]
+            slot.nbytes = nbytes
+            if slot is kept[0] and offset == kept[1] and shape == kept[2] and kept[3] <= nbytes:
+                v: np.ndarray = kept[4]
+                return v
+            v = view(slot, offset, shape)  # bounds-checked
+            kept[:] = slot, offset, shape, offset + v.nbytes, v
+            return v
+        return view(take(nbytes), offset, shape)  # a miss: the allocator's storage
+
+    return taken
 
 
 def slot_view(dtype: np.dtype) -> Callable[[Storage, int, tuple[int, ...]], np.ndarray]:

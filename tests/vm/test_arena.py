@@ -47,8 +47,9 @@ def _source(vm: VirtualMachine) -> str:
 
 
 def _slots(source: str) -> int:
-    """How many allocations the generated source serves from the arena (``a3(...)`` calls)."""
-    return sum(" = a" in line and "(" in line for line in source.splitlines())
+    """How many allocations the generated source serves from the arena: ``a3(...)`` calls,
+    and ``x3(...)`` calls (a slot taken with its one view)."""
+    return sum((" = a" in line or " = x" in line) and "(" in line for line in source.splitlines())
 
 
 # Placement ----------------------------------------------------------------------------------
@@ -227,6 +228,55 @@ def _view_of_m_rows_in_n_rows() -> VirtualMachine:
     f.kill(s)
     f.ret(out)
     return VirtualMachine(asm.build())
+
+
+def _two_views_of_one_slot() -> VirtualMachine:
+    """``main(x: (n, 4))``: one killed storage (a slot) viewed twice, as ``x`` copied in and
+    as its doubling; the sum of both is the result."""
+    from vm import ShapeProgramBuilder
+
+    asm = Assembler()
+    copy, add = asm.kernel("copy", num_inputs=1), asm.kernel("add", num_inputs=2)
+    f = asm.function("main", [("x", tensor("float32", ("n", 4)))], tensor("float32", ("n", 4)))
+    (x,) = f.params
+    b = ShapeProgramBuilder(["n"])
+    (n,) = b.inputs
+    half, shape = f.shape_program(asm.shape_program(b.build([n * 16, (n, 4)])), [f.dim(x, 0)])
+    size = f.shape_program(asm.shape_program(b.build([n * 32])), [f.dim(x, 0)])[0]
+    s = f.alloc_storage(size)
+    first = f.alloc_tensor(s, 0, shape, "float32")
+    second = f.alloc_tensor(s, half, shape, "float32")
+    f.invoke(copy, [x], [first])
+    f.invoke(add, [first, first], [second])
+    out = f.alloc_tensor(f.alloc_storage(half), 0, shape, "float32")
+    f.invoke(add, [first, second], [out])
+    f.kill(s)
+    f.ret(out)
+    return VirtualMachine(asm.build())
+
+
+def test_a_slot_viewed_once_is_one_line_and_its_kill_writes_nothing() -> None:
+    vm = VirtualMachine(dynshape.compile(TWO_PLANS))
+    lines = _source(vm).splitlines()
+    taken = [line for line in lines if " = x" in line]
+    assert taken and not [line for line in lines if " = a" in line or " = w" in line]
+    # the storage registers are never written: no kill line clears them
+    assert not [line for line in lines if line.strip().endswith("= None")]
+    for n, m in ((3, 5), (5, 3), (40, 2), (3, 5)):
+        np.testing.assert_allclose(vm.run(*_inputs(n, m)), _plain(vm.exe).run(*_inputs(n, m)))
+    assert vm.allocator.stats.live_bytes == 0
+
+
+def test_a_slot_viewed_twice_keeps_its_storage_line_and_its_kill() -> None:
+    vm = _two_views_of_one_slot()
+    lines = _source(vm).splitlines()
+    assert len([line for line in lines if " = a" in line]) == 1
+    assert len([line for line in lines if " = w" in line]) == 2
+    assert len([line for line in lines if line.strip().endswith("= None")]) == 1
+    for rows in (3, 8, 2):
+        x = np.arange(rows * 4, dtype=np.float32).reshape(rows, 4)
+        np.testing.assert_array_equal(vm.run(x), 3 * x)
+    assert vm.allocator.stats.live_bytes == 0
 
 
 def test_a_view_past_a_slot_s_request_is_refused_though_the_slot_has_room() -> None:
