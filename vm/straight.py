@@ -101,7 +101,8 @@ def straight_line(
             lifetimes = arena_lifetimes(code, steps, out.arms)
             if lifetimes:  # again, with the storages that qualify as slots of an arena
                 slots = {pc: k for k, pc in enumerate(sorted(lifetimes))}
-                out = _generate(code, steps, ctx, slots, make_arena(ctx, lifetimes))
+                taken = single_views(code, steps, sorted(lifetimes), out.arms)
+                out = _generate(code, steps, ctx, slots, make_arena(ctx, lifetimes), taken)
         source = out.text()
         run = make_function(source, out.ns, "run", ("r",))
     except (UnsafeSourceError, _Unstructured):
@@ -116,12 +117,13 @@ def _generate(
     ctx: DecodeContext,
     slots: dict[int, int],
     arena: Arena | None = None,
+    taken: dict[int, int] | None = None,
 ) -> _Source:
     """The source of the function; the ``alloc_storage`` at each pc of ``slots`` is served by
     that slot of ``arena`` (``memory/arena.py``), whose buffer is taken first and given back
-    before each return."""
+    before each return; ``taken``: the slots written with their one view (``single_views``)."""
     namespace: dict[str, Any] = {"shape": operator.attrgetter("shape"), "state": ctx.state}
-    out = _Source(code, steps, ctx, namespace, slots, arena)
+    out = _Source(code, steps, ctx, namespace, slots, arena, taken or {})
     if arena is not None:
         namespace.update(AB=arena.begin, AE=arena.end)
         out.emit(1, "AB()", min(slots))  # an error in it names the first slot's allocation
@@ -147,15 +149,16 @@ class _Source:
         ns: dict[str, Any],
         slots: dict[int, int],
         arena: Arena | None,
+        taken: dict[int, int],
     ) -> None:
         self.code, self.steps, self.ctx, self.ns = code, steps, ctx, ns
         self.slots, self.arena = slots, arena
         self.slot_registers = frozenset(code[pc].operands[0].index for pc in slots)
         # a slot and its one view as one line (straight_arena.py): view pc -> slot pc
-        self.taken = single_views(code, steps, list(slots)) if arena is not None else {}
-        taken = set(self.taken.values())
-        self.unwritten = frozenset(code[pc].operands[0].index for pc in taken)
-        self.taken_storages = frozenset(taken)
+        self.taken = taken
+        taken_storages = set(taken.values())
+        self.unwritten = frozenset(code[pc].operands[0].index for pc in taken_storages)
+        self.taken_storages = frozenset(taken_storages)
         self.lines = ["def run(r):"]
         self.pcs: list[int | None] = [None]
         self.arm: Arm = ()

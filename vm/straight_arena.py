@@ -82,10 +82,14 @@ def arena_lifetimes(
 
 
 def single_views(
-    code: Sequence[Instruction], steps: Sequence[Step], slots: Sequence[int]
+    code: Sequence[Instruction],
+    steps: Sequence[Step],
+    slots: Sequence[int],
+    arms: dict[int, Arm],
 ) -> dict[int, int]:
     """Of the slots' ``alloc_storage`` pcs, those whose storage is viewed by exactly one
-    ``alloc_tensor`` (``decode.py``'s), the next instruction: that pc -> the allocation's."""
+    ``alloc_tensor`` (``decode.py``'s), the next instruction, in the same branch (``arms``: a
+    branch may end between them): that pc -> the allocation's."""
     viewers: dict[int, list[int]] = {}  # storage register -> pcs of its alloc_tensors
     for pc, ins in enumerate(code):
         if ins.op is Op.ALLOC_TENSOR and isinstance(ins.operands[1], Reg):
@@ -93,7 +97,7 @@ def single_views(
     found: dict[int, int] = {}
     for pc in slots:
         pcs = viewers.get(code[pc].operands[0].index, [])
-        if pcs == [pc + 1] and is_stock(steps[pc + 1]):
+        if pcs == [pc + 1] and is_stock(steps[pc + 1]) and arms.get(pc + 1) == arms.get(pc):
             found[pc + 1] = pc
     return found
 

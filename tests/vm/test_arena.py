@@ -279,6 +279,21 @@ def test_a_slot_viewed_twice_keeps_its_storage_line_and_its_kill() -> None:
     assert vm.allocator.stats.live_bytes == 0
 
 
+def test_a_slot_and_its_view_are_one_line_only_within_one_branch() -> None:
+    # The loader refuses a view of a storage allocated on one path only, and a register
+    # allocated on two paths is no slot; single_views states its own condition all the same.
+    from vm.straight_arena import single_views
+
+    vm = VirtualMachine(dynshape.compile(TWO_PLANS))
+    code, steps = vm.exe.functions[0].code, vm._code[0]
+    lifetimes = sorted(pc for pc, ins in enumerate(code) if ins.op.name == "ALLOC_STORAGE")
+    same = {pc: () for pc in range(len(code))}
+    found = single_views(code, steps, lifetimes, same)
+    assert found and all(code[view].op.name == "ALLOC_TENSOR" for view in found)
+    apart = {pc: (((0, 1),) if pc in found else ()) for pc in range(len(code))}
+    assert single_views(code, steps, lifetimes, apart) == {}
+
+
 def test_a_view_past_a_slot_s_request_is_refused_though_the_slot_has_room() -> None:
     vm = _view_of_m_rows_in_n_rows()
     assert _slots(_source(vm)) == 1
