@@ -85,12 +85,10 @@ class _Match:
     epsilon: float
 
 
-def _pair(call: Call, fixed: Expr | None = None) -> list[tuple[Expr, Expr]]:
-    """A commutative call's operands in both orders (``fixed``: only the orders where the
-    first is that node)."""
+def _pair(call: Call) -> list[tuple[Expr, Expr]]:
+    """A commutative call's operands in both orders."""
     a, b = call.args
-    pairs = [(a, b), (b, a)]
-    return [p for p in pairs if fixed is None or p[0] is fixed]
+    return [(a, b), (b, a)]
 
 
 def _match(node: Expr, graph: UseGraph, ranges: Any) -> _Match | None:
@@ -182,7 +180,8 @@ def _mean_square_plus(node: Expr, graph: UseGraph, dtype: str) -> tuple[Expr, fl
 def _epsilon(node: Expr, dtype: str) -> float | None:
     """The scalar constant's value as the shortest decimal that rounds to it in ``dtype``
     (float32's ``1e-06f`` is the attribute ``1e-06``, as written, not its float64 widening
-    ``9.99999997e-07``: the kernel's float32 arithmetic rounds both to the same value)."""
+    ``9.99999997e-07``: float32 arithmetic rounds both to the constant; the kernel's one-row
+    path, which adds it in float64, sees them differ in the 16th digit)."""
     if scalar_value(node, dtype) is None:
         return None
     assert isinstance(node, Constant)
