@@ -116,6 +116,7 @@ class _Match:
     replaced node's shape)."""
 
 
+# The shared matchers (patterns.py) under the short names this module's matchers use.
 _op, _only_use, _tensor = call_of, only_use, tensor_type
 
 
