@@ -70,7 +70,7 @@ from ..analysis.dataflow import Use, UseGraph
 from .attention_groups import Operand, flat_transposed, group, merge_shape
 from .base import ModulePass
 from .infer_types import CompleteTypes
-from .patterns import TypedRewriter, call_of, only_use, rewrite_chains, tensor_type
+from .patterns import ChainRewriter, call_of, only_use, rewrite_chains, tensor_type
 
 _ATTENTION = ir.get_op("nn.attention")
 _RESHAPE = ir.get_op("reshape")
@@ -88,7 +88,7 @@ class FuseAttention(ModulePass):
         """How many attention chains the last ``run`` rewrote."""
 
     def run(self, module: Module) -> Module:
-        out, self.rewritten = rewrite_chains(module, _find, _Rewriter)
+        out, self.rewritten = rewrite_chains(module, _find, _build)
         return CompleteTypes().run(out) if self.rewritten else module
 
 
@@ -384,34 +384,26 @@ def _axes(perm: Sequence[int]) -> list[int] | None:
     return None if list(perm) == list(range(len(perm))) else [int(p) for p in perm]
 
 
-class _Rewriter(TypedRewriter):
-    """Replaces each matched node by its ``nn.attention`` call."""
-
-    def __init__(self, matches: dict[Call, _Match]) -> None:
-        super().__init__()
-        self.matches = matches
-
-    def replacement(self, call: Call) -> Expr | None:
-        m = self.matches.get(call)
-        if m is None:
-            return None
-        ty = _tensor(m.replaces)
-        assert ty is not None
-        mask = (
-            self.visit(m.mask) if m.mask is not None else Constant(np.zeros((), np.dtype(ty.dtype)))
-        )
-        attrs = ir.Attrs(
-            {
-                "scale": float(m.scale),
-                "q_axes": _axes(m.q_axes),
-                "k_axes": _axes(m.k_axes),
-                "v_axes": _axes(m.v_axes),
-                "out_axes": None if m.out_axes is None else _axes(m.out_axes),
-                "nan_to_zero": m.nan_to_zero,
-            }
-        )
-        args = (self.visit(m.q), self.visit(m.k), self.visit(m.v), mask)
-        out: Expr = Call(_ATTENTION, args, attrs, span=call.span)
-        if m.merge is not None:
-            out = Call(_RESHAPE, (out,), ir.Attrs({"newshape": m.merge}), span=call.span)
-        return out
+def _build(rewriter: ChainRewriter, call: Call, m: _Match) -> Expr:
+    """The ``nn.attention`` call standing for the matched node ``call`` (with the reshape
+    merging grouped heads back)."""
+    ty = _tensor(m.replaces)
+    assert ty is not None
+    mask = (
+        rewriter.visit(m.mask) if m.mask is not None else Constant(np.zeros((), np.dtype(ty.dtype)))
+    )
+    attrs = ir.Attrs(
+        {
+            "scale": float(m.scale),
+            "q_axes": _axes(m.q_axes),
+            "k_axes": _axes(m.k_axes),
+            "v_axes": _axes(m.v_axes),
+            "out_axes": None if m.out_axes is None else _axes(m.out_axes),
+            "nan_to_zero": m.nan_to_zero,
+        }
+    )
+    args = (rewriter.visit(m.q), rewriter.visit(m.k), rewriter.visit(m.v), mask)
+    out: Expr = Call(_ATTENTION, args, attrs, span=call.span)
+    if m.merge is not None:
+        out = Call(_RESHAPE, (out,), ir.Attrs({"newshape": m.merge}), span=call.span)
+    return out

@@ -45,7 +45,7 @@ from ..analysis.dataflow import UseGraph
 from .base import ModulePass
 from .infer_types import CompleteTypes
 from .patterns import (
-    TypedRewriter,
+    ChainRewriter,
     call_of,
     only_use,
     rewrite_chains,
@@ -67,7 +67,7 @@ class FuseRMSNorm(ModulePass):
         """How many chains the last ``run`` rewrote."""
 
     def run(self, module: Module) -> Module:
-        out, self.rewritten = rewrite_chains(module, _find, _Rewriter)
+        out, self.rewritten = rewrite_chains(module, _find, _build)
         return CompleteTypes().run(out) if self.rewritten else module
 
 
@@ -211,16 +211,8 @@ def _squared(node: Expr, user: Call, graph: UseGraph, dtype: str) -> Expr | None
     return x if str(tensor_type(x)) == str(tensor_type(node)) else None
 
 
-class _Rewriter(TypedRewriter):
-    """Replaces each matched node by its ``nn.rms_norm`` call."""
-
-    def __init__(self, matches: dict[Call, _Match]) -> None:
-        super().__init__()
-        self.matches = matches
-
-    def replacement(self, call: Call) -> Expr | None:
-        m = self.matches.get(call)
-        if m is None:
-            return None
-        attrs = ir.Attrs({"axis": -1, "epsilon": m.epsilon})
-        return Call(_RMS_NORM, (self.visit(m.x), self.visit(m.weight)), attrs, span=call.span)
+def _build(rewriter: ChainRewriter, call: Call, m: _Match) -> Expr:
+    """The ``nn.rms_norm`` call standing for the matched multiply ``call``."""
+    attrs = ir.Attrs({"axis": -1, "epsilon": m.epsilon})
+    args = (rewriter.visit(m.x), rewriter.visit(m.weight))
+    return Call(_RMS_NORM, args, attrs, span=call.span)

@@ -81,14 +81,28 @@ class TypedRewriter(ir.ExprMutator):
 #: as ``(the node it replaces, what the rewriter needs)``, or None.
 Finder = Callable[[Expr, UseGraph, Function], "tuple[Call, Any] | None"]
 
+#: ``build(rewriter, call, match)``: the node standing for the matched ``call`` (its operands
+#: visited by ``rewriter``, so that chains nested in them are replaced too).
+Builder = Callable[["ChainRewriter", Call, Any], Expr]
 
-def rewrite_chains(
-    module: Module, find: Finder, rewriter: Callable[[dict[Call, Any]], TypedRewriter]
-) -> tuple[Module, int]:
+
+class ChainRewriter(TypedRewriter):
+    """Replaces each call of ``matches`` by what ``build`` makes of its match."""
+
+    def __init__(self, matches: dict[Call, Any], build: Builder) -> None:
+        super().__init__()
+        self.matches, self.build = matches, build
+
+    def replacement(self, call: Call) -> Expr | None:
+        m = self.matches.get(call)
+        return None if m is None else self.build(self, call, m)
+
+
+def rewrite_chains(module: Module, find: Finder, build: Builder) -> tuple[Module, int]:
     """Every chain ``find`` matches in the graph-form functions of ``module`` (functions with
-    ``let``s and primitive functions are left as they are), replaced by
-    ``rewriter(matches)``; returns the new module (``module`` itself when nothing matched:
-    the caller types the new calls) and how many chains were replaced."""
+    ``let``s and primitive functions are left as they are), replaced by what ``build`` makes
+    of it; returns the new module (``module`` itself when nothing matched: the caller types
+    the new calls) and how many chains were replaced."""
     count = 0
     out: dict[str, Function] = {}
     for name, fn in module.items():
@@ -104,7 +118,7 @@ def rewrite_chains(
             if found is not None:
                 matches[found[0]] = found[1]
         if matches:
-            new = rewriter(matches).visit(fn)
+            new = ChainRewriter(matches, build).visit(fn)
             assert isinstance(new, Function)
             out[name] = new
             count += len(matches)
