@@ -57,17 +57,16 @@ from __future__ import annotations
 import argparse
 import functools
 import math
-import multiprocessing
 import os
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from multiprocessing.connection import Connection
-from multiprocessing.synchronize import Event
 from pathlib import Path
 from typing import Any
 
@@ -132,39 +131,35 @@ def medians(fns: dict[str, Callable[[], Any]], repeats: int) -> dict[str, float]
     return {n: statistics.median(t) for n, t in times.items()}
 
 
-def _busy(running: Event, stop: Event) -> None:
-    """The competing process: pure-Python arithmetic on one core while ``running`` is set."""
-    while not stop.is_set():
-        if not running.wait(0.1):
-            continue
-        total = 0
-        for i in range(200_000):
-            total += i * i
+# The children below (the competing load, the compile) are new interpreters, never forks of
+# this process: a fork shuts this process's OpenBLAS thread pool down (OpenBLAS's own
+# ``pthread_atfork`` handler) until some multi-threaded product recreates it, which the VM's
+# default single-thread policy never runs. In that state both dynshape and onnxruntime ran ~2x
+# slower here whenever onnxruntime's spinning worker was on (the LSTM's small row: 2,780 / 920
+# us against 1,390 / 460 in a process that never forked), a state no user's process is in.
+
+_BUSY = "total = 0\nwhile True:\n    for i in range(200_000):\n        total += i * i\n"
 
 
 class Load:
-    """One competing CPU-bound process, started once and switched on and off between rounds
-    (a paused process waits on an event and takes no CPU)."""
+    """One competing CPU-bound process (pure-Python arithmetic), started once and switched on
+    and off between rounds by ``SIGCONT``/``SIGSTOP`` (a stopped process takes no CPU)."""
 
     def __init__(self) -> None:
-        ctx = multiprocessing.get_context("fork")
-        self.running, self.stop = ctx.Event(), ctx.Event()
-        self.process = ctx.Process(target=_busy, args=(self.running, self.stop), daemon=True)
-        self.process.start()
+        self.process = subprocess.Popen([sys.executable, "-c", _BUSY])
+        self.running = True
+        self.set(False)
 
     def set(self, on: bool) -> None:
-        if on and not self.running.is_set():
-            self.running.set()
-            time.sleep(0.02)  # let it get scheduled before sampling starts
-        elif not on:
-            self.running.clear()
+        if on != self.running:
+            self.process.send_signal(signal.SIGCONT if on else signal.SIGSTOP)
+            self.running = on
+            if on:
+                time.sleep(0.02)  # let it get scheduled before sampling starts
 
     def close(self) -> None:
-        self.stop.set()
-        self.running.set()
-        self.process.join(2)
-        if self.process.is_alive():
-            self.process.terminate()
+        self.process.kill()
+        self.process.wait()
 
 
 @dataclass
@@ -220,49 +215,48 @@ class Compiled:
         return self.import_s + self.compile_s
 
 
-def _compile_child(model: onnx.ModelProto, path: str, conn: Connection) -> None:
-    try:
-        start = time.perf_counter()
-        program = dynshape.onnx.load(model)
-        imported = time.perf_counter()
-        exe = dynshape.compile(program)
-        done = time.perf_counter()
-        exe.save(path)
-        conn.send(("ok", imported - start, done - imported))
-    except Exception as e:
-        conn.send(("error", f"{type(e).__name__}: {e}".splitlines()[0][:300], 0.0))
+#: The compiling child: argv model path, executable path; prints the import and compile
+#: seconds, or the error's first line after ``error:``.
+_COMPILE = """
+import sys, time
+import dynshape, dynshape.onnx
+try:
+    start = time.perf_counter()
+    program = dynshape.onnx.load(sys.argv[1])
+    imported = time.perf_counter()
+    exe = dynshape.compile(program)
+    done = time.perf_counter()
+    exe.save(sys.argv[2])
+except Exception as e:
+    print("error:", f"{type(e).__name__}: {e}".splitlines()[0][:300])
+else:
+    print(imported - start, done - imported)
+"""
 
 
 def compile_model(model: onnx.ModelProto, timeout: float | None) -> Compiled:
-    """Import + compile ``model`` with dynshape, timed, in a forked child that saves the
+    """Import + compile ``model`` with dynshape, timed, in a child interpreter that saves the
     executable for this process to load (so that ``timeout`` can stop a runaway compile)."""
-    ctx = multiprocessing.get_context("fork")
-    receive, send = ctx.Pipe(duplex=False)
     with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "model.dsx")
-        child = ctx.Process(target=_compile_child, args=(model, path, send))
-        child.start()
-        send.close()
-        if not receive.poll(timeout):
-            child.kill()
-            child.join()
+        model_path, exe_path = os.path.join(tmp, "model.onnx"), os.path.join(tmp, "model.dsx")
+        onnx.save(model, model_path)
+        command = [sys.executable, "-c", _COMPILE, model_path, exe_path]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
             return Compiled(
                 error=f"import + compile stopped after {timeout:g} s (--compile-timeout)",
                 import_s=math.inf,
                 compile_s=0.0,
             )
-        try:
-            status, import_s, compile_s = receive.recv()
-        except EOFError:
-            status, import_s, compile_s = (
-                "error",
-                f"the compiling process died ({child.exitcode})",
-                0.0,
-            )
-        child.join()
-        if status != "ok":
-            return Compiled(error=str(import_s))
-        vm = dynshape.VirtualMachine(dynshape.Executable.load(path))
+        words = done.stdout.split(maxsplit=1)
+        if done.returncode != 0 or not words:
+            last = (done.stderr.strip().splitlines() or [""])[-1][:300]
+            return Compiled(error=f"the compiling process died ({done.returncode}): {last}")
+        if words[0] == "error:":
+            return Compiled(error=words[1].strip())
+        import_s, compile_s = map(float, words)
+        vm = dynshape.VirtualMachine(dynshape.Executable.load(exe_path))
     return Compiled(vm=vm, import_s=import_s, compile_s=compile_s)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+import time
 from pathlib import Path
 from types import ModuleType
 
@@ -224,3 +225,35 @@ def test_a_failing_import_is_a_row_not_a_crash(
     out = capsys.readouterr().out
     assert "bernoulli" in out and "import failed:" in out
     assert "MISSED" in out
+
+
+def test_a_compile_past_its_timeout_is_stopped(bench: ModuleType, models: dict) -> None:
+    """The compile runs in a child interpreter, which ``--compile-timeout`` stops (a new
+    interpreter takes far longer than a millisecond to start)."""
+    compiled = bench.compile_model(models["mlp_gelu"], timeout=0.001)
+    assert compiled.vm is None and compiled.import_s == float("inf")
+    assert compiled.error == "import + compile stopped after 0.001 s (--compile-timeout)"
+
+
+def test_the_competing_load_is_switched_on_and_off(bench: ModuleType) -> None:
+    """The competing process is stopped (state ``T``) while off and runs while on; a signal is
+    delivered asynchronously, so each state is awaited (for at most 5 s)."""
+    load = bench.Load()
+
+    def reaches(states: str) -> bool:
+        stat = Path(f"/proc/{load.process.pid}/stat")
+        for _ in range(500):
+            if stat.read_text().rsplit(")", 1)[-1].split()[0] in states:
+                return True
+            time.sleep(0.01)
+        return False
+
+    try:
+        assert reaches("T")
+        load.set(True)
+        assert reaches("RS")
+        load.set(False)
+        assert reaches("T")
+    finally:
+        load.close()
+    assert load.process.poll() is not None
