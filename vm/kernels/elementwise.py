@@ -690,15 +690,17 @@ def clip(attrs: Mapping[str, Any]) -> Kernel:
     lo, hi = attrs["a_min"], attrs["a_max"]
 
     def kernel(x: np.ndarray, out: np.ndarray) -> None:
+        # The method, not np.clip: the same call without np.clip's two Python wrappers (~3 us
+        # of a hard-swish's clip on a small map, where the clip itself is ~2 us).
         if out.dtype.kind == "f":
-            np.clip(x, lo, hi, out=out)
+            x.clip(lo, hi, out=out)
             return
         info = np.iinfo(out.dtype)
         ilo = info.min if math.isinf(lo) and lo < 0 else min(max(math.ceil(lo), info.min), info.max)
         ihi = (
             info.max if math.isinf(hi) and hi > 0 else max(min(math.floor(hi), info.max), info.min)
         )
-        np.clip(x, ilo, ihi, out=out)
+        x.clip(ilo, ihi, out=out)
 
     return kernel
 
