@@ -32,6 +32,7 @@ from .errors import CompileError, CompileTimeoutError
 from .lower import lower
 from .passes.append_in_place import AppendInPlace
 from .passes.base import ModulePass, Sequential
+from .passes.dense_layout import DenseWeightLayout
 from .passes.fuse_attention import FuseAttention
 from .passes.fuse_ops import FuseOps
 from .passes.fuse_rms_norm import FuseRMSNorm
@@ -52,7 +53,13 @@ def default_passes(planner: PlanMemory | None = None) -> list[tuple[str, ModuleP
         ("selected", SimplifySelection()),
         (
             "rewritten",
-            Sequential(MergeSharedMatmuls(), FuseAttention(), FuseRMSNorm(), AppendInPlace()),
+            Sequential(
+                MergeSharedMatmuls(),
+                DenseWeightLayout(),
+                FuseAttention(),
+                FuseRMSNorm(),
+                AppendInPlace(),
+            ),
         ),
         ("fused", FuseOps()),
         ("anf", ToANF()),

@@ -6,11 +6,17 @@
 - ``assert_fused(module)``: the fuse_ops guarantee (every op call in a primitive, primitives
   well formed); ``assert_anf(module)``: the to_anf guarantee (let chains of flat values).
 - ``check_pipeline(source)``: both passes on one program, every guarantee checked after each.
+- ``assert_threads_agree(vm, inputs, expected)``: threads sharing a VM get their own answers.
+- ``compile_without(pass_class, program)``: the default pipeline with one pass left out.
 """
 
 from __future__ import annotations
 
 import textwrap
+import threading
+from collections.abc import Sequence
+
+import numpy as np
 
 import ir
 from dynshape.analysis.dataflow import use_graph
@@ -216,3 +222,37 @@ def _deferred(infer: InferTypes) -> dict[str, list[tuple[str, str, str]]]:
         name: sorted((c.kind, c.op_name, c.what) for c in checks)
         for name, checks in infer.deferred.items()
     }
+
+
+def assert_threads_agree(
+    vm: object, inputs: Sequence[np.ndarray], expected: Sequence[np.ndarray], calls: int = 10
+) -> None:
+    """One thread per input calls ``vm.run(input)`` ``calls`` times; every answer must be its
+    expected one (within float32 rounding)."""
+    failures: list[int] = []
+
+    def work(i: int) -> None:
+        for _ in range(calls):
+            got = vm.run(inputs[i])  # type: ignore[attr-defined]
+            if not np.allclose(got, expected[i], rtol=1e-5, atol=1e-5):
+                failures.append(i)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(inputs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures, f"threads with inputs {sorted(set(failures))} got other answers"
+
+
+def compile_without(pass_class: type[ModulePass], program: str) -> object:
+    """``dynshape.compile(program)`` with ``pass_class``'s ``run`` returning its input (the
+    program the pass's rewrite is compared with)."""
+    import dynshape
+
+    run = pass_class.run
+    try:
+        pass_class.run = lambda self, module: module  # type: ignore[method-assign]
+        return dynshape.compile(program)
+    finally:
+        pass_class.run = run  # type: ignore[method-assign]

@@ -3,14 +3,12 @@ and the program computes what the unmerged one computes (VM, sanitizer, threads,
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 
 import dynshape
 from dynshape.passes.merge_matmuls import MergeSharedMatmuls
-from tests.dynshape.pass_helpers import check_pass
+from tests.dynshape.pass_helpers import assert_threads_agree, check_pass, compile_without
 
 W1 = "const([[1.0, 2.0], [3.0, 4.0]], float32)"
 W2 = "const([[5.0, 6.0]], float32)"
@@ -113,15 +111,6 @@ def _qkv_program(seed: int = 0) -> str:
     )
 
 
-def _unmerged(program: str) -> dynshape.Executable:
-    run = MergeSharedMatmuls.run
-    try:
-        MergeSharedMatmuls.run = lambda self, module: module  # type: ignore[method-assign]
-        return dynshape.compile(program)
-    finally:
-        MergeSharedMatmuls.run = run  # type: ignore[method-assign]
-
-
 SHAPES = [(1, 8), (3, 7), (2, 0), (0, 5), (4, 33)]
 
 
@@ -135,7 +124,9 @@ def test_the_encoder_projections_merge_into_one_matmul() -> None:
 def test_merged_program_computes_what_the_unmerged_one_does(check_memory: bool) -> None:
     program = _qkv_program()
     merged = dynshape.VirtualMachine(dynshape.compile(program), check_memory=check_memory)
-    plain = dynshape.VirtualMachine(_unmerged(program), check_memory=check_memory)
+    plain = dynshape.VirtualMachine(
+        compile_without(MergeSharedMatmuls, program), check_memory=check_memory
+    )
     for b, s in SHAPES:
         x = np.random.default_rng(b * 10 + s).standard_normal((b, s, 8)).astype(np.float32)
         got, want = merged.run(x), plain.run(x)
@@ -156,25 +147,12 @@ def test_merged_program_allocates_nothing_new_in_steady_state() -> None:
 
 def test_threads_sharing_a_vm_get_their_own_answers() -> None:
     vm = dynshape.VirtualMachine(dynshape.compile(_qkv_program()))
-    plain = dynshape.VirtualMachine(_unmerged(_qkv_program()))
+    plain = dynshape.VirtualMachine(compile_without(MergeSharedMatmuls, _qkv_program()))
     inputs = [
         np.random.default_rng(i).standard_normal((i % 3 + 1, 5 + i, 8)).astype(np.float32)
         for i in range(6)
     ]
-    expected = [plain.run(x) for x in inputs]
-    failures: list[int] = []
-
-    def work(i: int) -> None:
-        for _ in range(10):
-            if not np.allclose(vm.run(inputs[i]), expected[i], rtol=1e-5, atol=1e-5):
-                failures.append(i)
-
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(inputs))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not failures
+    assert_threads_agree(vm, inputs, [plain.run(x) for x in inputs])
 
 
 def test_the_take_kernel_copies_a_constant_range_and_gathers_otherwise() -> None:
