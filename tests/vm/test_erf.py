@@ -174,3 +174,33 @@ def test_small_calls_keep_views_for_a_bounded_number_of_sizes():
     for n in range(1, 3 * elementwise.ERF_VIEWS_MAX):
         _run(np.ones(n, np.float32))
     assert 0 < len(elementwise._erf_local.views) <= elementwise.ERF_VIEWS_MAX
+
+
+@pytest.mark.parametrize(
+    "name", ["_ERF_R1", "_ERF_R2", "_ERF_R3", "_ERF_NARROW"], ids=lambda n: n.strip("_")
+)
+def test_each_rational_is_horner_on_its_full_coefficients_bit_for_bit(name):
+    # _rational strips leading zero coefficients and starts a monic polynomial with an add;
+    # both are exact on finite y, so it must give the bits of Horner over every coefficient,
+    # one multiply and one add per degree (what the kernel computed before: tests compare its
+    # results with math.erf; this pins the arithmetic).
+    full = {
+        "_ERF_R1": (elementwise._ERF_N1, (1.0, *elementwise._ERF_B)),
+        "_ERF_R2": ((elementwise._ERF_C[8], *elementwise._ERF_C[:8]), (1.0, *elementwise._ERF_D)),
+        "_ERF_R3": ((elementwise._ERF_P[5], *elementwise._ERF_P[:5]), (1.0, *elementwise._ERF_Q)),
+        "_ERF_NARROW": elementwise._ERF_NARROW_NUM_DEN,
+    }[name]
+    y = np.concatenate(
+        [[0.0, 1e-300, 1.0, 16.0, np.nan], np.random.default_rng(4).random(999) * 40]
+    )
+
+    def horner(coefs):
+        acc = y * coefs[0] + coefs[1]
+        for c in coefs[2:]:
+            acc = acc * y + c
+        return acc
+
+    want = horner(full[0]) / horner(full[1])
+    nd = np.empty((2, y.size))
+    got = elementwise._rational(getattr(elementwise, name), y, nd)
+    assert np.array_equal(got, want, equal_nan=True)
