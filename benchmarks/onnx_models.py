@@ -148,6 +148,7 @@ class Load:
     def __init__(self) -> None:
         self.process = subprocess.Popen([sys.executable, "-c", _BUSY])
         self.running = True
+        time.sleep(0.2)  # past the interpreter's start: the first loaded round is loaded
         self.set(False)
 
     def set(self, on: bool) -> None:
