@@ -9,13 +9,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
+# torch.export, not torch: without torch installed, "torch" would import tests/torch itself
+# (a namespace package: tests/ is on the path)
+pytest.importorskip("torch.export")
+import torch
+from torch import nn
+from torch.export import Dim, export
 
-from torch import nn  # noqa: E402
-from torch.export import Dim, export  # noqa: E402
-
-import dynshape  # noqa: E402
-import dynshape.torch as dstorch  # noqa: E402
+import dynshape
+import dynshape.torch as dstorch
 
 
 class Branches(nn.Module):

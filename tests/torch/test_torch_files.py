@@ -10,15 +10,17 @@ from typing import Any
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
+# torch.export, not torch: without torch installed, "torch" would import tests/torch itself
+# (a namespace package: tests/ is on the path)
+pytest.importorskip("torch.export")
+import torch
+from torch.export import Dim, export
+from torch_models import Decoder, families
 
-from torch.export import Dim, export  # noqa: E402
-from torch_models import Decoder, families  # noqa: E402
-
-import dynshape  # noqa: E402
-import dynshape.torch as dstorch  # noqa: E402
-from dynshape.cli import main  # noqa: E402
-from dynshape.errors import ModelImportError  # noqa: E402
+import dynshape
+import dynshape.torch as dstorch
+from dynshape.cli import main
+from dynshape.errors import ModelImportError
 
 
 @pytest.fixture(scope="module")

@@ -6,12 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
+# torch.export, not torch: without torch installed, "torch" would import tests/torch itself
+# (a namespace package: tests/ is on the path)
+pytest.importorskip("torch.export")
+import torch
+from torch_models import Family, families
 
-from torch_models import Family, families  # noqa: E402
-
-import dynshape  # noqa: E402
-import dynshape.torch as dstorch  # noqa: E402
+import dynshape
+import dynshape.torch as dstorch
 
 FAMILIES = {f.name: f for f in families()}
 

@@ -9,18 +9,20 @@ from typing import Any
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
+# torch.export, not torch: without torch installed, "torch" would import tests/torch itself
+# (a namespace package: tests/ is on the path)
+pytest.importorskip("torch.export")
+import torch
+from torch import nn
+from torch.export import Dim, export
 
-from torch import nn  # noqa: E402
-from torch.export import Dim, export  # noqa: E402
-
-import dynshape  # noqa: E402
-import dynshape.torch as dstorch  # noqa: E402
-import ir  # noqa: E402
-from dynshape.errors import ModelImportError  # noqa: E402
-from dynshape.memory_report import memory_report  # noqa: E402
-from dynshape_errors import DynShapeError  # noqa: E402
-from vm.errors import RunTimeShapeError  # noqa: E402
+import dynshape
+import dynshape.torch as dstorch
+import ir
+from dynshape.errors import ModelImportError
+from dynshape.memory_report import memory_report
+from dynshape_errors import DynShapeError
+from vm.errors import RunTimeShapeError
 
 
 class Halves(nn.Module):
