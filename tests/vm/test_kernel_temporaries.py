@@ -345,12 +345,12 @@ def test_pad_widths_that_disagree_with_the_output_are_refused():
 
 
 def test_erf_works_in_fixed_size_chunks():
-    from vm.kernels.elementwise import ERF_CHUNK
+    from vm.kernels.erf import ERF_CHUNK
 
     x = np.linspace(-3, 3, 3 * ERF_CHUNK + 5).astype(np.float32)
     want = np.array([math.erf(v) for v in x.tolist()]).astype(np.float32)
     (got,) = run_kernel("erf", {}, [x], [(x.shape, np.float32)])
-    # float32's rational formula: within 1 ulp of the correctly rounded value (test_erf.py)
+    # float32: within 1 ulp of the correctly rounded value (test_erf.py)
     ulps = np.abs(got.view(np.int32).astype(np.int64) - want.view(np.int32).astype(np.int64))
     assert ulps.max() <= 1
     get_kernel_factory("erf")({})(x, x)  # in place

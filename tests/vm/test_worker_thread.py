@@ -15,6 +15,7 @@ import pytest
 from vm import worker_thread
 from vm.adaptive_choice import AdaptivePolicy
 from vm.kernels import elementwise
+from vm.kernels import erf as erf_module
 from vm.kernels.registry import get_kernel_factory
 from vm.worker_thread import shared
 
@@ -131,14 +132,14 @@ def test_shared_transcendentals_equal_numpy_bit_for_bit(name: str, dtype: type) 
         np.testing.assert_array_equal(row[:, 0], np.broadcast_to(ufunc(x[0]), row[:, 0].shape))
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
 def test_shared_erf_equals_erf_on_one_thread(dtype: type, monkeypatch: pytest.MonkeyPatch) -> None:
     erf = get_kernel_factory("erf")({})
-    x = RNG.normal(0, 2, 5 * elementwise.ERF_CHUNK + 77).astype(dtype)
+    x = RNG.normal(0, 2, 5 * erf_module.ERF_CHUNK + 77).astype(dtype)
     x[::1001] = np.nan
     shared_out = np.empty_like(x)
     erf(x, shared_out)
-    monkeypatch.setattr(elementwise, "ERF_THREAD_MIN", 1 << 62)
+    monkeypatch.setattr(erf_module, "ERF_THREAD_MIN", 1 << 62)
     alone = np.empty_like(x)
     erf(x, alone)
     np.testing.assert_array_equal(shared_out, alone)
