@@ -57,8 +57,8 @@ KNOWN: dict[str, str] = {
     "topk": "np.partition per row, then a sort of the candidates (a full stable sort when "
     "k > n/8, with NaNs or many ties)",
     "dyn.topk": "as topk",
-    "erf": "rational approximation in float64: ~40 ufunc passes and an exp (vectorised, issue 27)",
-    "power": "pow: a transcendental per element (libm)",
+    "erf": "two float32 regions over every element: ~40 ufunc passes and an exp (kernels/erf.py)",
+    "power": "pow: a transcendental per element (libm; small integer exponents: products)",
     "non_max_suppression": "greedy NMS in shape_funcs.select_boxes: O(boxes^2) IoU, run twice "
     "(shape function, then kernel)",
     "scatter_elements": "np.ufunc.at / fancy assignment with repeated-index handling (np.unique)",
