@@ -193,8 +193,8 @@ _ERF32_L = (
     -1.127040147781372,
     -0.0003537046432029456,
 )
-#: The split's bits: for floats >= 0 (and NaN) the order of the bits is the order of the values.
 _ERF32_CLIP = _ERF_NARROW_CLIP  # the same bound: past it erf rounds to +-1 in float32
+#: The split's bits: for floats >= 0 (and NaN) the order of the bits is the order of the values.
 _ERF32_SPLIT_BITS = int(np.float32(_ERF32_SPLIT).view(np.int32))
 _SIGN32 = np.uint32(0x80000000)
 
