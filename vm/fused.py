@@ -58,6 +58,7 @@ from .attr_values import bind_runtime_attrs, check_runtime_attrs
 from .codegen import UnsafeSourceError, int_literal, make_function
 from .errors import FormatError, KernelError
 from .fused_views import SCRATCH_VIEWS, view_steps
+from .kernels.constant_layouts import with_constants
 from .kernels.registry import Kernel, get_kernel_factory, has_kernel
 from .memory.allocator import Allocator
 from .memory.storage import Storage, tensor_view
@@ -348,6 +349,12 @@ def build_fused(
             if step.runtime_attrs
             else factory(dict(step.attrs))
         )
+        constant_operands = {
+            p: constants[a.index]
+            for p, a in enumerate(step.inputs)
+            if isinstance(a, Ref) and a.kind == "const"
+        }
+        bound = with_constants(bound, constant_operands)
         kernel = gen.bind(f"k{i}", bound)
         args = [
             *(gen.operand(a) for a in step.inputs),

@@ -30,7 +30,7 @@ from onnx import TensorProto, helper  # noqa: E402
 
 from dynshape.testing.numpy_nn import NN_OPS  # noqa: E402
 from vm.kernels import get_kernel_factory  # noqa: E402
-from vm.kernels.recurrent import CONTIGUOUS_R_MIN_ROWS  # noqa: E402
+from vm.kernels.constant_layouts import with_constants  # noqa: E402
 
 GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
 ACT_KEYS = {"LSTM": "fgh", "GRU": "fg", "RNN": "f"}
@@ -123,8 +123,12 @@ def _operands(op: str, case: dict[str, Any], layout: int) -> list[np.ndarray]:
     return out
 
 
-def _kernel(op: str, case: dict[str, Any], layout: int) -> list[np.ndarray]:
-    """The kernel's results, turned back to layout 0."""
+def _kernel(
+    op: str, case: dict[str, Any], layout: int, constant_r: bool = False
+) -> list[np.ndarray]:
+    """The kernel's results, turned back to layout 0; with ``constant_r``, from the kernel
+    prepared on R as a constant (``with_constants``), called twice (the layout made, then
+    kept)."""
     operands = _operands(op, case, layout)
     x, r = case["ins"]["X"], case["ins"]["R"]
     seq, batch = x.shape[:2]
@@ -133,7 +137,11 @@ def _kernel(op: str, case: dict[str, Any], layout: int) -> list[np.ndarray]:
     state = (batch, dirs, hidden) if layout else (dirs, batch, hidden)
     shapes = [y, state, state][: 3 if op == "LSTM" else 2]
     outs = [np.full(s, np.nan, case["dtype"]) for s in shapes]
-    get_kernel_factory(f"nn.{op.lower()}")({**case["attrs"], "layout": layout})(*operands, *outs)
+    kernel = get_kernel_factory(f"nn.{op.lower()}")({**case["attrs"], "layout": layout})
+    if constant_r:
+        kernel = with_constants(kernel, {2: operands[2]})
+        kernel(*operands, *(np.empty_like(o) for o in outs))
+    kernel(*operands, *outs)
     if layout:
         outs = [outs[0].transpose(1, 2, 0, 3), *(s.swapaxes(0, 1) for s in outs[1:])]
     return outs
@@ -185,14 +193,18 @@ def test_kernel_matches_onnxruntime(op: str, data: st.DataObject) -> None:
 @pytest.mark.parametrize("op", ["LSTM", "GRU", "RNN"])
 @settings(max_examples=8, deadline=None)
 @given(data=st.data())
-def test_kernel_matches_onnxruntime_with_r_copied_contiguous(op: str, data: st.DataObject) -> None:
-    """Enough rows of steps that the kernel copies R^T contiguous (CONTIGUOUS_R_MIN_ROWS)."""
-    seq, batch = 16, 5
-    assert seq * batch >= CONTIGUOUS_R_MIN_ROWS
+def test_kernel_prepared_on_a_constant_r_gives_the_plain_kernels_bits(
+    op: str, data: st.DataObject
+) -> None:
+    """A constant R's R^T is laid out once (``with_constants``); the results are bit for bit
+    those of the kernel that lays it out per call, NaN where it has NaN."""
+    seq, batch = data.draw(st.integers(1, 12), "seq"), data.draw(st.integers(1, 5), "batch")
     layout = data.draw(st.sampled_from([0, 1]), "layout")
-    case = _case(op, data.draw, seq, batch, "float32")
-    _assume_in_range(op, case)
-    _as_close_as_onnxruntime(op, case, layout)
+    dtype = data.draw(st.sampled_from(["float32", "float16"]), "dtype")
+    case = _case(op, data.draw, seq, batch, dtype)
+    plain = _kernel(op, case, layout)
+    for got, want in zip(_kernel(op, case, layout, constant_r=True), plain, strict=True):
+        np.testing.assert_array_equal(got, want, strict=True)
 
 
 def _as_close_as_onnxruntime(op: str, case: dict[str, Any], layout: int) -> None:

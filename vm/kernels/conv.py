@@ -59,6 +59,9 @@ How each op runs (the measurements behind each choice: design/vm.md, "Convolutio
   call and many taps (``TAPS_MIN_OUTPUT``, ``TAPS_FEW_CALLS``): one reduction of the strided
   window view of ``nn.windows``.
 
+Weights: what a path derives from the weight (its kept taps, channels-last, float32 for float16)
+is made once per VM when the weight is a constant (``constant_layouts.py``), else per call.
+
 float16: sums accumulate in float32 and are rounded once into ``out`` (the operands are
 converted in the im2col copy itself, or by the ufunc's type promotion); max pooling needs no
 such path.
@@ -73,6 +76,7 @@ from typing import Any
 import numpy as np
 
 from .blas_threads import matmul as _matmul
+from .constant_layouts import ConstantLayouts
 from .nn import (
     F16,
     PAD_SLACK,
@@ -464,6 +468,7 @@ def _conv_im2col(
     plan: _Plan,
     strides: Sequence[int],
     dilation: Sequence[int],
+    layouts: ConstantLayouts,
 ) -> None:
     n, c = data.shape[:2]
     o, cg = weight.shape[:2]
@@ -471,10 +476,10 @@ def _conv_im2col(
     i0, i1, j0, j1 = plan.taps
     kh, kw = i1 - i0, j1 - j0
     og, k = o // groups, cg * kh * kw
-    if (kh, kw) != weight.shape[2:]:
-        weight = weight[:, :, i0:i1, j0:j1]
-    wt = weight.reshape(groups, og, k).astype(acc.dtype, copy=False)
     dt = acc.dtype
+    wt = layouts.get(
+        weight, ("grouped", plan.taps, groups, dt), lambda w: _tap_weights(w, plan.taps, groups, dt)
+    )
     if plan.path == "flat":
         # Stride 1: output (r, q) of a tap is element r * WR + q of the padded rectangle's
         # rows laid end to end (WR its width), shifted by the tap's offset: the buffer is one
@@ -545,7 +550,20 @@ def conv2d(attrs: Mapping[str, Any]) -> Kernel:
         limit = _scratch_limit(data, out)
         return _plan(data.shape, weight.shape, (oh, ow), pad, strides, dilation, limit)
 
-    def kernel(data: np.ndarray, weight: np.ndarray, out: np.ndarray) -> None:
+    def build(layouts: ConstantLayouts) -> Kernel:
+        def kernel(data: np.ndarray, weight: np.ndarray, out: np.ndarray) -> None:
+            run(data, weight, out, layouts)
+
+        def prepared(constants: Mapping[int, np.ndarray]) -> Kernel:
+            weight = constants.get(1)
+            return kernel if weight is None else build(ConstantLayouts([weight]))
+
+        kernel.with_constants = prepared  # type: ignore[attr-defined]
+        return kernel
+
+    def run(
+        data: np.ndarray, weight: np.ndarray, out: np.ndarray, layouts: ConstantLayouts
+    ) -> None:
         key = (
             data.shape,
             weight.shape,
@@ -576,37 +594,69 @@ def conv2d(attrs: Mapping[str, Any]) -> Kernel:
         if plan.path == "zeros":
             out.fill(0)
             return
-        wide = data.dtype == F16
-        acc = _accumulator(out, wide)
-        if plan.path == "matmul":
-            _conv_one_tap(data, weight, acc, groups, plan, wide)
-        elif plan.path in _PLANNED_PATHS:
-            _PLANNED_PATHS[plan.path](data, weight, acc, plan, strides, dilation)
-        elif plan.path == "einsum":
-            _conv_einsum(data, weight, acc, groups, pad, strides, dilation)
-        else:
-            _conv_im2col(data, weight, acc, groups, plan, strides, dilation)
-        if acc is not out:
-            np.copyto(out, acc)
+        _convolve(data, weight, out, plan, (groups, pad, strides, dilation), layouts)
 
-    return kernel
+    return build(ConstantLayouts())
+
+
+def _convolve(
+    data: np.ndarray,
+    weight: np.ndarray,
+    out: np.ndarray,
+    plan: _Plan,
+    conv: tuple[int, tuple[int, int, int, int], Sequence[int], Sequence[int]],
+    layouts: ConstantLayouts,
+) -> None:
+    """Run ``plan``'s path (not ``zeros``) into ``out``; ``conv`` is the attributes (groups,
+    padding, strides, dilation). float16 accumulates in a float32 array copied into ``out``."""
+    groups, pad, strides, dilation = conv
+    acc = _accumulator(out, data.dtype == F16)
+    if plan.path == "matmul":
+        _conv_one_tap(data, weight, acc, groups, plan, layouts)
+    elif plan.path in _PLANNED_PATHS:
+        _PLANNED_PATHS[plan.path](data, weight, acc, plan, strides, dilation, layouts)
+    elif plan.path == "einsum":
+        _conv_einsum(data, weight, acc, groups, pad, strides, dilation, layouts)
+    else:
+        _conv_im2col(data, weight, acc, groups, plan, strides, dilation, layouts)
+    if acc is not out:
+        np.copyto(out, acc)
 
 
 def _conv_one_tap(
-    data: np.ndarray, weight: np.ndarray, acc: np.ndarray, groups: int, plan: _Plan, wide: bool
+    data: np.ndarray,
+    weight: np.ndarray,
+    acc: np.ndarray,
+    groups: int,
+    plan: _Plan,
+    layouts: ConstantLayouts,
 ) -> None:
     """The ``matmul`` path: one tap reaches the input and every output pixel reads the input
-    pixel under it (stride 1), so the convolution is one matmul per group (in float32 when
-    ``wide``)."""
-    n, _, h, w = data.shape
-    o, cg, kh, kw = weight.shape
-    if kh * kw > 1:  # one tap reaches the input (a 1x1 map, padded): its weights
-        weight = weight[:, :, plan.taps[0], plan.taps[2]]
-    x = data.reshape(n, groups, cg, h * w)
-    wt = weight.reshape(groups, o // groups, cg)
-    if wide:
-        x, wt = x.astype(np.float32), wt.astype(np.float32)
+    pixel under it (stride 1), so the convolution is one matmul per group (in ``acc``'s
+    dtype: float32 for float16 data)."""
+    n, cg, h, w = data.shape[0], weight.shape[1], *data.shape[2:]
+    o = weight.shape[0]
+    dt = acc.dtype
+    x = data.reshape(n, groups, cg, h * w).astype(dt, copy=False)
+    # one tap reaches the input (a 1x1 kernel, or a 1x1 map padded): its weights
+    wt = layouts.get(
+        weight, ("grouped", plan.taps, groups, dt), lambda w: _tap_weights(w, plan.taps, groups, dt)
+    )
     _matmul(wt, x, acc.reshape(n, groups, o // groups, h * w, copy=False))
+
+
+def _tap_weights(
+    weight: np.ndarray, taps: tuple[int, int, int, int], groups: int, dt: Any
+) -> np.ndarray:
+    """The weights of the kept ``taps`` (rows ``i0:i1``, columns ``j0:j1``) as ``(groups,
+    O / groups, C / groups * taps)`` in ``dt`` (a view of ``weight`` where no tap is dropped and
+    the dtype is the same)."""
+    i0, i1, j0, j1 = taps
+    if (i1 - i0, j1 - j0) != weight.shape[2:]:
+        weight = weight[:, :, i0:i1, j0:j1]
+    o, cg = weight.shape[:2]
+    laid: np.ndarray = weight.reshape(groups, o // groups, cg * (i1 - i0) * (j1 - j0))
+    return laid.astype(dt, copy=False)
 
 
 def _conv_gather(
@@ -616,6 +666,7 @@ def _conv_gather(
     plan: _Plan,
     strides: Sequence[int],
     dilation: Sequence[int],
+    layouts: ConstantLayouts,
 ) -> None:
     """The "gather" path (one group, one image, a tiny plane): the im2col buffer (N, C, KH * KW,
     OH * OW) as one ``np.take`` of the zero-padded region by the plan's table, then one product
@@ -623,15 +674,15 @@ def _conv_gather(
     n, c = data.shape[:2]
     o = weight.shape[0]
     i0, i1, j0, j1 = plan.taps
-    if (i1 - i0, j1 - j0) != weight.shape[2:]:
-        weight = weight[:, :, i0:i1, j0:j1]
     dt = acc.dtype
     x = _region(data, plan.rows, plan.cols, 0, dt)
     k, p = c * (i1 - i0) * (j1 - j0), acc.shape[2] * acc.shape[3]
     assert plan.table is not None  # (made with the plan)
     buf = np.take(x.reshape(n, c, x.shape[2] * x.shape[3]), plan.table, axis=2)
-    wt = weight.reshape(o, k).astype(dt, copy=False)
-    _matmul(wt, buf.reshape(n, k, p), acc.reshape(n, o, p))
+    wt = layouts.get(
+        weight, ("grouped", plan.taps, 1, dt), lambda w: _tap_weights(w, plan.taps, 1, dt)
+    )
+    _matmul(wt.reshape(o, k), buf.reshape(n, k, p), acc.reshape(n, o, p))
 
 
 def _channels_last_region(
@@ -657,6 +708,7 @@ def _conv_last_im2col(
     plan: _Plan,
     strides: Sequence[int],
     dilation: Sequence[int],
+    layouts: ConstantLayouts,
 ) -> None:
     """The ``last_im2col`` path (one group): the rectangle the taps read, copied zero-padded
     and channels-last (N, rows, cols, C); its windows copied into an (N, OH, OW, KH, KW, C)
@@ -680,7 +732,11 @@ def _conv_last_im2col(
     buf = np.empty((n, oh, ow, kh, kw, c), dt)
     np.copyto(buf, windows_view)
     k = kh * kw * c
-    laid = np.ascontiguousarray(weight[:, :, i0:i1, j0:j1].transpose(0, 2, 3, 1), dtype=dt)
+    laid = layouts.get(
+        weight,
+        ("channels_last", plan.taps, dt),
+        lambda w: np.ascontiguousarray(w[:, :, i0:i1, j0:j1].transpose(0, 2, 3, 1), dtype=dt),
+    )
     res = np.empty((n * oh * ow, o), dt)
     _matmul(buf.reshape(n * oh * ow, k), laid.reshape(o, k).T, res)
     np.copyto(acc.reshape(n, o, oh * ow), res.reshape(n, oh * ow, o).transpose(0, 2, 1))
@@ -710,11 +766,17 @@ def _channels_last_taps(
     return taps
 
 
-def _channels_last_weights(weight: np.ndarray, plan: _Plan, dt: Any) -> np.ndarray:
+def _channels_last_weights(
+    weight: np.ndarray, plan: _Plan, dt: Any, layouts: ConstantLayouts
+) -> np.ndarray:
     """The (C, 1, KH, KW) weights of the plan's taps as a contiguous (KH, KW, C) array (an
     einsum's inner loop over a strided operand is several times slower)."""
     i0, i1, j0, j1 = plan.taps
-    laid: np.ndarray = np.ascontiguousarray(weight[:, 0, i0:i1, j0:j1].transpose(1, 2, 0), dtype=dt)
+
+    def lay(w: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(w[:, 0, i0:i1, j0:j1].transpose(1, 2, 0), dtype=dt)
+
+    laid: np.ndarray = layouts.get(weight, ("depthwise_last", plan.taps, dt), lay)
     return laid
 
 
@@ -725,6 +787,7 @@ def _depthwise_last(
     plan: _Plan,
     strides: Sequence[int],
     dilation: Sequence[int],
+    layouts: ConstantLayouts,
 ) -> None:
     """The ``last`` path of a depthwise convolution (weight (C, 1, KH, KW)) on a tiny map: the
     tap view of ``_channels_last_taps`` times the weights laid out (KH, KW, 1, 1, 1, C) in
@@ -732,7 +795,7 @@ def _depthwise_last(
     dt = acc.dtype
     taps = _channels_last_taps(data, plan, acc.shape[2:], strides, dilation, dt)
     kh, kw, oh, ow, n, c = taps.shape
-    wl = _channels_last_weights(weight, plan, dt).reshape(kh, kw, 1, 1, 1, c)
+    wl = _channels_last_weights(weight, plan, dt, layouts).reshape(kh, kw, 1, 1, 1, c)
     prod = np.empty((kh * kw, oh, ow, n, c), dt)
     np.multiply(taps, wl, out=prod.reshape(taps.shape))
     np.copyto(acc, np.add.reduce(prod, axis=0).transpose(2, 3, 0, 1))
@@ -745,6 +808,7 @@ def _depthwise_rows(
     plan: _Plan,
     strides: Sequence[int],
     dilation: Sequence[int],
+    layouts: ConstantLayouts,
 ) -> None:
     """The ``rows`` path of a depthwise convolution with a long channels-last run: per kernel
     row, one ``np.einsum`` of that row's (KW, OH, OW, N, C) taps (``_channels_last_taps``)
@@ -752,7 +816,7 @@ def _depthwise_rows(
     the N * C contiguous elements), the rows' sums added, one copy into ``acc`` (NCHW)."""
     dt = acc.dtype
     taps = _channels_last_taps(data, plan, acc.shape[2:], strides, dilation, dt)
-    wl = _channels_last_weights(weight, plan, dt)
+    wl = _channels_last_weights(weight, plan, dt, layouts)
     total = np.empty(taps.shape[2:], dt)
     part = np.empty_like(total) if len(taps) > 1 else total
     for i in range(len(taps)):
@@ -780,12 +844,14 @@ def _conv_einsum(
     pad: tuple[int, int, int, int],
     strides: Sequence[int],
     dilation: Sequence[int],
+    layouts: ConstantLayouts,
 ) -> None:
     """The contraction without im2col, for an output row whose buffer would pass the bound:
     ``np.einsum`` of the (padded, bounded by ``PAD_FACTOR``) input's windows per group."""
     o, cg, kh, kw = weight.shape
     x = _pad_hw(data, pad, 0, acc.dtype)
-    wt = weight.astype(acc.dtype, copy=False)
+    dt = acc.dtype
+    wt = layouts.get(weight, ("astype", dt), lambda w: w.astype(dt, copy=False))
     win = windows(x, (kh, kw), strides, dilation, acc.shape[2:])
     og = o // groups  # groups <= o here, so the loop is bounded by the output's channels
     for g in range(groups):

@@ -10,8 +10,10 @@ Steps: the input projections of every step and both directions are one matmul be
 (``Wb + Rb``; GRU with ``linear_before_reset`` keeps ``Rb_h`` for inside the reset product).
 Each step then does one matmul, ``h @ R^T`` (BLAS, broadcast over the gates: the weights and the
 gates are laid out gate-major, ``(gates, [2,] ...)``, so that each gate is a contiguous array,
-see ``_Step``), and the gates with numpy ufuncs in place, in scratch allocated once per call
-(the gates' views are made once too: a step is its ufunc calls and little else); the new ``h``
+see ``_Step``; ``R^T`` is a contiguous copy, made once per VM when ``r`` is a constant,
+``constant_layouts.py``), and the gates with numpy ufuncs in place, in scratch allocated
+once per call (the gates' views are made once too: a step is its ufunc calls and little
+else); the new ``h``
 is written straight into its slice of ``Y``, which the next step reads as its state (no
 concatenation, no copy). Where that slice cannot be the state (float16 outputs, or
 ``sequence_lens`` masking), the state lives in a float32/native buffer and the step copies it
@@ -48,6 +50,7 @@ import numpy as np
 
 from . import blas_threads
 from .blas_threads import matmul as _matmul
+from .constant_layouts import ConstantLayouts
 from .registry import Kernel, register_kernel
 
 _F16 = np.dtype(np.float16)
@@ -272,11 +275,6 @@ def _lengths(lens: np.ndarray, seq: int) -> np.ndarray | None:
     return None if bool(np.all(out == seq)) else out
 
 
-#: From this many rows of steps (``seq * batch``) on, R^T is copied into a contiguous array
-#: once a call (see ``_run``).
-CONTIGUOUS_R_MIN_ROWS = 64
-
-
 def _direction(
     step: _Step,
     gx: np.ndarray,
@@ -474,9 +472,14 @@ def _initial_states(
 
 
 def _run(
-    cell: str, attrs: Mapping[str, Any], ins: list[np.ndarray], outs: list[np.ndarray]
+    cell: str,
+    attrs: Mapping[str, Any],
+    ins: list[np.ndarray],
+    outs: list[np.ndarray],
+    layouts: ConstantLayouts,
 ) -> None:
-    """The recurrence of ``cell`` (``lstm``, ``gru``, ``rnn``) into ``outs``."""
+    """The recurrence of ``cell`` (``lstm``, ``gru``, ``rnn``) into ``outs``; ``layouts`` keeps
+    ``R^T`` when ``r`` is a constant."""
     lstm = cell == "lstm"
     x, w, r, b, lens_in, h0 = ins[:6]
     c0, p_in = (ins[6], ins[7]) if lstm else (None, None)
@@ -515,16 +518,14 @@ def _run(
         _plain_matmul if held is not None or blas_threads.policy() == "process" else _matmul
     )
 
+    # R^T per gate and direction, (gates, dirs, hidden, hidden), laid out contiguous as the
+    # products read it: a step's h @ R^T took 0.72x the time of the transposed view's
+    # (measured, (2, 4, 128) x (2, 128, 512)). A constant R is laid out once per VM; another
+    # is copied per call, which costs more than it saves on short sequences (lstm_tagger, seq
+    # 16 x batch 1: 983 -> 1,176 us) but keeps the bits one layout gives (BLAS rounds a
+    # transposed operand differently).
     gates = gh // hidden
-    # R^T per gate and direction, (gates, dirs, hidden, hidden): R's rows are the gates' units
-    rts = r.astype(ct, copy=False).reshape(dirs, gates, hidden, hidden).transpose(1, 0, 3, 2)
-    if seq * batch >= CONTIGUOUS_R_MIN_ROWS:
-        # Laid out as the products read it: a step's h @ R^T on a contiguous R^T took 0.72x
-        # the time of the transposed view's (measured, (2, 4, 128) x (2, 128, 512)), for one
-        # copy of R a call, which pays from a few dozen rows of steps on (lstm_tagger, CPU
-        # time: seq 16 x batch 1 983 -> 1,176 us with the copy; 64 x 4 7,740 -> 6,992 us;
-        # 128 x 8 24,798 -> 23,657 us).
-        rts = np.ascontiguousarray(rts)
+    rts = layouts.get(r, ("rt", ct), lambda r: _r_transposed(r, ct, dirs, gates, hidden))
     p = None
     if p_in is not None and _given(p_in):
         p = p_in.astype(ct, copy=False).reshape(dirs, 3, hidden)
@@ -553,6 +554,17 @@ def _run(
             s[:, lens == 0] = 0
 
 
+def _r_transposed(r: np.ndarray, ct: np.dtype, dirs: int, gates: int, hidden: int) -> np.ndarray:
+    """R^T per gate and direction as a new C-contiguous ``(gates, dirs, hidden, hidden)``
+    array in ``ct`` (R's rows are the gates' units)."""
+    view = r.astype(ct, copy=False).reshape(dirs, gates, hidden, hidden).transpose(1, 0, 3, 2)
+    return np.ascontiguousarray(view)
+
+
+#: The operand position of ``r`` (the recurrent weights), for every cell.
+_R = 2
+
+
 def _factory(cell: str, arity: int) -> Callable[[Mapping[str, Any]], Kernel]:
     def factory(attrs: Mapping[str, Any]) -> Kernel:
         if attrs["direction"] not in _DIRECTIONS:
@@ -560,10 +572,18 @@ def _factory(cell: str, arity: int) -> Callable[[Mapping[str, Any]], Kernel]:
         if attrs["layout"] not in (0, 1):
             raise ValueError(f"layout={attrs['layout']} is not 0 or 1")
 
-        def kernel(*args: np.ndarray) -> None:
-            _run(cell, attrs, list(args[:arity]), list(args[arity:]))
+        def build(layouts: ConstantLayouts) -> Kernel:
+            def kernel(*args: np.ndarray) -> None:
+                _run(cell, attrs, list(args[:arity]), list(args[arity:]), layouts)
 
-        return kernel
+            def prepared(constants: Mapping[int, np.ndarray]) -> Kernel:
+                r = constants.get(_R)
+                return kernel if r is None else build(ConstantLayouts([r]))
+
+            kernel.with_constants = prepared  # type: ignore[attr-defined]
+            return kernel
+
+        return build(ConstantLayouts())
 
     factory.__doc__ = (
         f"ONNX's {cell.upper()} over the whole sequence: {arity} operands (absent ones 0-d) "

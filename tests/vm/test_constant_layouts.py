@@ -1,0 +1,202 @@
+"""Kernels specialised on their constant operands (``vm/kernels/constant_layouts.py``): what is
+kept, for which arrays, how much, and that a fused step with a constant operand gets the
+specialised kernel while its results stay bit for bit those of the plain one."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from test_conv_blas import attrs_of, conv_cases
+from vm_testlib import KERNEL_SETTINGS
+
+import vm
+import vm.kernels.conv as conv
+from vm import Assembler, FusedKernel, FusedStep, Ref, VirtualMachine, tensor
+from vm.kernels import constant_layouts, get_kernel_factory
+from vm.kernels.constant_layouts import ConstantLayouts, with_constants
+
+
+def _counting_transpose(calls: list[int]):
+    def make(a: np.ndarray) -> np.ndarray:
+        calls.append(1)
+        return np.ascontiguousarray(a.T)
+
+    return make
+
+
+def test_a_constants_layout_is_made_once_per_key_and_kept_read_only():
+    c = np.arange(6.0).reshape(2, 3)
+    layouts, calls = ConstantLayouts([c]), []
+    first = layouts.get(c, "t", _counting_transpose(calls))
+    again = layouts.get(c, "t", _counting_transpose(calls))
+    assert again is first and len(calls) == 1
+    np.testing.assert_array_equal(first, c.T)
+    assert not first.flags.writeable  # later calls share it: nobody may write it
+    layouts.get(c, "other", _counting_transpose(calls))
+    assert len(calls) == 2 and len(layouts) == 2
+
+
+def test_another_array_is_never_kept_even_if_equal():
+    c = np.arange(6.0).reshape(2, 3)
+    layouts, calls = ConstantLayouts([c]), []
+    twin = c.copy()
+    for _ in range(3):
+        got = layouts.get(twin, "t", _counting_transpose(calls))
+        assert got.flags.writeable  # a fresh array, the caller's to use
+    assert len(calls) == 3 and len(layouts) == 0
+    assert len(ConstantLayouts().get(c, "t", np.copy)) == 2  # no constants: nothing kept
+
+
+def test_at_most_layouts_max_are_kept(monkeypatch):
+    monkeypatch.setattr(constant_layouts, "LAYOUTS_MAX", 3)
+    c = np.ones((2, 2))
+    layouts = ConstantLayouts([c])
+    for key in range(10):
+        layouts.get(c, key, np.copy)
+        assert len(layouts) <= 3
+
+
+def test_a_kernel_without_the_hook_is_returned_as_it_is():
+    assert with_constants(np.add, {1: np.ones(3)}) is np.add
+    lstm = get_kernel_factory("nn.lstm")(
+        {
+            "direction": "forward",
+            "layout": 0,
+            "clip": None,
+            "act_f": "sigmoid",
+            "act_g": "tanh",
+            "act_h": "tanh",
+            "input_forget": False,
+        }
+    )
+    assert with_constants(lstm, {}) is lstm
+    assert with_constants(lstm, {0: np.ones((1, 1, 1))}) is lstm  # x: nothing to keep of it
+
+
+@pytest.mark.parametrize("small_maps", [False, True])
+@pytest.mark.parametrize("depthwise", [False, True])
+@KERNEL_SETTINGS
+@given(data=st.data())
+def test_conv2d_prepared_on_its_weight_gives_the_plain_kernels_bits(small_maps, depthwise, data):
+    # small maps under wide padding take the paths that lay the weight out (channels-last,
+    # gathered, taps dropped); the others view it
+    case = data.draw(conv_cases(depthwise=depthwise, small_maps=small_maps))
+    x, w, strides, pad4, dilation, groups = case
+    kernel = get_kernel_factory("nn.conv2d")(attrs_of(strides, pad4, dilation, groups))
+    prepared = with_constants(kernel, {1: w})
+    assert prepared is not kernel
+    out_shape = _conv_out_shape(x, w, strides, pad4, dilation)
+    want = np.full(out_shape, np.nan, x.dtype)
+    kernel(x, w, want)
+    for _ in range(2):  # the layouts made, then kept
+        got = np.full(out_shape, np.nan, x.dtype)
+        prepared(x, w, got)
+        np.testing.assert_array_equal(got, want, strict=True)
+
+
+@pytest.mark.parametrize(
+    ("shape", "weight", "pad4", "scratch_factor", "path"),
+    [
+        ((4, 120, 6, 6), (120, 1, 5, 5), (2, 2, 2, 2), None, "rows"),
+        ((2, 3, 5, 6), (4, 3, 3, 3), (1, 1, 1, 1), 0, "einsum"),
+    ],
+)
+def test_the_rows_and_einsum_paths_prepared_give_the_plain_bits(
+    monkeypatch, shape, weight, pad4, scratch_factor, path
+):
+    if scratch_factor is not None:  # not even one row of im2col fits: the einsum contraction
+        monkeypatch.setattr(conv, "SCRATCH_FACTOR", scratch_factor)
+        monkeypatch.setattr(conv, "PAD_SLACK", 0)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal(weight).astype(np.float32)
+    groups = shape[1] // weight[1]
+    out_shape = _conv_out_shape(x, w, (1, 1), pad4, (1, 1))
+    limit = conv._scratch_limit(x, np.empty(out_shape))
+    assert conv._plan(x.shape, w.shape, out_shape[2:], pad4, (1, 1), (1, 1), limit).path == path
+    kernel = get_kernel_factory("nn.conv2d")(attrs_of((1, 1), pad4, (1, 1), groups))
+    want = np.full(out_shape, np.nan, np.float32)
+    kernel(x, w, want)
+    prepared = with_constants(kernel, {1: w})
+    for _ in range(2):
+        got = np.full(out_shape, np.nan, np.float32)
+        prepared(x, w, got)
+        np.testing.assert_array_equal(got, want, strict=True)
+
+
+def _conv_out_shape(x, w, strides, pad4, dilation):
+    (sh, sw), (dh, dw) = strides, dilation
+    h = x.shape[2] + pad4[0] + pad4[2] - dh * (w.shape[2] - 1) - 1
+    ww = x.shape[3] + pad4[1] + pad4[3] - dw * (w.shape[3] - 1) - 1
+    return (x.shape[0], w.shape[0], h // sh + 1, ww // sw + 1)
+
+
+@pytest.fixture
+def recording_op():
+    """An op ``test.scaled(x, c) = x * c`` whose kernel records the constants it is
+    specialised on and counts the calls of the specialised kernel."""
+    name = "test_constant_layouts.scaled"
+    seen: list[dict[int, np.ndarray]] = []
+    calls: list[int] = []
+
+    @vm.register_kernel(name)
+    def factory(attrs):
+        def kernel(x, c, out):
+            np.multiply(x, c, out)
+
+        def prepared(constants):
+            seen.append(dict(constants))
+
+            def specialised(x, c, out):
+                calls.append(1)
+                np.multiply(x, c, out)
+
+            return specialised
+
+        kernel.with_constants = prepared
+        return kernel
+
+    yield name, seen, calls
+    vm.unregister_kernel(name)
+
+
+def _scaled_vm(name: str, c: np.ndarray, constant: bool) -> VirtualMachine:
+    scale = Ref("const", 0) if constant else Ref("in", 1)
+    fused = FusedKernel(
+        "fused_scaled",
+        1 if constant else 2,
+        1,
+        (FusedStep(name, {}, (Ref("in", 0), scale), (Ref("out", 0),)),),
+    )
+    asm = Assembler()
+    asm.const(c)
+    k = asm.fused(fused)
+    spec = tensor("float32", (3,))
+    params = [("x", spec)] if constant else [("x", spec), ("c", spec)]
+    f = asm.function("main", params)
+    out = f.empty((3,), "float32")
+    f.invoke(k, list(f.params), [out])
+    f.ret(out)
+    return VirtualMachine(asm.build())
+
+
+def test_a_fused_step_with_a_constant_operand_runs_the_specialised_kernel(recording_op):
+    name, seen, calls = recording_op
+    c = np.array([1, 2, 3], np.float32)
+    m = _scaled_vm(name, c, constant=True)
+    assert len(seen) == 1 and list(seen[0]) == [1]
+    np.testing.assert_array_equal(seen[0][1], c)
+    x = np.ones(3, np.float32)
+    for _ in range(2):
+        np.testing.assert_array_equal(m.run(x), c)
+    assert len(calls) == 2
+
+
+def test_a_fused_step_without_constant_operands_runs_the_plain_kernel(recording_op):
+    name, seen, calls = recording_op
+    c = np.array([1, 2, 3], np.float32)
+    m = _scaled_vm(name, c, constant=False)
+    np.testing.assert_array_equal(m.run(np.ones(3, np.float32), c), c)
+    assert seen == [] and calls == []

@@ -1,0 +1,72 @@
+"""Layouts of a kernel's constant operands, made once per VM instead of once per call.
+
+A convolution on a small plane multiplies by its weight laid out channels-last; a recurrent
+layer multiplies every step by ``R^T`` laid out contiguous. Made from the operand on every call,
+such a layout is a copy of the whole weight per call (ResNet-18's small-plane convolutions: 13
+copies, ~270 us of a 7 ms call; an LSTM tagger's ``R^T``: more than the short sequence's own
+steps save by it). Where the operand is a constant of the executable (a fused step reading
+``Ref("const", i)``), the VM asks the kernel, once, for a version of itself that keeps such
+layouts (``with_constants``), as onnxruntime's kernels pre-pack constant initializers.
+
+The protocol, optional for any kernel: a kernel may carry an attribute ``with_constants``, a
+callable taking ``{operand position: array}`` and returning a kernel with the same calling
+convention and **the same results, bit for bit**, when called with those arrays at those
+positions (what it keeps must be what it would have computed from them). ``build_fused``
+(``vm/fused.py``) calls it for every step with constant operands.
+
+A ``ConstantLayouts`` is what such a kernel keeps: ``get(array, key, make)`` returns
+``make(array)``, computed once per ``key`` and kept read-only when ``array`` is one of the
+constants it was given (by identity: the fused kernel passes the same constant object on every
+call), and computed afresh for any other array. At most ``LAYOUTS_MAX`` layouts per kernel are
+kept, so the memory is bounded by that many copies of the constants; two threads that make the
+same layout at once both keep an equal array, which is harmless.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from typing import Any
+
+import numpy as np
+
+from .registry import Kernel
+
+#: Layouts one kernel keeps at most (a convolution keeps one per path and dtype it meets).
+LAYOUTS_MAX = 16
+
+
+class ConstantLayouts:
+    """The layouts a kernel keeps of its constant operands (see the module doc); empty (every
+    ``get`` computes) when made without constants."""
+
+    def __init__(self, constants: Iterable[np.ndarray] = ()) -> None:
+        self._constants = tuple(constants)
+        self._made: dict[tuple[int, Hashable], np.ndarray] = {}
+
+    def get(self, array: np.ndarray, key: Hashable, make: Callable[[np.ndarray], Any]) -> Any:
+        """``make(array)``: kept per ``key`` when ``array`` is one of the constants."""
+        if not any(array is c for c in self._constants):
+            return make(array)
+        slot = (id(array), key)
+        found = self._made.get(slot)
+        if found is None:
+            found = make(array)
+            if isinstance(found, np.ndarray):
+                found.flags.writeable = False  # shared by every later call
+            if len(self._made) >= LAYOUTS_MAX:
+                self._made.clear()
+            self._made[slot] = found
+        return found
+
+    def __len__(self) -> int:
+        return len(self._made)
+
+
+def with_constants(kernel: Kernel, constants: Mapping[int, np.ndarray]) -> Kernel:
+    """``kernel`` specialised on its constant operands (by position) where it offers that
+    (``kernel.with_constants``), else ``kernel`` itself."""
+    prepare = getattr(kernel, "with_constants", None)
+    if prepare is None or not constants:
+        return kernel
+    prepared: Kernel = prepare(constants)
+    return prepared
