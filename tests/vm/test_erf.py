@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from vm.kernels import erf as erf_module
-from vm.kernels.erf import ERF_CHUNK, ERF_POWERS_MAX
+from vm.kernels.erf import ERF_CHUNK, ERF_NARROW_MAX, ERF_POWERS_MAX
 from vm.kernels.registry import get_kernel_factory
 
 erf = get_kernel_factory("erf")({})
@@ -92,13 +92,30 @@ def test_narrow_floats_within_one_ulp(dtype, piece):
     assert np.mean(got == want) > (0.98 if piece or dtype == np.float16 else 0.95)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_a_mid_sized_call_is_the_small_calls_of_its_pieces(dtype):
+    # Past ERF_POWERS_MAX and up to ERF_NARROW_MAX elements, the float64 rational runs on
+    # pieces of ERF_POWERS_MAX: bit for bit the small calls on those pieces, in place or not,
+    # from a strided input too.
+    n = 2 * ERF_POWERS_MAX + 37
+    assert ERF_POWERS_MAX < n <= ERF_NARROW_MAX
+    x = (np.random.default_rng(5).standard_normal(2 * n) * 2).astype(dtype)
+    want = np.concatenate(
+        [_run(x[::2][i : i + ERF_POWERS_MAX].copy()) for i in range(0, n, ERF_POWERS_MAX)]
+    )
+    np.testing.assert_array_equal(_run(x[::2]), want, strict=True)
+    inplace = x[::2].copy()
+    erf(inplace, inplace)
+    np.testing.assert_array_equal(inplace, want, strict=True)
+
+
 def test_float32_every_value_around_the_split_within_one_ulp():
     # Every float32 in [0.9, 1.1] and its negative: where the two float32 regions meet and
     # their errors are largest (benchmarks/erf_float32.py checks every float32 the same way).
     lo, hi = np.array([0.9, 1.1], np.float32).view(np.int32)
     x = np.arange(lo, hi + 1, dtype=np.int32).view(np.float32)
     x = np.concatenate([x, -x])
-    assert x.size > ERF_POWERS_MAX
+    assert x.size > ERF_NARROW_MAX
     assert _ulps(_run(x), _exact(x, np.float32)).max() <= 1
 
 
@@ -107,7 +124,7 @@ def test_narrow_special_values_without_floating_point_errors(dtype):
     finfo = np.finfo(dtype)
     special = [0.0, -0.0, np.inf, -np.inf, finfo.smallest_subnormal, -finfo.smallest_subnormal]
     special += [finfo.tiny, finfo.max, -finfo.max, 1.0, -1.0, 3.92, -3.92, 3.93, 1e-20, 2.0]
-    for n in (len(special), ERF_POWERS_MAX + 1):  # both paths
+    for n in (len(special), ERF_POWERS_MAX + 1, ERF_NARROW_MAX + 1):  # every path
         x = np.resize(np.array(special, dtype), n)
         # nothing overflows, divides by zero or is invalid (tiny |x| underflow in x^2: IEEE's
         # gradual underflow, ignored under numpy's default errstate)

@@ -5,16 +5,16 @@ erf and the kernel audit"):
 
 - float64: W. J. Cody's rational approximations, one per region of |x|, in chunks of
   ``ERF_CHUNK`` elements (``_erf_chunk``): within 5 ulp of ``math.erf``.
-- float32 and float16 arrays of more than ``ERF_POWERS_MAX`` elements: two approximations
+- float32 and float16 arrays of more than ``ERF_NARROW_MAX`` elements: two approximations
   evaluated in float32 arithmetic over every element and selected by bit masks
   (``_erf32_chunk``): within 1 ulp of the correctly rounded value on every float32.
-- float32 and float16 arrays of at most ``ERF_POWERS_MAX`` elements, where the per-call cost of
-  ~40 ufunc calls would dominate: one rational function in float64, its polynomials as one
+- float32 and float16 arrays of at most ``ERF_NARROW_MAX`` elements, where the per-call cost
+  of ~40 ufunc calls would dominate: one rational function in float64, its polynomials as one
   matrix product of the coefficients by the powers of ``x^2`` (``_erf_narrow_small``, 12
-  calls), within 1 ulp too.
+  calls a piece of ``ERF_POWERS_MAX`` elements), within 1 ulp too.
 
 The two narrow evaluations are different arithmetic: an element's result may differ by one ulp
-between an array of at most ``ERF_POWERS_MAX`` elements and a larger one (as BLAS products
+between an array of at most ``ERF_NARROW_MAX`` elements and a larger one (as BLAS products
 already differ between a gemv and a GEMM), never within one call, whatever its chunks or threads.
 """
 
@@ -214,6 +214,12 @@ ERF_THREAD_MIN = 2 * ERF_CHUNK
 #: ufunc calls where ``_erf32_chunk`` makes ~40, whose fixed cost is most of a small erf (256
 #: elements: 7 against 20 us; 4 Ki: 19 against 34 us; at 8 Ki the float32 path is ahead).
 ERF_POWERS_MAX = 1 << 12
+#: Up to this many elements a float32/float16 erf still takes ``_erf_narrow_small``, in pieces
+#: of ``ERF_POWERS_MAX``: on this AVX-512 machine its ~12 float64 calls a piece beat
+#: ``_erf32_chunk``'s ~40 float32 ones up to ~16 Ki elements (session 24, medians of 9
+#: interleaved rounds: 8 Ki 51 against 69 us, 12 Ki 75 against 84, 16 Ki 105 against 106, 24 Ki
+#: 176 against 148).
+ERF_NARROW_MAX = 3 * ERF_POWERS_MAX
 
 
 _erf_local = threading.local()
@@ -468,6 +474,10 @@ def _erf(x: np.ndarray, out: np.ndarray) -> None:
         x = out
     src = x.reshape(-1)  # views: both are C-contiguous
     dst = out.reshape(-1)
+    if n <= ERF_NARROW_MAX and out.dtype != np.float64:
+        for i in range(0, n, ERF_POWERS_MAX):
+            _erf_narrow_small(src[i : i + ERF_POWERS_MAX], dst[i : i + ERF_POWERS_MAX])
+        return
     chunks = iter(range(0, n, ERF_CHUNK))
     dtype = out.dtype
 
