@@ -124,11 +124,11 @@ def _operands(op: str, case: dict[str, Any], layout: int) -> list[np.ndarray]:
 
 
 def _kernel(
-    op: str, case: dict[str, Any], layout: int, constant_r: bool = False
+    op: str, case: dict[str, Any], layout: int, constant_weights: bool = False
 ) -> list[np.ndarray]:
-    """The kernel's results, turned back to layout 0; with ``constant_r``, from the kernel
-    prepared on R as a constant (``with_constants``), called twice (the layout made, then
-    kept)."""
+    """The kernel's results, turned back to layout 0; with ``constant_weights``, from the
+    kernel prepared on W and R as constants (``with_constants``), called twice (the layouts
+    made, then kept)."""
     operands = _operands(op, case, layout)
     x, r = case["ins"]["X"], case["ins"]["R"]
     seq, batch = x.shape[:2]
@@ -138,8 +138,8 @@ def _kernel(
     shapes = [y, state, state][: 3 if op == "LSTM" else 2]
     outs = [np.full(s, np.nan, case["dtype"]) for s in shapes]
     kernel = get_kernel_factory(f"nn.{op.lower()}")({**case["attrs"], "layout": layout})
-    if constant_r:
-        kernel = with_constants(kernel, {2: operands[2]})
+    if constant_weights:
+        kernel = with_constants(kernel, {1: operands[1], 2: operands[2]})
         kernel(*operands, *(np.empty_like(o) for o in outs))
     kernel(*operands, *outs)
     if layout:
@@ -193,17 +193,17 @@ def test_kernel_matches_onnxruntime(op: str, data: st.DataObject) -> None:
 @pytest.mark.parametrize("op", ["LSTM", "GRU", "RNN"])
 @settings(max_examples=8, deadline=None)
 @given(data=st.data())
-def test_kernel_prepared_on_a_constant_r_gives_the_plain_kernels_bits(
+def test_kernel_prepared_on_constant_weights_gives_the_plain_kernels_bits(
     op: str, data: st.DataObject
 ) -> None:
-    """A constant R's R^T is laid out once (``with_constants``); the results are bit for bit
-    those of the kernel that lays it out per call, NaN where it has NaN."""
+    """Constant W and R have W^T and R^T laid out once (``with_constants``); the results are
+    bit for bit those of the kernel that lays them out per call, NaN where it has NaN."""
     seq, batch = data.draw(st.integers(1, 12), "seq"), data.draw(st.integers(1, 5), "batch")
     layout = data.draw(st.sampled_from([0, 1]), "layout")
     dtype = data.draw(st.sampled_from(["float32", "float16"]), "dtype")
     case = _case(op, data.draw, seq, batch, dtype)
     plain = _kernel(op, case, layout)
-    for got, want in zip(_kernel(op, case, layout, constant_r=True), plain, strict=True):
+    for got, want in zip(_kernel(op, case, layout, constant_weights=True), plain, strict=True):
         np.testing.assert_array_equal(got, want, strict=True)
 
 
