@@ -97,7 +97,7 @@ def test_a_mid_sized_call_is_the_small_calls_of_its_pieces(dtype):
     # Past ERF_POWERS_MAX and up to ERF_NARROW_MAX elements, the float64 rational runs on
     # pieces of ERF_POWERS_MAX: bit for bit the small calls on those pieces, in place or not,
     # from a strided input too.
-    n = 2 * ERF_POWERS_MAX + 37
+    n = ERF_POWERS_MAX + 37
     assert ERF_POWERS_MAX < n <= ERF_NARROW_MAX
     x = (np.random.default_rng(5).standard_normal(2 * n) * 2).astype(dtype)
     want = np.concatenate(

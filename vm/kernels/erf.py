@@ -209,17 +209,18 @@ ERF_CHUNK = 1 << 15
 #: Elements from which the chunks are shared with the worker thread (``vm/worker_thread.py``):
 #: two chunks, ~0.3 ms of work against a hand-off of tens of microseconds.
 ERF_THREAD_MIN = 2 * ERF_CHUNK
-#: Up to this many elements a float32/float16 erf takes ``_erf_narrow_small``: its rational
-#: function as one matrix product of the coefficients by the powers of ``x^2`` in float64, 12
-#: ufunc calls where ``_erf32_chunk`` makes ~40, whose fixed cost is most of a small erf (256
-#: elements: 7 against 20 us; 4 Ki: 19 against 34 us; at 8 Ki the float32 path is ahead).
-ERF_POWERS_MAX = 1 << 12
-#: Up to this many elements a float32/float16 erf still takes ``_erf_narrow_small``, in pieces
-#: of ``ERF_POWERS_MAX``: on this AVX-512 machine its ~12 float64 calls a piece beat
-#: ``_erf32_chunk``'s ~40 float32 ones up to ~16 Ki elements (session 24, medians of 9
-#: interleaved rounds: 8 Ki 51 against 69 us, 12 Ki 75 against 84, 16 Ki 105 against 106, 24 Ki
-#: 176 against 148).
-ERF_NARROW_MAX = 3 * ERF_POWERS_MAX
+#: Up to this many elements a float32/float16 erf takes ``_erf_narrow_small`` in one piece: its
+#: rational function as one matrix product of the coefficients by the powers of ``x^2`` in
+#: float64, 12 ufunc calls where ``_erf32_chunk`` makes ~40, whose fixed cost is most of a small
+#: erf (256 elements: 7 against 20 us; 4 Ki: 19 against 34 us). Its powers are a (7, this)
+#: float64 scratch per thread (448 KiB).
+ERF_POWERS_MAX = 1 << 13
+#: Up to this many elements a float32/float16 erf takes ``_erf_narrow_small``, in pieces of
+#: ``ERF_POWERS_MAX``; larger calls ``_erf32_chunk``. Measured on this AVX-512 machine (session
+#: 24, one thread, medians of 15 interleaved rounds, time against the float32 chunks): pieces of
+#: 8 Ki took 0.66x at 8 Ki elements, 0.79x at 16 Ki, 1.05x at 32 Ki, 1.11x at 64 Ki; pieces of
+#: 4 Ki (session 23's bound) 0.80x, 1.00x, 1.21x, 1.25x.
+ERF_NARROW_MAX = 2 * ERF_POWERS_MAX
 
 
 _erf_local = threading.local()
