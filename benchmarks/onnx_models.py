@@ -34,6 +34,8 @@ Flags:
   --compile-timeout SECONDS   stop a model's import + compile after this long (default: none,
                    5 s with --quick); the row reports it and the compile target is MISSED.
   --repeats N      rounds per row (default 9, 3 with --quick).
+  --ort-threads N  onnxruntime's intra-op threads (default: the cores, as the targets assume);
+                   1 shows how much of the gap is onnxruntime's second core.
 
 Targets (issue 27), counted over the family (or --dir) rows: dynshape / onnxruntime <= 3.0x
 at the small size and <= 2.0x at the others; the geometric mean over all rows <= 1.5x; import
@@ -98,6 +100,9 @@ except ImportError:  # optional: the ort columns are left out (and no target can
     ort = None
 
 THREADS = os.cpu_count() or 1
+#: onnxruntime's intra-op threads: the machine's cores, or ``--ort-threads`` (1 shows how much
+#: of the gap is onnxruntime's second core: dynshape's products run on one).
+ort_threads = THREADS
 RATIO_SMALL, RATIO_OTHER, GEOMEAN, COMPILE_S, LOADED_RATIO = 3.0, 2.0, 1.5, 2.0, 3.0
 QUICK_SLOW_CALL_S = 0.5  # --quick measures no latency for a model slower than this a call
 ROW_BUDGET_S = 30.0  # a row stops after MIN_ROUNDS rounds once it has taken this long
@@ -263,7 +268,7 @@ def compile_model(model: onnx.ModelProto, timeout: float | None) -> Compiled:
 
 def session(model: onnx.ModelProto) -> Any:
     options = ort.SessionOptions()
-    options.intra_op_num_threads = THREADS
+    options.intra_op_num_threads = ort_threads
     options.inter_op_num_threads = 1
     return ort.InferenceSession(
         model.SerializeToString(), options, providers=["CPUExecutionProvider"]
@@ -646,6 +651,9 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--dim", action="append", type=_dim, default=[], metavar="NAME=VALUE")
     parser.add_argument("--compile-timeout", type=float, metavar="SECONDS")
     parser.add_argument("--repeats", type=int)
+    parser.add_argument(
+        "--ort-threads", type=int, metavar="N", help="onnxruntime's intra-op threads (cores)"
+    )
     return parser.parse_args(argv)
 
 
@@ -660,7 +668,12 @@ def competing(active: bool) -> Iterator[Load | None]:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    global ort_threads
     args = parse(argv)
+    if args.ort_threads is not None:
+        if args.ort_threads < 1:
+            raise SystemExit(f"--ort-threads must be at least 1, got {args.ort_threads}")
+        ort_threads = args.ort_threads
     only = {n.strip() for item in args.only for n in item.split(",") if n.strip()} or None
     repeats = args.repeats or (3 if args.quick else 9)
     timeout = (
@@ -676,7 +689,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         cases = [c for c in cases if c.name in only]
     print(
         f"{THREADS} cores; onnxruntime {ort.__version__ if ort else '(not installed)'} with "
-        f"intra_op_num_threads={THREADS}; dynshape with its defaults; "
+        f"intra_op_num_threads={ort_threads}; dynshape with its defaults; "
         f"{'+'.join(conditions)}; {repeats} rounds a row\n"
     )
     with competing(args.load or args.both) as load:

@@ -169,6 +169,23 @@ def test_the_flags(bench: ModuleType) -> None:
         bench.parse(["--dim", "n"])
 
 
+def test_onnxruntime_threads_by_flag(
+    bench: ModuleType,
+    models: dict,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """--ort-threads sets onnxruntime's intra-op threads (the header says so); 0 is refused."""
+    monkeypatch.setattr(bench, "ort_threads", bench.THREADS)
+    onnx.save(models["mlp_gelu"], str(tmp_path / "m.onnx"))
+    bench.main(["--dir", str(tmp_path), "--dim", "batch=2", "--repeats", "1", "--ort-threads", "1"])
+    assert "intra_op_num_threads=1;" in capsys.readouterr().out
+    assert bench.session(models["mlp_gelu"]).get_session_options().intra_op_num_threads == 1
+    with pytest.raises(SystemExit, match="--ort-threads must be at least 1, got 0"):
+        bench.main(["--ort-threads", "0"])
+
+
 def test_random_inputs_at_the_given_dims(bench: ModuleType, models: dict) -> None:
     model = models["bert_encoder"]
     feeds = bench.random_feeds(model, {"batch": 2, "seq": 5}, np.random.default_rng(0))
