@@ -13,9 +13,8 @@ gates are laid out gate-major, ``(gates, [2,] ...)``, so that each gate is a con
 see ``_Step``; ``R^T`` is a contiguous copy, made once per VM when ``r`` is a constant,
 ``constant_layouts.py``), and the gates with numpy ufuncs in place, in scratch allocated
 once per call (the gates' views are made once too: a step is its ufunc calls and little
-else); the new ``h``
-is written straight into its slice of ``Y``, which the next step reads as its state (no
-concatenation, no copy). Where that slice cannot be the state (float16 outputs, or
+else); the new ``h`` is written straight into its slice of ``Y``, which the next step reads
+as its state (no concatenation, no copy). Where that slice cannot be the state (float16 outputs, or
 ``sequence_lens`` masking), the state lives in a float32/native buffer and the step copies it
 out. A bidirectional layer without those (and without LSTM peepholes) runs both directions in
 lockstep as one stacked cell, ``(2, batch, ...)`` (``_both_directions``).
