@@ -200,3 +200,39 @@ def test_a_fused_step_without_constant_operands_runs_the_plain_kernel(recording_
     m = _scaled_vm(name, c, constant=False)
     np.testing.assert_array_equal(m.run(np.ones(3, np.float32), c), c)
     assert seen == [] and calls == []
+
+
+def test_threads_sharing_a_vm_with_kept_layouts_get_the_answers_they_get_alone() -> None:
+    # A convolution with a constant weight (its kept layouts are made by whichever thread
+    # comes first, per path), four threads starting together on a fresh VM, and shapes that
+    # take several paths: the small-plane ones lay the weight out, the others view it.
+    import threading
+
+    import dynshape
+    import dynshape.builder as ds
+
+    rng = np.random.default_rng(8)
+    x = ds.tensor("x", ("n", 8, "h", "w"), "float32")
+    weight = ds.constant_of(rng.standard_normal((16, 8, 3, 3)).astype(np.float32))
+    y = ds.relu(ds.conv2d(x, weight, padding=[1, 1, 1, 1]))
+    exe = dynshape.compile(ds.build([y], inputs=[x]))
+    shapes = [(4, 3, 3), (1, 2, 2), (2, 1, 1), (3, 9, 7), (1, 16, 16)]
+    inputs = [rng.standard_normal((n, 8, h, w)).astype(np.float32) for n, h, w in shapes]
+    expected = [VirtualMachine(exe).run(v) for v in inputs]
+    shared = VirtualMachine(exe)
+    start = threading.Barrier(4)
+    failures: list[str] = []
+
+    def work(offset: int) -> None:
+        start.wait()
+        for round_ in range(3 * len(inputs)):
+            i = (offset + round_) % len(inputs)
+            if not np.array_equal(shared.run(inputs[i]), expected[i]):
+                failures.append(f"thread {offset} input {i}")
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
