@@ -38,6 +38,14 @@ def test_a_constants_layout_is_made_once_per_key_and_kept_read_only():
     assert len(calls) == 2 and len(layouts) == 2
 
 
+def test_a_layout_that_is_the_constant_itself_leaves_its_flags_alone():
+    c = np.arange(6.0)
+    layouts = ConstantLayouts([c])
+    kept = layouts.get(c, "same", lambda a: a)
+    assert c.flags.writeable and not kept.flags.writeable
+    assert np.shares_memory(kept, c) and layouts.get(c, "same", lambda a: a) is kept
+
+
 def test_another_array_is_never_kept_even_if_equal():
     c = np.arange(6.0).reshape(2, 3)
     layouts, calls = ConstantLayouts([c]), []

@@ -54,8 +54,11 @@ class ConstantLayouts:
         found = self._made.get(slot)
         if found is None:
             found = make(array)
-            if isinstance(found, np.ndarray):
-                found.flags.writeable = False  # shared by every later call
+            if isinstance(found, np.ndarray) and found.flags.writeable:
+                # shared by every later call: kept read-only, through a view of its own (the
+                # layout may be the operand itself, whose flags are its owner's)
+                found = found.view()
+                found.flags.writeable = False
             if len(self._made) >= LAYOUTS_MAX:
                 self._made.clear()
             self._made[slot] = found
