@@ -452,9 +452,9 @@ def _erf(x: np.ndarray, out: np.ndarray) -> None:
     7] and the extremes): within 5 ulp, relative error below 7e-16 (92% of results equal; the
     worst just above |x| = 0.46875, where erf = 1 - erfc cancels a little).
     float32 and float16: ``_erf32_chunk`` in float32 (a float16 chunk converted, rounded once
-    at the end), or ``_erf_narrow_small`` in float64 for at most ``ERF_POWERS_MAX`` elements:
-    within 1 ulp of the correctly rounded value either way. NaN propagates, erf(+-inf) = +-1,
-    erf(-0.0) = -0.0.
+    at the end), or ``_erf_narrow_small`` in float64 for at most ``ERF_NARROW_MAX`` elements
+    (in pieces of ``ERF_POWERS_MAX``): within 1 ulp of the correctly rounded value either way.
+    NaN propagates, erf(+-inf) = +-1, erf(-0.0) = -0.0.
 
     Works in chunks of ``ERF_CHUNK`` elements with scratch kept per thread (allocated on the
     thread's first call); from ``ERF_THREAD_MIN`` elements the chunks are shared with the worker
