@@ -52,6 +52,7 @@ from typing import Any
 import numpy as np
 
 from shape_funcs import concrete_shapes
+from shape_funcs.workspace import WORKSPACE_DTYPE, passes_workspace
 
 from . import fused_blocked, fused_expr
 from .attr_values import bind_runtime_attrs, check_runtime_attrs
@@ -176,6 +177,12 @@ class FusedKernel:
             check(self, t, spec, f"{where}: scratch {t}", refs, args_seen)
         if args_seen != set(range(len(args_seen))):
             raise FormatError(f"{where}: scratch args must be numbered 0..{len(args_seen) - 1}")
+        for t in workspaces(self):
+            if self.scratch[t].dtype != WORKSPACE_DTYPE:
+                raise FormatError(
+                    f"{where}: scratch {t} is a workspace of {self.scratch[t].dtype}, "
+                    f"not {WORKSPACE_DTYPE}"
+                )
         _check_value_inputs(self, where)
 
 
@@ -208,9 +215,23 @@ def _check_step(step: FusedStep, what: str, refs: _Refs, written: set[Ref]) -> N
             refs.check(ref, f"{what} input", REF_KINDS)
             if ref.kind in ("out", "tmp") and ref not in written:
                 raise FormatError(f"{what} reads {ref!r} before any step writes it")
-    for ref in step.outputs:
+    results = step.outputs
+    if passes_workspace(step.op, len(step.outputs)):  # the last output: scratch, no value
+        refs.check(step.outputs[-1], f"{what} workspace", ("tmp",))
+        results = step.outputs[:-1]
+    for ref in results:
         refs.check(ref, f"{what} output", ("out", "tmp"))
         written.add(ref)
+
+
+def workspaces(k: FusedKernel) -> set[int]:
+    """The scratch buffers of ``k`` that are a step's workspace (its op's kernel carves them,
+    ``shape_funcs/workspace.py``): written in part or not at all."""
+    return {
+        s.outputs[-1].index
+        for s in k.steps
+        if passes_workspace(s.op, len(s.outputs)) and isinstance(s.outputs[-1], Ref)
+    }
 
 
 def _check_value_inputs(k: FusedKernel, where: str) -> None:
@@ -376,8 +397,9 @@ def build_fused(
             allocator.free(st)
 
     run = gen.finish(free)
-    # The caller's scratch that a view replaces stays unwritten: say which (the sanitizer asks).
-    viewed = {r.index for i in views for r in spec.steps[i].outputs}
+    # The caller's scratch that a view replaces stays unwritten, and a workspace is written in
+    # part: say which (the sanitizer asks).
+    viewed = {r.index for i in views for r in spec.steps[i].outputs} | workspaces(spec)
     setattr(
         run,
         SCRATCH_VIEWS,

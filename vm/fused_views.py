@@ -32,8 +32,9 @@ import numpy as np
 from .kernels.transform import constant_range, constant_slices, slices
 
 #: The attribute of a fused kernel's ``run`` naming the operand positions (among its outputs
-#: and the scratch its caller passes) it may leave unwritten: scratch a view replaced. The
-#: memory sanitizer checks every other output (``sanitize_rules.py``).
+#: and the scratch its caller passes) it may leave unwritten: scratch a view replaced, and a
+#: step's workspace (``fused.workspaces``). The memory sanitizer checks every other output
+#: (``sanitize_rules.py``).
 SCRATCH_VIEWS = "scratch_views"
 
 #: A view maker: ``view(x, scratch)`` is ``x`` seen with the scratch's shape and dtype.

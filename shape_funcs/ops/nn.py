@@ -9,7 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..context import Dim, ShapeContext
+from ..declarations.dtypes import ITEMSIZE
 from ..registry import register_shape_func
+from ..workspace import PIECE_SLACK, register_workspace
 from ._common import Shape, broadcast_pair, fail, normalize_axis, require_min_rank, require_rank
 
 
@@ -218,6 +220,41 @@ def conv2d(
     oh = _window(ctx, data[2], top + bottom, weight[2], sh, dh, "height")
     ow = _window(ctx, data[3], left + right, weight[3], sw, dw, "width")
     return (data[0], weight[0], oh, ow)
+
+
+@register_workspace("nn.conv2d")
+def conv2d_workspace(
+    result: Shape,
+    data: Shape,
+    weight: Shape,
+    *,
+    dtype: str,
+    strides: Sequence[int] = (1, 1),
+    padding: Sequence[int] = (0, 0, 0, 0),
+    dilation: Sequence[int] = (1, 1),
+    **_: object,
+) -> Dim:
+    """The bytes ``nn.conv2d``'s kernel carves (``vm/kernels/conv.py``): the largest of its
+    paths' needs is the stride-1 "flat" path's, the zero-padded region the taps read with one
+    extra row, its im2col buffer of KH * KW taps by OH * RW columns (RW the region's width, so
+    the junk columns count) and the product of the same columns; every other path's buffers
+    (window, taps, gather, channels-last, depthwise) fit in those three pieces. float16 data
+    adds the float32 accumulator, and sums in float32 throughout. ``RH = OH * SH + (KH - 1) * DH``
+    bounds the rows read (``(OH - 1) * SH + (KH - 1) * DH + 1``) and is never negative. A 1x1
+    convolution at stride 1 without padding carves nothing (0: no workspace)."""
+    n, c = data[0], data[1]
+    o, kh, kw = weight[0], weight[2], weight[3]
+    oh, ow = result[2], result[3]
+    wide = dtype == "float16"
+    if (kh, kw) == (1, 1) and tuple(strides) == (1, 1) and not any(padding) and not wide:
+        return 0  # one matmul straight into the result (the "matmul" path)
+    rh = oh * strides[0] + (kh - 1) * dilation[0]
+    rw = ow * strides[1] + (kw - 1) * dilation[1]
+    elements = n * c * (rh + 1) * rw + n * c * kh * kw * oh * rw + n * o * oh * rw
+    if wide:
+        elements += n * o * oh * ow
+    itemsize = 4 if wide else ITEMSIZE[dtype]
+    return elements * itemsize + 4 * PIECE_SLACK
 
 
 @register_shape_func("nn.conv2d_transpose")

@@ -45,7 +45,10 @@ How each op runs (the measurements behind each choice: design/vm.md, "Convolutio
   at a time with ``np.einsum`` (no product of every tap stored, no im2col buffer).
   The buffer is bounded by ``SCRATCH_FACTOR`` times the input and output (filled and
   multiplied in blocks of output rows past it; if even one row would pass it, the einsum
-  contraction of the padded input's window view runs instead, as before issue 27).
+  contraction of the padded input's window view runs instead, as before issue 27). Every
+  path's buffers are carved from the call's *workspace* (its last argument, planned by the
+  compiler from the op's rule, ``shape_funcs/ops/nn.py`` ``conv2d_workspace``;
+  ``workspace.py``) when it has room, else allocated as before.
 - 1x1, stride 1, no padding: the matmul alone over ``data`` viewed as (N, G, C/G, H*W).
 - ``nn.conv2d_transpose``: one batched matmul gives every input pixel's contribution to every
   tap, then one strided-slice add per tap scatters it into ``out`` (col2im); past
@@ -88,6 +91,7 @@ from .nn import (
     windows,
 )
 from .registry import Kernel, register_kernel
+from .workspace import Workspace
 
 #: A convolution's im2col buffer (and a transposed convolution's table of contributions) may
 #: hold at most ``SCRATCH_FACTOR`` times the elements of the input and the output together,
@@ -167,12 +171,13 @@ def _rows_view(a: np.ndarray, r0: int, r1: int, shape: tuple[int, ...]) -> np.nd
     return a[:, :, r0:r1].reshape(shape, copy=False)
 
 
-def _accumulator(out: np.ndarray, wide: bool) -> np.ndarray:
+def _accumulator(out: np.ndarray, wide: bool, ws: Workspace | None = None) -> np.ndarray:
     """Where a kernel sums: ``out`` itself, or a contiguous float32 (float16 output) or
-    contiguous (strided output) array of its shape, copied into ``out`` at the end."""
+    contiguous (strided output) array of its shape, copied into ``out`` at the end (carved
+    from ``ws`` when one is given)."""
     if not wide and out.flags.c_contiguous:
         return out
-    return np.empty(out.shape, np.float32 if wide else out.dtype)
+    return (ws or Workspace()).empty(out.shape, np.float32 if wide else out.dtype)
 
 
 def _fill_block(
@@ -441,18 +446,23 @@ def _gather_table(
 
 
 def _region(
-    data: np.ndarray, rows: tuple[int, int], cols: tuple[int, int], extra: int, dtype: Any
+    data: np.ndarray,
+    rows: tuple[int, int],
+    cols: tuple[int, int],
+    extra: int,
+    dtype: Any,
+    ws: Workspace,
 ) -> np.ndarray:
     """``data``'s (N, C, rows, cols) rectangle of its zero-padded extension (plus ``extra``
     zero rows below): a view of ``data`` when it lies inside it and no row is added and no
-    conversion is needed, else a new array (bounded: inside the padded shape that
-    ``_padded_shape`` checked, plus ``extra`` rows)."""
+    conversion is needed, else an array carved from ``ws`` (bounded: inside the padded shape
+    that ``_padded_shape`` checked, plus ``extra`` rows)."""
     n, c, h, w = data.shape
     if rows[0] >= 0 and cols[0] >= 0 and rows[1] <= h and cols[1] <= w and not extra:
         view = data[:, :, rows[0] : rows[1], cols[0] : cols[1]]
-        return view if view.dtype == dtype else view.astype(dtype)
+        return view if view.dtype == dtype else _converted(view, dtype, ws)
     hr, wr = rows[1] - rows[0], cols[1] - cols[0]
-    x = np.zeros((n, c, hr + extra, wr), dtype)
+    x = ws.zeros((n, c, hr + extra, wr), dtype)
     r0, r1 = max(rows[0], 0), min(rows[1], h)
     c0, c1 = max(cols[0], 0), min(cols[1], w)
     if r0 < r1 and c0 < c1:
@@ -469,6 +479,7 @@ def _conv_im2col(
     strides: Sequence[int],
     dilation: Sequence[int],
     layouts: ConstantLayouts,
+    ws: Workspace,
 ) -> None:
     n, c = data.shape[:2]
     o, cg = weight.shape[:2]
@@ -486,15 +497,15 @@ def _conv_im2col(
         # copy of that view with OH * WR columns (the last WR - OW of each row are junk, never
         # copied out), from a copy padded by one extra zero row so that the view stays inside.
         wr = plan.cols[1] - plan.cols[0]
-        x = _region(data, plan.rows, plan.cols, 1, dt)
+        x = _region(data, plan.rows, plan.cols, 1, dt, ws)
         q = oh * wr
         shifted = windows(x, (kh, kw), (1, 1), dilation, (1, q))
-        buf = np.empty((n, c, kh, kw, q), dt)
+        buf = ws.empty((n, c, kh, kw, q), dt)
         np.copyto(buf, shifted[:, :, 0].transpose(0, 1, 3, 4, 2))
         if wr == ow:  # one column of taps: no junk columns, straight into acc
             _matmul(wt, buf.reshape(n, groups, k, q), acc.reshape(n, groups, og, q))
             return
-        res = np.empty((n, groups, og, q), dt)
+        res = ws.empty((n, groups, og, q), dt)
         _matmul(wt, buf.reshape(n, groups, k, q), res)
         np.copyto(acc, res.reshape(n, o, oh, wr)[:, :, :, :ow])
         return
@@ -506,14 +517,14 @@ def _conv_im2col(
         if inside and data.flags.c_contiguous and data.dtype == dt:  # no copy: view data
             win = windows(data, (kh, kw), strides, dilation, (oh, ow), (top, left))
         else:
-            x = _region(data, plan.rows, plan.cols, 0, dt)
+            x = _region(data, plan.rows, plan.cols, 0, dt, ws)
             win = windows(x, (kh, kw), strides, dilation, (oh, ow))
     rows = plan.block
-    block = np.empty((n, c, kh, kw, rows, ow), dt)
+    room = ws.empty((n * c * kh * kw * rows * ow,), dt)
     for r0 in range(0, oh, rows):
         r1 = min(oh, r0 + rows)
-        if r1 - r0 != block.shape[4]:  # the last, shorter block: a buffer of its own size
-            block = np.empty((n, c, kh, kw, r1 - r0, ow), dt)
+        # the last block may be shorter: the front of the same room
+        block = room[: n * c * kh * kw * (r1 - r0) * ow].reshape(n, c, kh, kw, r1 - r0, ow)
         if win is not None:  # the window view itself, in one copy
             np.copyto(block, win[:, :, r0:r1].transpose(0, 1, 4, 5, 2, 3))
         else:
@@ -551,8 +562,13 @@ def conv2d(attrs: Mapping[str, Any]) -> Kernel:
         return _plan(data.shape, weight.shape, (oh, ow), pad, strides, dilation, limit)
 
     def build(layouts: ConstantLayouts) -> Kernel:
-        def kernel(data: np.ndarray, weight: np.ndarray, out: np.ndarray) -> None:
-            run(data, weight, out, layouts)
+        def kernel(
+            data: np.ndarray,
+            weight: np.ndarray,
+            out: np.ndarray,
+            workspace: np.ndarray | None = None,
+        ) -> None:
+            run(data, weight, out, layouts, workspace)
 
         def prepared(constants: Mapping[int, np.ndarray]) -> Kernel:
             weight = constants.get(1)
@@ -562,7 +578,11 @@ def conv2d(attrs: Mapping[str, Any]) -> Kernel:
         return kernel
 
     def run(
-        data: np.ndarray, weight: np.ndarray, out: np.ndarray, layouts: ConstantLayouts
+        data: np.ndarray,
+        weight: np.ndarray,
+        out: np.ndarray,
+        layouts: ConstantLayouts,
+        workspace: np.ndarray | None,
     ) -> None:
         key = (
             data.shape,
@@ -594,7 +614,8 @@ def conv2d(attrs: Mapping[str, Any]) -> Kernel:
         if plan.path == "zeros":
             out.fill(0)
             return
-        _convolve(data, weight, out, plan, (groups, pad, strides, dilation), layouts)
+        ws = Workspace(workspace, data, weight, out)
+        _convolve(data, weight, out, plan, (groups, pad, strides, dilation), layouts, ws)
 
     return build(ConstantLayouts())
 
@@ -606,19 +627,21 @@ def _convolve(
     plan: _Plan,
     conv: tuple[int, tuple[int, int, int, int], Sequence[int], Sequence[int]],
     layouts: ConstantLayouts,
+    ws: Workspace,
 ) -> None:
     """Run ``plan``'s path (not ``zeros``) into ``out``; ``conv`` is the attributes (groups,
-    padding, strides, dilation). float16 accumulates in a float32 array copied into ``out``."""
+    padding, strides, dilation). float16 accumulates in a float32 array copied into ``out``.
+    The paths' temporary arrays are carved from ``ws``."""
     groups, pad, strides, dilation = conv
-    acc = _accumulator(out, data.dtype == F16)
+    acc = _accumulator(out, data.dtype == F16, ws)
     if plan.path == "matmul":
-        _conv_one_tap(data, weight, acc, groups, plan, layouts)
+        _conv_one_tap(data, weight, acc, groups, plan, layouts, ws)
     elif plan.path in _PLANNED_PATHS:
-        _PLANNED_PATHS[plan.path](data, weight, acc, plan, strides, dilation, layouts)
+        _PLANNED_PATHS[plan.path](data, weight, acc, plan, strides, dilation, layouts, ws)
     elif plan.path == "einsum":
         _conv_einsum(data, weight, acc, groups, pad, strides, dilation, layouts)
     else:
-        _conv_im2col(data, weight, acc, groups, plan, strides, dilation, layouts)
+        _conv_im2col(data, weight, acc, groups, plan, strides, dilation, layouts, ws)
     if acc is not out:
         np.copyto(out, acc)
 
@@ -630,6 +653,7 @@ def _conv_one_tap(
     groups: int,
     plan: _Plan,
     layouts: ConstantLayouts,
+    ws: Workspace,
 ) -> None:
     """The ``matmul`` path: one tap reaches the input and every output pixel reads the input
     pixel under it (stride 1), so the convolution is one matmul per group (in ``acc``'s
@@ -637,12 +661,21 @@ def _conv_one_tap(
     n, cg, h, w = data.shape[0], weight.shape[1], *data.shape[2:]
     o = weight.shape[0]
     dt = acc.dtype
-    x = data.reshape(n, groups, cg, h * w).astype(dt, copy=False)
+    x = data.reshape(n, groups, cg, h * w)
+    if x.dtype != dt:
+        x = _converted(x, dt, ws)
     # one tap reaches the input (a 1x1 kernel, or a 1x1 map padded): its weights
     wt = layouts.get(
         weight, ("grouped", plan.taps, groups, dt), lambda w: _tap_weights(w, plan.taps, groups, dt)
     )
     _matmul(wt, x, acc.reshape(n, groups, o // groups, h * w, copy=False))
+
+
+def _converted(x: np.ndarray, dt: Any, ws: Workspace) -> np.ndarray:
+    """``x`` in dtype ``dt``, copied into an array carved from ``ws``."""
+    out = ws.empty(x.shape, dt)
+    np.copyto(out, x)
+    return out
 
 
 def _tap_weights(
@@ -667,6 +700,7 @@ def _conv_gather(
     strides: Sequence[int],
     dilation: Sequence[int],
     layouts: ConstantLayouts,
+    ws: Workspace,
 ) -> None:
     """The "gather" path (one group, one image, a tiny plane): the im2col buffer (N, C, KH * KW,
     OH * OW) as one ``np.take`` of the zero-padded region by the plan's table, then one product
@@ -675,10 +709,11 @@ def _conv_gather(
     o = weight.shape[0]
     i0, i1, j0, j1 = plan.taps
     dt = acc.dtype
-    x = _region(data, plan.rows, plan.cols, 0, dt)
+    x = _region(data, plan.rows, plan.cols, 0, dt, ws)
     k, p = c * (i1 - i0) * (j1 - j0), acc.shape[2] * acc.shape[3]
     assert plan.table is not None  # (made with the plan)
-    buf = np.take(x.reshape(n, c, x.shape[2] * x.shape[3]), plan.table, axis=2)
+    buf = ws.empty((n, c, len(plan.table)), dt)
+    np.take(x.reshape(n, c, x.shape[2] * x.shape[3]), plan.table, axis=2, out=buf)
     wt = layouts.get(
         weight, ("grouped", plan.taps, 1, dt), lambda w: _tap_weights(w, plan.taps, 1, dt)
     )
@@ -686,14 +721,15 @@ def _conv_gather(
 
 
 def _channels_last_region(
-    data: np.ndarray, plan: _Plan, order: tuple[int, int, int, int], dt: Any
+    data: np.ndarray, plan: _Plan, order: tuple[int, int, int, int], dt: Any, ws: Workspace
 ) -> np.ndarray:
-    """The rectangle ``plan`` says the taps read, copied zero-padded in ``dt`` into a new array
-    whose axes are ``data``'s NCHW axes in ``order`` (channels-last: C at the end)."""
+    """The rectangle ``plan`` says the taps read, copied zero-padded in ``dt`` into an array
+    carved from ``ws`` whose axes are ``data``'s NCHW axes in ``order`` (channels-last: C at
+    the end)."""
     n, c, h, w = data.shape
     (r0, r1), (c0, c1) = plan.rows, plan.cols
     sizes = (n, c, r1 - r0, c1 - c0)
-    x = np.zeros(tuple(sizes[i] for i in order), dt)
+    x = ws.zeros(tuple(sizes[i] for i in order), dt)
     a, b, e, f = max(r0, 0), min(r1, h), max(c0, 0), min(c1, w)
     if a < b and e < f:
         inside = (slice(None), slice(None), slice(a - r0, b - r0), slice(e - c0, f - c0))
@@ -709,6 +745,7 @@ def _conv_last_im2col(
     strides: Sequence[int],
     dilation: Sequence[int],
     layouts: ConstantLayouts,
+    ws: Workspace,
 ) -> None:
     """The ``last_im2col`` path (one group): the rectangle the taps read, copied zero-padded
     and channels-last (N, rows, cols, C); its windows copied into an (N, OH, OW, KH, KW, C)
@@ -720,7 +757,7 @@ def _conv_last_im2col(
     oh, ow = acc.shape[2:]
     dt = acc.dtype
     i0, i1, j0, j1 = plan.taps
-    x = _channels_last_region(data, plan, (0, 2, 3, 1), dt)
+    x = _channels_last_region(data, plan, (0, 2, 3, 1), dt, ws)
     (sh, sw), (dh, dw) = strides, dilation
     ns, rs, cs, chs = x.strides
     kh, kw = i1 - i0, j1 - j0
@@ -729,7 +766,7 @@ def _conv_last_im2col(
     windows_view = np.ndarray(
         (n, oh, ow, kh, kw, c), dt, x, 0, (ns, rs * sh, cs * sw, rs * dh, cs * dw, chs)
     )
-    buf = np.empty((n, oh, ow, kh, kw, c), dt)
+    buf = ws.empty((n, oh, ow, kh, kw, c), dt)
     np.copyto(buf, windows_view)
     k = kh * kw * c
     laid = layouts.get(
@@ -737,7 +774,7 @@ def _conv_last_im2col(
         ("channels_last", plan.taps, dt),
         lambda w: np.ascontiguousarray(w[:, :, i0:i1, j0:j1].transpose(0, 2, 3, 1), dtype=dt),
     )
-    res = np.empty((n * oh * ow, o), dt)
+    res = ws.empty((n * oh * ow, o), dt)
     _matmul(buf.reshape(n * oh * ow, k), laid.reshape(o, k).T, res)
     np.copyto(acc.reshape(n, o, oh * ow), res.reshape(n, oh * ow, o).transpose(0, 2, 1))
 
@@ -749,12 +786,13 @@ def _channels_last_taps(
     strides: Sequence[int],
     dilation: Sequence[int],
     dt: Any,
+    ws: Workspace,
 ) -> np.ndarray:
     """Every tap's windows of a depthwise convolution as one (KH, KW, OH, OW, N, C) view of
     the rectangle ``plan`` says the taps read, copied zero-padded and channels-last (rows,
     cols, N, C) in ``dt``: the inner run of each window is all images' channels."""
     n, c = data.shape[:2]
-    x = _channels_last_region(data, plan, (2, 3, 0, 1), dt)
+    x = _channels_last_region(data, plan, (2, 3, 0, 1), dt, ws)
     i0, i1, j0, j1 = plan.taps
     (sh, sw), (dh, dw) = strides, dilation
     rs, cs, ns, chs = x.strides
@@ -788,17 +826,20 @@ def _depthwise_last(
     strides: Sequence[int],
     dilation: Sequence[int],
     layouts: ConstantLayouts,
+    ws: Workspace,
 ) -> None:
     """The ``last`` path of a depthwise convolution (weight (C, 1, KH, KW)) on a tiny map: the
     tap view of ``_channels_last_taps`` times the weights laid out (KH, KW, 1, 1, 1, C) in
     one multiply, one sum over the taps, then one copy into ``acc`` (NCHW)."""
     dt = acc.dtype
-    taps = _channels_last_taps(data, plan, acc.shape[2:], strides, dilation, dt)
+    taps = _channels_last_taps(data, plan, acc.shape[2:], strides, dilation, dt, ws)
     kh, kw, oh, ow, n, c = taps.shape
     wl = _channels_last_weights(weight, plan, dt, layouts).reshape(kh, kw, 1, 1, 1, c)
-    prod = np.empty((kh * kw, oh, ow, n, c), dt)
+    prod = ws.empty((kh * kw, oh, ow, n, c), dt)
     np.multiply(taps, wl, out=prod.reshape(taps.shape))
-    np.copyto(acc, np.add.reduce(prod, axis=0).transpose(2, 3, 0, 1))
+    total = ws.empty((oh, ow, n, c), dt)
+    np.add.reduce(prod, axis=0, out=total)
+    np.copyto(acc, total.transpose(2, 3, 0, 1))
 
 
 def _depthwise_rows(
@@ -809,16 +850,17 @@ def _depthwise_rows(
     strides: Sequence[int],
     dilation: Sequence[int],
     layouts: ConstantLayouts,
+    ws: Workspace,
 ) -> None:
     """The ``rows`` path of a depthwise convolution with a long channels-last run: per kernel
     row, one ``np.einsum`` of that row's (KW, OH, OW, N, C) taps (``_channels_last_taps``)
     with its (KW, C) weights, summed over the row's taps as it goes (its inner loop runs over
     the N * C contiguous elements), the rows' sums added, one copy into ``acc`` (NCHW)."""
     dt = acc.dtype
-    taps = _channels_last_taps(data, plan, acc.shape[2:], strides, dilation, dt)
+    taps = _channels_last_taps(data, plan, acc.shape[2:], strides, dilation, dt, ws)
     wl = _channels_last_weights(weight, plan, dt, layouts)
-    total = np.empty(taps.shape[2:], dt)
-    part = np.empty_like(total) if len(taps) > 1 else total
+    total = ws.empty(taps.shape[2:], dt)
+    part = ws.empty(taps.shape[2:], dt) if len(taps) > 1 else total
     for i in range(len(taps)):
         np.einsum("jabnc,jc->abnc", taps[i], wl[i], out=total if i == 0 else part)
         if i:

@@ -1,0 +1,175 @@
+"""``nn.conv2d``'s workspace: every path carves its buffers from a buffer of the size the op's
+rule declares (``shape_funcs.workspace``), so the compiler's planned bytes are all it uses.
+
+The oracle is the kernel itself without a workspace (each path's own allocations, as before):
+with the declared workspace it must give the same bits and spill nothing (``Spills``); with
+too small a workspace, or one that overlaps an operand or is not bytes, it must still give the
+same bits (the pieces that do not fit are new arrays)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
+from test_conv_blas import ONE_GROUP_PATHS, attrs_of, conv_cases, conv_oracle
+from vm_testlib import KERNEL_SETTINGS
+
+import vm.kernels.conv as conv
+from shape_funcs.workspace import PIECE_ALIGNMENT, workspace_bytes
+from vm.kernels import get_kernel_factory
+from vm.kernels.workspace import Spills, Workspace
+
+
+def _declared(x: np.ndarray, w: np.ndarray, out_shape: Any, attrs: dict[str, Any]) -> int:
+    nbytes = workspace_bytes("nn.conv2d", out_shape, [x.shape, w.shape], str(x.dtype), attrs)
+    assert isinstance(nbytes, int) and nbytes >= 0
+    return nbytes
+
+
+def _same_bits_without_spills(x: np.ndarray, w: np.ndarray, attrs: dict[str, Any]) -> str:
+    """Run the kernel without and with its declared workspace; return the path it took."""
+    e = conv_oracle(x, w, attrs["strides"], attrs["padding"], attrs["dilation"], attrs["groups"])
+    kernel = get_kernel_factory("nn.conv2d")(attrs)
+    plain = np.full(e.shape, np.nan, x.dtype)
+    with np.errstate(all="ignore"):
+        kernel(x, w, plain)
+    workspace = np.empty(_declared(x, w, e.shape, attrs), np.uint8)
+    carved = np.full(e.shape, 7, x.dtype)
+    before = Spills.count
+    with np.errstate(all="ignore"):
+        kernel(x, w, carved, workspace)
+    assert Spills.count == before, "a piece did not fit the declared workspace"
+    np.testing.assert_array_equal(carved, plain)
+    if e.size == 0 or w.shape[1] == 0:
+        return "empty"
+    plan = conv._plan(
+        x.shape,
+        w.shape,
+        e.shape[2:],
+        attrs["padding"],
+        attrs["strides"],
+        attrs["dilation"],
+        1 << 30,
+    )
+    return plan.path
+
+
+@KERNEL_SETTINGS
+@given(case=conv_cases())
+def test_every_shape_fits_the_declared_workspace(case):
+    x, w, strides, pad4, dilation, groups = case
+    _same_bits_without_spills(x, w, attrs_of(strides, pad4, dilation, groups))
+
+
+@KERNEL_SETTINGS
+@given(case=conv_cases(depthwise=True))
+def test_depthwise_shapes_fit_the_declared_workspace(case):
+    x, w, strides, pad4, dilation, groups = case
+    _same_bits_without_spills(x, w, attrs_of(strides, pad4, dilation, groups))
+
+
+@pytest.mark.parametrize("fill", ["flat", "window", "taps"])
+@KERNEL_SETTINGS
+@given(case=conv_cases())
+def test_every_fill_fits_the_declared_workspace(fill, case):
+    x, w, strides, pad4, dilation, groups = case
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(conv, "FILL", fill)
+        _same_bits_without_spills(x, w, attrs_of(strides, pad4, dilation, groups))
+
+
+@pytest.mark.parametrize("path", list(ONE_GROUP_PATHS))
+@KERNEL_SETTINGS
+@given(data=st.data(), dtype=st.sampled_from(["float16", "float32", "float64"]))
+def test_one_group_paths_fit_the_declared_workspace(path, data, dtype):
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    n = 1 if path == "gather" else data.draw(st.integers(1, 3))
+    c, o = data.draw(st.integers(2, 6)), data.draw(st.integers(1, 6))
+    kh, kw = data.draw(st.integers(1, 4)), data.draw(st.integers(1, 4))
+    strides = (data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3)))
+    pad4 = tuple(data.draw(st.integers(0, 3)) for _ in range(4))
+    h, w = data.draw(st.integers(1, 9)), data.draw(st.integers(1, 9))
+    assume(h + pad4[0] + pad4[2] >= kh and w + pad4[1] + pad4[3] >= kw)
+    x = rng.standard_normal((n, c, h, w)).astype(dtype)
+    wt = rng.standard_normal((o, c, kh, kw)).astype(dtype)
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in ONE_GROUP_PATHS[path].items():
+            mp.setattr(conv, name, value)
+        taken = _same_bits_without_spills(x, wt, attrs_of(strides, pad4, (1, 1), 1))
+    assume(taken not in ("zeros", "matmul"))
+    assert taken == path
+
+
+@pytest.mark.parametrize(
+    ("shape", "weight", "strides", "path"),
+    [
+        ((2, 96, 12, 12), (96, 1, 5, 5), (2, 2), "rows"),  # MobileNetV3's strided depthwise
+        ((2, 48, 4, 4), (48, 1, 3, 3), (1, 1), "last"),  # a tiny map, channels-last
+        ((1, 16, 32, 32), (16, 16, 3, 3), (1, 1), "flat"),  # ResNet's 3x3 blocks
+        ((1, 16, 32, 32), (32, 16, 3, 3), (2, 2), "window"),  # its strided ones
+    ],
+)
+def test_the_paths_of_real_models_fit_the_declared_workspace(shape, weight, strides, path):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal(weight).astype(np.float32)
+    groups = shape[1] if weight[1] == 1 else 1
+    attrs = attrs_of(strides, (1, 1, 1, 1) if weight[2] == 3 else (2, 2, 2, 2), (1, 1), groups)
+    assert _same_bits_without_spills(x, w, attrs) == path
+
+
+def test_a_one_by_one_convolution_declares_no_workspace_but_float16_does():
+    attrs = attrs_of((1, 1), (0, 0, 0, 0), (1, 1), 1)
+    out = (2, 8, 5, 5)
+    assert workspace_bytes("nn.conv2d", out, [(2, 4, 5, 5), (8, 4, 1, 1)], "float32", attrs) == 0
+    wide = workspace_bytes("nn.conv2d", out, [(2, 4, 5, 5), (8, 4, 1, 1)], "float16", attrs)
+    assert wide >= 4 * (2 * 8 * 25 + 2 * 4 * 25)  # the float32 accumulator and input
+
+
+def test_too_small_a_workspace_spills_and_gives_the_same_bits():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 8, 9, 9)).astype(np.float32)
+    w = rng.standard_normal((4, 8, 3, 3)).astype(np.float32)
+    kernel = get_kernel_factory("nn.conv2d")(attrs_of((1, 1), (1, 1, 1, 1), (1, 1), 1))
+    plain, small = np.empty((2, 4, 9, 9), np.float32), np.empty((2, 4, 9, 9), np.float32)
+    kernel(x, w, plain)
+    before = Spills.count
+    kernel(x, w, small, np.empty(PIECE_ALIGNMENT, np.uint8))
+    assert Spills.count > before
+    np.testing.assert_array_equal(small, plain)
+
+
+def test_a_workspace_overlapping_an_operand_or_not_bytes_is_not_used():
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((1, 8, 9, 9)).astype(np.float32)
+    w = rng.standard_normal((4, 8, 3, 3)).astype(np.float32)
+    kernel = get_kernel_factory("nn.conv2d")(attrs_of((1, 1), (1, 1, 1, 1), (1, 1), 1))
+    plain = np.empty((1, 4, 9, 9), np.float32)
+    kernel(x, w, plain)
+    # a hostile executable passing the output's own bytes, or the input's, as the workspace
+    room = np.zeros(1 << 16, np.uint8)
+    out = room[: plain.nbytes].view(np.float32).reshape(plain.shape)
+    kernel(x, w, out, room)
+    np.testing.assert_array_equal(out, plain)
+    data_bytes = x.reshape(-1).view(np.uint8)
+    before = x.copy()
+    again = np.empty_like(plain)
+    kernel(x, w, again, data_bytes)
+    np.testing.assert_array_equal(x, before)
+    np.testing.assert_array_equal(again, plain)
+    floats = np.empty(1 << 16, np.float32)
+    assert Workspace(floats).buffer is None
+
+
+def test_pieces_are_aligned_and_disjoint():
+    raw = np.empty(4096 + PIECE_ALIGNMENT, np.uint8)  # (the VM's storages are 64-aligned)
+    start = -raw.ctypes.data % PIECE_ALIGNMENT
+    ws = Workspace(raw[start : start + 4096])
+    a = ws.empty((3,), np.float64)
+    b = ws.zeros((5, 2), np.float32)
+    assert a.ctypes.data % PIECE_ALIGNMENT == 0 and b.ctypes.data % PIECE_ALIGNMENT == 0
+    assert b.ctypes.data - a.ctypes.data == PIECE_ALIGNMENT
+    assert not np.may_share_memory(a, b) and not b.any()

@@ -1,0 +1,73 @@
+"""Carving a kernel's temporary arrays out of the workspace its caller passes.
+
+An op with a workspace rule (``shape_funcs/workspace.py``) gets, as its kernel's last argument,
+a 1-d ``uint8`` buffer the compiler planned for the call. ``Workspace(buffer)`` hands out
+views of it in order, each at a multiple of ``PIECE_ALIGNMENT`` bytes: ``empty`` and ``zeros``
+take the place of ``np.empty`` and ``np.zeros``. A piece that does not fit (a path the rule
+does not cover, or no buffer: the kernel called on its own) is a new array, as before; the
+module counts those (``spilled``), so tests can check that the rule covers the kernel's paths.
+
+A buffer that is not ``uint8``, or that overlaps an operand, is not used (a malformed
+executable can pass anything): the kernel allocates instead, and its answer stays right.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from shape_funcs.workspace import PIECE_ALIGNMENT
+
+_BYTES = np.dtype(np.uint8)
+may_share_memory = np.may_share_memory  # a bounds check: no slower for large arrays
+
+
+class Spills:
+    """How many pieces did not fit the workspace passed with them (a statistic for tests; two
+    threads may lose a count between them)."""
+
+    count = 0
+
+
+class Workspace:
+    """The pieces of one kernel call's workspace, handed out in order (not thread-safe: one
+    per call)."""
+
+    __slots__ = ("buffer", "offset", "size")
+
+    def __init__(self, buffer: np.ndarray | None = None, *operands: np.ndarray) -> None:
+        # numpy's constructor (``empty``) refuses a buffer that is not contiguous and makes a
+        # read-only view of a read-only one (a write then fails): neither is a wrong answer.
+        if buffer is not None:
+            if buffer.dtype != _BYTES:
+                buffer = None
+            else:
+                for a in operands:
+                    if may_share_memory(buffer, a):
+                        buffer = None
+                        break
+        self.buffer = buffer
+        self.offset = 0
+        self.size = 0 if buffer is None else buffer.size
+
+    def empty(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+        """An uninitialised array of ``shape`` and ``dtype``: a view of the workspace when it
+        has room left, else a new array."""
+        dt = np.dtype(dtype)
+        nbytes = math.prod(shape) * dt.itemsize
+        start = self.offset
+        if start + nbytes <= self.size:
+            self.offset = start + -(-nbytes // PIECE_ALIGNMENT) * PIECE_ALIGNMENT
+            piece: np.ndarray = np.ndarray(shape, dt, self.buffer, start)
+            return piece
+        if self.buffer is not None:
+            Spills.count += 1
+        return np.empty(shape, dt)
+
+    def zeros(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+        """``empty``, filled with zeros."""
+        out = self.empty(shape, dtype)
+        out.fill(0)
+        return out
