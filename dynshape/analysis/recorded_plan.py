@@ -8,7 +8,8 @@ the stage:
     fn (%p0: ..., %p1: ..., Primitive=1, Steps="0 add -> t0; 1 exp -> o0; 2 multiply -> o0")
 
 (``ir.Step``: the number of an op call of the body, its op, and one destination per tensor
-leaf of the call's result, ``o<j>`` output ``j`` or ``t<k>`` scratch slot ``k``.)
+leaf of the call's result, ``o<j>`` output ``j`` or ``t<k>`` scratch slot ``k``, then a
+``t<k>`` for its workspace when its op takes one, ``workspace.py``.)
 
 What the body alone decides (each call once, of the stated op, after the calls it reads; slots
 numbered in order of first use) the parser checked when it read the text, and
@@ -28,6 +29,7 @@ from ir import Call, Dest, Expr, Function, OpPattern, Step, TensorType, Tuple, T
 
 from ..errors import CompileError
 from .step_plan import StepPlan, same_type, type_of
+from .workspace import step_leaves
 
 _IN_PLACE = (OpPattern.ELEMWISE, OpPattern.BROADCAST)
 
@@ -98,9 +100,13 @@ class _Simulation:
     def step(self, i: int, call: Call) -> str | None:
         """Run step ``i``, which computes ``call``; what goes wrong, if anything."""
         what = _what(call, i)
-        leaves, dests = ir.tensor_leaves(type_of(call)), self.plan.dests[call]
+        leaves, dests = step_leaves(call), self.plan.dests[call]
+        results = len(ir.tensor_leaves(type_of(call)))
         if len(dests) != len(leaves):
-            return f"gives {what} {len(dests)} destinations for {len(leaves)} results"
+            counted = f"{results} results" + (" and its workspace" if results < len(leaves) else "")
+            return f"gives {what} {len(dests)} destinations for {counted}"
+        if any(d.kind != "tmp" for d in dests[results:]):
+            return f"gives {what}'s workspace an output, not a scratch slot"
         reads = _reads(call)
         if any(self.holder.get(self.where[leaf]) != leaf for leaf in reads):
             return f"lets {what} read a value already overwritten"

@@ -14,6 +14,8 @@ The rules, with the symbolic types in hand:
   consumer is an elementwise or broadcast op that itself writes the output (so every step of an
   elementwise chain runs in the final buffer and needs no scratch); where several operands
   qualify, the heaviest does;
+- an op with a workspace (``workspace.py``) gets a new slot for it after its result's
+  destinations, written by that step only;
 - any other intermediate gets a scratch *slot*. Slots are reused: an elementwise or broadcast
   step writes in place into the slot of an argument that dies at that step and has the result's
   type (numpy ufuncs allow exactly overlapping operands); otherwise a free slot of the same type
@@ -29,8 +31,10 @@ import ir
 from ir import Call, Dest, Expr, Function, OpPattern, TensorType
 from ir.graph import post_order_uses
 from ir.steps import producers, step_operands
+from shape_funcs.workspace import has_workspace
 
 from ..errors import CompileError
+from .workspace import workspace_type
 
 _IN_PLACE = (OpPattern.ELEMWISE, OpPattern.BROADCAST)
 
@@ -48,16 +52,22 @@ class StepPlan:
     first_writer: list[tuple[int, int]]
     """Per slot, the (step, leaf) that writes it first (its run-time shape comes from there)."""
 
+    def is_workspace(self, slot: int) -> bool:
+        """True if ``slot`` is a step's workspace (written past its result's leaves)."""
+        step, leaf = self.first_writer[slot]
+        return leaf >= len(ir.tensor_leaves(type_of(self.calls[step])))
+
 
 def single_op(fn: Function) -> bool:
     """True if ``fn``'s body is one op applied to its parameters in order: a plain kernel, no
-    step plan."""
+    step plan. A call with a workspace is not: its workspace is a scratch slot of a plan."""
     body = fn.body
     return (
         isinstance(body, Call)
         and body.op is not None
         and len(body.args) == len(fn.params)
         and all(a is p for a, p in zip(body.args, fn.params, strict=True))
+        and (not has_workspace(body.op.name) or workspace_type(body) is None)
     )
 
 
@@ -97,6 +107,11 @@ def plan_steps(fn: Function) -> StepPlan:
                 slot_value[slot] = c
                 dests.append(Dest("tmp", slot))
             plan.dests[c] = tuple(dests)
+        workspace = workspace_type(c)
+        if workspace is not None:  # a slot of its own, written by this step only
+            plan.dests[c] += (Dest("tmp", len(plan.slots)),)
+            plan.slots.append(workspace)
+            plan.first_writer.append((i, len(leaves)))
     return plan
 
 

@@ -7,7 +7,9 @@ by ``manifest_alloc`` and verified by ``analysis/recorded_plan.py``): an output,
 slot. A scratch slot is the caller's when the invoke passes it (``manifest_alloc`` allocated it
 in the IR, after the outputs); otherwise the VM allocates it for the call, shaped like an input
 when its type proves it, statically when its shape is static, and else by the shape function of
-the step that writes it first.
+the step that writes it first. A step whose op takes a workspace (``analysis/workspace.py``,
+``nn.conv2d``) writes one more scratch slot, passed to its kernel last; a lone such op is a
+one-step fused kernel, so that its workspace is the caller's planned memory too.
 
 Attributes reach the VM through ``vm_attrs``: a list of ints or dims (``reshape``'s
 ``newshape=[n, m]``, ``split``'s ``indices_or_sections=[n // 2]``) has its dim entries replaced
@@ -156,6 +158,10 @@ class _FusedBuilder:
             spec = ("arg", slot)
         elif ty.is_static:
             spec = ("static", tuple(int(d) for d in ty.shape))
+        elif plan.is_workspace(slot):
+            # A workspace the caller could not size: an empty one, so the kernel allocates
+            # its buffers per call (as a kernel called without one does).
+            spec = ("static", (0,))
         else:
             like = next(
                 (Ref("in", i) for i, p in enumerate(self.fn.params) if same_shape(p.ty, ty)),
@@ -164,7 +170,7 @@ class _FusedBuilder:
             if like is not None:
                 spec = ("like", like)
             else:
-                step, _ = plan.first_writer[slot]
+                step = plan.first_writer[slot][0]
                 vm_attrs(plan.calls[step], f"primitive function {self.name}", shape_func=True)
                 spec = ("shape_func", *plan.first_writer[slot])
         return Scratch(ty.dtype, spec)

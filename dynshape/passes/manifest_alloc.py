@@ -16,8 +16,10 @@ Guarantees: each let-bound call of a primitive function becomes, in order,
 4. per scratch slot of the primitive's step plan (``step_plan.py``: an intermediate that
    cannot be computed in the output buffer), a storage and a tensor too, passed to the
    invoke *after* the outputs, so that memory planning places scratch like any other tensor
-   (it lives during the invoke only). This holds when every slot's shape is a dim over bound
-   symbols; otherwise none is passed and the VM allocates that kernel's scratch itself;
+   (it lives during the invoke only). A slot that is an op's workspace (``nn.conv2d``'s
+   im2col buffers, ``analysis/workspace.py``) is named ``%workspace``. This holds when every
+   slot's shape is a dim over bound symbols; otherwise none is passed and the VM allocates
+   that kernel's scratch itself (a workspace then is empty: the kernel allocates per call);
 5. ``memory.invoke(fn, (inputs...), (outputs..., scratch...))``; the call's value is the output
    tensor (or the tuple of them, rebuilt with the call's structure).
 
@@ -289,7 +291,11 @@ class _FunctionManifest:
             for i, leaf in enumerate(leaves)
             for suffix in ["" if len(leaves) == 1 else str(i)]
         ]
-        scratch = [_alloc(b, ty, "scratch", "storage") for ty in self.scratch(fn, call, bound)]
+        plan = self.plans.get(fn)
+        scratch = [
+            _alloc(b, ty, "workspace" if plan and plan.is_workspace(j) else "scratch", "storage")
+            for j, ty in enumerate(self.scratch(fn, call, bound))
+        ]
         b.let("invoke", Invoke.make(fn_ref, args, outputs + scratch))
         if len(outputs) == 1 and isinstance(out_ty, TensorType):
             return outputs[0]
