@@ -177,12 +177,20 @@ class FusedKernel:
             check(self, t, spec, f"{where}: scratch {t}", refs, args_seen)
         if args_seen != set(range(len(args_seen))):
             raise FormatError(f"{where}: scratch args must be numbered 0..{len(args_seen) - 1}")
-        for t in workspaces(self):
+        carved = workspaces(self)
+        for t in carved:
             if self.scratch[t].dtype != WORKSPACE_DTYPE:
                 raise FormatError(
                     f"{where}: scratch {t} is a workspace of {self.scratch[t].dtype}, "
                     f"not {WORKSPACE_DTYPE}"
                 )
+        for i, step in enumerate(self.steps):  # a workspace holds no value anyone may read
+            for arg in step.inputs:
+                for ref in _refs_of(arg):
+                    if ref.kind == "tmp" and ref.index in carved:
+                        raise FormatError(
+                            f"{where}: step {i} ({step.op}) reads scratch {ref.index}, a workspace"
+                        )
         _check_value_inputs(self, where)
 
 

@@ -129,3 +129,20 @@ def test_the_vm_refuses_a_workspace_that_is_an_output_or_not_bytes():
     floats = _conv_kernel((Ref("out", 0), Ref("tmp", 0)), (Scratch("float32", ("arg", 0)),))
     with pytest.raises(FormatError, match="scratch 0 is a workspace of float32, not uint8"):
         floats.validate(0, "k0")
+
+
+def test_the_vm_refuses_a_step_reading_a_workspace():
+    conv = FusedStep(
+        "nn.conv2d", ATTRS, (Ref("in", 0), Ref("in", 1)), (Ref("tmp", 1), Ref("tmp", 0))
+    )
+    relu = FusedStep("nn.relu", {}, (Ref("tmp", 0),), (Ref("out", 0),))
+    scratch = (Scratch("uint8", ("arg", 0)), Scratch("float32", ("arg", 1)))
+    kernel = FusedKernel(
+        "f",
+        2,
+        1,
+        (conv, FusedStep("add", {}, (Ref("tmp", 1), Ref("tmp", 1)), (Ref("tmp", 0),)), relu),
+        scratch,
+    )
+    with pytest.raises(FormatError, match="reads scratch 0, a workspace"):
+        kernel.validate(0, "k0")
