@@ -5,10 +5,10 @@ was copied, and every way the in-place write could show through an earlier view 
 from __future__ import annotations
 
 import dataclasses
-import threading
 
 import numpy as np
 import pytest
+from vm_testlib import run_in_threads
 
 import dynshape
 import ir
@@ -156,11 +156,7 @@ def test_threads_appending_onto_one_prefix_each_get_their_own_answer() -> None:
     def work(i: int) -> None:
         results[i] = vm.run(past, xs[i])[1]
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(16)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_in_threads(work, 16)
     for i, r in enumerate(results):
         assert r is not None and np.array_equal(r, np.concatenate([past, xs[i] * 2], axis=1))
     assert vm.allocator.stats.appends_in_place <= 1 + 5  # at most one thread wrote in place

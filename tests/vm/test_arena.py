@@ -4,12 +4,11 @@ memory of one that does not."""
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from vm_testlib import run_in_threads
 
 import dynshape
 from vm import Assembler, OutOfBoundsError, VirtualMachine, tensor
@@ -325,11 +324,7 @@ def test_threads_sharing_a_vm_get_the_answers_they_get_alone() -> None:
             if not np.array_equal(vm.run(*inputs[i]), expected[i]):
                 failures.append(f"thread {offset} input {i}")
 
-    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_in_threads(work, 4)
     assert failures == []
     assert vm.allocator.stats.live_bytes == 0
 

@@ -7,6 +7,7 @@ import threading
 
 import numpy as np
 import pytest
+from vm_testlib import run_in_threads
 
 from vm.kernels import blas_threads as bt
 from vm.kernels.registry import get_kernel_factory
@@ -89,11 +90,7 @@ def test_threads_sharing_the_switch_get_their_own_answers() -> None:
             if not np.allclose(out, expected[i % len(shapes)], rtol=1e-4, atol=3e-4):
                 failures.append(f"thread {i}: shape {s}")
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_in_threads(work, 8)
     assert not failures
     if sw is not None:
         assert int(sw._get()) == before

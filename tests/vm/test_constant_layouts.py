@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from test_conv_blas import attrs_of, conv_cases
-from vm_testlib import KERNEL_SETTINGS
+from vm_testlib import KERNEL_SETTINGS, run_in_threads
 
 import vm
 import vm.kernels.conv as conv
@@ -238,9 +238,5 @@ def test_threads_sharing_a_vm_with_kept_layouts_get_the_answers_they_get_alone()
             if not np.array_equal(shared.run(inputs[i]), expected[i]):
                 failures.append(f"thread {offset} input {i}")
 
-    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_in_threads(work, 4)
     assert failures == []

@@ -3,11 +3,9 @@ results, errors and the allocator's counters are what the pooled path gives."""
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
-from vm_testlib import elementwise_program
+from vm_testlib import elementwise_program, run_in_threads
 
 from vm import (
     Assembler,
@@ -179,11 +177,7 @@ def test_threads_sharing_a_vm_get_their_own_fresh_results():
             if got.shape != x.shape or not np.array_equal(got, 3 * x):
                 wrong.append(k)
 
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(16)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_in_threads(work, 16)
     assert wrong == []
     assert m.allocator.stats.live_bytes == 0
 

@@ -8,10 +8,9 @@ divide the arrays' sizes.
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
+from vm_testlib import run_in_threads
 
 from vm import (
     Assembler,
@@ -243,11 +242,7 @@ def test_blocked_shared_vm_under_threads(tiny_blocks):
             if not np.array_equal(got, want[k]):
                 errors.append(k)
 
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_in_threads(work, 8)
     assert errors == []
 
 
@@ -354,11 +349,7 @@ def test_expression_shared_vm_under_threads():
             if not np.allclose(m.run(*inputs[k]), want[k], rtol=1e-6, atol=1e-6):
                 errors.append(k)
 
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_in_threads(work, 8)
     assert errors == []
 
 

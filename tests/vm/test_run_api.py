@@ -4,10 +4,9 @@ a short repr, and the messages when the arguments are wrong."""
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
+from vm_testlib import run_in_threads
 
 from vm import Assembler, Executable, VirtualMachine, VMArgumentError, VMError, tensor
 from vm.executable import TensorSpec, TupleSpec
@@ -121,11 +120,7 @@ def test_named_calls_from_threads_give_the_answers_they_give_alone():
             if not np.array_equal(vm.run(f), 2 * f["x"] - f["y"]):
                 wrong.append(k)
 
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_in_threads(work, 8)
     assert wrong == []
 
 

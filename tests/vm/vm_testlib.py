@@ -1,9 +1,11 @@
-"""Helpers shared by the VM tests: dtype groups, Hypothesis strategies, running one kernel."""
+"""Helpers shared by the VM tests: dtype groups, Hypothesis strategies, running one kernel,
+running one function on several threads at once."""
 
 from __future__ import annotations
 
+import threading
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -144,3 +146,13 @@ def elementwise_program(
         f.kill(t, s1)
     f.ret(out)
     return asm.build()
+
+
+def run_in_threads(work: Callable[[int], object], count: int) -> None:
+    """Run ``work(k)`` for ``k`` in ``range(count)``, each on a thread of its own, all at once;
+    return when every one has finished (``work`` records its own failures)."""
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
