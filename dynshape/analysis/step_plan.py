@@ -31,7 +31,6 @@ import ir
 from ir import Call, Dest, Expr, Function, OpPattern, TensorType
 from ir.graph import post_order_uses
 from ir.steps import producers, step_operands
-from shape_funcs.workspace import has_workspace
 
 from ..errors import CompileError
 from .workspace import workspace_type
@@ -67,7 +66,7 @@ def single_op(fn: Function) -> bool:
         and body.op is not None
         and len(body.args) == len(fn.params)
         and all(a is p for a, p in zip(body.args, fn.params, strict=True))
-        and (not has_workspace(body.op.name) or workspace_type(body) is None)
+        and workspace_type(body) is None
     )
 
 
