@@ -50,10 +50,19 @@ def test_every_item_is_done_once() -> None:
 
 
 def test_one_core_runs_everything_on_the_calling_thread(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(worker_thread.os, "cpu_count", lambda: 1)
+    monkeypatch.setattr(worker_thread, "CORES", 1)
     done, threads = _items_done(1_000)
     assert sorted(done) == list(range(1_000))
     assert threads == {threading.current_thread().name}
+
+
+def test_cores_are_the_ones_the_process_may_run_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A process pinned to one core of many (taskset, a container's cpuset) shares no work.
+    monkeypatch.setattr(worker_thread.os, "sched_getaffinity", lambda pid: {3}, raising=False)
+    monkeypatch.setattr(worker_thread.os, "cpu_count", lambda: 64)
+    assert worker_thread._usable_cores() == 1
+    monkeypatch.delattr(worker_thread.os, "sched_getaffinity", raising=False)
+    assert worker_thread._usable_cores() == 64
 
 
 def test_an_error_of_either_thread_is_raised() -> None:
