@@ -26,6 +26,7 @@ from vm_testlib import KERNEL_SETTINGS
 
 import vm.kernels.conv as conv
 from vm.kernels import get_kernel_factory
+from vm.kernels.constant_layouts import ConstantLayouts
 
 DTYPES = st.sampled_from(["float16", "float32", "float64"])
 
@@ -235,19 +236,77 @@ def check_depthwise(x, wt, strides, pad4, dilation):
 @KERNEL_SETTINGS
 @given(data=st.data(), dtype=DTYPES)
 def test_depthwise_conv2d_on_tiny_maps_runs_channels_last(data, dtype):
-    # 2 to DEPTHWISE_LAST_MAX outputs a plane: the channels-last path, checked to be the one
-    # taken, against the oracle
+    # 2 to DEPTHWISE_LAST_MAX outputs a plane, the "dense" path off (it takes the small
+    # planes): the channels-last path, checked to be the one taken, against the oracle
     x, wt, strides, pad4, dilation, out_hw = draw_depthwise(
         data, dtype, 2, 12, conv.DEPTHWISE_LAST_MAX
     )
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(conv, "DEPTHWISE_DENSE_MAX", 0)
+        plan = conv._plan(x.shape, wt.shape, out_hw, pad4, strides, dilation, 1 << 30)
+        assume(plan.path != "zeros")  # (every tap in the padding)
+        assert plan.path == "last"
+        check_depthwise(x, wt, strides, pad4, dilation)
+
+
+@KERNEL_SETTINGS
+@given(data=st.data(), dtype=DTYPES)
+def test_depthwise_conv2d_on_small_planes_is_a_product_of_tap_matrices(data, dtype):
+    # input plane times output plane within DEPTHWISE_DENSE_MAX: the "dense" path, checked to
+    # be the one taken, against the oracle (batch 1: no copy of the input; batches: one)
+    x, wt, strides, pad4, dilation, out_hw = draw_depthwise(data, dtype, 1, 8, 1 << 30)
+    assume(out_hw[0] * out_hw[1] * x.shape[2] * x.shape[3] <= conv.DEPTHWISE_DENSE_MAX)
     plan = conv._plan(x.shape, wt.shape, out_hw, pad4, strides, dilation, 1 << 30)
-    assume(plan.path != "zeros")  # (every tap in the padding)
-    assert plan.path == "last"
+    assume(plan.path != "zeros")
+    assert plan.path == "dense"
     check_depthwise(x, wt, strides, pad4, dilation)
+
+
+def test_depthwise_dense_path_at_its_bounds():
+    # MobileNetV3's 5x5 on 4 x 120 channels of 6x6 and 1 x 120 of 4x4 take it; an input plane
+    # times output plane past DEPTHWISE_DENSE_MAX (a 9x9 map), channels past
+    # DEPTHWISE_DENSE_ELEMENTS, a scratch bound below its copies at batch 4, or one input
+    # channel per group with a multiplier keep the paths before it
+    same5 = ((2, 2, 2, 2), (1, 1), (1, 1))
+    w = (120, 1, 5, 5)
+    assert conv._plan((4, 120, 6, 6), w, (6, 6), *same5, 1 << 30).path == "dense"
+    assert conv._plan((1, 120, 4, 4), w, (4, 4), *same5, 1 << 30).path == "dense"
+    assert conv._plan((1, 8, 9, 9), (8, 1, 5, 5), (9, 9), *same5, 1 << 30).path != "dense"
+    wide = conv.DEPTHWISE_DENSE_ELEMENTS // 36 // 36 + 1
+    assert conv._plan((1, wide, 6, 6), (wide, 1, 5, 5), (6, 6), *same5, 1 << 30).path != "dense"
+    assert conv._plan((4, 120, 6, 6), w, (6, 6), *same5, 1000).path != "dense"
+    assert conv._plan((1, 120, 6, 6), (240, 1, 5, 5), (6, 6), *same5, 1 << 30).path != "dense"
+
+
+def test_depthwise_dense_matrices_are_kept_per_weight_and_plane():
+    # a constant weight's matrices are made once per input plane and dtype; the kernel given
+    # them (prepared) and the one making them every call give the same bits
+    rng = np.random.default_rng(13)
+    w = rng.standard_normal((16, 1, 3, 3)).astype(np.float32)
+    attrs = attrs_of((1, 1), (1, 1, 1, 1), (1, 1), 16)
+    plain = get_kernel_factory("nn.conv2d")(attrs)
+    prepared = plain.with_constants({1: w})
+    for shape in [(1, 16, 4, 4), (3, 16, 4, 4), (2, 16, 5, 3), (1, 16, 4, 4)]:
+        x = rng.standard_normal(shape).astype(np.float32)
+        a, b = (
+            np.empty((shape[0], 16, *shape[2:]), np.float32),
+            np.empty((shape[0], 16, *shape[2:]), np.float32),
+        )
+        plain(x, w, a)
+        prepared(x, w, b)
+        np.testing.assert_array_equal(a, b)
+        check_close(b, conv_oracle(x, w, (1, 1), (1, 1, 1, 1), (1, 1), 16), x, w)
+    (layouts,) = [
+        c.cell_contents
+        for c in prepared.__closure__
+        if isinstance(c.cell_contents, ConstantLayouts)
+    ]
+    assert len(layouts) == 2  # the 4x4 and the 5x3 plane (float32)
 
 
 def test_depthwise_channels_last_keeps_to_the_scratch_bound(monkeypatch):
     # a bound below the channels-last scratch: im2col (in blocks) instead, same results
+    monkeypatch.setattr(conv, "DEPTHWISE_DENSE_MAX", 0)
     rng = np.random.default_rng(5)
     x, w = rng.standard_normal((2, 6, 3, 3)), rng.standard_normal((6, 1, 3, 3))
     plan = conv._plan(x.shape, w.shape, (3, 3), (1, 1, 1, 1), (1, 1), (1, 1), 1 << 20)
@@ -341,18 +400,22 @@ def test_conv2d_blocks_stay_within_the_bound(monkeypatch):
     assert all(np.prod(s) <= limit for s in calls), (calls, limit)
 
 
-def test_one_by_one_conv2d_is_one_matmul_without_im2col(monkeypatch):
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16"])
+def test_one_by_one_conv2d_is_one_matmul_without_im2col(monkeypatch, dtype):
+    # ``run`` calls the kernel into contiguous outputs (the direct product) and into a strided
+    # one (the general path, through an accumulator): the same bits both ways.
     calls: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
     real = conv._matmul
 
     def spy(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
         calls.append((a.shape, b.shape))
-        assert np.shares_memory(b, x)  # the input itself, viewed (N, G, C/G, H*W)
+        if dtype != "float16":  # float16 is multiplied in a float32 copy
+            assert np.shares_memory(b, x)  # the input itself, viewed (N, G, C/G, H*W)
         real(a, b, out)
 
     monkeypatch.setattr(conv, "_matmul", spy)
-    x = np.random.default_rng(1).standard_normal((2, 6, 5, 3))
-    w = np.random.default_rng(2).standard_normal((4, 3, 1, 1))
+    x = np.random.default_rng(1).standard_normal((2, 6, 5, 3)).astype(dtype)
+    w = np.random.default_rng(2).standard_normal((4, 3, 1, 1)).astype(dtype)
     e = conv_oracle(x, w, (1, 1), (0, 0, 0, 0), (1, 1), 2)
     got = run("nn.conv2d", attrs_of((1, 1), (0, 0), (1, 1), 2), [x, w], e.shape, x.dtype)
     check_close(got, e, x, w)
@@ -594,6 +657,7 @@ def test_depthwise_conv2d_with_a_long_channel_run_runs_by_kernel_rows(data, dtyp
     # checked to be the one taken, against the oracle
     x, wt, strides, pad4, dilation, out_hw = draw_depthwise(data, dtype, 1, 16, 1 << 30)
     with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(conv, "DEPTHWISE_DENSE_MAX", 0)
         mp.setattr(conv, "DEPTHWISE_ROWS_MIN_RUN", 1)
         mp.setattr(conv, "DEPTHWISE_ROWS_MIN", 2)
         plan = conv._plan(x.shape, wt.shape, out_hw, pad4, strides, dilation, 1 << 30)
@@ -602,10 +666,11 @@ def test_depthwise_conv2d_with_a_long_channel_run_runs_by_kernel_rows(data, dtyp
         check_depthwise(x, wt, strides, pad4, dilation)
 
 
-def test_depthwise_rows_path_at_its_bounds():
-    # a MobileNet block's 5x5 depthwise on a 6x6 map, 4 x 120 channels: the rows path by
-    # default; a run below the bound, a plane past it or a scratch bound below its region
+def test_depthwise_rows_path_at_its_bounds(monkeypatch):
+    # a MobileNet block's 5x5 depthwise on a 6x6 map, 4 x 120 channels, the "dense" path off:
+    # the rows path; a run below the bound, a plane past it or a scratch bound below its region
     # keep the paths before it
+    monkeypatch.setattr(conv, "DEPTHWISE_DENSE_MAX", 0)
     rng = np.random.default_rng(11)
     x, w = rng.standard_normal((4, 120, 6, 6)), rng.standard_normal((120, 1, 5, 5))
     args = ((6, 6), (2, 2, 2, 2), (1, 1), (1, 1))
@@ -624,10 +689,11 @@ def test_depthwise_rows_path_at_its_bounds():
     check_close(got, e, x, w)
 
 
-def test_strided_depthwise_rows_path_at_its_bounds():
+def test_strided_depthwise_rows_path_at_its_bounds(monkeypatch):
     # strided, a shorter run suffices on 26 to 196 outputs a plane: MobileNetV3's 5x5 stride 2
     # on 4 x 48 channels of 12x12 takes it; a run of 16, a 5x5 output plane (the "last" path),
     # a 28x28 one, or the same shape at stride 1 keep the paths before it
+    monkeypatch.setattr(conv, "DEPTHWISE_DENSE_MAX", 0)  # (it takes the small planes)
     rng = np.random.default_rng(12)
     x, w = rng.standard_normal((4, 48, 12, 12)), rng.standard_normal((48, 1, 5, 5))
     s2 = ((2, 2, 2, 2), (2, 2), (1, 1), 1 << 30)

@@ -107,7 +107,8 @@ def test_one_group_paths_fit_the_declared_workspace(path, data, dtype):
     ("shape", "weight", "strides", "path"),
     [
         ((2, 96, 12, 12), (96, 1, 5, 5), (2, 2), "rows"),  # MobileNetV3's strided depthwise
-        ((2, 48, 4, 4), (48, 1, 3, 3), (1, 1), "last"),  # a tiny map, channels-last
+        ((2, 48, 4, 4), (48, 1, 3, 3), (1, 1), "dense"),  # a tiny map, tap matrices
+        ((2, 48, 14, 14), (48, 1, 3, 3), (3, 3), "last"),  # a tiny output plane, channels-last
         ((1, 16, 32, 32), (16, 16, 3, 3), (1, 1), "flat"),  # ResNet's 3x3 blocks
         ((1, 16, 32, 32), (32, 16, 3, 3), (2, 2), "window"),  # its strided ones
     ],
