@@ -110,10 +110,11 @@ def test_conv2d_prepared_on_its_weight_gives_the_plain_kernels_bits(small_maps, 
         ((4, 120, 10, 10), (120, 1, 5, 5), (2, 2, 2, 2), None, "rows"),
         ((4, 120, 6, 6), (120, 1, 5, 5), (2, 2, 2, 2), None, "dense"),
         ((1, 120, 4, 4), (120, 1, 5, 5), (2, 2, 2, 2), None, "dense"),
+        ((2, 16, 20, 20), (16, 1, 7, 7), (3, 3, 3, 3), None, "tiled"),
         ((2, 3, 5, 6), (4, 3, 3, 3), (1, 1, 1, 1), 0, "einsum"),
     ],
 )
-def test_the_rows_dense_and_einsum_paths_prepared_give_the_plain_bits(
+def test_the_rows_dense_tiled_and_einsum_paths_prepared_give_the_plain_bits(
     monkeypatch, shape, weight, pad4, scratch_factor, path
 ):
     if scratch_factor is not None:  # not even one row of im2col fits: the einsum contraction

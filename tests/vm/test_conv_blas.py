@@ -278,6 +278,47 @@ def test_depthwise_dense_path_at_its_bounds():
     assert conv._plan((1, 120, 6, 6), (240, 1, 5, 5), (6, 6), *same5, 1 << 30).path != "dense"
 
 
+@KERNEL_SETTINGS
+@given(data=st.data(), dtype=DTYPES, tiles=st.sampled_from([(8, 6, 4), (3, 2), (2,)]))
+def test_depthwise_conv2d_by_tiles_of_tap_matrices(data, dtype, tiles):
+    # the "tiled" path, its bounds lowered so that small kernels and planes take it (tiles
+    # that divide the plane and tiles that overhang it), checked against the oracle
+    x, wt, strides, pad4, dilation, out_hw = draw_depthwise(data, dtype, 1, 12, 1 << 30)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(conv, "DEPTHWISE_DENSE_MAX", 0)
+        mp.setattr(conv, "TILED_MIN_TAPS", 1)
+        mp.setattr(conv, "TILED_MIN_OUTPUTS", 1)
+        mp.setattr(conv, "TILE_SIZES", tiles)
+        plan = conv._plan(x.shape, wt.shape, out_hw, pad4, strides, dilation, 1 << 30)
+        assume(plan.path not in ("zeros", "matmul"))
+        if plan.path == "tiled":
+            assert plan.block in tiles
+        else:  # no tile size fits the im2col buffer the workspace rule counts
+            assert conv._tile(x.shape[1], wt.shape[2:], out_hw, strides, dilation) is None
+        check_depthwise(x, wt, strides, pad4, dilation)
+
+
+def test_depthwise_tiled_path_at_its_bounds():
+    # ConvNeXt's 7x7 depthwise on 56x56 and 28x28 planes takes it, with 8x8 tiles while their
+    # matrices fit TILED_ELEMENTS and smaller ones past that; a 5x5 kernel, a 14x14 plane (too
+    # few outputs) or channels past every tile size's matrices keep the paths before it
+    same7 = ((3, 3, 3, 3), (1, 1), (1, 1), 1 << 30)
+    assert conv._plan((4, 48, 56, 56), (48, 1, 7, 7), (56, 56), *same7).path == "tiled"
+    assert conv._plan((4, 48, 56, 56), (48, 1, 7, 7), (56, 56), *same7).block == 8
+    assert conv._plan((1, 192, 28, 28), (192, 1, 7, 7), (28, 28), *same7).block == 6
+    assert conv._plan((1, 384, 28, 28), (384, 1, 7, 7), (28, 28), *same7).block == 4
+    assert conv._plan((1, 768, 28, 28), (768, 1, 7, 7), (28, 28), *same7).path != "tiled"
+    assert conv._plan((2, 96, 14, 14), (96, 1, 7, 7), (14, 14), *same7).path != "tiled"
+    same5 = ((2, 2, 2, 2), (1, 1), (1, 1), 1 << 30)
+    assert conv._plan((4, 48, 56, 56), (48, 1, 5, 5), (56, 56), *same5).path != "tiled"
+    rng = np.random.default_rng(14)
+    x, w = rng.standard_normal((2, 8, 17, 19)), rng.standard_normal((8, 1, 7, 7))
+    assert conv._plan(x.shape, w.shape, (17, 19), *same7).path == "tiled"  # tiles overhang
+    e = conv_oracle(x, w, (1, 1), (3, 3, 3, 3), (1, 1), 8)
+    got = run("nn.conv2d", attrs_of((1, 1), (3, 3, 3, 3), (1, 1), 8), [x, w], e.shape, x.dtype)
+    check_close(got, e, x, w)
+
+
 def test_depthwise_dense_matrices_are_kept_per_weight_and_plane():
     # a constant weight's matrices are made once per input plane and dtype; the kernel given
     # them (prepared) and the one making them every call give the same bits

@@ -71,6 +71,20 @@ def test_depthwise_shapes_fit_the_declared_workspace(case):
     _same_bits_without_spills(x, w, attrs_of(strides, pad4, dilation, groups))
 
 
+@KERNEL_SETTINGS
+@given(case=conv_cases(depthwise=True), tiles=st.sampled_from([(8, 6, 4), (3, 2), (2,)]))
+def test_tiled_depthwise_shapes_fit_the_declared_workspace(case, tiles):
+    # the "tiled" path for any kernel and plane (its bounds lowered): it takes a tile size only
+    # where its scratch fits the im2col buffer the rule counts
+    x, w, strides, pad4, dilation, groups = case
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(conv, "DEPTHWISE_DENSE_MAX", 0)
+        m.setattr(conv, "TILED_MIN_TAPS", 1)
+        m.setattr(conv, "TILED_MIN_OUTPUTS", 1)
+        m.setattr(conv, "TILE_SIZES", tiles)
+        _same_bits_without_spills(x, w, attrs_of(strides, pad4, dilation, groups))
+
+
 @pytest.mark.parametrize("fill", ["flat", "window", "taps"])
 @KERNEL_SETTINGS
 @given(case=conv_cases())
@@ -109,6 +123,7 @@ def test_one_group_paths_fit_the_declared_workspace(path, data, dtype):
         ((2, 96, 12, 12), (96, 1, 5, 5), (2, 2), "rows"),  # MobileNetV3's strided depthwise
         ((2, 48, 4, 4), (48, 1, 3, 3), (1, 1), "dense"),  # a tiny map, tap matrices
         ((2, 48, 14, 14), (48, 1, 3, 3), (3, 3), "last"),  # a tiny output plane, channels-last
+        ((2, 16, 28, 28), (16, 1, 7, 7), (1, 1), "tiled"),  # ConvNeXt's 7x7 depthwise, by tiles
         ((1, 16, 32, 32), (16, 16, 3, 3), (1, 1), "flat"),  # ResNet's 3x3 blocks
         ((1, 16, 32, 32), (32, 16, 3, 3), (2, 2), "window"),  # its strided ones
     ],

@@ -46,7 +46,9 @@ How each op runs (the measurements behind each choice: design/vm.md, "Convolutio
   planes (``DEPTHWISE_DENSE_*``: input plane times output plane at most 4,096) the "dense" path
   goes first: each channel's convolution as a matrix from its input plane to its output plane
   (the weights at the inputs each output's taps read, kept per constant weight and input size),
-  one batched product for all channels (``_conv_dense``).
+  one batched product for all channels (``_conv_dense``). A 7x7 or larger depthwise kernel on a
+  larger plane takes the "tiled" path (``TILED_*``): the output cut into 8x8 (or 6x6, 4x4)
+  tiles, every tile the same matrix product of the input rectangle it reads (``_conv_tiled``).
   The buffer is bounded by ``SCRATCH_FACTOR`` times the input and output (filled and
   multiplied in blocks of output rows past it; if even one row would pass it, the einsum
   contraction of the padded input's window view runs instead, as before issue 27). Every
@@ -266,6 +268,21 @@ DEPTHWISE_ROWS_MAX = 784
 DEPTHWISE_DENSE_MAX = 4096
 DEPTHWISE_DENSE_ELEMENTS = 1 << 18
 
+#: A depthwise convolution of at least ``TILED_MIN_TAPS`` taps (7x7) and ``TILED_MIN_OUTPUTS``
+#: outputs a plane (15x15), too large for the "dense" path, takes the "tiled" path
+#: (``_conv_tiled``): its output plane cut into T x T tiles, each tile one (patch, T * T) matrix
+#: product of the input rectangle it reads (the same matrices for every tile, over a
+#: zero-padded copy of the input: a convolution does not depend on where the tile sits), T the
+#: first of ``TILE_SIZES`` whose matrices hold at most ``TILED_ELEMENTS`` (4 MiB of float32, kept
+#: once per weight: they do not depend on the input size). 7x7 kernels, one thread, against the
+#: paths before it: 4x48x56x56 15.9 -> 5.1 ms, 1x32x112x112 10.9 -> 1.9 ms, 1x96x28x28 1.8 ->
+#: 0.55 ms, 2x64x30x30 at stride 2 0.61x (0.18-0.61x); on 14x14 planes 0.98-1.10x and on 9x9
+#: 1.30x (hence the bound on outputs); 5x5 kernels 0.78-1.26x (no rule for them), 3x3 1.3-1.7x.
+TILED_MIN_TAPS = 49
+TILED_MIN_OUTPUTS = 225
+TILE_SIZES = (8, 6, 4)
+TILED_ELEMENTS = 1 << 20
+
 #: A convolution of one group whose output planes are small (at most
 #: ``LAST_IM2COL_MAX_OUTPUTS`` a plane, or ``LAST_IM2COL_STRIDE1_MAX`` at stride 1) takes the
 #: channels-last im2col path (``_conv_last_im2col``), where its weights are at most
@@ -371,17 +388,11 @@ def _plan(
         return _Plan("matmul", taps, rows, cols, oh, row_spans, col_spans)
     depthwise = weight_shape[1] == 1 and weight_shape[0] == c
     region = (rows[1] - rows[0]) * (cols[1] - cols[0])
-    planes = oh * ow * h * w
-    if (
-        depthwise
-        and FILL == "auto"
-        and planes <= DEPTHWISE_DENSE_MAX
-        and c * planes <= DEPTHWISE_DENSE_ELEMENTS
-        # its scratch: the planes channel-major and the product (batch 1: neither)
-        and n * c * (h * w + oh * ow) <= limit
-    ):
-        table = _dense_table((h, w), (kh, kw), out_hw, pad, strides, dilation)
-        return _Plan("dense", taps, rows, cols, oh, row_spans, col_spans, table)
+    by_matrices = _matrix_plan(
+        data_shape, weight_shape, out_hw, pad, strides, dilation, limit, taps, row_spans, col_spans
+    )
+    if by_matrices is not None:
+        return by_matrices
     if (
         depthwise
         and FILL == "auto"
@@ -628,6 +639,10 @@ def conv2d(attrs: Mapping[str, Any]) -> Kernel:
             DEPTHWISE_ROWS_MAX,
             DEPTHWISE_DENSE_MAX,
             DEPTHWISE_DENSE_ELEMENTS,
+            TILED_MIN_TAPS,
+            TILED_MIN_OUTPUTS,
+            TILE_SIZES,
+            TILED_ELEMENTS,
             GATHER_MAX_OUTPUTS,
             LAST_IM2COL_MAX_OUTPUTS,
             LAST_IM2COL_STRIDE1_MAX,
@@ -975,9 +990,120 @@ def _conv_dense(
     np.copyto(out, res)
 
 
+def _matrix_plan(
+    data_shape: tuple[int, ...],
+    weight_shape: tuple[int, ...],
+    out_hw: tuple[int, int],
+    pad: tuple[int, int, int, int],
+    strides: Sequence[int],
+    dilation: Sequence[int],
+    limit: int,
+    taps: tuple[int, int, int, int],
+    row_spans: Sequence[_Span],
+    col_spans: Sequence[_Span],
+) -> _Plan | None:
+    """The plan of a depthwise convolution by tap matrices, or None: the "dense" path on a
+    small plane, else the "tiled" one for a kernel of many taps (their bounds: the module
+    constants above)."""
+    n, c, h, w = data_shape
+    oh, ow = out_hw
+    kernel = (weight_shape[2], weight_shape[3])
+    if weight_shape[1] != 1 or weight_shape[0] != c or FILL != "auto":  # not depthwise
+        return None
+    if (
+        oh * ow * h * w <= DEPTHWISE_DENSE_MAX
+        and c * oh * ow * h * w <= DEPTHWISE_DENSE_ELEMENTS
+        # its scratch: the planes channel-major and the product (batch 1: neither)
+        and n * c * (h * w + oh * ow) <= limit
+    ):
+        table = _dense_table((h, w), kernel, out_hw, pad, strides, dilation)
+        everything = ((-pad[0], h - pad[0]), (-pad[1], w - pad[1]))
+        return _Plan("dense", taps, *everything, oh, row_spans, col_spans, table)
+    tile = _tile(c, kernel, out_hw, strides, dilation)
+    if tile is None or n * c * tile[2] > limit:
+        return None
+    t, patch, _ = tile
+    table = _dense_table(patch, kernel, (t, t), (0, 0, 0, 0), strides, dilation)
+    # the zero-padded rectangle every tile reads, from the padding's top left corner
+    th, tw = -(-oh // t), -(-ow // t)
+    rows = (-pad[0], -pad[0] + (th - 1) * t * strides[0] + patch[0])
+    cols = (-pad[1], -pad[1] + (tw - 1) * t * strides[1] + patch[1])
+    return _Plan("tiled", taps, rows, cols, t, row_spans, col_spans, table)
+
+
+def _tile(
+    c: int,
+    kernel: tuple[int, int],
+    out_hw: tuple[int, int],
+    strides: Sequence[int],
+    dilation: Sequence[int],
+) -> tuple[int, tuple[int, int], int] | None:
+    """The "tiled" path's tile size T, the (rows, cols) of the input rectangle a tile reads,
+    and the scratch elements an image and channel take (the padded input, the patches, the
+    products, the tiles' whole plane); None when the kernel has too few taps, the plane too few
+    outputs, or no tile size fits both ``TILED_ELEMENTS`` and the im2col buffer that the op's
+    workspace rule counts (so that the path always fits the planned workspace)."""
+    (kh, kw), (oh, ow) = kernel, out_hw
+    (sh, sw), (dh, dw) = strides, dilation
+    if kh * kw < TILED_MIN_TAPS or oh * ow < TILED_MIN_OUTPUTS:
+        return None
+    for t in TILE_SIZES:
+        ph, pw = (t - 1) * sh + (kh - 1) * dh + 1, (t - 1) * sw + (kw - 1) * dw + 1
+        if c * ph * pw * t * t > TILED_ELEMENTS:
+            continue
+        th, tw = -(-oh // t), -(-ow // t)
+        padded = ((th - 1) * t * sh + ph) * ((tw - 1) * t * sw + pw)
+        need = padded + th * tw * (ph * pw + 2 * t * t)
+        if need <= kh * kw * oh * (ow * sw + (kw - 1) * dw):  # the rule's im2col term
+            return t, (ph, pw), need
+    return None
+
+
+def _conv_tiled(
+    data: np.ndarray,
+    weight: np.ndarray,
+    acc: np.ndarray,
+    plan: _Plan,
+    strides: Sequence[int],
+    dilation: Sequence[int],
+    layouts: ConstantLayouts,
+    ws: Workspace,
+) -> None:
+    """The ``tiled`` path of a depthwise convolution with many taps: the zero-padded input
+    rectangle the tiles read, every T x T tile's patch of it copied channel-major, one product
+    batched over the channels by the one (patch, T * T) matrix of each channel
+    (``_dense_matrices``, kept for a constant weight), the tiles laid back into the plane."""
+    n, c = data.shape[:2]
+    oh, ow = acc.shape[2:]
+    t = plan.block
+    dt = acc.dtype
+    table = plan.table
+    assert table is not None  # (made with the plan)
+    ph = (t - 1) * strides[0] + (weight.shape[2] - 1) * dilation[0] + 1
+    pw = (t - 1) * strides[1] + (weight.shape[3] - 1) * dilation[1] + 1
+    th, tw = -(-oh // t), -(-ow // t)
+    matrices = layouts.get(
+        weight, ("tiled", t, dt), lambda wt: _dense_matrices(wt, table, ph * pw, t * t, dt)
+    )
+    x = _region(data, plan.rows, plan.cols, 0, dt, ws)
+    tiles = windows(x, (ph, pw), (t * strides[0], t * strides[1]), (1, 1), (th, tw))
+    patches = ws.empty((c, n, th, tw, ph, pw), dt)
+    np.copyto(patches, tiles.transpose(1, 0, 2, 3, 4, 5))
+    res = ws.empty((c, n * th * tw, t * t), dt)
+    _matmul(patches.reshape(c, n * th * tw, ph * pw), matrices, res)
+    laid = res.reshape(c, n, th, tw, t, t).transpose(1, 0, 2, 4, 3, 5)
+    if (th * t, tw * t) == (oh, ow):
+        np.copyto(acc.reshape(n, c, th, t, tw, t), laid)
+        return
+    plane = ws.empty((n, c, th, t, tw, t), dt)
+    np.copyto(plane, laid)
+    np.copyto(acc, plane.reshape(n, c, th * t, tw * t)[:, :, :oh, :ow])
+
+
 #: The paths of one group or depthwise convolutions (their plan holds all they need), by
 #: their plan's name.
 _PLANNED_PATHS = {
+    "tiled": _conv_tiled,
     "dense": _conv_dense,
     "last": _depthwise_last,
     "rows": _depthwise_rows,
