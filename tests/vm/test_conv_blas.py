@@ -300,8 +300,9 @@ def test_depthwise_conv2d_by_tiles_of_tap_matrices(data, dtype, tiles):
 
 def test_depthwise_tiled_path_at_its_bounds():
     # ConvNeXt's 7x7 depthwise on 56x56 and 28x28 planes takes it, with 8x8 tiles while their
-    # matrices fit TILED_ELEMENTS and smaller ones past that; a 5x5 kernel, a 14x14 plane (too
-    # few outputs) or channels past every tile size's matrices keep the paths before it
+    # matrices fit TILED_ELEMENTS and smaller ones past that; a 14x14 plane (too few outputs)
+    # or channels past every tile size's matrices keep the paths before it. A 5x5 kernel takes
+    # it where the im2col buffer would pass TILED_BUFFER_MIN, not below, nor on "rows"
     same7 = ((3, 3, 3, 3), (1, 1), (1, 1), 1 << 30)
     assert conv._plan((4, 48, 56, 56), (48, 1, 7, 7), (56, 56), *same7).path == "tiled"
     assert conv._plan((4, 48, 56, 56), (48, 1, 7, 7), (56, 56), *same7).block == 8
@@ -310,7 +311,9 @@ def test_depthwise_tiled_path_at_its_bounds():
     assert conv._plan((1, 768, 28, 28), (768, 1, 7, 7), (28, 28), *same7).path != "tiled"
     assert conv._plan((2, 96, 14, 14), (96, 1, 7, 7), (14, 14), *same7).path != "tiled"
     same5 = ((2, 2, 2, 2), (1, 1), (1, 1), 1 << 30)
-    assert conv._plan((4, 48, 56, 56), (48, 1, 5, 5), (56, 56), *same5).path != "tiled"
+    assert conv._plan((4, 48, 56, 56), (48, 1, 5, 5), (56, 56), *same5).path == "tiled"
+    assert conv._plan((1, 40, 28, 28), (40, 1, 5, 5), (28, 28), *same5).path == "flat"
+    assert conv._plan((4, 120, 28, 28), (120, 1, 5, 5), (28, 28), *same5).path == "rows"
     rng = np.random.default_rng(14)
     x, w = rng.standard_normal((2, 8, 17, 19)), rng.standard_normal((8, 1, 7, 7))
     assert conv._plan(x.shape, w.shape, (17, 19), *same7).path == "tiled"  # tiles overhang

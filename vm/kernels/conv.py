@@ -280,6 +280,15 @@ DEPTHWISE_DENSE_ELEMENTS = 1 << 18
 #: 1.30x (hence the bound on outputs); 5x5 kernels 0.78-1.26x (no rule for them), 3x3 1.3-1.7x.
 TILED_MIN_TAPS = 49
 TILED_MIN_OUTPUTS = 225
+#: A depthwise kernel of at least ``TILED_BUFFER_MIN_TAPS`` taps (5x5) takes the "tiled" path
+#: too where the buffers' plan is the stride-1 "flat" im2col buffer of at least
+#: ``TILED_BUFFER_MIN`` elements (10 MiB of float32, past the caches). 5x5, one thread, 36
+#: shapes (batch 1/4/8, 40/120/240 channels, 16x16 to 56x56, strides 1-2): the 11 it takes ran
+#: 0.27-0.85x the "flat" path (4x40x56x56: 8.0 -> 2.1 ms; 1x240x28x28 2.9 -> 1.2 ms); below the
+#: bound (1x120x28x28, 2.35 Mi elements: 1.13x), against the "rows" path (1.13-1.63x on 7
+#: shapes) and, at stride 2, against the "window" path (0.51-1.25x) it lost or had no rule.
+TILED_BUFFER_MIN_TAPS = 25
+TILED_BUFFER_MIN = 5 << 19
 TILE_SIZES = (8, 6, 4)
 TILED_ELEMENTS = 1 << 20
 
@@ -360,7 +369,24 @@ def _plan(
     dilation: Sequence[int],
     limit: int,
 ) -> _Plan:
-    """The path of a (validated, non-empty) convolution; ``limit`` bounds its scratch."""
+    """The path of a (validated, non-empty) convolution; ``limit`` bounds its scratch. A
+    depthwise convolution may go by tap matrices (``_matrix_plan``) instead of the path the
+    buffers' plan (``_buffer_plan``) chooses."""
+    conv = (data_shape, weight_shape, out_hw, pad, strides, dilation, limit)
+    buffers = _buffer_plan(*conv)
+    return _matrix_plan(*conv, buffers) or buffers
+
+
+def _buffer_plan(
+    data_shape: tuple[int, ...],
+    weight_shape: tuple[int, ...],
+    out_hw: tuple[int, int],
+    pad: tuple[int, int, int, int],
+    strides: Sequence[int],
+    dilation: Sequence[int],
+    limit: int,
+) -> _Plan:
+    """The path of a convolution on im2col-style buffers (or its channels-last forms)."""
     n, c, h, w = data_shape
     kh, kw = weight_shape[2:]
     oh, ow = out_hw
@@ -388,11 +414,6 @@ def _plan(
         return _Plan("matmul", taps, rows, cols, oh, row_spans, col_spans)
     depthwise = weight_shape[1] == 1 and weight_shape[0] == c
     region = (rows[1] - rows[0]) * (cols[1] - cols[0])
-    by_matrices = _matrix_plan(
-        data_shape, weight_shape, out_hw, pad, strides, dilation, limit, taps, row_spans, col_spans
-    )
-    if by_matrices is not None:
-        return by_matrices
     if (
         depthwise
         and FILL == "auto"
@@ -641,6 +662,8 @@ def conv2d(attrs: Mapping[str, Any]) -> Kernel:
             DEPTHWISE_DENSE_ELEMENTS,
             TILED_MIN_TAPS,
             TILED_MIN_OUTPUTS,
+            TILED_BUFFER_MIN_TAPS,
+            TILED_BUFFER_MIN,
             TILE_SIZES,
             TILED_ELEMENTS,
             GATHER_MAX_OUTPUTS,
@@ -998,18 +1021,20 @@ def _matrix_plan(
     strides: Sequence[int],
     dilation: Sequence[int],
     limit: int,
-    taps: tuple[int, int, int, int],
-    row_spans: Sequence[_Span],
-    col_spans: Sequence[_Span],
+    buffers: _Plan,
 ) -> _Plan | None:
-    """The plan of a depthwise convolution by tap matrices, or None: the "dense" path on a
-    small plane, else the "tiled" one for a kernel of many taps (their bounds: the module
-    constants above)."""
+    """The plan of a depthwise convolution by tap matrices, or None (keep ``buffers``, the
+    buffers' plan): the "dense" path on a small plane, else the "tiled" one for a kernel of
+    many taps, or of fewer taps where the buffers' plan is a stride-1 im2col buffer too large
+    for the caches (the bounds: the module constants above)."""
     n, c, h, w = data_shape
     oh, ow = out_hw
     kernel = (weight_shape[2], weight_shape[3])
     if weight_shape[1] != 1 or weight_shape[0] != c or FILL != "auto":  # not depthwise
         return None
+    if buffers.path in ("zeros", "matmul"):
+        return None
+    spans = (buffers.taps, buffers.row_spans, buffers.col_spans)
     if (
         oh * ow * h * w <= DEPTHWISE_DENSE_MAX
         and c * oh * ow * h * w <= DEPTHWISE_DENSE_ELEMENTS
@@ -1018,8 +1043,15 @@ def _matrix_plan(
     ):
         table = _dense_table((h, w), kernel, out_hw, pad, strides, dilation)
         everything = ((-pad[0], h - pad[0]), (-pad[1], w - pad[1]))
-        return _Plan("dense", taps, *everything, oh, row_spans, col_spans, table)
-    tile = _tile(c, kernel, out_hw, strides, dilation)
+        return _Plan("dense", spans[0], *everything, oh, *spans[1:], table)
+    taps = kernel[0] * kernel[1]
+    many = taps >= TILED_MIN_TAPS and oh * ow >= TILED_MIN_OUTPUTS
+    large = (
+        taps >= TILED_BUFFER_MIN_TAPS
+        and buffers.path == "flat"
+        and n * c * taps * oh * ow >= TILED_BUFFER_MIN
+    )
+    tile = _tile(c, kernel, out_hw, strides, dilation) if many or large else None
     if tile is None or n * c * tile[2] > limit:
         return None
     t, patch, _ = tile
@@ -1028,7 +1060,7 @@ def _matrix_plan(
     th, tw = -(-oh // t), -(-ow // t)
     rows = (-pad[0], -pad[0] + (th - 1) * t * strides[0] + patch[0])
     cols = (-pad[1], -pad[1] + (tw - 1) * t * strides[1] + patch[1])
-    return _Plan("tiled", taps, rows, cols, t, row_spans, col_spans, table)
+    return _Plan("tiled", spans[0], rows, cols, t, *spans[1:], table)
 
 
 def _tile(
@@ -1040,13 +1072,11 @@ def _tile(
 ) -> tuple[int, tuple[int, int], int] | None:
     """The "tiled" path's tile size T, the (rows, cols) of the input rectangle a tile reads,
     and the scratch elements an image and channel take (the padded input, the patches, the
-    products, the tiles' whole plane); None when the kernel has too few taps, the plane too few
-    outputs, or no tile size fits both ``TILED_ELEMENTS`` and the im2col buffer that the op's
-    workspace rule counts (so that the path always fits the planned workspace)."""
+    products, the tiles' whole plane); None when no tile size fits both ``TILED_ELEMENTS`` and
+    the im2col buffer that the op's workspace rule counts (so that the path always fits the
+    planned workspace)."""
     (kh, kw), (oh, ow) = kernel, out_hw
     (sh, sw), (dh, dw) = strides, dilation
-    if kh * kw < TILED_MIN_TAPS or oh * ow < TILED_MIN_OUTPUTS:
-        return None
     for t in TILE_SIZES:
         ph, pw = (t - 1) * sh + (kh - 1) * dh + 1, (t - 1) * sw + (kw - 1) * dw + 1
         if c * ph * pw * t * t > TILED_ELEMENTS:
