@@ -124,3 +124,84 @@ def test_detection_post_processing() -> None:
             np.testing.assert_allclose(g, w, rtol=1e-6, atol=0)
         # NMS suppressed: three objects give fewer than the limit per image and class
         assert 0 < len(want[0]) < MAX_PER_CLASS * batch * classes, len(want[0])
+
+
+def _convnext_block(channels: int = 16) -> object:
+    """A ConvNeXt-style stage as exporters write it: a 4x4 stride-4 patchify convolution, a 7x7
+    depthwise convolution, Transpose to channels-last, LayerNormalization, MatMul, exact GELU
+    (Div, Erf, Add, Mul, Mul), MatMul, Transpose back, the residual Add and a global mean."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(5)
+    inits = []
+
+    def init(name: str, shape: tuple[int, ...], scale: float = 0.1) -> str:
+        return const(name, rng.standard_normal(shape) * scale)
+
+    def const(name: str, value: object) -> str:
+        inits.append(numpy_helper.from_array(np.asarray(value, np.float32), name))
+        return name
+
+    c = channels
+    nodes = [
+        helper.make_node(
+            "Conv",
+            ["x", init("w0", (c, 3, 4, 4)), init("b0", (c,))],
+            ["s"],
+            kernel_shape=[4, 4],
+            strides=[4, 4],
+        ),
+        helper.make_node(
+            "Conv",
+            ["s", init("wd", (c, 1, 7, 7)), init("bd", (c,))],
+            ["d"],
+            kernel_shape=[7, 7],
+            pads=[3, 3, 3, 3],
+            group=c,
+        ),
+        helper.make_node("Transpose", ["d"], ["t"], perm=[0, 2, 3, 1]),
+        helper.make_node(
+            "LayerNormalization", ["t", const("g", np.ones(c)), init("be", (c,))], ["ln"], axis=-1
+        ),
+        helper.make_node("MatMul", ["ln", init("w1", (c, 4 * c))], ["m1"]),
+        helper.make_node("Div", ["m1", const("root2", 2**0.5)], ["dv"]),
+        helper.make_node("Erf", ["dv"], ["ef"]),
+        helper.make_node("Add", ["ef", const("one", 1.0)], ["e1"]),
+        helper.make_node("Mul", ["m1", "e1"], ["mu"]),
+        helper.make_node("Mul", ["mu", const("half", 0.5)], ["ge"]),
+        helper.make_node("MatMul", ["ge", init("w2", (4 * c, c))], ["m2"]),
+        helper.make_node("Transpose", ["m2"], ["tb"], perm=[0, 3, 1, 2]),
+        helper.make_node("Add", ["s", "tb"], ["res"]),
+        helper.make_node("ReduceMean", ["res"], ["y"], axes=[2, 3], keepdims=0),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "convnext_block",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, "h", "w"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", c])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def test_a_convnext_style_block_by_tiles_and_by_matrices() -> None:
+    # the 7x7 depthwise convolution takes the "tiled" path on a 16x16 map, the "dense" one on
+    # 7x9 and the im2col buffers on 10x11: every one gives onnxruntime's answers
+    import vm.kernels.conv as conv
+
+    same7 = ((3, 3, 3, 3), (1, 1), (1, 1), 1 << 30)
+    assert conv._plan((1, 16, 16, 16), (16, 1, 7, 7), (16, 16), *same7).path == "tiled"
+    assert conv._plan((2, 16, 7, 9), (16, 1, 7, 7), (7, 9), *same7).path == "dense"
+    assert conv._plan((1, 16, 10, 11), (16, 1, 7, 7), (10, 11), *same7).path not in (
+        "tiled",
+        "dense",
+    )
+    model = _convnext_block()
+    vm = dynshape.VirtualMachine(dynshape.compile(dynshape.onnx.load(model)))
+    rng = np.random.default_rng(6)
+    for shape in [(1, 3, 64, 64), (2, 3, 28, 36), (1, 3, 40, 44)]:
+        x = rng.standard_normal(shape).astype(np.float32)
+        (want,) = _ort(model, {"x": x})
+        np.testing.assert_allclose(vm.run(x), want, rtol=1e-4, atol=1e-5)
