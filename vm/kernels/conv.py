@@ -277,7 +277,7 @@ DEPTHWISE_DENSE_ELEMENTS = 1 << 18
 #: once per weight: they do not depend on the input size). 7x7 kernels, one thread, against the
 #: paths before it: 4x48x56x56 15.9 -> 5.1 ms, 1x32x112x112 10.9 -> 1.9 ms, 1x96x28x28 1.8 ->
 #: 0.55 ms, 2x64x30x30 at stride 2 0.61x (0.18-0.61x); on 14x14 planes 0.98-1.10x and on 9x9
-#: 1.30x (hence the bound on outputs); 5x5 kernels 0.78-1.26x (no rule for them), 3x3 1.3-1.7x.
+#: 1.30x (hence the bound on outputs). Smaller kernels: ``TILED_BUFFER_*`` below.
 TILED_MIN_TAPS = 49
 TILED_MIN_OUTPUTS = 225
 #: A depthwise kernel of at least ``TILED_BUFFER_MIN_TAPS`` taps (5x5) takes the "tiled" path
@@ -329,9 +329,9 @@ class _Plan:
     """What one shape of ``nn.conv2d`` does, computed once per (shapes, attributes) and
     reused: the taps that reach the input (``i0:i1``, ``j0:j1``; the others read padding only
     and are dropped), the rectangle ``rows`` x ``cols`` of the padded input they read (input
-    coordinates, may stick out of the input), the path, the output rows per block, and the
-    index table of the "gather" path (every (tap, output) pair's element in that rectangle) or
-    of the "dense" one (``_dense_table``)."""
+    coordinates, may stick out of the input), the path, the output rows per block (the tile
+    size of the "tiled" path), and the index table of the "gather" path (every (tap, output)
+    pair's element in that rectangle) or of the "dense" and "tiled" ones (``_dense_table``)."""
 
     __slots__ = ("block", "col_spans", "cols", "path", "row_spans", "rows", "table", "taps")
 
