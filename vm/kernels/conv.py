@@ -80,7 +80,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -372,21 +372,27 @@ def _plan(
     """The path of a (validated, non-empty) convolution; ``limit`` bounds its scratch. A
     depthwise convolution may go by tap matrices (``_matrix_plan``) instead of the path the
     buffers' plan (``_buffer_plan``) chooses."""
-    conv = (data_shape, weight_shape, out_hw, pad, strides, dilation, limit)
-    buffers = _buffer_plan(*conv)
-    return _matrix_plan(*conv, buffers) or buffers
+    conv = _Geometry(data_shape, weight_shape, out_hw, pad, strides, dilation, limit)
+    buffers = _buffer_plan(conv)
+    return _matrix_plan(conv, buffers) or buffers
 
 
-def _buffer_plan(
-    data_shape: tuple[int, ...],
-    weight_shape: tuple[int, ...],
-    out_hw: tuple[int, int],
-    pad: tuple[int, int, int, int],
-    strides: Sequence[int],
-    dilation: Sequence[int],
-    limit: int,
-) -> _Plan:
+class _Geometry(NamedTuple):
+    """A convolution's shapes and attributes and the bound on its scratch (``_plan``'s
+    arguments), for the planners of its paths."""
+
+    data_shape: tuple[int, ...]
+    weight_shape: tuple[int, ...]
+    out_hw: tuple[int, int]
+    pad: tuple[int, int, int, int]
+    strides: Sequence[int]
+    dilation: Sequence[int]
+    limit: int
+
+
+def _buffer_plan(conv: _Geometry) -> _Plan:
     """The path of a convolution on im2col-style buffers (or its channels-last forms)."""
+    data_shape, weight_shape, out_hw, pad, strides, dilation, limit = conv
     n, c, h, w = data_shape
     kh, kw = weight_shape[2:]
     oh, ow = out_hw
@@ -1013,20 +1019,12 @@ def _conv_dense(
     np.copyto(out, res)
 
 
-def _matrix_plan(
-    data_shape: tuple[int, ...],
-    weight_shape: tuple[int, ...],
-    out_hw: tuple[int, int],
-    pad: tuple[int, int, int, int],
-    strides: Sequence[int],
-    dilation: Sequence[int],
-    limit: int,
-    buffers: _Plan,
-) -> _Plan | None:
+def _matrix_plan(conv: _Geometry, buffers: _Plan) -> _Plan | None:
     """The plan of a depthwise convolution by tap matrices, or None (keep ``buffers``, the
     buffers' plan): the "dense" path on a small plane, else the "tiled" one for a kernel of
     many taps, or of fewer taps where the buffers' plan is a stride-1 im2col buffer too large
     for the caches (the bounds: the module constants above)."""
+    data_shape, weight_shape, out_hw, pad, strides, dilation, limit = conv
     n, c, h, w = data_shape
     oh, ow = out_hw
     kernel = (weight_shape[2], weight_shape[3])
