@@ -41,10 +41,8 @@ WorkspaceRule = Callable[..., Any]
 PIECE_ALIGNMENT = 64
 PIECE_SLACK = PIECE_ALIGNMENT - 1
 
-_RULES: dict[str, WorkspaceRule] = {}
-
-
-_RESULTS: dict[str, int] = {}
+#: op name -> (its rule, how many result tensors its calls have)
+_RULES: dict[str, tuple[WorkspaceRule, int]] = {}
 
 
 def register_workspace(
@@ -56,8 +54,7 @@ def register_workspace(
     def decorate(rule: WorkspaceRule) -> WorkspaceRule:
         if op_name in _RULES:
             raise ValueError(f"op {op_name!r} already has a workspace rule")
-        _RULES[op_name] = rule
-        _RESULTS[op_name] = results
+        _RULES[op_name] = (rule, results)
         return rule
 
     return decorate
@@ -72,7 +69,8 @@ def passes_workspace(op_name: str, destinations: int) -> bool:
     """True if a call of ``op_name`` writing ``destinations`` tensors passes a workspace (its
     last destination): the op has a rule and the call one destination past its results. A
     call whose rule gave 0 bytes has none."""
-    return _RESULTS.get(op_name, -1) + 1 == destinations
+    found = _RULES.get(op_name)
+    return found is not None and found[1] + 1 == destinations
 
 
 def workspace_bytes(
@@ -83,4 +81,5 @@ def workspace_bytes(
     attrs: Mapping[str, Any],
 ) -> Dim:
     """The workspace, in bytes, that a call of ``op_name`` needs (see the module doc)."""
-    return _RULES[op_name](tuple(result), *map(tuple, inputs), dtype=dtype, **attrs)
+    rule = _RULES[op_name][0]
+    return rule(tuple(result), *map(tuple, inputs), dtype=dtype, **attrs)

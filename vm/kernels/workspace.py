@@ -5,7 +5,7 @@ a 1-d ``uint8`` buffer the compiler planned for the call. ``Workspace(buffer)`` 
 views of it in order, each at a multiple of ``PIECE_ALIGNMENT`` bytes: ``empty`` and ``zeros``
 take the place of ``np.empty`` and ``np.zeros``. A piece that does not fit (a path the rule
 does not cover, or no buffer: the kernel called on its own) is a new array, as before; the
-module counts those (``spilled``), so tests can check that the rule covers the kernel's paths.
+module counts those (``Spills.count``), so tests can check that the rule covers the kernel's paths.
 
 A buffer that is not ``uint8``, or that overlaps an operand, is not used (a malformed
 executable can pass anything): the kernel allocates instead, and its answer stays right.
