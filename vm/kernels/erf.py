@@ -1,21 +1,13 @@
 """The error function, vectorised: numpy has no erf ufunc and the VM may import numpy only.
 
-Three evaluations, by dtype and size (the accuracy and measurements: design/vm.md, "Vectorised
-erf and the kernel audit"):
+Two evaluations, by dtype (the accuracy and measurements: design/vm.md, "Vectorised erf and the
+kernel audit"):
 
 - float64: W. J. Cody's rational approximations, one per region of |x|, in chunks of
   ``ERF_CHUNK`` elements (``_erf_chunk``): within 5 ulp of ``math.erf``.
-- float32 and float16 arrays of more than ``ERF_NARROW_MAX`` elements: two approximations
-  evaluated in float32 arithmetic over every element and selected by bit masks
-  (``_erf32_chunk``): within 1 ulp of the correctly rounded value on every float32.
-- float32 and float16 arrays of at most ``ERF_NARROW_MAX`` elements, where the per-call cost
-  of ~40 ufunc calls would dominate: one rational function in float64, its polynomials as one
-  matrix product of the coefficients by the powers of ``x^2`` (``_erf_narrow_small``, 12
-  calls a piece of ``ERF_POWERS_MAX`` elements), within 1 ulp too.
-
-The two narrow evaluations are different arithmetic: an element's result may differ by one ulp
-between an array of at most ``ERF_NARROW_MAX`` elements and a larger one (as BLAS products
-already differ between a gemv and a GEMM), never within one call, whatever its chunks or threads.
+- float32 and float16: ``tanh(x H(x^2))`` with H a polynomial, in float32 arithmetic
+  (``_erf32_chunk``): 20 ufunc calls a chunk, within 4 ulp of the correctly rounded value on
+  every float32, and the same bits for an element whatever the size of the call.
 """
 
 from __future__ import annotations
@@ -100,9 +92,17 @@ _ERF_N1 = (
 )
 
 
-#: A rational function as its numerator's and its denominator's coefficients, highest degree
-#: first (``_polynomials``).
-Rational = tuple[tuple[float, ...], tuple[float, ...]]
+#: A polynomial's coefficients, highest degree first, as 0-d arrays of the dtype it is evaluated
+#: in: numpy takes such an operand as it is, where it converts a Python float on every call (an
+#: add on 256 float32 elements 0.31 against 0.51 us; the values, and so the bits, are the same).
+Coefficients = tuple[np.ndarray, ...]
+#: A rational function as its numerator's and its denominator's coefficients (``_polynomials``).
+Rational = tuple[Coefficients, Coefficients]
+
+
+def _coefficients(coefs: tuple[float, ...], dtype: type) -> Coefficients:
+    """``coefs`` as the 0-d arrays of ``Coefficients``."""
+    return tuple(np.array(c, dtype) for c in coefs)
 
 
 def _polynomials(num: tuple[float, ...], den: tuple[float, ...]) -> Rational:
@@ -110,9 +110,9 @@ def _polynomials(num: tuple[float, ...], den: tuple[float, ...]) -> Rational:
     would make ``0 * y + c``, which is ``c`` for the finite ``y`` every caller passes (a NaN
     ``y`` gives NaN either way)."""
 
-    def stripped(coefs: tuple[float, ...]) -> tuple[float, ...]:
+    def stripped(coefs: tuple[float, ...]) -> Coefficients:
         lead = next(i for i, c in enumerate(coefs) if c != 0.0)
-        return tuple(float(c) for c in coefs[lead:])
+        return _coefficients(coefs[lead:], np.float64)
 
     return stripped(num), stripped(den)
 
@@ -125,174 +125,72 @@ _ERF_R3 = _polynomials((_ERF_P[5], *_ERF_P[:5]), (1.0, *_ERF_Q))
 #: infinities need no case of their own.
 _ERF_ONE = 6.0
 
-#: Small float32 and float16 arrays (``_erf_narrow_small``): erf(x) = x * P(x^2) / Q(x^2) on
-#: |x| <= ``_ERF_NARROW_CLIP`` (one formula for every x: no regions to select, no exp),
-#: evaluated in float64 and rounded once. P (degree 6) and Q (degree 5) were fitted for this
-#: kernel: linearised least squares weighted for relative error, iterated (Sanathanan-Koerner)
-#: on 20,001 Chebyshev points of [0, 3.92]; the largest relative error in float64 is 2.2e-9,
-#: float32's half ulp is 6e-8. Past 3.92, erfc < 6e-9 and erf rounds to +-1 in float32
-#: (clipping also takes care of the infinities; NaN passes through the clip). Highest degree
-#: first, Q padded to P's degree.
-_ERF_NARROW_NUM_DEN = (
-    (
-        -1.2917109715182562e-08,
-        4.630631174163541e-06,
-        0.00037767741201252055,
-        0.003845660789414284,
-        0.05427725693042532,
-        0.18524451989065985,
-        1.1283791679597839,
-    ),
-    (
-        0.0,
-        6.260456191329363e-05,
-        0.0013042152393177046,
-        0.015447130121675898,
-        0.11393556547142974,
-        0.4975020715432107,
-        1.0,
-    ),
+#: float32 and float16 arrays (``_erf32_chunk``), in float32 arithmetic: erf(x) = tanh(x H(x^2))
+#: with |x| clipped to ``_ERF32_CLIP``. ``artanh(erf(x)) / x`` is smooth and even, so H is a
+#: polynomial in x^2 (degree 8, highest first), and numpy's float32 tanh is one SIMD pass (about
+#: 4 adds' time here) where erf's usual regions need an exp, a select and ~40 passes. H was
+#: fitted by Lawson's iteratively reweighted least squares (the minimax fit) on 4,000 Chebyshev
+#: points of [0, 3.92], weighted for erf's relative error (an error e in H moves erf by
+#: ``(1 - erf^2) x e``, so the weight fades where erf nears 1): largest relative error 3.2e-8,
+#: then rounded to float32 (``benchmarks/erf_float32.py`` refits it and checks every float32).
+#: Past 3.92 erfc < 6e-9 and erf rounds to +-1 in float32, as tanh does from there; the clip
+#: also keeps H's steps finite and takes care of the infinities; NaN passes through every
+#: step, and tanh is odd, so the sign (-0.0 included) needs no step of its own.
+#: Against the correctly rounded erf, every float32 of [-4.5, 4.5]: within 4 ulp, 99.3% within
+#: 1 (the rounding of H's float32 steps and of x H, and tanh's own ulp; design/vm.md, "erf as a
+#: tanh").
+_ERF32_H = (
+    -1.6409660297256323e-09,
+    5.39275468725009e-08,
+    -5.152841140443343e-07,
+    -1.8595702613311005e-06,
+    7.648365863133222e-05,
+    -0.0006036690319888294,
+    -0.00020216339908074588,
+    0.1027713194489479,
+    1.128379225730896,
 )
-#: Rows of the powers of ``x^2`` (``_erf_scratch``): the zeroth to the sixth.
-_ERF_POWERS = len(_ERF_NARROW_NUM_DEN[0])
-#: The same coefficients lowest degree first, ``(2, 7)``: the rational function as one matrix
-#: product with the powers of ``x^2`` (``_erf_narrow_small``).
-_ERF_NARROW_POWERS = np.array([c[::-1] for c in _ERF_NARROW_NUM_DEN])
-_ERF_NARROW_CLIP = 3.92
-
-#: Larger float32 and float16 arrays (``_erf32_chunk``), in float32 arithmetic: two regions of
-#: |x|, both computed for every element, the result selected by a bit mask (numpy's masked
-#: copies and ``np.where`` cost 10-20 plain passes):
-#: |x| <= 1: erf = |x| + |x| * S(x^2), S (degree 6) fitted to erf(x)/x - 1 (the leading |x|
-#: is added last, exactly scaled: the rounding of S's steps is shrunk by |S| <= 0.16);
-#: 1 < |x| <= 3.92: erf = 1 - exp(L(|x|) - x^2), L (degree 6) fitted to log(erfc(x)) + x^2 (a
-#: slowly varying function: without the x^2 it took a degree more; folding the x^2 into L gave
-#: 2 ulp). Both by Lawson's iteratively reweighted least squares (the minimax error) on 4,000
-#: Chebyshev points, S for the relative error of erf (1.2e-9), L for its absolute error, weighted
-#: by erfc (1.0e-9), the coefficients then rounded to float32 (``benchmarks/erf_float32.py``
-#: refits them and checks every float32). |x| is clipped to 3.92 first: then every step is
-#: finite (no overflow to silence), infinities give +-1 and NaN passes through every step.
-#: Checked against the correctly rounded erf on every float32 of [-4.5, 4.5] (2.2e9 values;
-#: beyond, erf rounds to +-1 and so does the kernel): at most 1 ulp, equal on 94.1%.
-_ERF32_SPLIT = 1.0
-_ERF32_S = (
-    7.854020077502355e-05,
-    -0.0008010246092453599,
-    0.00518833426758647,
-    -0.026853816583752632,
-    0.1128358542919159,
-    -0.3761262595653534,
-    0.12837916612625122,
-)
-_ERF32_L = (
-    0.00018557511793915182,
-    -0.002939617959782481,
-    0.021805360913276672,
-    -0.10303745418787003,
-    0.36177441477775574,
-    -1.127040147781372,
-    -0.0003537046432029456,
-)
-_ERF32_CLIP = _ERF_NARROW_CLIP  # the same bound: past it erf rounds to +-1 in float32
-#: The split's bits: for floats >= 0 (and NaN) the order of the bits is the order of the values.
-_ERF32_SPLIT_BITS = int(np.float32(_ERF32_SPLIT).view(np.int32))
-_SIGN32 = np.uint32(0x80000000)
+_ERF32_CLIP = 3.92
+_ERF32_H_STEPS = _coefficients(_ERF32_H, np.float32)
+#: The input dtypes ``_erf32_chunk`` reads as they are.
+_ERF32_READS = (np.dtype(np.float32), np.dtype(np.float16))
+#: The clip's bounds, 0-d like the coefficients (the clip on 256 elements 0.76 against 1.09 us).
+_ERF32_LOW, _ERF32_HIGH = _coefficients((-_ERF32_CLIP, _ERF32_CLIP), np.float32)
 
 #: Elements per chunk: every temporary is an array of at most this many elements, kept per thread
 #: and reused by every chunk and call. float64 (Cody's regions; numerator/denominator scratch
 #: twice that): ~1.8 MB of scratch whatever the input's size; measured (CPU time, 1e6 float32
 #: elements, loaded 2-core machine, the float64 evaluation float32 had until session 23): chunks
 #: of 4 Ki 44 ms, 8 Ki 35, 16 Ki 27, 32 Ki 25-27: the ~40 ufunc calls per chunk cost ~1 us each,
-#: which small chunks pay per few thousand elements. float32: five float32 arrays (640 KiB, in a
-#: 1 MiB L2 cache).
+#: which small chunks pay per few thousand elements. float32: three float32 arrays (384 KiB).
 ERF_CHUNK = 1 << 15
-#: Elements from which the chunks are shared with the worker thread (``vm/worker_thread.py``):
-#: two chunks, ~0.3 ms of work against a hand-off of tens of microseconds.
-ERF_THREAD_MIN = 2 * ERF_CHUNK
-#: Up to this many elements a float32/float16 erf takes ``_erf_narrow_small`` in one piece: its
-#: rational function as one matrix product of the coefficients by the powers of ``x^2`` in
-#: float64, 12 ufunc calls where ``_erf32_chunk`` makes ~40, whose fixed cost is most of a small
-#: erf (256 elements: 7 against 20 us; 4 Ki: 19 against 34 us). Its powers are a (7, this)
-#: float64 scratch per thread (448 KiB).
-ERF_POWERS_MAX = 1 << 13
-#: Up to this many elements a float32/float16 erf takes ``_erf_narrow_small``, in pieces of
-#: ``ERF_POWERS_MAX``; larger calls ``_erf32_chunk``. Measured on this AVX-512 machine (session
-#: 24, one thread, medians of 15 interleaved rounds, time against the float32 chunks): pieces of
-#: 8 Ki took 0.66x at 8 Ki elements, 0.79x at 16 Ki, 1.05x at 32 Ki, 1.11x at 64 Ki; pieces of
-#: 4 Ki (session 23's bound) 0.80x, 1.00x, 1.21x, 1.25x.
-ERF_NARROW_MAX = 2 * ERF_POWERS_MAX
+#: Elements from which the chunks are shared with the worker thread (``vm/worker_thread.py``).
+#: A float32 chunk is ~60 us of work, and two threads' chunks meet in the caches: helped/alone,
+#: one thread per core, medians of 15: 64 Ki elements 1.17x, 128 Ki 1.12x, 256 Ki 0.92-1.09x,
+#: 384 Ki 0.83x, 1 Mi 0.77-0.91x, 2 Mi 0.79x (the adaptive choice settles each size's bucket).
+ERF_THREAD_MIN = 8 * ERF_CHUNK
 
 
 _erf_local = threading.local()
 
 
 def _erf_scratch(m: int) -> tuple[np.ndarray, ...]:
-    """This thread's erf scratch, at least ``m`` elements each: ``ax, y, xs, rs`` (float64),
-    ``nd`` (2 x), ``spare``, and ``powers`` (7 x ``ERF_POWERS_MAX``, its first row ones: the
-    zeroth powers, never written). Kept per thread and reused by every call: allocated per call, the
-    ~1.8 MB were fresh pages for every call as soon as other work had reused the heap (page
-    faults: 32 Ki float32 elements took 1.5 ms instead of 0.75 ms, interleaved with other
-    kernels). Per thread, so concurrent calls never share it; erf calls nothing that could
-    re-enter it."""
+    """This thread's float64 erf scratch, at least ``m`` elements each: ``ax, y, xs, rs`` and
+    ``nd`` (2 x). Kept per thread and reused by every call: allocated per call, the ~1.8 MB were
+    fresh pages for every call as soon as other work had reused the heap (page faults: 32 Ki
+    elements took 1.5 ms instead of 0.75 ms, interleaved with other kernels). Per thread, so
+    concurrent calls never share it; erf calls nothing that could re-enter it."""
     cached: tuple[np.ndarray, ...] | None = getattr(_erf_local, "scratch", None)
     if cached is None or cached[0].size < m:
         size = max(m, ERF_CHUNK)
-        powers = np.empty((_ERF_POWERS, ERF_POWERS_MAX))
-        powers[0] = 1.0
-        cached = (*(np.empty(size) for _ in range(4)), np.empty((2, size)), np.empty(size), powers)
+        cached = (*(np.empty(size) for _ in range(4)), np.empty((2, size)))
         _erf_local.scratch = cached
-        _erf_local.views = {}  # views of the scratch this replaces
     return cached
 
 
-#: Sizes whose scratch views a thread keeps (``_erf_small_views``); past it they are dropped.
-ERF_VIEWS_MAX = 32
-
-
-def _erf_small_views(n: int) -> tuple[np.ndarray, ...]:
-    """This thread's views of its scratch for ``n <= ERF_POWERS_MAX`` elements: the float64
-    copy, the powers (all rows, then rows 1-6), the ``(2, n)`` quotient and its two rows. Kept per
-    size: a model calls erf on the same few sizes, and slicing eleven views is a tenth of a
-    small erf."""
-    scratch = _erf_scratch(n)
-    views: dict[int, tuple[np.ndarray, ...]] = _erf_local.views
-    found = views.get(n)
-    if found is None:
-        if len(views) >= ERF_VIEWS_MAX:
-            views.clear()
-        _, _, _, _, nd, spare, powers = scratch
-        rows = tuple(powers[i, :n] for i in range(1, _ERF_POWERS))
-        found = views[n] = (spare[:n], powers[:, :n], *rows, nd[:, :n], nd[0, :n], nd[1, :n])
-    return found
-
-
-def _erf_narrow_small(x: np.ndarray, out: np.ndarray) -> None:
-    """erf of a float32 or float16 array of at most ``ERF_POWERS_MAX`` elements into ``out``
-    (may be ``x``): ``_ERF_NARROW_NUM_DEN`` in float64, its polynomials as one product of the
-    coefficients by the powers of ``x^2`` (summed in another order than Horner's, within
-    float64's rounding, far below float32's), rounded once (session 16: 22 against 46 us on
-    256 float32 elements, where the fixed cost is most of the work)."""
-    b, powers, p1, p2, p3, p4, p5, p6, q, num, den = _erf_small_views(x.size)
-    multiply = np.multiply
-    np.copyto(b.reshape(x.shape), x, casting="unsafe")
-    # The clip method, not np.clip (whose two Python wrappers cost more than the clip on
-    # small arrays) nor np.minimum and np.maximum (two passes); NaN passes through alike.
-    b.clip(-_ERF_NARROW_CLIP, _ERF_NARROW_CLIP, out=b)
-    multiply(b, b, p1)
-    multiply(p1, p1, p2)
-    multiply(p1, p2, p3)
-    multiply(p2, p2, p4)
-    multiply(p1, p4, p5)
-    multiply(p2, p4, p6)
-    np.matmul(_ERF_NARROW_POWERS, powers, q)
-    np.divide(num, den, num)
-    multiply(num, b, b)
-    np.copyto(out, b.reshape(out.shape), casting="unsafe")
-
-
-def _horner(coefs: tuple[float, ...], y: np.ndarray, acc: np.ndarray) -> None:
+def _horner(coefs: Coefficients, y: np.ndarray, acc: np.ndarray) -> None:
     """``acc`` = the polynomial ``coefs`` (highest degree first) at ``y``, by Horner: one
-    multiply and one add of a Python float per degree (a leading 1.0 saves the first multiply:
+    multiply and one add of a coefficient per degree (a leading 1.0 saves the first multiply:
     ``y * 1.0`` is ``y``). Outputs are positional (the ``out=`` keyword costs a dict a call)."""
     multiply, add = np.multiply, np.add
     if coefs[0] == 1.0:
@@ -397,51 +295,33 @@ def _erf_chunk(
         out[i_small] = rm
 
 
-def _erf32_scratch() -> tuple[np.ndarray, ...]:
-    """This thread's float32 scratch for ``_erf32_chunk``, ``ERF_CHUNK`` elements each: ``a, y,
-    s, sign, mask`` and ``wide`` (a float16 chunk converted to float32). Kept per thread like
-    ``_erf_scratch`` (no fresh pages per call; concurrent calls never share it)."""
-    cached: tuple[np.ndarray, ...] | None = getattr(_erf_local, "scratch32", None)
+def _erf32_scratch() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """This thread's float32 scratch for ``_erf32_chunk``, ``ERF_CHUNK`` elements each: ``a, y``
+    and ``h`` (H's value, when the output is float16). Kept per thread like ``_erf_scratch``."""
+    cached: tuple[np.ndarray, np.ndarray, np.ndarray] | None = getattr(
+        _erf_local, "scratch32", None
+    )
     if cached is None or cached[0].size < ERF_CHUNK:
-        cached = _erf_local.scratch32 = tuple(np.empty(ERF_CHUNK, np.float32) for _ in range(6))
+        a, y, h = (np.empty(ERF_CHUNK, np.float32) for _ in range(3))
+        cached = _erf_local.scratch32 = (a, y, h)
     return cached
 
 
 def _erf32_chunk(
-    x: np.ndarray,
-    out: np.ndarray,
-    a: np.ndarray,
-    y: np.ndarray,
-    s: np.ndarray,
-    sign: np.ndarray,
-    mask: np.ndarray,
+    x: np.ndarray, out: np.ndarray, a: np.ndarray, y: np.ndarray, h: np.ndarray
 ) -> None:
-    """erf of the contiguous float32 chunk ``x`` into ``out`` (may be ``x``: it is read by the
-    first two calls only), in float32 (``_ERF32_S``, ``_ERF32_L``); the others are float32
-    scratch of at least ``x.size`` elements. Both regions are computed for every element and
-    the result is picked by bits: ``s ^ ((s ^ l) & mask)``, ``mask`` all ones where |x| > 1."""
+    """erf of the contiguous float32 or float16 chunk ``x`` into ``out`` (of either dtype; may
+    be ``x``, which only the clip reads) as ``tanh(x H(x^2))`` in float32 (``_ERF32_H``),
+    rounded once into ``out``; ``a``, ``y`` and ``h`` are float32 scratch of at least
+    ``x.size`` elements (``h`` unused when ``out`` is float32: H is computed in ``out``)."""
     k = x.size
-    a, y, s, sign, mask = a[:k], y[:k], s[:k], sign[:k], mask[:k]
-    multiply, add = np.multiply, np.add
-    x.clip(-_ERF32_CLIP, _ERF32_CLIP, out=a)
-    np.bitwise_and(x.view(np.uint32), _SIGN32, sign.view(np.uint32))
-    np.absolute(a, a)
-    multiply(a, a, y)
-    _horner(_ERF32_S, y, s)
-    multiply(s, a, s)
-    add(s, a, s)  # |x| <= 1: |x| + |x| S(x^2)
-    _horner(_ERF32_L, a, out)
-    np.subtract(out, y, out)
-    np.exp(out, out)
-    np.subtract(1.0, out, out)  # |x| > 1: 1 - exp(L(|x|) - x^2)
-    m = mask.view(np.int32)
-    np.subtract(_ERF32_SPLIT_BITS, a.view(np.int32), m)
-    np.right_shift(m, 31, m)  # the sign of split - |x| spread to all bits: ones where |x| > 1
-    bits, small = out.view(np.uint32), s.view(np.uint32)
-    np.bitwise_xor(bits, small, bits)
-    np.bitwise_and(bits, mask.view(np.uint32), bits)
-    np.bitwise_xor(bits, small, bits)
-    np.bitwise_or(bits, sign.view(np.uint32), bits)  # erf is odd: x's sign bit
+    a, y = a[:k], y[:k]
+    acc = out if out.dtype == np.float32 else h[:k]
+    x.clip(_ERF32_LOW, _ERF32_HIGH, a)
+    np.multiply(a, a, y)
+    _horner(_ERF32_H_STEPS, y, acc)
+    np.multiply(acc, a, acc)
+    np.tanh(acc, out)
 
 
 def _erf(x: np.ndarray, out: np.ndarray) -> None:
@@ -451,54 +331,45 @@ def _erf(x: np.ndarray, out: np.ndarray) -> None:
     region of |x|, in float64. Against ``math.erf`` (tests/vm/test_erf.py, 2e6 points on [-7,
     7] and the extremes): within 5 ulp, relative error below 7e-16 (92% of results equal; the
     worst just above |x| = 0.46875, where erf = 1 - erfc cancels a little).
-    float32 and float16: ``_erf32_chunk`` in float32 (a float16 chunk converted, rounded once
-    at the end), or ``_erf_narrow_small`` in float64 for at most ``ERF_NARROW_MAX`` elements
-    (in pieces of ``ERF_POWERS_MAX``): within 1 ulp of the correctly rounded value either way.
+    float32 and float16: ``_erf32_chunk``, ``tanh(x H(x^2))`` in float32 (a float16 result
+    rounded once at the end): within 4 ulp of the correctly rounded value on every float32.
     NaN propagates, erf(+-inf) = +-1, erf(-0.0) = -0.0.
 
     Works in chunks of ``ERF_CHUNK`` elements with scratch kept per thread (allocated on the
     thread's first call); from ``ERF_THREAD_MIN`` elements the chunks are shared with the worker
     thread (``vm/worker_thread.py``): each chunk is computed the same way whichever thread
     takes it, so the result does not depend on the sharing. Safe in place (``out`` may be
-    ``x``); a non-contiguous ``x`` (or one of another dtype) is first copied into ``out`` and
-    computed there in place."""
+    ``x``); a non-contiguous ``x`` (or one of a dtype the evaluation does not read: anything
+    but float32 and float16 for a narrow ``out``, anything but float64 for a float64 one) is
+    first copied into ``out`` and computed there in place."""
     if x.shape != out.shape:
         raise ValueError(f"erf: input shape {x.shape} but output shape {out.shape}")
     n = out.size
     if n == 0:
         return
-    if n <= ERF_POWERS_MAX and out.dtype != np.float64:
-        _erf_narrow_small(x, out)
+    narrow = out.dtype != np.float64
+    if n <= ERF_CHUNK and narrow and x.dtype in _ERF32_READS and x.flags.c_contiguous:
+        _erf32_chunk(x.reshape(-1), out.reshape(-1), *_erf32_scratch())  # one chunk: no closure
         return
-    if x.dtype != out.dtype or not x.flags.c_contiguous:
+    if not x.flags.c_contiguous or (x.dtype != out.dtype and out.dtype == np.float64):
         np.copyto(out, x, casting="unsafe")
         x = out
     src = x.reshape(-1)  # views: both are C-contiguous
     dst = out.reshape(-1)
-    if n <= ERF_NARROW_MAX and out.dtype != np.float64:
-        for i in range(0, n, ERF_POWERS_MAX):
-            _erf_narrow_small(src[i : i + ERF_POWERS_MAX], dst[i : i + ERF_POWERS_MAX])
-        return
+    if narrow and src.dtype not in _ERF32_READS:
+        np.copyto(dst, src, casting="unsafe")  # float64 into a narrow out: its own rounding
+        src = dst
     chunks = iter(range(0, n, ERF_CHUNK))
-    dtype = out.dtype
 
     def work() -> None:
-        if dtype != np.float64:
+        if narrow:
             # The clip keeps every step finite: nothing overflows or is invalid, so no
             # errstate context (tiny |x| underflow in x^2, as in the caller's own arithmetic).
-            *scratch, wide = _erf32_scratch()
+            a, y, h = _erf32_scratch()
             for i in chunks:
-                if dtype == np.float32:
-                    _erf32_chunk(src[i : i + ERF_CHUNK], dst[i : i + ERF_CHUNK], *scratch)
-                    continue
-                # float16: the chunk converted to float32, computed, rounded once back
-                part = src[i : i + ERF_CHUNK]
-                b = wide[: part.size]
-                np.copyto(b, part)
-                _erf32_chunk(b, b, *scratch)
-                np.copyto(dst[i : i + ERF_CHUNK], b, casting="same_kind")
+                _erf32_chunk(src[i : i + ERF_CHUNK], dst[i : i + ERF_CHUNK], a, y, h)
         else:
-            ax, y, xs, rs, nd, _, _ = _erf_scratch(min(n, ERF_CHUNK))  # this thread's
+            ax, y, xs, rs, nd = _erf_scratch(min(n, ERF_CHUNK))  # this thread's
             with np.errstate(all="ignore"):  # underflow to 0 near +-6, NaN inputs: expected
                 for i in chunks:
                     _erf_chunk(src[i : i + ERF_CHUNK], dst[i : i + ERF_CHUNK], ax, y, nd, xs, rs)
