@@ -306,3 +306,16 @@ def test_a_call_of_growing_buffers_is_served_from_the_pool_from_its_third_call_o
         2 * a.stats.peak_live_bytes, most
     )
     assert a.cached_bytes > 2 * a.stats.peak_live_bytes  # the old cap could not have held them
+
+
+def test_address_of_is_the_first_elements_address_for_every_kind_of_array():
+    from vm.memory.storage import address_of
+
+    a = np.arange(120, dtype=np.float32).reshape(4, 30)
+    frozen = a.copy()
+    frozen.flags.writeable = False
+    views = [a, a[1:], a[:, 3:], a[::2], a.T, a[2, 5:9], np.empty(0), frozen, frozen[1:], a[:0]]
+    for view in views:  # contiguous or not, writable or not, empty
+        assert address_of(view) == view.__array_interface__["data"][0]
+    storage = Storage(100)
+    assert storage.address == address_of(storage.buf) and storage.address % 64 == 0

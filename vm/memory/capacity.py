@@ -43,6 +43,7 @@ import numpy as np
 
 from ..errors import MemoryLimitError, VMError
 from .allocator import MAX_STORAGE_BYTES, Allocator
+from .storage import address_of
 
 
 @dataclass
@@ -66,7 +67,7 @@ class _Room:
     """The longest extent along ``axis`` handed out in a view so far."""
     handed: weakref.ref[np.ndarray] | None = None
     """The last view handed out. Every view handed out starts at ``start``, so an ``x`` that
-    is this very array needs no look at its address (``__array_interface__`` costs ~2 us, a
+    is this very array needs no look at its address (``address_of`` costs 0.6-2 us, up to a
     third of an in-place append)."""
 
 
@@ -131,7 +132,7 @@ def with_room(x: np.ndarray, axis: int, length: int) -> np.ndarray:
     index[axis] = slice(0, n)
     out: np.ndarray = full[tuple(index)]
     out[...] = x
-    start = full.__array_interface__["data"][0]
+    start = address_of(full)
     room = _Room(full.shape, full.dtype, full.strides, 0, start, axis, n)
     room.handed = weakref.ref(out)
     _register(full, room)
@@ -207,7 +208,7 @@ def _grow_in_place(
         ):
             return None
         handed = room.handed
-        if (handed is None or handed() is not x) and x.__array_interface__["data"][0] != room.start:
+        if (handed is None or handed() is not x) and address_of(x) != room.start:
             return None
         room.mark = n
     full = np.ndarray(room.shape, room.dtype, raw, room.offset)
@@ -247,13 +248,10 @@ def _grow_into_new(
     raw, offset = storage.raw, storage.offset
     full = np.ndarray(tuple(shape), x.dtype, raw, offset)
     index: list[Any] = [slice(None)] * x.ndim
-    index[axis] = slice(0, x.shape[axis])
-    full[tuple(index)] = x
-    index[axis] = slice(x.shape[axis], n)
-    full[tuple(index)] = y
     index[axis] = slice(0, n)
-    room = _Room(full.shape, full.dtype, full.strides, offset, storage.address, axis, n)
     out: np.ndarray = full[tuple(index)]
+    np.concatenate((x, y), axis=axis, out=out)  # one call where two slice assignments took two
+    room = _Room(full.shape, full.dtype, full.strides, offset, storage.address, axis, n)
     room.handed = weakref.ref(out)
     _register(raw, room)
     allocator.count_append(x.nbytes + y.nbytes, in_place=False)

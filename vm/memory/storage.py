@@ -8,6 +8,7 @@ storage it lives in (see ``interpreter.py``: outputs never alias memory the VM r
 
 from __future__ import annotations
 
+import ctypes
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -42,7 +43,8 @@ class Storage:
         alignment = max(alignment, MIN_ALIGNMENT)
         self.raw: np.ndarray = np.empty(capacity + alignment, dtype=np.uint8)
         """The owning array (the ``base`` of every view)."""
-        address = self.raw.ctypes.data
+        # (address_of without its checks: raw is writable, contiguous and never empty)
+        address = ctypes.addressof(ctypes.c_char.from_buffer(self.raw))
         start = (-address) % alignment
         self.buf: np.ndarray = self.raw[start : start + capacity]
         """The aligned bytes, ``capacity`` long."""
@@ -50,7 +52,7 @@ class Storage:
         """Where ``buf`` starts in ``raw`` (bytes)."""
         self.address = address + start
         """The address of ``buf``'s first byte (known here: reading an array's address back
-        through ``__array_interface__`` or ``ctypes`` costs ~2 us)."""
+        costs 0.6-2 us, see ``address_of``)."""
         self.capacity = capacity
         """Usable bytes (the size class for a pooled buffer)."""
         self.alignment = alignment
@@ -66,6 +68,19 @@ class Storage:
 
     def __repr__(self) -> str:
         return f"Storage({self.nbytes} bytes, capacity {self.capacity}, align {self.alignment})"
+
+
+def address_of(a: np.ndarray) -> int:
+    """The address of ``a``'s first element. A writable, C-contiguous, non-empty array's is
+    read through a ctypes object over its buffer (0.6 us); ``a.ctypes.data`` and
+    ``__array_interface__`` build Python objects first (1.9 and 2.1 us, measured), which a
+    fresh storage paid, and so every result handed to a caller and every new cache buffer.
+    Other arrays (whose buffer ctypes refuses) take ``__array_interface__``."""
+    flags = a.flags
+    if flags.writeable and flags.c_contiguous and a.size:
+        return ctypes.addressof(ctypes.c_char.from_buffer(a))
+    address: int = a.__array_interface__["data"][0]
+    return address
 
 
 def check_alignment(alignment: int) -> None:
