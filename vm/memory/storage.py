@@ -44,7 +44,7 @@ class Storage:
         self.raw: np.ndarray = np.empty(capacity + alignment, dtype=np.uint8)
         """The owning array (the ``base`` of every view)."""
         # (address_of without its checks: raw is writable, contiguous and never empty)
-        address = ctypes.addressof(ctypes.c_char.from_buffer(self.raw))
+        address = ctypes.addressof(ctypes.c_char.from_buffer(self.raw))  # type: ignore[arg-type]
         start = (-address) % alignment
         self.buf: np.ndarray = self.raw[start : start + capacity]
         """The aligned bytes, ``capacity`` long."""
@@ -78,7 +78,7 @@ def address_of(a: np.ndarray) -> int:
     Other arrays (whose buffer ctypes refuses) take ``__array_interface__``."""
     flags = a.flags
     if flags.writeable and flags.c_contiguous and a.size:
-        return ctypes.addressof(ctypes.c_char.from_buffer(a))
+        return ctypes.addressof(ctypes.c_char.from_buffer(a))  # type: ignore[arg-type]
     address: int = a.__array_interface__["data"][0]
     return address
 
