@@ -29,7 +29,7 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper  # noqa: E402
 
 from dynshape.testing.numpy_nn import NN_OPS  # noqa: E402
-from vm.kernels import get_kernel_factory  # noqa: E402
+from vm.kernels import get_kernel_factory, recurrent  # noqa: E402
 from vm.kernels.constant_layouts import with_constants  # noqa: E402
 
 GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
@@ -205,6 +205,57 @@ def test_kernel_prepared_on_constant_weights_gives_the_plain_kernels_bits(
     plain = _kernel(op, case, layout)
     for got, want in zip(_kernel(op, case, layout, constant_weights=True), plain, strict=True):
         np.testing.assert_array_equal(got, want, strict=True)
+
+
+@pytest.mark.parametrize("op", ["LSTM", "GRU", "RNN"])
+@settings(max_examples=30, deadline=None)
+@given(data=st.data())
+def test_kernel_never_writes_its_operands(op: str, data: st.DataObject) -> None:
+    """Laying out W^T and R^T may be a view of the operand (one input feature, or hidden 1,
+    make the transposes contiguous already): whatever the kernel scales or reorders must be
+    its own copy, plain or prepared on constant weights."""
+    seq, batch = data.draw(st.integers(1, 4), "seq"), data.draw(st.integers(1, 3), "batch")
+    case = _case(op, data.draw, seq, batch, "float32")
+    for hidden_one in (False, True):
+        if hidden_one:  # the smallest layouts, where the transposes are views
+            gh, dirs = GATES[op], case["ins"]["R"].shape[0]
+            case["ins"]["W"] = case["ins"]["W"][:, :gh, :1].copy()
+            case["ins"]["X"] = case["ins"]["X"][..., :1].copy()
+            case["ins"]["R"] = case["ins"]["R"][:, :gh, :1].copy()
+            for name, shape in (("B", (dirs, 2 * gh)), ("P", (dirs, 3))):
+                if case["ins"].get(name) is not None:
+                    case["ins"][name] = np.ones(shape, np.float32)
+            for name in ("initial_h", "initial_c"):
+                if case["ins"].get(name) is not None:
+                    case["ins"][name] = case["ins"][name][..., :1].copy()
+        before = {n: None if v is None else v.copy() for n, v in case["ins"].items()}
+        for constant in (False, True):
+            _kernel(op, case, 0, constant_weights=constant)
+            for name, value in case["ins"].items():
+                if value is not None:
+                    np.testing.assert_array_equal(value, before[name], err_msg=name, strict=True)
+
+
+@settings(max_examples=30, deadline=None)
+@given(data=st.data())
+def test_lstm_sigmoid_gates_by_tanh_agree_with_the_exp_form(data: st.DataObject) -> None:
+    """With the default activations an LSTM step computes i, o and f halved and takes every
+    gate by one tanh (``recurrent._halved``); the results are the exp form's within float32
+    rounding, and any other activation, a clip or coupled gates keep the exp form."""
+    seq, batch = data.draw(st.integers(1, 8), "seq"), data.draw(st.integers(1, 4), "batch")
+    case = _case("LSTM", data.draw, seq, batch, "float32")
+    attrs = case["attrs"]
+    default = (attrs["act_f"], attrs["act_g"], attrs["act_h"]) == DEFAULT_ACTS["LSTM"]
+    plain = default and attrs["clip"] is None and not attrs["input_forget"]
+    assert recurrent._halved(attrs) == plain
+    tanh_form = _kernel("LSTM", case, 0)
+    try:
+        recurrent.LSTM_TANH_GATES = False
+        exp_form = _kernel("LSTM", case, 0)
+    finally:
+        recurrent.LSTM_TANH_GATES = True
+    for got, want in zip(tanh_form, exp_form, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
 def _as_close_as_onnxruntime(op: str, case: dict[str, Any], layout: int) -> None:
