@@ -423,6 +423,45 @@ def test_conv2d_with_a_small_scratch_bound_splits_or_falls_back(factor, case):
     check_close(got, e, x, w)
 
 
+@pytest.mark.parametrize("fill", ["window", "taps"])
+@KERNEL_SETTINGS
+@given(case=conv_cases(depthwise=False), rows=st.sampled_from([1, 2, 3]))
+def test_conv2d_in_cache_sized_blocks_of_rows_matches_the_oracle(fill, case, rows):
+    # BLOCK_ELEMENTS cuts the "window" and "taps" buffers into blocks of rows (the last one
+    # shorter) even where the scratch bound would take them whole
+    x, w, strides, pad4, dilation, groups = case
+    e = conv_oracle(x, w, strides, pad4, dilation, groups)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(conv, "FILL", fill)
+        m.setattr(conv, "BLOCK_ELEMENTS", 1 if rows == 1 else rows * x.size * w.shape[2] ** 2)
+        got = run("nn.conv2d", attrs_of(strides, pad4, dilation, groups), [x, w], e.shape, x.dtype)
+    check_close(got, e, x, w)
+
+
+def test_conv2d_blocks_of_rows_follow_block_elements(monkeypatch):
+    calls: list[tuple[int, ...]] = []
+    real = conv._matmul
+
+    def spy(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+        calls.append(b.shape)
+        real(a, b, out)
+
+    monkeypatch.setattr(conv, "_matmul", spy)
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((2, 3, 20, 20)), rng.standard_normal((4, 3, 3, 3))
+    attrs = attrs_of((2, 2), (1, 1, 1, 1), (1, 1), 1)  # stride 2: the "window" path
+    e = conv_oracle(x, w, (2, 2), (1, 1, 1, 1), (1, 1), 1)
+    per_row = 2 * 3 * 9 * 10  # images x channels x taps x output columns
+    monkeypatch.setattr(conv, "BLOCK_ELEMENTS", 4 * per_row)
+    check_close(run("nn.conv2d", attrs, [x, w], e.shape, x.dtype), e, x, w)
+    # 4, 4 and the last 2 of 10 output rows, in each of ``run``'s 3 runs of the kernel
+    assert [s[-1] for s in calls] == [40, 40, 20] * 3
+    calls.clear()
+    monkeypatch.setattr(conv, "BLOCK_ELEMENTS", 1 << 62)
+    check_close(run("nn.conv2d", attrs, [x, w], e.shape, x.dtype), e, x, w)
+    assert [s[-1] for s in calls] == [100] * 3  # one block a run
+
+
 def test_conv2d_blocks_stay_within_the_bound(monkeypatch):
     calls: list[tuple[int, ...]] = []
     real = conv._matmul

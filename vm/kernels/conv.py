@@ -217,6 +217,18 @@ def _fill_block(
             np.copyto(block[:, :, i, j, a - r0 : b - r0, clo:chi], data[:, :, src_rows, csl])
 
 
+#: The im2col buffer of the "window" and "taps" paths (strided convolutions: the stems) is
+#: filled and multiplied in blocks of output rows of at most this many elements (at least one
+#: row; 256 KiB of float32), so that a block is still in the cache when its product reads it,
+#: where the scratch bound alone made one block of up to tens of MB (a 7x7 stem at 8x3x128x128:
+#: 19 MB). One kernel, before/after, warm / after a 32 MB sweep: that stem 0.51x / 0.68x,
+#: 1x3x64x64 0.70x / 0.78x, 8x16x32x32 3x3 stride 2 0.93x / 0.90x, 1x3x224x224 3x3 stride 2
+#: 1.11x / 1.05x; 1 << 17 was 0.50-1.06x. ResNet-18 a call, in one process, the bound toggled
+#: between 15 rounds: small 0.97x, mid 0.91x, large 0.90x; MobileNetV3 0.95-1.01x. The
+#: stride-1 "flat" buffer is not blocked: cut into blocks, its products lost more than the
+#: cache gave (warm 1.28-1.40x, after a sweep 0.86-0.98x on 8x16x32x32 and 8x32x16x16).
+BLOCK_ELEMENTS = 1 << 16
+
 #: How the im2col buffer of a padded convolution is filled (see ``_plan``): ``"auto"`` (a
 #: zero-padded copy of the region the taps read, then one copy of its window view, or for
 #: stride 1 of its "flat" rows view), or one of ``"flat"``, ``"window"``, ``"taps"`` (one
@@ -486,9 +498,11 @@ def _buffer_plan(conv: _Geometry) -> _Plan:
         path = "taps"
     else:
         path = "window"
-    block = limit // (n * c * kt * ow)
+    per_row = n * c * kt * ow
+    block = limit // per_row
     if block < 1:
         return _Plan("einsum", taps, rows, cols, 0, row_spans, col_spans)
+    block = min(block, max(1, BLOCK_ELEMENTS // per_row))
     return _Plan(path, taps, rows, cols, min(oh, block), row_spans, col_spans)
 
 
@@ -673,6 +687,7 @@ def conv2d(attrs: Mapping[str, Any]) -> Kernel:
             TILE_SIZES,
             TILED_ELEMENTS,
             GATHER_MAX_OUTPUTS,
+            BLOCK_ELEMENTS,
             LAST_IM2COL_MAX_OUTPUTS,
             LAST_IM2COL_STRIDE1_MAX,
             LAST_IM2COL_WEIGHT_RATIO,
