@@ -204,6 +204,22 @@ def test_non_contiguous_views():
     assert _ulps(out, np.full((4, 3), math.erf(0.25), np.float32)).max() <= NARROW_ULPS[np.float32]
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16])
+def test_non_contiguous_outputs_get_the_contiguous_result(dtype):
+    x = (np.random.default_rng(6).standard_normal((40, 30)) * 2).astype(dtype)
+    want = _run(x)
+    for n in (1, 40):  # one chunk and more (a chunk is far larger than 30 elements)
+        base = np.full((2 * n, 30), np.nan, dtype)
+        erf(x[:n], base[::2])  # every other row: a strided output
+        np.testing.assert_array_equal(base[::2], want[:n], strict=True)
+        assert np.isnan(base[1::2]).all()  # the rows between are untouched
+        big = np.full((2, 3 * ERF_CHUNK), np.nan, dtype)
+        wide = (np.random.default_rng(n).standard_normal(3 * ERF_CHUNK) * 2).astype(dtype)
+        erf(wide, big.T[:, 0])
+        np.testing.assert_array_equal(big[0], _run(wide), strict=True)
+        assert np.isnan(big[1]).all()
+
+
 def test_wrong_output_shape_is_refused():
     with pytest.raises(ValueError, match=r"erf: input shape \(2, 3\)"):
         erf(np.zeros((2, 3)), np.empty((3, 2)))

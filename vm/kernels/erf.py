@@ -325,7 +325,7 @@ def _erf32_chunk(
 
 
 def _erf(x: np.ndarray, out: np.ndarray) -> None:
-    """The error function, vectorised, into ``out`` (see the module doc for the three paths).
+    """The error function, vectorised, into ``out`` (see the module doc for the two paths).
 
     float64: W. J. Cody's rational approximations (1969, as in his CALERF), one formula per
     region of |x|, in float64. Against ``math.erf`` (tests/vm/test_erf.py, 2e6 points on [-7,
@@ -341,11 +341,17 @@ def _erf(x: np.ndarray, out: np.ndarray) -> None:
     takes it, so the result does not depend on the sharing. Safe in place (``out`` may be
     ``x``); a non-contiguous ``x`` (or one of a dtype the evaluation does not read: anything
     but float32 and float16 for a narrow ``out``, anything but float64 for a float64 one) is
-    first copied into ``out`` and computed there in place."""
+    first copied into ``out`` and computed there in place; a non-contiguous ``out`` gets the
+    result of a contiguous one."""
     if x.shape != out.shape:
         raise ValueError(f"erf: input shape {x.shape} but output shape {out.shape}")
     n = out.size
     if n == 0:
+        return
+    if not out.flags.c_contiguous:  # the chunks work on flat views of out
+        whole = np.empty(out.shape, out.dtype)
+        _erf(x, whole)
+        np.copyto(out, whole)
         return
     narrow = out.dtype != np.float64
     if n <= ERF_CHUNK and narrow and x.dtype in _ERF32_READS and x.flags.c_contiguous:
