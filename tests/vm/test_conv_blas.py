@@ -183,8 +183,10 @@ def test_conv2d_on_small_padded_maps_matches_the_oracle(fill, case):
     check_close(got, e, x, w)
 
 
-def test_conv2d_on_a_padded_one_by_one_map_multiplies_the_centre_tap(monkeypatch):
-    calls: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
+def spied_products(monkeypatch: pytest.MonkeyPatch) -> list[tuple[tuple[int, ...], ...]]:
+    """The (left, right) operand shapes of every product ``conv`` makes from now on (the
+    products still run)."""
+    calls: list[tuple[tuple[int, ...], ...]] = []
     real = conv._matmul
 
     def spy(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
@@ -192,6 +194,11 @@ def test_conv2d_on_a_padded_one_by_one_map_multiplies_the_centre_tap(monkeypatch
         real(a, b, out)
 
     monkeypatch.setattr(conv, "_matmul", spy)
+    return calls
+
+
+def test_conv2d_on_a_padded_one_by_one_map_multiplies_the_centre_tap(monkeypatch):
+    calls = spied_products(monkeypatch)
     rng = np.random.default_rng(3)
     x, w = rng.standard_normal((16, 4, 1, 1)), rng.standard_normal((6, 4, 3, 3))
     e = conv_oracle(x, w, (1, 1), (1, 1, 1, 1), (1, 1), 1)
@@ -439,14 +446,7 @@ def test_conv2d_in_cache_sized_blocks_of_rows_matches_the_oracle(fill, case, row
 
 
 def test_conv2d_blocks_of_rows_follow_block_elements(monkeypatch):
-    calls: list[tuple[int, ...]] = []
-    real = conv._matmul
-
-    def spy(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
-        calls.append(b.shape)
-        real(a, b, out)
-
-    monkeypatch.setattr(conv, "_matmul", spy)
+    calls = spied_products(monkeypatch)
     rng = np.random.default_rng(0)
     x, w = rng.standard_normal((2, 3, 20, 20)), rng.standard_normal((4, 3, 3, 3))
     attrs = attrs_of((2, 2), (1, 1, 1, 1), (1, 1), 1)  # stride 2: the "window" path
@@ -455,22 +455,15 @@ def test_conv2d_blocks_of_rows_follow_block_elements(monkeypatch):
     monkeypatch.setattr(conv, "BLOCK_ELEMENTS", 4 * per_row)
     check_close(run("nn.conv2d", attrs, [x, w], e.shape, x.dtype), e, x, w)
     # 4, 4 and the last 2 of 10 output rows, in each of ``run``'s 3 runs of the kernel
-    assert [s[-1] for s in calls] == [40, 40, 20] * 3
+    assert [b[-1] for _, b in calls] == [40, 40, 20] * 3
     calls.clear()
     monkeypatch.setattr(conv, "BLOCK_ELEMENTS", 1 << 62)
     check_close(run("nn.conv2d", attrs, [x, w], e.shape, x.dtype), e, x, w)
-    assert [s[-1] for s in calls] == [100] * 3  # one block a run
+    assert [b[-1] for _, b in calls] == [100] * 3  # one block a run
 
 
 def test_conv2d_blocks_stay_within_the_bound(monkeypatch):
-    calls: list[tuple[int, ...]] = []
-    real = conv._matmul
-
-    def spy(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
-        calls.append(b.shape)
-        real(a, b, out)
-
-    monkeypatch.setattr(conv, "_matmul", spy)
+    calls = spied_products(monkeypatch)
     monkeypatch.setattr(conv, "SCRATCH_FACTOR", 1)
     monkeypatch.setattr(conv, "PAD_SLACK", 0)
     rng = np.random.default_rng(0)
@@ -480,7 +473,7 @@ def test_conv2d_blocks_stay_within_the_bound(monkeypatch):
     check_close(got, e, x, w)
     limit = x.size + e.size
     assert len(calls) > 3  # several blocks (3 runs of the kernel)
-    assert all(np.prod(s) <= limit for s in calls), (calls, limit)
+    assert all(np.prod(b) <= limit for _, b in calls), (calls, limit)
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32", "float16"])
