@@ -224,10 +224,15 @@ def _layer_norm64(x, gamma, beta, axis, eps):
     b = (-1,) + (1,) * (x.ndim - axis % x.ndim - 1)
     mean = x64.mean(axis=axis, keepdims=True)
     var = ((x64 - mean) ** 2).mean(axis=axis, keepdims=True)
-    xh = (x64 - mean) / np.sqrt(var + eps)
+    deviation = np.sqrt(var + eps)
+    xh = (x64 - mean) / deviation
     out = xh * gamma.astype(np.float64).reshape(b) + beta.astype(np.float64).reshape(b)
     scale = 1 + np.abs(xh).max() * np.abs(gamma).max() + np.abs(beta).max()
-    return out, scale
+    # The float32 mean is rounded (|mean| 2^-24 at most), and every centred value carries that
+    # error, divided by the deviation: large where the values sit far from 0 close together
+    # (-511.5, -511.75, -511.75: 2.6e-4 on the normalised values).
+    centring = (np.abs(mean) / deviation).max() * 2.0**-23 * np.abs(gamma).max()
+    return out, scale, centring
 
 
 def test_layer_norm_of_values_whose_squares_overflow_float16():
@@ -246,9 +251,20 @@ def test_layer_norm_rounds_once(data):
     x = data.draw(f16_arrays(shape))
     gamma = data.draw(f16_arrays((shape[axis],), quarter_values(4)))
     beta = data.draw(f16_arrays((shape[axis],), quarter_values(4)))
-    exact, scale = _layer_norm64(x, gamma, beta, axis, 1e-5)
+    exact, scale, centring = _layer_norm64(x, gamma, beta, axis, 1e-5)
     got = run_like("nn.layer_norm", {"axis": axis, "epsilon": 1e-5}, [x, gamma, beta], x)
-    assert_rounded_once(got, exact, 2.0**-18 * scale)
+    assert_rounded_once(got, exact, 2.0**-18 * scale + centring)
+
+
+def test_layer_norm_of_close_values_far_from_zero():
+    # Found by the test above: the float32 mean of -511.5, -511.75, -511.75 is rounded by ~3e-5,
+    # a quarter of a float16 ulp of the result once divided by the deviation (0.118).
+    x = np.array([-511.5, -511.75, -511.75], F16)
+    gamma, beta = np.array([0, 0, 0.25], F16), np.zeros(3, F16)
+    exact, scale, centring = _layer_norm64(x, gamma, beta, 0, 1e-5)
+    got = run_like("nn.layer_norm", {"axis": 0, "epsilon": 1e-5}, [x, gamma, beta], x)
+    assert_rounded_once(got, exact, 2.0**-18 * scale + centring)
+    assert centring > 1e-5  # what the bound needed beyond half an ulp here
 
 
 # ---- convolution and pooling -----------------------------------------------------------------
