@@ -5,7 +5,7 @@ an array use both cores. The work is a loop over items taken from one shared ite
 on it is atomic under the GIL): on a busy machine the thread that gets the CPU does more items,
 where fixed halves would wait for the slower one. One worker for the whole process, made on
 first use; a kernel shares with it only from sizes where the hand-off (tens of microseconds)
-is small against the work (``fused_blocked.THREAD_MIN_ELEMENTS``, ``elementwise.ERF_THREAD_MIN``,
+is small against the work (``fused_blocked.THREAD_MIN_ELEMENTS``, ``erf.ERF_THREAD_MIN``,
 ``blas_threads.SPLIT_MIN``), and only while that measures faster than working alone
 (``shared``).
 """
