@@ -218,7 +218,7 @@ class _LSTM(_Step):
         acts: tuple[Act, Act, Act],
         p: np.ndarray | None,
         input_forget: bool,
-        halved: bool = False,
+        halved: bool,
     ) -> None:
         super().__init__(mm, rt, batch, dtype)
         self.f, self.act_g, self.act_h = acts
@@ -472,7 +472,7 @@ def _cells(
     lbr: bool,
     rb_h: list[np.ndarray | None],
     lens: np.ndarray | None,
-    halved: bool = False,
+    halved: bool,
 ) -> list[tuple[_Step, Any, bool]]:
     """``(step, direction, reverse)`` for each run over the sequence: one per direction, or one
     for both (direction ``_BOTH``) where nothing differs between them but the weights (no
@@ -604,7 +604,7 @@ def _run(
 
 
 def _r_transposed(
-    r: np.ndarray, ct: np.dtype, dirs: int, gates: int, hidden: int, halved: bool = False
+    r: np.ndarray, ct: np.dtype, dirs: int, gates: int, hidden: int, halved: bool
 ) -> np.ndarray:
     """R^T per gate and direction as a new C-contiguous ``(gates, dirs, hidden, hidden)``
     array in ``ct`` (R's rows are the gates' units); with ``halved``, LSTM's i, o and f
