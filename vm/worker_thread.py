@@ -7,11 +7,13 @@ where fixed halves would wait for the slower one. One worker for the whole proce
 first use; a kernel shares with it only from sizes where the hand-off (tens of microseconds)
 is small against the work (``fused_blocked.THREAD_MIN_ELEMENTS``, ``erf.ERF_THREAD_MIN``,
 ``blas_threads.SPLIT_MIN``), and only while that measures faster than working alone
-(``shared``).
+(``shared``). The worker starts with the pool, prepares (``on_worker_start``) and then
+serves.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Callable
@@ -24,6 +26,35 @@ from .adaptive_choice import AdaptivePolicy
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
+#: What the worker thread runs when it starts, before any work (``on_worker_start``).
+_start_hooks: list[Callable[[], None]] = []
+
+
+def on_worker_start(hook: Callable[[], None]) -> None:
+    """Run ``hook`` on the worker thread when it starts, before it takes any work: a thread's
+    one-time preparation (``blas_threads`` warms the thread's OpenBLAS scratch, an ~11 ms
+    product) is then done there and not inside the first piece of work shared with it, whose
+    time decides whether later ones are shared (``shared`` measures every call: a first
+    helped matmul measured 3.5-4.4x slower than the next ones, and working alone was chosen
+    until a probe ~0.25-0.5 s later). Until the hooks are done ``shared`` works alone and
+    measures nothing, so nobody waits for them. Register at import: the thread runs the hooks
+    registered when it starts (a failing one is skipped)."""
+    _start_hooks.append(hook)
+
+
+#: Set once the worker thread has run its start hooks; until then ``shared`` works alone
+#: and measures nothing (the help it would ask for could not start anyway).
+_ready = threading.Event()
+
+
+def _prepare_worker() -> None:
+    try:
+        for hook in _start_hooks:
+            # a preparation only saves time: the worker works without it
+            with contextlib.suppress(Exception):
+                hook()
+    finally:
+        _ready.set()
 
 
 def _worker_pool() -> ThreadPoolExecutor:
@@ -31,15 +62,20 @@ def _worker_pool() -> ThreadPoolExecutor:
     if _pool is None:
         with _pool_lock:
             if _pool is None:
-                _pool = ThreadPoolExecutor(1, thread_name_prefix="dynshape-worker")
+                pool = ThreadPoolExecutor(
+                    1, thread_name_prefix="dynshape-worker", initializer=_prepare_worker
+                )
+                pool.submit(int)  # the thread starts with a first job: it prepares at once
+                _pool = pool
     return _pool
 
 
 def _forget_pool() -> None:
     # A forked child has no worker thread, but would inherit a pool that believes it has an
     # idle one and never starts another: the child makes its own pool on first use.
-    global _pool
+    global _pool, _ready
     _pool = None
+    _ready = threading.Event()
 
 
 if hasattr(os, "register_at_fork"):
@@ -88,6 +124,10 @@ def shared(work: Callable[[], None], kind: str, amount: int) -> None:
     if not use_threads():
         work()
         return
+    pool = _worker_pool()
+    if not _ready.is_set():  # the worker is still preparing (``on_worker_start``)
+        work()
+        return
     bucket = (kind, amount.bit_length())
     clock = _help.clock
     start = clock()
@@ -95,7 +135,7 @@ def shared(work: Callable[[], None], kind: str, amount: int) -> None:
     if alone:
         work()
     else:
-        helper = _worker_pool().submit(_under_errstate, np.geterr(), work)
+        helper = pool.submit(_under_errstate, np.geterr(), work)
         try:
             work()
         finally:

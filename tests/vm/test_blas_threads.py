@@ -365,3 +365,24 @@ def test_each_thread_warms_its_scratch_once_on_one_thread(
     other.start()
     other.join()
     assert warm_ups == [("MainThread", 1), ("second", 1)]
+
+
+def test_the_worker_thread_warms_its_scratch_when_it_starts(
+    counting: _CountingSwitch, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The worker's warm-up runs when the thread starts (worker_thread.on_worker_start), not
+    # inside the first product split with it, whose time decides whether to split again.
+    from vm import worker_thread
+
+    warm_ups: list[str] = []
+    monkeypatch.setattr(bt, "_warm", threading.local())
+    monkeypatch.setattr(bt, "_warm_up", lambda: warm_ups.append(threading.current_thread().name))
+    monkeypatch.setattr(worker_thread, "_pool", None)
+    monkeypatch.setattr(worker_thread, "_ready", threading.Event())
+    pool = worker_thread._worker_pool()
+    assert worker_thread._ready.wait(60)
+    assert len(warm_ups) == 1 and warm_ups[0].startswith("dynshape-worker")
+    assert counting.count == 2  # lowered for the warm-up, restored after it
+    warmed = pool.submit(lambda: getattr(bt._warm, "done", False))
+    assert warmed.result(timeout=60)
+    pool.shutdown(wait=True)

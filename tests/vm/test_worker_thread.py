@@ -226,6 +226,9 @@ def test_help_that_measures_slower_is_given_up_and_probed_again(
     monkeypatch.setattr(worker_thread, "_help", AdaptivePolicy(clock=lambda: now[0]))
     pool = _NoHelper()
     monkeypatch.setattr(worker_thread, "_worker_pool", lambda: pool)
+    ready = threading.Event()
+    ready.set()  # the fake pool has no thread to prepare
+    monkeypatch.setattr(worker_thread, "_ready", ready)
     cost = {"helped": 2.0, "alone": 1.0}
 
     def call() -> bool:
@@ -249,3 +252,37 @@ def test_help_that_measures_slower_is_given_up_and_probed_again(
     helped += [call() for _ in range(5)]
     # three winning probes outvote the old median of five: then help is the choice again
     assert helped[:3] == [True] * 3 and sum(helped[-5:]) >= 4  # and alone is probed in turn
+
+
+def test_the_worker_prepares_before_any_work_and_nothing_waits_for_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Start hooks run on the worker thread before its first job; while they run, ``shared``
+    works alone and measures nothing (a slow preparation must not teach it that help is
+    slow), and a failing hook does not stop the worker."""
+    monkeypatch.setattr(worker_thread, "_pool", None)
+    monkeypatch.setattr(worker_thread, "_ready", threading.Event())
+    release = threading.Event()
+    events: list[tuple[str, str]] = []
+
+    def slow_hook() -> None:
+        events.append(("hook", threading.current_thread().name))
+        assert release.wait(60)
+
+    def failing_hook() -> None:
+        raise RuntimeError("a preparation that fails")
+
+    monkeypatch.setattr(worker_thread, "_start_hooks", [failing_hook, slow_hook])
+    policy = AdaptivePolicy()
+    monkeypatch.setattr(worker_thread, "_help", policy)
+    done, threads = _items_done(1_000)  # the worker is preparing: all on this thread
+    assert sorted(done) == list(range(1_000)) and threads == {threading.current_thread().name}
+    assert policy._buckets == {}  # nothing measured
+    release.set()
+    assert worker_thread._ready.wait(60)
+    assert events == [("hook", events[0][1])] and events[0][1].startswith("dynshape-worker")
+    names = worker_thread._worker_pool().submit(lambda: threading.current_thread().name)
+    assert names.result(timeout=60) == events[0][1]  # the same thread then takes the work
+    _items_done(100)
+    assert list(policy._buckets) == [("items", 7)]  # ready: calls are measured again
+    worker_thread._worker_pool().shutdown(wait=True)
