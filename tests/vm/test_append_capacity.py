@@ -25,6 +25,7 @@ from vm import (
     with_room,
 )
 from vm.memory import capacity
+from vm.memory.allocator import NaiveAllocator, PooledAllocator
 
 STEP = """
 def @main(%past: Tensor[(b, p, 4), float32], %x: Tensor[(b, 1, 4), float32]) {
@@ -254,16 +255,60 @@ def test_append_s_shape_errors_name_its_operands() -> None:
         VirtualMachine(exe).run(np.zeros((1, 2), np.float32), np.zeros((1, 3), np.float32))
 
 
-def test_a_buffer_is_forgotten_when_its_last_view_dies() -> None:
-    """The registry holds no buffer alive: once the caller drops every view, it is gone."""
-    vm, rng = _vm(), np.random.default_rng(8)
+@pytest.mark.parametrize("pooled", [True, False])
+def test_a_buffer_is_forgotten_when_its_last_view_dies(pooled: bool) -> None:
+    """The registry holds no buffer alive: once the caller drops every view (and the pool,
+    which keeps a buffer lent to the caller to take it back, lets go of it too), it is gone."""
+    vm = _vm() if pooled else _vm(allocator=NaiveAllocator())
+    rng = np.random.default_rng(8)
     before = capacity.registered_buffers()
     past = np.zeros((1, 0, 4), np.float32)
     for _ in range(10):
         past, _ = _step(vm, past, rng)
     assert capacity.registered_buffers() > before
     del past
+    vm.allocator.release()  # the pool's note of what it lent
     assert capacity.registered_buffers() == before
+
+
+def test_a_fresh_cache_each_call_reuses_the_buffer_the_caller_let_go_of() -> None:
+    """A loop that feeds fresh arrays (not the results) as the past: each call's new buffer
+    is one the pool took back once the caller dropped its result (warm memory, not fresh
+    pages): in steady state nothing is allocated from the system; the answers stay right."""
+    vm, rng = _vm(), np.random.default_rng(11)
+    past = rng.standard_normal((2, 6, 4)).astype(np.float32)
+    for _ in range(3):
+        present, _ = _step(vm, past.copy(), rng)
+        del present
+    stats = vm.allocator.stats
+    allocations, taken, moved = stats.allocations, stats.taken_back, stats.appends_moved
+    for _ in range(5):
+        present, _ = _step(vm, past.copy(), rng)
+        del present
+    assert stats.appends_moved == moved + 5  # a new buffer each call (the past is fresh)
+    assert stats.allocations == allocations and stats.taken_back >= taken + 5
+
+
+def test_a_buffer_taken_back_has_no_room_left_to_write_into() -> None:
+    """Once a pool takes a cache buffer back for another use, its old room is forgotten: a
+    view of the reused memory shaped like the old cache is appended onto by a copy, never
+    written after in place (that memory belongs to the new owner)."""
+    pool = PooledAllocator()
+    x = np.ones((2, 3, 4), np.float32)
+    y = np.full((2, 1, 4), 2.0, np.float32)
+    grown = capacity.append(x, y, 1, 0, pool, False)
+    assert grown.base is not None
+    # no reference to the buffer kept here: a held reference counts as a view (is_viewed)
+    raw_id, size, before = id(grown.base), grown.base.size - 64, capacity.registered_buffers()
+    del grown
+    storage = pool.alloc(size)  # a miss: the lent buffer comes back
+    assert id(storage.raw) == raw_id and capacity.registered_buffers() == before - 1
+    storage.buf.fill(7)
+    lookalike = np.ndarray((2, 4, 4), np.float32, storage.buf, 0, (8 * 4 * 4, 16, 4))
+    again = capacity.append(lookalike, y, 1, 0, pool, False)
+    assert not np.shares_memory(again, storage.buf)
+    assert np.all(storage.buf == 7)  # nothing written into the new owner's memory
+    assert np.array_equal(again, np.concatenate([lookalike, y], axis=1))
 
 
 def test_room_the_caller_gives_is_filled_in_place_from_the_first_step() -> None:

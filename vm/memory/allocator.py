@@ -323,6 +323,10 @@ class PooledAllocator(Allocator):
                 continue  # a view of it is still alive
             del self._lent[raw_id]
             s.taken_back += 1
+            hook = storage.on_reclaim
+            if hook is not None:
+                storage.on_reclaim = None
+                hook()
             if found is None and storage.capacity == capacity and storage.alignment == alignment:
                 found = storage
             else:

@@ -58,6 +58,7 @@ class Slot(Storage):
         slot.alignment = MIN_ALIGNMENT
         slot.nbytes = capacity
         slot.sanitizer = None
+        slot.on_reclaim = None
         slot.refs_alone = 0
         return slot
 

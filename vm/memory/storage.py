@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -34,6 +34,7 @@ class Storage:
         "capacity",
         "nbytes",
         "offset",
+        "on_reclaim",
         "raw",
         "refs_alone",
         "sanitizer",
@@ -59,6 +60,10 @@ class Storage:
         """Alignment of ``buf``'s first byte."""
         self.nbytes = capacity
         """Bytes asked by the current owner; views are bounds-checked against it."""
+        self.on_reclaim: Callable[[], None] | None = None
+        """Called (once) when a pool takes this storage back from the caller it was lent to
+        (``PooledAllocator``): what its last tenant registered about it is stale from then on
+        (``memory/capacity.py`` forgets the buffer's room)."""
         self.sanitizer: Any = None
         """The memory sanitizer's record (generation, alive, who freed it); None unless a
         ``check_memory=True`` VM allocated it (see ``vm/sanitizer.py``)."""
