@@ -289,6 +289,34 @@ def test_a_fresh_cache_each_call_reuses_the_buffer_the_caller_let_go_of() -> Non
     assert stats.allocations == allocations and stats.taken_back >= taken + 5
 
 
+def test_threads_dropping_and_growing_caches_each_get_their_answers() -> None:
+    """Threads whose calls each grow a fresh past and drop the result: the pool takes the
+    buffers back and hands them to whichever thread asks next, never while a view is alive
+    (each result is checked while the others keep running)."""
+    vm = _vm()
+    pasts = [
+        np.random.default_rng(i).standard_normal((2, 5 + i, 4)).astype(np.float32) for i in range(8)
+    ]
+    failures: list[str] = []
+
+    def work(i: int) -> None:
+        rng = np.random.default_rng(100 + i)
+        try:
+            for _ in range(40):
+                x = rng.standard_normal((2, 1, 4)).astype(np.float32)
+                total, present = vm.run(pasts[i].copy(), x)
+                expected = np.concatenate([pasts[i], x * 2], axis=1)
+                if not np.array_equal(present, expected):
+                    failures.append(f"thread {i}: wrong cache")
+                del total, present
+        except Exception as e:  # a thread's error fails the test, not just the thread
+            failures.append(f"thread {i}: {type(e).__name__}: {e}")
+
+    run_in_threads(work, 8)
+    assert failures == []
+    assert vm.allocator.stats.taken_back > 0
+
+
 def test_a_buffer_taken_back_has_no_room_left_to_write_into() -> None:
     """Once a pool takes a cache buffer back for another use, its old room is forgotten: a
     view of the reused memory shaped like the old cache is appended onto by a copy, never
