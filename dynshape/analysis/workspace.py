@@ -1,10 +1,11 @@
 """The workspace of an op call: the scratch its kernel carves, as a destination of its step.
 
-An op with a workspace rule (``shape_funcs/workspace.py``, ``nn.conv2d``'s im2col buffers)
-writes one more tensor than its result: a 1-d ``uint8`` buffer of the rule's bytes, in the
-call's symbols. The step plan gives it a scratch slot after the result's destinations, dead as
-soon as the step has run; ``manifest_alloc`` allocates it in the IR with the plan's other
-scratch, so memory planning reuses it and the memory report shows it.
+An op with a workspace rule (``shape_funcs/workspace.py``: ``nn.conv2d``'s im2col buffers, a
+recurrent layer's input projections) writes one more tensor than its result's leaves: a 1-d
+``uint8`` buffer of the rule's bytes, in the call's symbols. The step plan gives it a scratch
+slot after the result's destinations, dead as soon as the step has run; ``manifest_alloc``
+allocates it in the IR with the plan's other scratch, so memory planning reuses it and the
+memory report shows it.
 """
 
 from __future__ import annotations
@@ -22,7 +23,10 @@ def workspace_type(call: Call) -> TensorType | None:
     op = call.op
     if op is None or not has_workspace(op.name):
         return None
-    result, inputs = call.ty, [a.ty for a in call.args]
+    # The rule reads the (first) result's shape: a recurrent layer's Y, of (Y, Y_h, Y_c).
+    ty = call.ty
+    leaves = ir.tensor_leaves(ty) if isinstance(ty, (TensorType, ir.TupleType)) else []
+    result, inputs = leaves[0] if leaves else None, [a.ty for a in call.args]
     if not isinstance(result, TensorType) or not all(isinstance(t, TensorType) for t in inputs):
         raise CompileError(
             f"{op.name}: a workspace needs tensor operands and a tensor result (run infer_types)",

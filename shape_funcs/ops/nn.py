@@ -469,6 +469,27 @@ def rnn(
     return _recurrent(ctx, 1, x, w, r, optional, direction, layout, 2)
 
 
+def _recurrent_workspace(
+    result: Shape, x: Shape, w: Shape, r: Shape, *_: Shape, dtype: str, **__: object
+) -> Dim:
+    """The bytes a recurrent kernel carves (``vm/kernels/recurrent.py``): the input
+    projections of every step, ``seq * batch * dirs * G`` elements (``G`` = gates * hidden,
+    ``r.shape[1]``), and on top of them, for the steps, either both directions' gate-major
+    copy and their states (``2 * seq * batch * (G + hidden)``) or one direction's gate-major
+    copy (``seq * batch * G``, less): in the compute dtype (float32 for float16). ``seq *
+    batch`` is ``x``'s first two dims in either layout."""
+    steps = x[0] * x[1]
+    dirs, gates_hidden, hidden = r[0], r[1], r[2]
+    elements = steps * (dirs * gates_hidden + 2 * gates_hidden + 2 * hidden)
+    itemsize = 4 if dtype == "float16" else ITEMSIZE[dtype]
+    return elements * itemsize + 3 * PIECE_SLACK
+
+
+register_workspace("nn.lstm", results=3)(_recurrent_workspace)
+register_workspace("nn.gru", results=2)(_recurrent_workspace)
+register_workspace("nn.rnn", results=2)(_recurrent_workspace)
+
+
 @register_shape_func("dft")
 def dft(
     ctx: ShapeContext,

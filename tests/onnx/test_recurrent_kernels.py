@@ -29,8 +29,10 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper  # noqa: E402
 
 from dynshape.testing.numpy_nn import NN_OPS  # noqa: E402
+from shape_funcs.workspace import workspace_bytes  # noqa: E402
 from vm.kernels import get_kernel_factory, recurrent  # noqa: E402
 from vm.kernels.constant_layouts import with_constants  # noqa: E402
+from vm.kernels.workspace import Spills  # noqa: E402
 
 GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
 ACT_KEYS = {"LSTM": "fgh", "GRU": "fg", "RNN": "f"}
@@ -124,11 +126,15 @@ def _operands(op: str, case: dict[str, Any], layout: int) -> list[np.ndarray]:
 
 
 def _kernel(
-    op: str, case: dict[str, Any], layout: int, constant_weights: bool = False
+    op: str,
+    case: dict[str, Any],
+    layout: int,
+    constant_weights: bool = False,
+    workspace: np.ndarray | None = None,
 ) -> list[np.ndarray]:
     """The kernel's results, turned back to layout 0; with ``constant_weights``, from the
     kernel prepared on W and R as constants (``with_constants``), called twice (the layouts
-    made, then kept)."""
+    made, then kept); ``workspace`` is passed last when given."""
     operands = _operands(op, case, layout)
     x, r = case["ins"]["X"], case["ins"]["R"]
     seq, batch = x.shape[:2]
@@ -141,7 +147,7 @@ def _kernel(
     if constant_weights:
         kernel = with_constants(kernel, {1: operands[1], 2: operands[2]})
         kernel(*operands, *(np.empty_like(o) for o in outs))
-    kernel(*operands, *outs)
+    kernel(*operands, *outs, *([] if workspace is None else [workspace]))
     if layout:
         outs = [outs[0].transpose(1, 2, 0, 3), *(s.swapaxes(0, 1) for s in outs[1:])]
     return outs
@@ -205,6 +211,67 @@ def test_kernel_prepared_on_constant_weights_gives_the_plain_kernels_bits(
     plain = _kernel(op, case, layout)
     for got, want in zip(_kernel(op, case, layout, constant_weights=True), plain, strict=True):
         np.testing.assert_array_equal(got, want, strict=True)
+
+
+@pytest.mark.parametrize("op", ["LSTM", "GRU", "RNN"])
+@settings(max_examples=25, deadline=None)
+@given(data=st.data())
+def test_kernel_carves_its_declared_workspace_and_gives_the_same_bits(
+    op: str, data: st.DataObject
+) -> None:
+    """With a workspace of the size the op's rule declares (``_recurrent_workspace``), every
+    path (both directions stacked or one at a time, masked lengths, float16 states, layouts)
+    carves its projections from it and spills nothing; the bits are those of the kernel that
+    allocates. An empty workspace spills, with the same bits."""
+    seq, batch = data.draw(st.integers(1, 9), "seq"), data.draw(st.integers(1, 4), "batch")
+    layout = data.draw(st.sampled_from([0, 1]), "layout")
+    dtype = data.draw(st.sampled_from(["float32", "float16", "float64"]), "dtype")
+    case = _case(op, data.draw, seq, batch, dtype)
+    operands = _operands(op, case, layout)
+    plain = _kernel(op, case, layout)
+    name = f"nn.{op.lower()}"
+    shapes = [o.shape for o in operands]
+    nbytes = workspace_bytes(name, (0,), shapes, dtype, {**case["attrs"], "layout": layout})
+    assert isinstance(nbytes, int) and nbytes > 0
+    for room, spills in ((nbytes, False), (0, True)):
+        before = Spills.count
+        carved = _kernel(op, case, layout, workspace=np.empty(room, np.uint8))
+        assert (Spills.count > before) == spills, f"{room} bytes: spilled {not spills}"
+        for got, want in zip(carved, plain, strict=True):
+            np.testing.assert_array_equal(got, want, strict=True)
+
+
+def test_a_compiled_recurrent_layer_gets_a_planned_workspace() -> None:
+    """The compiler gives the op's call its workspace as planned memory: in the IR, and
+    carved without a spill at run time."""
+    import dynshape
+
+    text = """
+def @main(%x: Tensor[(s, b, 3), float32], %w: Tensor[(2, 8, 3), float32],
+          %r: Tensor[(2, 8, 2), float32]) {
+  %0 = nn.lstm(%x, %w, %r, 0f, 0, 0f, 0f, 0f, direction="bidirectional");
+  %0.0
+}
+"""
+    stages = dynshape.stages(text)
+    manifest = str(stages["manifest"])
+    assert "%workspace = memory.alloc_tensor" in manifest, manifest
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((5, 2, 3)).astype(np.float32)
+    w = rng.standard_normal((2, 8, 3)).astype(np.float32)
+    r = rng.standard_normal((2, 8, 2)).astype(np.float32)
+    before = Spills.count
+    got = dynshape.VirtualMachine(dynshape.compile(text)).run(x, w, r)
+    assert Spills.count == before
+    zero = np.zeros((), np.float32)
+    want = _reference_raw("nn.lstm", [x, w, r, zero, np.zeros((), np.int32), zero, zero, zero])
+    np.testing.assert_allclose(got, want[0], rtol=1e-5, atol=1e-6)
+
+
+def _reference_raw(name: str, operands: list[np.ndarray]) -> list[np.ndarray]:
+    attrs = {"direction": "bidirectional", "layout": 0, "clip": None, "act_f": "sigmoid"}
+    attrs |= {"act_g": "tanh", "act_h": "tanh", "input_forget": False}
+    return list(NN_OPS[name]([o.astype(np.float64) for o in operands], attrs))
 
 
 @pytest.mark.parametrize("op", ["LSTM", "GRU", "RNN"])
