@@ -128,6 +128,33 @@ def attention(
     return _permuted(out, out_axes, "out_axes")
 
 
+@register_workspace("nn.attention")
+def attention_workspace(
+    result: Shape,
+    q: Shape,
+    k: Shape,
+    v: Shape,
+    mask: Shape,
+    *,
+    dtype: str,
+    k_axes: Sequence[int] | None = None,
+    out_axes: Sequence[int] | None = None,
+    **_: object,
+) -> Dim:
+    """The bytes ``nn.attention``'s kernel carves (``vm/kernels/attention.py``): the scores,
+    ``(..., S_q, S_k)``, whose rows are at most the result's (its leading axes broadcast the
+    scores' with ``v``'s): every dim of the result but ``Dv`` (the last before ``out_axes``),
+    times ``S_k``; float32 for float16 data."""
+    last = len(result) - 1
+    rows = 1
+    for i, d in enumerate(result):
+        if (i if out_axes is None else out_axes[i]) != last:
+            rows = rows * d
+    s_k = k[len(k) - 2] if k_axes is None else k[k_axes[len(k) - 2]]
+    itemsize = 4 if dtype == "float16" else ITEMSIZE[dtype]
+    return rows * s_k * itemsize + PIECE_SLACK
+
+
 @register_shape_func("nn.layer_norm")
 def layer_norm(
     ctx: ShapeContext,

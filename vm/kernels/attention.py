@@ -16,8 +16,10 @@ multiply: the same arithmetic as the ``nn.softmax`` kernel, so a row whose every
 The scores are the kernel's one temporary, ``prod(leading) * S_q * S_k`` elements. It is
 bounded: past ``SCORES_MAX_BYTES`` the leading axes are processed in blocks (outermost first),
 so a long sequence never allocates more than the bound (unless one ``(S_q, S_k)`` matrix is
-larger by itself). Ideally it would be scratch planned by the compiler; it is not yet
-(design/compiler_fusion.md, "Attention as one kernel").
+larger by itself). It is carved from the call's workspace (its last argument: scratch the
+compiler plans from the op's rule, ``shape_funcs/ops/nn.py`` ``attention_workspace``, every
+block in turn in the same bytes) when there is one with room, else allocated (a kernel called
+on its own; the small products below ``blas_threads.LOW``, where numpy's matmul allocates).
 
 ``nan_to_zero``: after the softmax, its NaNs become 0 (exporters' ``where(p != p, 0, p)``
 after the softmax: a fully masked row gives zeros, not NaN).
@@ -37,6 +39,7 @@ from .blas_threads import LOW
 from .blas_threads import matmul as _matmul
 from .elementwise import SHARED_UNARY
 from .registry import Kernel, register_kernel
+from .workspace import Workspace
 
 #: The largest scores block the kernel allocates at once (bytes): 16 MiB, a (1, 8, 512, 1024)
 #: float32 block, well past the sizes where a block's matmuls stop paying their dispatch.
@@ -84,14 +87,16 @@ def _attend(
     scale: float,
     out: np.ndarray,
     nan_to_zero: bool = False,
+    workspace: np.ndarray | None = None,
 ) -> None:
     """The whole computation for operands already permuted, of one rank (leading 1-axes where
-    they broadcast), into ``out``; blocks along the outermost leading axis past the bound."""
+    they broadcast), into ``out``; blocks along the outermost leading axis past the bound. The
+    scores are carved from ``workspace`` when it has room (the op's planned scratch)."""
     s_k = k.shape[-2]
     # scores: (rows of out) * s_k elements; out.size // Dv, not a loop over the leading dims
     # (a decode step's attention is ~40 us of numpy calls: Python around them shows)
     if out.ndim > 2 and out.size // out.shape[-1] * s_k * out.itemsize > SCORES_MAX_BYTES:
-        _attend_blocks(q, k, v, mask, scale, out, nan_to_zero)
+        _attend_blocks(q, k, v, mask, scale, out, nan_to_zero, workspace)
         return
     kt = k.swapaxes(-1, -2)
     if q.shape[-2] * q.shape[-1] * s_k <= LOW:
@@ -102,7 +107,10 @@ def _attend(
         # The operands have one rank (the kernel made it so) and broadcast (their matmul
         # checks): each leading dim is the one that is not 1.
         lead = tuple(b if a == 1 else a for a, b in zip(q.shape[:-2], k.shape[:-2], strict=True))
-        scores = np.empty((*lead, q.shape[-2], s_k), out.dtype)
+        # planned memory when the caller passes it: per call, megabytes of fresh pages
+        # whenever the C allocator had returned the last call's scores to the system
+        ws = Workspace(workspace, q, k, v, out, *(() if mask is None else (mask,)))
+        scores = ws.empty((*lead, q.shape[-2], s_k), out.dtype)
         _matmul(q, kt, scores)
     if scores.size:
         if scale != 1.0:
@@ -128,12 +136,15 @@ def _attend_blocks(
     scale: float,
     out: np.ndarray,
     nan_to_zero: bool,
+    workspace: np.ndarray | None,
 ) -> None:
     """``_attend`` for scores past ``SCORES_MAX_BYTES``: blocks of the outermost leading axis
-    (the next one when it is 1), each within the bound."""
+    (the next one when it is 1), each within the bound, one after the other in the same
+    ``workspace``."""
     n = out.shape[0]
     if n == 1:  # every operand's axis is 1 there: the next axis is the one to block
-        _attend(q[0], k[0], v[0], None if mask is None else mask[0], scale, out[0], nan_to_zero)
+        m = None if mask is None else mask[0]
+        _attend(q[0], k[0], v[0], m, scale, out[0], nan_to_zero, workspace)
         return
     size = out.size // out.shape[-1] * k.shape[-2] * out.itemsize
     step = max(1, n * SCORES_MAX_BYTES // size)
@@ -145,7 +156,7 @@ def _attend_blocks(
         j = min(n, i + step)
         qb, kb, vb = part(q, i, j), part(k, i, j), part(v, i, j)
         assert qb is not None and kb is not None and vb is not None
-        _attend(qb, kb, vb, part(mask, i, j), scale, out[i:j], nan_to_zero)
+        _attend(qb, kb, vb, part(mask, i, j), scale, out[i:j], nan_to_zero, workspace)
 
 
 @register_kernel("nn.attention")
@@ -159,7 +170,12 @@ def attention(attrs: Mapping[str, Any]) -> Kernel:
     nan_to_zero = bool(attrs.get("nan_to_zero", False))
 
     def kernel(
-        q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray, out: np.ndarray
+        q: np.ndarray,
+        k: np.ndarray,
+        v: np.ndarray,
+        mask: np.ndarray,
+        out: np.ndarray,
+        workspace: np.ndarray | None = None,
     ) -> None:
         target = _view(out, out_inverse)
         if target.size == 0:
@@ -175,9 +191,9 @@ def attention(attrs: Mapping[str, Any]) -> Kernel:
             ops = [x.astype(np.float32) for x in ops]
             m = None if m is None else m.astype(np.float32)
             result = np.empty(target.shape, np.float32)
-            _attend(ops[0], ops[1], ops[2], m, scale, result, nan_to_zero)
+            _attend(ops[0], ops[1], ops[2], m, scale, result, nan_to_zero, workspace)
             np.copyto(target, result)
             return
-        _attend(ops[0], ops[1], ops[2], m, scale, target, nan_to_zero)
+        _attend(ops[0], ops[1], ops[2], m, scale, target, nan_to_zero, workspace)
 
     return kernel
