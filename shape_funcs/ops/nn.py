@@ -173,6 +173,18 @@ def layer_norm(
     return data
 
 
+@register_workspace("nn.layer_norm")
+def layer_norm_workspace(result: Shape, data: Shape, *_: Shape, dtype: str, **__: object) -> Dim:
+    """The bytes ``nn.layer_norm``'s kernel carves (``vm/kernels/nn.py``): the squares of the
+    centred input, ``data``'s size; float16 adds the float32 copy it computes in (both
+    float32)."""
+    elements = 1
+    for d in data:
+        elements = elements * d
+    per_element = 8 if dtype == "float16" else ITEMSIZE[dtype]
+    return elements * per_element + 2 * PIECE_SLACK
+
+
 @register_shape_func("nn.rms_norm")
 def rms_norm(
     ctx: ShapeContext, data: Shape, gamma: Shape, *, axis: int = -1, epsilon: float = 1e-5

@@ -104,3 +104,20 @@ def @main(%q: Tensor[(b, h, n, 16), float32], %k: Tensor[(b, h, m, 16), float32]
     p = np.exp(scores - scores.max(-1, keepdims=True))
     want = p / p.sum(-1, keepdims=True) @ v
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_large_scores_of_small_products_are_carved_too() -> None:
+    """A batch of small products (each below ``blas_threads.LOW``) whose scores together pass
+    ``NUMPY_SCORES_BYTES`` (an encoder's (4, 4, 64, 64)) uses the workspace; small scores (a
+    decode step's) stay numpy's own allocation."""
+    rng = np.random.default_rng(6)
+    attrs = {"scale": 0.5, "q_axes": None, "k_axes": None, "v_axes": None, "out_axes": None}
+    for shape, carved in (((4, 4, 64, 32), True), ((1, 4, 1, 32), False)):
+        q, k, v = (rng.standard_normal(shape).astype(np.float32) for _ in range(3))
+        ops = [q, k, v, np.zeros((), np.float32)]
+        assert shape[-2] * shape[-1] * shape[-2] <= 65536 * 4  # below blas_threads.LOW
+        plain = _run(attrs, ops, shape, None)
+        before = Spills.count
+        got = _run(attrs, ops, shape, 0)  # an empty workspace: a carved piece spills
+        assert (Spills.count > before) == carved
+        np.testing.assert_array_equal(got, plain, strict=True)

@@ -353,3 +353,34 @@ def test_scatter_rejects_bad_inputs(op, attrs, inputs, message):
             get_kernel_factory(op)(attrs)
         else:
             run_like(op, attrs, inputs, inputs[0])
+
+
+def test_take_into_a_large_output_checks_the_indices_and_gathers_as_numpy():
+    # few indices but a large output (an embedding lookup): checked with min/max and gathered
+    # without numpy's buffered copy of ``out``; out of range still raises numpy's error
+    from vm.kernels.transform import CHECKED_TAKE_OUT_BYTES
+
+    rng = np.random.default_rng(3)
+    table = rng.standard_normal((50, 256)).astype(np.float32)
+    idx = rng.integers(-50, 50, (4, 32))
+    e = np.take(table, idx, axis=0)
+    assert e.nbytes >= CHECKED_TAKE_OUT_BYTES and idx.size < 4096
+    assert_same(run_like("take", {"axis": 0}, [table, idx], e), e)
+    wrong = idx.copy()
+    wrong[1, 3] = 50
+    with pytest.raises(IndexError, match="out of bounds"):
+        run_like("take", {"axis": 0}, [table, wrong], e)
+
+
+@pytest.mark.parametrize("out_strided", [False, True])
+def test_reshape_of_a_strided_input_copies_in_c_order(out_strided):
+    # a contiguous output is viewed in the input's shape (one copy, no temporary); a strided
+    # output takes the input reshaped, as numpy's reshape orders it
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((6, 8, 10)).astype(np.float32).transpose(2, 0, 1)[:, ::2]
+    want = x.reshape(5, 48)
+    whole = np.full((5, 96), np.nan, np.float32)
+    out = whole[:, ::2] if out_strided else np.full((5, 48), np.nan, np.float32)
+    for name in ("reshape", "squeeze", "expand_dims"):
+        get_kernel_factory(name)({"newshape": (5, 48), "axis": (0,), "num_newaxis": 0})(x, out)
+        np.testing.assert_array_equal(out, want, strict=True)

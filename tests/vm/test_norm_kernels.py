@@ -112,3 +112,34 @@ def test_one_row_layer_norm_of_a_constant_row_gives_numpy_s_inf_and_nan(
         ln(x, g, b, general)
     np.testing.assert_array_equal(one_row, general)  # 0 * inf and 0 * nan: nan everywhere
     assert np.isnan(one_row).all()
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("axis", [-1, 0])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_layer_norm_carves_its_declared_workspace(
+    shape: tuple[int, ...], axis: int, dtype: str
+) -> None:
+    """The squares (and float16's float32 copy) come from a workspace of the size the op's
+    rule declares (``layer_norm_workspace``): nothing spills, the same bits as the kernel that
+    allocates; an empty workspace spills with the same bits."""
+    from shape_funcs.workspace import workspace_bytes
+    from vm.kernels.workspace import Spills
+
+    x = _data(shape, dtype)
+    n = shape[axis]
+    g, b = _data((n,), dtype), _data((n + 1,), dtype)[1:]
+    kernel = get_kernel_factory("nn.layer_norm")({"axis": axis, "epsilon": 1e-5})
+    plain = np.empty_like(x)
+    kernel(x, g, b, plain)
+    attrs = {"axis": axis, "epsilon": 1e-5}
+    nbytes = workspace_bytes("nn.layer_norm", shape, [shape, (n,), (n,)], dtype, attrs)
+    for room, spills in ((nbytes, False), (0, True)):
+        before, out = Spills.count, np.full_like(x, 7)
+        kernel(x, g, b, out, np.empty(room, np.uint8))
+        # nothing is carved for an empty tensor, nor for one row along the last axis (the row
+        # path needs no squares) unless float16 (its float32 copy)
+        one_row = axis % x.ndim == x.ndim - 1 and x.size == n and dtype != "float16"
+        needs = x.size > 0 and not one_row
+        assert (Spills.count > before) == (spills and needs), (room, Spills.count - before)
+        np.testing.assert_array_equal(out, plain, strict=True)

@@ -19,7 +19,8 @@ so a long sequence never allocates more than the bound (unless one ``(S_q, S_k)`
 larger by itself). It is carved from the call's workspace (its last argument: scratch the
 compiler plans from the op's rule, ``shape_funcs/ops/nn.py`` ``attention_workspace``, every
 block in turn in the same bytes) when there is one with room, else allocated (a kernel called
-on its own; the small products below ``blas_threads.LOW``, where numpy's matmul allocates).
+on its own; small scores of products below ``blas_threads.LOW``, where numpy's matmul
+allocates: ``NUMPY_SCORES_BYTES``).
 
 ``nan_to_zero``: after the softmax, its NaNs become 0 (exporters' ``where(p != p, 0, p)``
 after the softmax: a fully masked row gives zeros, not NaN).
@@ -44,6 +45,12 @@ from .workspace import Workspace
 #: The largest scores block the kernel allocates at once (bytes): 16 MiB, a (1, 8, 512, 1024)
 #: float32 block, well past the sizes where a block's matmuls stop paying their dispatch.
 SCORES_MAX_BYTES = 1 << 24
+
+#: Scores below this many bytes of products below ``blas_threads.LOW`` are numpy's own
+#: allocation (a decode step's, tens of bytes to kilobytes); larger ones are carved from the
+#: workspace (a BERT encoder's (4, 4, 64, 64): 256 KiB a call, fresh pages whenever the C
+#: allocator had returned the last call's).
+NUMPY_SCORES_BYTES = 1 << 16
 
 _F16 = np.dtype(np.float16)
 _exp = SHARED_UNARY["exp"]
@@ -99,9 +106,12 @@ def _attend(
         _attend_blocks(q, k, v, mask, scale, out, nan_to_zero, workspace)
         return
     kt = k.swapaxes(-1, -2)
-    if q.shape[-2] * q.shape[-1] * s_k <= LOW:
-        # a product below the thread policy's bound (blas_threads.LOW): numpy allocates the
-        # scores and broadcasts the leading axes in C
+    if (
+        q.shape[-2] * q.shape[-1] * s_k <= LOW
+        and out.size // out.shape[-1] * s_k * out.itemsize < NUMPY_SCORES_BYTES
+    ):
+        # small scores of a product below the thread policy's bound (blas_threads.LOW): numpy
+        # allocates them and broadcasts the leading axes in C
         scores = np.matmul(q, kt)
     else:
         # The operands have one rank (the kernel made it so) and broadcast (their matmul
