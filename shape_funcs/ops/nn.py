@@ -359,6 +359,31 @@ register_shape_func("nn.max_pool2d")(pool2d)
 register_shape_func("nn.avg_pool2d")(pool2d)
 
 
+def pool2d_workspace(
+    result: Shape,
+    data: Shape,
+    *,
+    dtype: str,
+    padding: Sequence[int] = (0, 0, 0, 0),
+    **_: object,
+) -> Dim:
+    """The bytes the pooling kernels carve (``vm/kernels/conv.py``), every path's pieces
+    counted (an upper bound): the input padded with the op's identity, the rows' temporary of
+    a separable pool (over the padded width), the columns' one, and average pooling's float32
+    accumulator for float16 data; in float32 for float16."""
+    n, c, h, w = data
+    oh, ow = result[2], result[3]
+    top, left, bottom, right = _padding(padding)
+    hp, wp = h + top + bottom, w + left + right
+    elements = n * c * (hp * wp + oh * wp + h * ow + oh * ow)
+    itemsize = 4 if dtype == "float16" else ITEMSIZE[dtype]
+    return elements * itemsize + 3 * PIECE_SLACK
+
+
+register_workspace("nn.max_pool2d")(pool2d_workspace)
+register_workspace("nn.avg_pool2d")(pool2d_workspace)
+
+
 @register_shape_func("nn.global_avg_pool2d")
 def global_avg_pool2d(ctx: ShapeContext, data: Shape) -> Shape:
     """``(N, C, H, W) -> (N, C, 1, 1)``."""

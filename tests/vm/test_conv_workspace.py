@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
-from test_conv_blas import ONE_GROUP_PATHS, attrs_of, conv_cases, conv_oracle
+from test_conv_blas import ONE_GROUP_PATHS, POOL_PATHS, attrs_of, conv_cases, conv_oracle
 from vm_testlib import KERNEL_SETTINGS
 
 import vm.kernels.conv as conv
@@ -189,3 +189,42 @@ def test_pieces_are_aligned_and_disjoint():
     assert a.ctypes.data % PIECE_ALIGNMENT == 0 and b.ctypes.data % PIECE_ALIGNMENT == 0
     assert b.ctypes.data - a.ctypes.data == PIECE_ALIGNMENT
     assert not np.may_share_memory(a, b) and not b.any()
+
+
+@pytest.mark.parametrize("path", ["padded", "rows", "cols", "window"])
+@pytest.mark.parametrize("kind", ["max", "avg"])
+@KERNEL_SETTINGS
+@given(data=st.data(), dtype=st.sampled_from(["float32", "float16", "float64"]))
+def test_every_pool_path_fits_the_declared_workspace(path, kind, data, dtype):
+    """The pools' temporaries (the padded input, a separable pool's rows or columns, average
+    pooling's float32 accumulator) are carved from the workspace their rule declares: no
+    spill, the same bits as the kernel that allocates; an empty workspace spills the same
+    bits."""
+    size = (data.draw(st.integers(1, 4)), data.draw(st.integers(1, 4)))
+    strides = (data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3)))
+    dilation = (data.draw(st.integers(1, 2)), data.draw(st.integers(1, 2)))
+    pad4 = tuple(data.draw(st.integers(0, 3)) for _ in range(4))
+    n, c = data.draw(st.integers(1, 2)), data.draw(st.integers(1, 3))
+    h, w = data.draw(st.integers(1, 11)), data.draw(st.integers(1, 11))
+    ext = (dilation[0] * (size[0] - 1) + 1, dilation[1] * (size[1] - 1) + 1)
+    assume(h + pad4[0] + pad4[2] >= ext[0] and w + pad4[1] + pad4[3] >= ext[1])
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    x = (rng.standard_normal((n, c, h, w)) * 10).astype(dtype)
+    attrs = {"pool_size": size, "strides": strides, "padding": pad4, "dilation": dilation}
+    oh = (h + pad4[0] + pad4[2] - ext[0]) // strides[0] + 1
+    ow = (w + pad4[1] + pad4[3] - ext[1]) // strides[1] + 1
+    name = f"nn.{kind}_pool2d"
+    nbytes = workspace_bytes(name, (n, c, oh, ow), [x.shape], dtype, attrs)
+    taps_min, few, separable = POOL_PATHS[path]
+    with pytest.MonkeyPatch.context() as m, np.errstate(all="ignore"):
+        m.setattr(conv, "TAPS_MIN_OUTPUT", taps_min)
+        m.setattr(conv, "TAPS_FEW_CALLS", few)
+        m.setattr(conv, "POOL_SEPARABLE", separable)
+        kernel = get_kernel_factory(name)(attrs)
+        plain = np.empty((n, c, oh, ow), x.dtype)
+        kernel(x, plain)
+        for room, may_spill in ((nbytes, False), (0, True)):
+            out, before = np.full_like(plain, 7), Spills.count
+            kernel(x, out, np.empty(room, np.uint8))
+            assert may_spill or Spills.count == before, "a piece did not fit the declared bytes"
+            np.testing.assert_array_equal(out, plain, strict=True)

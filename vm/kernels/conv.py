@@ -66,7 +66,9 @@ How each op runs (the measurements behind each choice: design/vm.md, "Convolutio
   axes' counts); from 3x3 up, separably (the rows' taps, then the columns'; a small padded
   input is first copied padded with the op's identity, so no tap is clipped). Few outputs per
   call and many taps (``TAPS_MIN_OUTPUT``, ``TAPS_FEW_CALLS``): one reduction of the strided
-  window view of ``nn.windows``.
+  window view of ``nn.windows``. The temporaries (the padded copy, the rows' or columns'
+  pass, average pooling's float32 accumulator) are carved from the call's workspace, planned
+  from the ops' rule (``shape_funcs/ops/nn.py`` ``pool2d_workspace``).
 
 Weights: what a path derives from the weight (its kept taps, channels-last, float32 for float16)
 is made once per VM when the weight is a constant (``constant_layouts.py``), else per call.
@@ -1375,9 +1377,11 @@ def _pool_taps(
     pad: tuple[int, int, int, int],
     op: np.ufunc,
     fill: Any,
+    ws: Workspace,
 ) -> tuple[np.ndarray, np.ndarray]:
     """``op``-accumulate each tap's strided view of ``data`` into ``acc`` where it lands (the
     rest of ``acc`` holds ``fill``); returns how many taps reach each output row and column.
+    The temporaries are carved from ``ws``.
 
     Max and sum are separable: when KH * KW > KH + KW (3x3 and up), the rows' taps are
     accumulated first into an (N, C, OH, W) temporary, then its columns' taps into ``acc``:
@@ -1391,7 +1395,7 @@ def _pool_taps(
     if separable and POOL_SEPARABLE == "padded" and any(pad) and data.size <= POOL_PAD_MAX:
         # a copy padded with ``fill`` (bounded by PAD_FACTOR, checked by _padded_shape): every
         # tap's view is whole, no clipping; rows first, as below
-        x = _pad_hw(data, pad, fill, acc.dtype)
+        x = _pad_hw(data, pad, fill, acc.dtype, ws)
         wp = x.shape[3]
         row_taps = [
             slice(i * dilation[0], i * dilation[0] + (oh - 1) * strides[0] + 1, strides[0])
@@ -1401,7 +1405,7 @@ def _pool_taps(
             slice(j * dilation[1], j * dilation[1] + (ow - 1) * strides[1] + 1, strides[1])
             for j in range(size[1])
         ]
-        tmp = np.empty((*data.shape[:2], oh, wp), acc.dtype)
+        tmp = ws.empty((*data.shape[:2], oh, wp), acc.dtype)
         op(x[:, :, row_taps[0]], x[:, :, row_taps[1]], out=tmp)
         for rs in row_taps[2:]:
             op(tmp, x[:, :, rs], out=tmp)
@@ -1409,11 +1413,11 @@ def _pool_taps(
         for cs in col_taps[2:]:
             op(acc, tmp[..., cs], out=acc)
     elif separable and POOL_SEPARABLE != "cols":
-        tmp = np.empty((*data.shape[:2], oh, w), acc.dtype)
+        tmp = ws.empty((*data.shape[:2], oh, w), acc.dtype)
         _accumulate(tmp, data, row_spans, [(0, 0, w, slice(0, w))], op, fill)
         _accumulate(acc, tmp, [(0, 0, oh, slice(0, oh))], col_spans, op, fill)
     elif separable:
-        tmp = np.empty((*data.shape[:3], ow), acc.dtype)
+        tmp = ws.empty((*data.shape[:3], ow), acc.dtype)
         _accumulate(tmp, data, [(0, 0, h, slice(0, h))], col_spans, op, fill)
         _accumulate(acc, tmp, row_spans, [(0, 0, ow, slice(0, ow))], op, fill)
     else:
@@ -1442,15 +1446,17 @@ def max_pool2d(attrs: Mapping[str, Any]) -> Kernel:
     ``PAD_FACTOR``)."""
     size, strides, pad, dilation = _pool_setup(attrs)
 
-    def kernel(data: np.ndarray, out: np.ndarray) -> None:
+    def kernel(data: np.ndarray, out: np.ndarray, workspace: np.ndarray | None = None) -> None:
         shape = _padded_shape("nn.max_pool2d", data, pad, out)
         oh, ow = _check_hw("nn.max_pool2d", shape, size, strides, dilation, out)
         if out.size == 0:
             return
+        ws = Workspace(workspace, data, out)
         if _use_taps(size, out):
-            _pool_taps(data, out, size, strides, dilation, pad, np.maximum, _lowest(out.dtype))
+            lowest = _lowest(out.dtype)
+            _pool_taps(data, out, size, strides, dilation, pad, np.maximum, lowest, ws)
             return
-        x = _pad_hw(data, pad, _lowest(data.dtype))
+        x = _pad_hw(data, pad, _lowest(data.dtype), None, ws)
         np.max(windows(x, size, strides, dilation, (oh, ow)), axis=(4, 5), out=out)
 
     return kernel
@@ -1465,17 +1471,18 @@ def avg_pool2d(attrs: Mapping[str, Any]) -> Kernel:
     by ``PAD_FACTOR``). float16 sums into a float32 result, rounded once into ``out``."""
     size, strides, pad, dilation = _pool_setup(attrs)
 
-    def kernel(data: np.ndarray, out: np.ndarray) -> None:
+    def kernel(data: np.ndarray, out: np.ndarray, workspace: np.ndarray | None = None) -> None:
         shape = _padded_shape("nn.avg_pool2d", data, pad, out)
         oh, ow = _check_hw("nn.avg_pool2d", shape, size, strides, dilation, out)
         if out.size == 0:
             return
-        acc = _accumulator(out, data.dtype == F16)
+        ws = Workspace(workspace, data, out)
+        acc = _accumulator(out, data.dtype == F16, ws)
         h, w = data.shape[2:]
         if _use_taps(size, out):
-            rows, cols = _pool_taps(data, acc, size, strides, dilation, pad, np.add, 0)
+            rows, cols = _pool_taps(data, acc, size, strides, dilation, pad, np.add, 0, ws)
         else:
-            x = _pad_hw(data, pad, 0)
+            x = _pad_hw(data, pad, 0, None, ws)
             win = windows(x, size, strides, dilation, (oh, ow))
             np.sum(win, axis=(4, 5), dtype=acc.dtype, out=acc)
             rows = _axis(h, oh, size[0], strides[0], dilation[0], pad[0])[1]

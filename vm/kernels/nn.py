@@ -376,16 +376,23 @@ def _padded_shape(
 
 
 def _pad_hw(
-    x: np.ndarray, pad: tuple[int, int, int, int], value: float, dtype: Any = None
+    x: np.ndarray,
+    pad: tuple[int, int, int, int],
+    value: float,
+    dtype: Any = None,
+    ws: Workspace | None = None,
 ) -> np.ndarray:
-    """``x`` padded in H and W with ``value``, as ``dtype`` (default: ``x``'s); ``x`` itself
-    when there is nothing to pad or convert. Check the shape with ``_padded_shape`` first."""
+    """``x`` padded in H and W with ``value``, as ``dtype`` (default: ``x``'s), carved from
+    ``ws`` when given; ``x`` itself when there is nothing to pad or convert. Check the shape
+    with ``_padded_shape`` first."""
     dt = x.dtype if dtype is None else np.dtype(dtype)
     top, left, bottom, right = pad
     if not any(pad):
         return x if dt == x.dtype else x.astype(dt)
     n, c, h, w = x.shape
-    padded = np.full((n, c, h + top + bottom, w + left + right), value, dtype=dt)
+    shape = (n, c, h + top + bottom, w + left + right)
+    padded = np.empty(shape, dt) if ws is None else ws.empty(shape, dt)
+    padded.fill(value)
     padded[:, :, top : top + h, left : left + w] = x
     return padded
 
