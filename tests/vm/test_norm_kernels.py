@@ -136,10 +136,29 @@ def test_layer_norm_carves_its_declared_workspace(
     nbytes = workspace_bytes("nn.layer_norm", shape, [shape, (n,), (n,)], dtype, attrs)
     for room, spills in ((nbytes, False), (0, True)):
         before, out = Spills.count, np.full_like(x, 7)
-        kernel(x, g, b, out, np.empty(room, np.uint8))
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(nn, "WORKSPACE_SQUARES_BYTES", 0)  # every size carved (the bound below)
+            kernel(x, g, b, out, np.empty(room, np.uint8))
         # nothing is carved for an empty tensor, nor for one row along the last axis (the row
         # path needs no squares) unless float16 (its float32 copy)
         one_row = axis % x.ndim == x.ndim - 1 and x.size == n and dtype != "float16"
         needs = x.size > 0 and not one_row
         assert (Spills.count > before) == (spills and needs), (room, Spills.count - before)
         np.testing.assert_array_equal(out, plain, strict=True)
+
+
+def test_small_layer_norm_squares_are_numpys_own() -> None:
+    """Below ``WORKSPACE_SQUARES_BYTES`` the squares are numpy's array (the workspace's checks
+    cost more than they save): an empty workspace spills nothing, the bits are the same."""
+    from vm.kernels.workspace import Spills
+
+    x = _data((16, 128))
+    g, b = _data((128,)), _data((129,))[1:]
+    assert x.nbytes < nn.WORKSPACE_SQUARES_BYTES
+    kernel = get_kernel_factory("nn.layer_norm")({"axis": -1, "epsilon": 1e-5})
+    plain, out = np.empty_like(x), np.empty_like(x)
+    kernel(x, g, b, plain)
+    before = Spills.count
+    kernel(x, g, b, out, np.empty(0, np.uint8))
+    assert Spills.count == before
+    np.testing.assert_array_equal(out, plain, strict=True)

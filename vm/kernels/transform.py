@@ -29,10 +29,10 @@ def _reshape_copy(x: np.ndarray, out: np.ndarray) -> None:
     strided ``x`` is copied once, not first into a temporary of its own (which was megabytes
     of fresh pages a call: the speech encoder's group norm at (4, 64, 6399), 800 page
     faults)."""
-    if out.flags.c_contiguous:
-        np.copyto(out.reshape(x.shape), x)
+    if x.flags.c_contiguous or not out.flags.c_contiguous:
+        np.copyto(out, x.reshape(out.shape))  # a view of a contiguous x (the common case)
     else:
-        np.copyto(out, x.reshape(out.shape))
+        np.copyto(out.reshape(x.shape), x)
 
 
 def _broadcast_to(x: np.ndarray, out: np.ndarray) -> None:
