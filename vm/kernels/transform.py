@@ -24,11 +24,11 @@ from .registry import Kernel, register_kernel, register_table
 
 def _reshape_copy(x: np.ndarray, out: np.ndarray) -> None:
     """Copy ``x`` into ``out`` of the same size and another shape (the shape was computed by
-    the shape function: ``0`` and ``-1`` in ``newshape`` are already resolved). A contiguous
-    ``out`` is viewed in ``x``'s shape instead (always a view, the same C order), so that a
-    strided ``x`` is copied once, not first into a temporary of its own (which was megabytes
-    of fresh pages a call: the speech encoder's group norm at (4, 64, 6399), 800 page
-    faults)."""
+    the shape function: ``0`` and ``-1`` in ``newshape`` are already resolved). For a strided
+    ``x`` and a contiguous ``out``, ``out`` is viewed in ``x``'s shape instead (always a view,
+    the same C order), so that ``x`` is copied once, not first into a temporary of its own
+    (which was megabytes of fresh pages a call: the speech encoder's group norm at (4, 64,
+    6399), 800 page faults)."""
     if x.flags.c_contiguous or not out.flags.c_contiguous:
         np.copyto(out, x.reshape(out.shape))  # a view of a contiguous x (the common case)
     else:
