@@ -45,7 +45,8 @@ compile prints ``import failed: <message>`` and counts as MISSED.
 
 Latencies are medians of interleaved samples: in every round each function (and with
 ``--both`` each condition) is sampled once, the order rotating between rounds; a sample is the
-mean of enough calls to last a few milliseconds (at least one call). A row stops after 3
+mean of enough calls to last a few milliseconds (at least one call), timed after a 50 ms busy
+wait (``SETTLE_S``: onnxruntime's pool spins 40-50 ms after a run). A row stops after 3
 rounds once it has taken 30 s, so that slow models do not take the run hostage.
 
 Then the older rows: the encoder layer, the CNN and the detection post-processing of
@@ -113,8 +114,28 @@ Feeds = dict[str, np.ndarray]
 # --- measuring ------------------------------------------------------------------------------
 
 
+#: Seconds of waiting before each call that is timed or warms up: onnxruntime's intra-op pool
+#: spins (one core busy, 40-50 ms of its threads' CPU measured after a run of BERT's large row)
+#: before its threads sleep, so whatever ran next ran on a busy machine. The spin helps its
+#: own next call within a sample; across samples it took the core from the other side, and
+#: dynshape's worker thread, whose help is judged by measured calls (``vm/adaptive_choice``),
+#: learnt a busy machine: its BERT large took 16.0-16.6 ms a call against 12.5-12.8 with this
+#: wait (onnxruntime 6.2-6.4 either way). The wait spins in Python on the calling thread: a
+#: sleeping process lets the cores go idle, and both sides ran 5-20% slower after that.
+SETTLE_S = 0.05
+
+
+def settle() -> None:
+    """Busy-waits ``SETTLE_S`` on this thread (see there)."""
+    end = time.perf_counter() + SETTLE_S
+    while time.perf_counter() < end:
+        pass
+
+
 def sample(fn: Callable[[], Any], budget: float = 0.004) -> float:
-    """Mean seconds of one call, over enough calls to last ``budget`` seconds (at least one)."""
+    """Mean seconds of one call, over enough calls to last ``budget`` seconds (at least one),
+    after ``settle``."""
+    settle()
     count, start = 0, time.perf_counter()
     while True:
         fn()
@@ -128,6 +149,7 @@ def medians(fns: dict[str, Callable[[], Any]], repeats: int) -> dict[str, float]
     """Interleaved samples of every function, the order rotating; the median of each."""
     names = list(fns)
     for fn in fns.values():  # one warm-up call each, outside the samples
+        settle()
         fn()
     times: dict[str, list[float]] = {n: [] for n in names}
     for r in range(repeats):
@@ -187,7 +209,8 @@ def measure(
     fns = {"dyn": dyn, **({"ort": ort_fn} if ort_fn else {})}
     keys = [(c, f) for c in conditions for f in fns]
     times: dict[tuple[str, str], list[float]] = {k: [] for k in keys}
-    for fn in fns.values():
+    for fn in fns.values():  # one warm-up call each, outside the samples
+        settle()
         fn()
     start = time.perf_counter()
     for r in range(repeats):

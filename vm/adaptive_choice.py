@@ -3,10 +3,19 @@
 Used for a matmul's BLAS threads (``kernels/blas_threads.py``: one thread or the process's
 setting) and for the worker thread's help (``worker_thread.py``: alone or shared). Each *bucket*
 (a kind of work and the power of two of its size) keeps two running estimates of seconds per
-unit of work, one per way; each call takes the way whose estimate is lower and measures itself;
-the other way is tried again after a pause that doubles each time it loses (``PROBE_FIRST`` up
-to ``PROBE_MAX`` seconds) and restarts when it wins. The second way (``one_thread`` False) is
-learnt first: it is the one that pays on a quiet machine.
+unit of work, one per way, each the median of that way's last ``WINDOW`` calls. A way is first
+measured in a *burst* of ``BURST`` calls in a row (the second way, ``one_thread`` False, first:
+it is the one that pays on a quiet machine); then each call takes the way whose estimate is
+lower. The way that lost is measured again, afresh, in a new burst after a pause that doubles
+each time it loses (``PROBE_FIRST`` up to ``PROBE_MAX`` seconds) and restarts when it wins.
+
+Why bursts of fresh calls: a way's old calls describe the machine as it was when they ran. A
+bucket's first call is cold (the worker's first job, fresh pages, OpenBLAS's scratch), and a
+neighbour that held a core for a while (another process; onnxruntime's pool spins for ~40 ms
+after each of its runs) makes every call of that while look slow. Single probes judged against
+a median of such calls lost until three of them had won, at pauses that doubled meanwhile: the
+first second of a process could settle on the wrong way for 15 s (design/vm.md, "The adaptive
+choice measures afresh").
 """
 
 from __future__ import annotations
@@ -23,19 +32,25 @@ PROBE_MAX = 16.0
 
 #: How many recent calls of a mode its estimate is the median of.
 WINDOW = 5
+#: How many calls in a row measure a mode afresh (its first measurement and every probe): the
+#: median of three ignores one cold or unlucky call.
+BURST = 3
 
 
 class _Estimate:
-    """One bucket's recent measurements per mode (seconds per unit of work) and when to try the
-    mode that lost again. A mode's estimate is the median of its last ``WINDOW`` calls: on a busy
-    machine a one-thread call also loses its core now and then, and one such call must not
-    turn the choice (the collapse of two threads, in contrast, is in every call)."""
+    """One bucket's recent measurements per mode (seconds per unit of work), the mode that
+    leads, the mode being measured afresh and when to probe the other again. A mode's estimate
+    is the median of its last ``WINDOW`` calls: on a busy machine a one-thread call also loses
+    its core now and then, and one such call must not turn the choice (the collapse of two
+    threads, in contrast, is in every call)."""
 
-    __slots__ = ("one", "pause", "probe_at", "process")
+    __slots__ = ("leader", "one", "pause", "probe_at", "probing", "process")
 
     def __init__(self) -> None:
         self.one: deque[float] = deque(maxlen=WINDOW)
         self.process: deque[float] = deque(maxlen=WINDOW)
+        self.leader: bool | None = None  # one thread leads (None: both not measured yet)
+        self.probing: bool | None = None  # the mode in a probe's burst
         self.probe_at = 0.0
         self.pause = PROBE_FIRST
 
@@ -59,32 +74,41 @@ class AdaptivePolicy:
             est = self._buckets.get(bucket)
             if est is None:
                 est = self._buckets[bucket] = _Estimate()
-            if not est.process:  # learn the process's setting first: the quiet default
+            if len(est.process) < BURST:  # learn the process's setting first: the quiet default
                 return False
-            if not est.one:
+            if len(est.one) < BURST:  # then one thread; or either in a probe's burst
                 return True
-            best_one = _median(est.one) < _median(est.process)
-            if now >= est.probe_at:  # time to try the mode that lost
-                est.probe_at = now + est.pause
-                return not best_one
-            return best_one
+            if est.leader is None:  # measured by calls whose record is still to come
+                return _median(est.one) < _median(est.process)
+            if est.probing is None and now >= est.probe_at:
+                # time to measure the mode that lost again: its old calls are stale
+                est.probing = not est.leader
+                (est.one if est.probing else est.process).clear()
+                return est.probing
+            return est.leader
 
     def record(self, bucket: Hashable, one: bool, seconds_per_work: float, now: float) -> None:
-        """Adds a measured call to ``bucket``'s estimates. A mode that loses is tried again
-        after the pause; a probe that lost again doubles the pause, one that won restarts it."""
+        """Adds a measured call to ``bucket``'s estimates. When a probe's burst is complete, a
+        mode that lost again doubles its pause, one that won restarts it; a leader whose own
+        calls turn slower than the other's estimate hands over, and the old leader is probed
+        after the first pause."""
         with self._lock:
             est = self._buckets[bucket]
             mine, other = (est.one, est.process) if one else (est.process, est.one)
-            lost_before = bool(mine) and bool(other) and _median(mine) >= _median(other)
             mine.append(seconds_per_work)
-            if not other:
-                return
-            if _median(mine) < _median(other):
-                if lost_before:  # a probe that won: the other mode starts its pauses afresh
-                    est.pause = PROBE_FIRST
-            else:
-                est.pause = min(est.pause * 2, PROBE_MAX) if lost_before else PROBE_FIRST
-                est.probe_at = max(est.probe_at, now + est.pause)
+            if len(mine) < BURST or len(other) < BURST:
+                return  # a mode still in its burst: nothing to compare yet
+            leader = _median(est.one) < _median(est.process)
+            if est.probing is not None:
+                if est.probing != one:
+                    return  # the leader's call during another thread's probe
+                est.probing = None
+                est.pause = PROBE_FIRST if leader == one else min(est.pause * 2, PROBE_MAX)
+                est.probe_at = now + est.pause
+            elif leader != est.leader:  # the first comparison, or the leader slowed down
+                est.pause = PROBE_FIRST
+                est.probe_at = now + est.pause
+            est.leader = leader
 
     def estimates(self) -> dict[Hashable, tuple[float | None, float | None]]:
         """``{bucket: (one thread, process setting)}``: the estimates in seconds per unit of

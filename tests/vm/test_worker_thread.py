@@ -4,6 +4,7 @@ when the worker itself (or several threads at once) asks for help."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -12,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from vm import worker_thread
+from vm import adaptive_choice, worker_thread
 from vm.adaptive_choice import AdaptivePolicy
 from vm.kernels import elementwise
 from vm.kernels import erf as erf_module
@@ -240,18 +241,24 @@ def test_help_that_measures_slower_is_given_up_and_probed_again(
         shared(work, "probe", 1000)
         return pool.asked > before
 
-    helped = [call() for _ in range(40)]
-    assert helped[:2] == [True, False]  # help is learnt first, then working alone
-    assert 2 <= sum(helped[2:]) <= 8  # probes, ever rarer
-    assert not any(helped[-8:])  # the pause has grown past the last calls' 8 s
+    burst = adaptive_choice.BURST
+    helped = [call() for _ in range(60)]
+    # help is learnt first, then working alone, a burst of calls each
+    assert helped[: 2 * burst] == [True] * burst + [False] * burst
+    starts = [i for i in range(2 * burst, 60) if helped[i] and not helped[i - 1]]
+    assert all(helped[i : i + burst] == [True] * burst for i in starts)  # probes: bursts
+    gaps = [b - a for a, b in itertools.pairwise(starts)]
+    assert len(starts) >= 3 and gaps == sorted(gaps) and gaps[-1] > gaps[0]  # ever rarer
     cost["helped"] = 0.5  # the other core is free again
-    helped = []
-    for _ in range(6):
-        now[0] += 20.0  # past the longest pause: each of these calls probes
-        helped.append(call())
-    helped += [call() for _ in range(5)]
-    # three winning probes outvote the old median of five: then help is the choice again
-    assert helped[:3] == [True] * 3 and sum(helped[-5:]) >= 4  # and alone is probed in turn
+    now[0] += 20.0  # past the longest pause: the next call probes, measuring help afresh
+    helped = [call() for _ in range(40)]
+    # one winning burst is enough (its old, slow calls are forgotten): help is the choice,
+    # and working alone is now the mode probed, in bursts ever rarer
+    assert helped[: burst + 1] == [True] * (burst + 1)
+    alone = [i for i in range(1, 40) if not helped[i] and helped[i - 1]]
+    assert all(helped[i : i + burst] == [False] * burst for i in alone[:-1])
+    gaps = [b - a for a, b in itertools.pairwise(alone)]
+    assert len(alone) >= 3 and gaps == sorted(gaps) and gaps[-1] > gaps[0]
 
 
 def test_the_worker_prepares_before_any_work_and_nothing_waits_for_it(
