@@ -1,14 +1,17 @@
-"""The float32 erf (``vm/kernels/erf.py``, ``_erf32_chunk``: ``tanh(x H(x^2))``): H refitted,
-the kernel's error on every float32, and its speed against the float64 erf and ``np.add``.
+"""The float32 erf (``vm/kernels/erf.py``, ``_erf32_chunk``: ``tanh(x R(x^2))``, R = P/Q): R
+refitted, the kernel's error on every float32, and its speed against the float64 erf and
+``np.add``.
 
     python benchmarks/erf_float32.py           # refit, every float32 of [-4.5, 4.5], timings
     python benchmarks/erf_float32.py --quick   # CI smoke: every 4,096th float32, few repeats
 
-1. The fit: H(y) = artanh(erf(x)) / x (y = x^2, 0 < x <= 3.92), a degree-8 polynomial by
-   Lawson's iteratively reweighted least squares (which converges to the minimax fit) on 4,000
-   Chebyshev points, weighted for erf's relative error: an error e in H moves erf by
-   ``(1 - erf^2) x e``, and relatively by that over erf. Printed with the kernel's coefficients
-   (the fit rounded to float32; another BLAS may move the fit's last bits, not its error).
+1. The fit: R(y) = artanh(erf(x)) / x (y = x^2, 0 < x <= 3.92) as P(y) / Q(y), P and Q of
+   degree 3, by Loeb's iteration (the linearised problem ``P - R Q``, reweighted by the last
+   Q) inside Lawson's iteratively reweighted least squares (which converges to the minimax
+   fit) on 8,000 Chebyshev points, weighted for erf's relative error: an error e in R moves erf
+   by ``(1 - erf^2) x e``, and relatively by that over erf. Q is then made monic. Printed
+   with the kernel's coefficients (the fit rounded to float32; another BLAS may move the
+   fit's last bits, not its error).
 2. Every float32 of [-4.5, 4.5] (beyond, erf rounds to +-1 and the kernel gives +-1) through
    the kernel, against the correctly rounded erf: the VM's float64 erf (Cody's; within 5 ulp
    of ``math.erf``, tests/vm/test_erf.py) rounded to float32, and where a float32 rounding
@@ -36,20 +39,34 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from vm.kernels import erf as erf_module
 
 CLIP = erf_module._ERF32_CLIP
-DEGREE = len(erf_module._ERF32_H) - 1
-POINTS = 4000
+DEGREES = (len(erf_module._ERF32_P) - 1, len(erf_module._ERF32_Q) - 1)
+POINTS = 8000
 
 
-def lawson(basis: np.ndarray, target: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, float]:
-    """Coefficients minimising max |weight * (basis @ c - target)| (Lawson's iteration)."""
-    lw = np.full(len(target), 1.0 / len(target))
-    for _ in range(200):
-        s = np.sqrt(lw) * weight
-        c, *_ = np.linalg.lstsq(basis * s[:, None], target * s, rcond=None)
-        err = np.abs(weight * (basis @ c - target))
-        lw = lw * err
-        lw /= lw.sum()
-    return c, float(err.max())
+def loeb_lawson(
+    y: np.ndarray, target: np.ndarray, weight: np.ndarray, p: int, q: int
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """``(P, Q, error)``: P of degree ``p`` and Q of degree ``q`` with Q(0) = 1 (highest degree
+    first), minimising max |weight * (P/Q - target)|: Lawson's reweighting of least squares
+    on the linearised ``(P - target Q) / Q_last``, ``Q_last`` refreshed between rounds (Loeb)."""
+    vp, vq = np.vander(y, p + 1), np.vander(y, q + 1)[:, :-1]
+    q_last = np.ones_like(y)
+    best: tuple[np.ndarray, np.ndarray, float] | None = None
+    for _ in range(80):
+        lw = np.full(len(y), 1.0 / len(y))
+        for _ in range(40):
+            s = np.sqrt(lw) * weight / q_last
+            basis = np.hstack([vp, -target[:, None] * vq]) * s[:, None]
+            c, *_ = np.linalg.lstsq(basis, target * s, rcond=None)
+            num, den = vp @ c[: p + 1], 1 + vq @ c[p + 1 :]
+            err = np.abs(weight * (num / den - target))
+            lw = lw * err
+            lw /= lw.sum()
+        q_last = den
+        if best is None or err.max() < best[2]:
+            best = (c[: p + 1], np.concatenate([c[p + 1 :], [1.0]]), float(err.max()))
+    assert best is not None
+    return best
 
 
 def fit() -> None:
@@ -58,13 +75,17 @@ def fit() -> None:
     erf_x = np.array([math.erf(v) for v in x])
     erfc_x = np.array([math.erfc(v) for v in x])
     # artanh(e) = log((1 + e) / (1 - e)) / 2, with 1 - e as erfc (no cancellation near 1)
-    h = np.log((1 + erf_x) / erfc_x) / (2 * x)
-    coefs, err = lawson(np.vander(x * x, DEGREE + 1), h, erfc_x * (1 + erf_x) * x / erf_x)
-    kernel = np.asarray(erf_module._ERF32_H)
-    rounded = np.asarray(coefs, np.float32).astype(np.float64)
+    r = np.log((1 + erf_x) / erfc_x) / (2 * x)
+    weight = erfc_x * (1 + erf_x) * x / erf_x
+    num, den, err = loeb_lawson(x * x, r, weight, *DEGREES)
+    num, den = num / den[0], den / den[0]  # Q monic: its Horner starts with an add
+    kernel = np.asarray([*erf_module._ERF32_P, *erf_module._ERF32_Q])
+    refit = np.concatenate([num, den])
+    rounded = np.asarray(refit, np.float32).astype(np.float64)
     moved = np.max(np.abs(rounded - kernel) / np.abs(kernel))
-    print(f"H (relative error of erf): fit error {err:.2e}; the kernel's coefficients:")
-    print("   ", ", ".join(f"{c!r}" for c in kernel.tolist()))
+    print(f"R = P/Q (relative error of erf): fit error {err:.2e}; the kernel's coefficients:")
+    print("    P", ", ".join(f"{c!r}" for c in erf_module._ERF32_P))
+    print("    Q", ", ".join(f"{c!r}" for c in erf_module._ERF32_Q))
     print(f"    refitted and rounded to float32: largest relative change {moved:.1e}")
 
 

@@ -226,19 +226,25 @@ def test_wrong_output_shape_is_refused():
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
-def test_narrow_floats_are_tanh_of_x_h_in_float32_steps(dtype):
-    # The arithmetic pinned: |x| clipped, H by Horner in float32 (one multiply and one add a
-    # degree), times x, float32 tanh, rounded once into the output's dtype; for any layout.
-    coefs = [np.float32(c) for c in erf_module._ERF32_H]
+def test_narrow_floats_are_tanh_of_x_r_in_float32_steps(dtype):
+    # The arithmetic pinned: |x| clipped, P and Q by Horner in float32 (one multiply and one
+    # add a degree; Q is monic, so its first step is an add), their quotient, times x, float32
+    # tanh, rounded once into the output's dtype; for any layout.
+    p = [np.float32(c) for c in erf_module._ERF32_P]
+    q = [np.float32(c) for c in erf_module._ERF32_Q]
     clip = np.float32(erf_module._ERF32_CLIP)
+    assert q[0] == 1.0
 
     def reference(v):
         a = np.clip(v.astype(np.float32), -clip, clip)
         y = a * a
-        acc = y * coefs[0] + coefs[1]
-        for c in coefs[2:]:
-            acc = acc * y + c
-        return np.tanh(acc * a).astype(dtype)
+        num = y * p[0] + p[1]
+        for c in p[2:]:
+            num = num * y + c
+        den = y + q[1]
+        for c in q[2:]:
+            den = den * y + c
+        return np.tanh(num / den * a).astype(dtype)
 
     rng = np.random.default_rng(3)
     for n in (1, 2, 255, 1000, ERF_CHUNK + 5):

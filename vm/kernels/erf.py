@@ -5,8 +5,8 @@ kernel audit"):
 
 - float64: W. J. Cody's rational approximations, one per region of |x|, in chunks of
   ``ERF_CHUNK`` elements (``_erf_chunk``): within 5 ulp of ``math.erf``.
-- float32 and float16: ``tanh(x H(x^2))`` with H a polynomial, in float32 arithmetic
-  (``_erf32_chunk``): 20 ufunc calls a chunk, within 4 ulp of the correctly rounded value on
+- float32 and float16: ``tanh(x R(x^2))`` with R a rational function, in float32 arithmetic
+  (``_erf32_chunk``): 17 ufunc calls a chunk, within 4 ulp of the correctly rounded value on
   every float32, and the same bits for an element whatever the size of the call.
 """
 
@@ -125,33 +125,28 @@ _ERF_R3 = _polynomials((_ERF_P[5], *_ERF_P[:5]), (1.0, *_ERF_Q))
 #: infinities need no case of their own.
 _ERF_ONE = 6.0
 
-#: float32 and float16 arrays (``_erf32_chunk``), in float32 arithmetic: erf(x) = tanh(x H(x^2))
-#: with |x| clipped to ``_ERF32_CLIP``. ``artanh(erf(x)) / x`` is smooth and even, so H is a
-#: polynomial in x^2 (degree 8, highest first), and numpy's float32 tanh is one SIMD pass (about
-#: 4 adds' time here) where erf's usual regions need an exp, a select and ~40 passes. H was
-#: fitted by Lawson's iteratively reweighted least squares (the minimax fit) on 4,000 Chebyshev
-#: points of [0, 3.92], weighted for erf's relative error (an error e in H moves erf by
-#: ``(1 - erf^2) x e``, so the weight fades where erf nears 1): largest relative error 3.2e-8,
-#: then rounded to float32 (``benchmarks/erf_float32.py`` refits it and checks every float32).
+#: float32 and float16 arrays (``_erf32_chunk``), in float32 arithmetic: erf(x) = tanh(x R(x^2))
+#: with |x| clipped to ``_ERF32_CLIP``. ``artanh(erf(x)) / x`` is smooth and even, so R is a
+#: function of x^2: here a rational one, ``P/Q`` with P of degree 3 and Q monic of degree 3
+#: (highest degree first), and numpy's float32 tanh is one SIMD pass (about 4 adds' time here)
+#: where erf's usual regions need an exp, a select and ~40 passes. R was fitted by Loeb's
+#: iteration (linearised least squares reweighted by the last denominator) inside Lawson's
+#: (the minimax fit) on 8,000 Chebyshev points of [0, 3.92], weighted for erf's relative error
+#: (an error e in R moves erf by ``(1 - erf^2) x e``, so the weight fades where erf nears 1):
+#: largest relative error 3.3e-9, then rounded to float32 (``benchmarks/erf_float32.py``
+#: refits it and checks every float32). Seven coefficients and a division in 12 passes where
+#: the degree-8 polynomial it replaced took 16 for an error ten times larger (3.2e-8): the
+#: kernel 0.8x the time (design/vm.md, "erf as a tanh").
 #: Past 3.92 erfc < 6e-9 and erf rounds to +-1 in float32, as tanh does from there; the clip
-#: also keeps H's steps finite and takes care of the infinities; NaN passes through every
+#: also keeps R's steps finite and takes care of the infinities; NaN passes through every
 #: step, and tanh is odd, so the sign (-0.0 included) needs no step of its own.
-#: Against the correctly rounded erf, every float32 of [-4.5, 4.5]: within 4 ulp, 99.3% within
-#: 1 (the rounding of H's float32 steps and of x H, and tanh's own ulp; design/vm.md, "erf as a
-#: tanh").
-_ERF32_H = (
-    -1.6409660297256323e-09,
-    5.39275468725009e-08,
-    -5.152841140443343e-07,
-    -1.8595702613311005e-06,
-    7.648365863133222e-05,
-    -0.0006036690319888294,
-    -0.00020216339908074588,
-    0.1027713194489479,
-    1.128379225730896,
-)
+#: Against the correctly rounded erf, every float32 of [-4.5, 4.5]: within 4 ulp, 99% within
+#: 1 (the rounding of R's float32 steps and of x R, and tanh's own ulp).
+_ERF32_P = (6.7035350927915545, 131.22976503769985, 860.951057109395, 3471.9487052902723)
+_ERF32_Q = (1.0, 72.90015819831454, 482.75151723180204, 3076.934418472985)
 _ERF32_CLIP = 3.92
-_ERF32_H_STEPS = _coefficients(_ERF32_H, np.float32)
+_ERF32_P_STEPS = _coefficients(_ERF32_P, np.float32)
+_ERF32_Q_STEPS = _coefficients(_ERF32_Q, np.float32)
 #: The input dtypes ``_erf32_chunk`` reads as they are.
 _ERF32_READS = (np.dtype(np.float32), np.dtype(np.float16))
 #: The clip's bounds, 0-d like the coefficients (the clip on 256 elements 0.76 against 1.09 us).
@@ -162,7 +157,9 @@ _ERF32_LOW, _ERF32_HIGH = _coefficients((-_ERF32_CLIP, _ERF32_CLIP), np.float32)
 #: twice that): ~1.8 MB of scratch whatever the input's size; measured (CPU time, 1e6 float32
 #: elements, loaded 2-core machine, the float64 evaluation float32 had until session 23): chunks
 #: of 4 Ki 44 ms, 8 Ki 35, 16 Ki 27, 32 Ki 25-27: the ~40 ufunc calls per chunk cost ~1 us each,
-#: which small chunks pay per few thousand elements. float32: three float32 arrays (384 KiB).
+#: which small chunks pay per few thousand elements. float32: four float32 arrays (512 KiB);
+#: 512 Ki elements took 2,033 us in chunks of 4 Ki, 1,159 of 16 Ki, 978 of 32 Ki, 924 of 64 Ki
+#: and 1,013 of 128 Ki (session 29, the polynomial form).
 ERF_CHUNK = 1 << 15
 #: Elements from which the chunks are shared with the worker thread (``vm/worker_thread.py``).
 #: A float32 chunk is ~60 us of work, and two threads' chunks meet in the caches: helped/alone,
@@ -295,31 +292,35 @@ def _erf_chunk(
         out[i_small] = rm
 
 
-def _erf32_scratch() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """This thread's float32 scratch for ``_erf32_chunk``, ``ERF_CHUNK`` elements each: ``a, y``
-    and ``h`` (H's value, when the output is float16). Kept per thread like ``_erf_scratch``."""
-    cached: tuple[np.ndarray, np.ndarray, np.ndarray] | None = getattr(
+def _erf32_scratch() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """This thread's float32 scratch for ``_erf32_chunk``, ``ERF_CHUNK`` elements each: ``a, y``,
+    ``d`` (Q's value) and ``h`` (P's, when the output is float16). Kept per thread like
+    ``_erf_scratch``."""
+    cached: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = getattr(
         _erf_local, "scratch32", None
     )
     if cached is None or cached[0].size < ERF_CHUNK:
-        a, y, h = (np.empty(ERF_CHUNK, np.float32) for _ in range(3))
-        cached = _erf_local.scratch32 = (a, y, h)
+        a, y, d, h = (np.empty(ERF_CHUNK, np.float32) for _ in range(4))
+        cached = _erf_local.scratch32 = (a, y, d, h)
     return cached
 
 
 def _erf32_chunk(
-    x: np.ndarray, out: np.ndarray, a: np.ndarray, y: np.ndarray, h: np.ndarray
+    x: np.ndarray, out: np.ndarray, a: np.ndarray, y: np.ndarray, d: np.ndarray, h: np.ndarray
 ) -> None:
     """erf of the contiguous float32 or float16 chunk ``x`` into ``out`` (of either dtype; may
-    be ``x``, which only the clip reads) as ``tanh(x H(x^2))`` in float32 (``_ERF32_H``),
-    rounded once into ``out``; ``a``, ``y`` and ``h`` are float32 scratch of at least
-    ``x.size`` elements (``h`` unused when ``out`` is float32: H is computed in ``out``)."""
+    be ``x``, which only the clip reads) as ``tanh(x P(x^2) / Q(x^2))`` in float32
+    (``_ERF32_P``, ``_ERF32_Q``), rounded once into ``out``; ``a``, ``y``, ``d`` and ``h`` are
+    float32 scratch of at least ``x.size`` elements (``h`` unused when ``out`` is float32: P
+    is computed in ``out``)."""
     k = x.size
-    a, y = a[:k], y[:k]
+    a, y, d = a[:k], y[:k], d[:k]
     acc = out if out.dtype == np.float32 else h[:k]
     x.clip(_ERF32_LOW, _ERF32_HIGH, a)
     np.multiply(a, a, y)
-    _horner(_ERF32_H_STEPS, y, acc)
+    _horner(_ERF32_P_STEPS, y, acc)
+    _horner(_ERF32_Q_STEPS, y, d)
+    np.divide(acc, d, acc)
     np.multiply(acc, a, acc)
     np.tanh(acc, out)
 
@@ -331,7 +332,7 @@ def _erf(x: np.ndarray, out: np.ndarray) -> None:
     region of |x|, in float64. Against ``math.erf`` (tests/vm/test_erf.py, 2e6 points on [-7,
     7] and the extremes): within 5 ulp, relative error below 7e-16 (92% of results equal; the
     worst just above |x| = 0.46875, where erf = 1 - erfc cancels a little).
-    float32 and float16: ``_erf32_chunk``, ``tanh(x H(x^2))`` in float32 (a float16 result
+    float32 and float16: ``_erf32_chunk``, ``tanh(x R(x^2))`` in float32 (a float16 result
     rounded once at the end): within 4 ulp of the correctly rounded value on every float32.
     NaN propagates, erf(+-inf) = +-1, erf(-0.0) = -0.0.
 
@@ -371,9 +372,9 @@ def _erf(x: np.ndarray, out: np.ndarray) -> None:
         if narrow:
             # The clip keeps every step finite: nothing overflows or is invalid, so no
             # errstate context (tiny |x| underflow in x^2, as in the caller's own arithmetic).
-            a, y, h = _erf32_scratch()
+            a, y, d, h = _erf32_scratch()
             for i in chunks:
-                _erf32_chunk(src[i : i + ERF_CHUNK], dst[i : i + ERF_CHUNK], a, y, h)
+                _erf32_chunk(src[i : i + ERF_CHUNK], dst[i : i + ERF_CHUNK], a, y, d, h)
         else:
             ax, y, xs, rs, nd = _erf_scratch(min(n, ERF_CHUNK))  # this thread's
             with np.errstate(all="ignore"):  # underflow to 0 near +-6, NaN inputs: expected
