@@ -96,11 +96,15 @@ LOW = 65536 * 4
 
 POLICIES = ("adaptive", "process", "one")
 
-#: From this much work a call (``m * k * n`` over the whole batch: ~1 ms on one thread here),
+#: From this much work a call (``m * k * n`` over the whole batch: ~0.3 ms on one thread here),
 #: the ``one`` policy cuts a product into ``SPLIT_PARTS`` parts of its batch or of its rows (a
 #: multiple of ``SPLIT_ALIGN`` rows), each one single-threaded GEMM, which the calling thread
-#: and the worker thread share (``_split``).
-SPLIT_MIN = 1 << 25
+#: and the worker thread share (``_split``). 2^24 since the adaptive choice measures afresh
+#: (session 29; 2^25 before): quiet, in process, against 2^25, BERT mid and large 0.93-0.95x,
+#: MLP batch 256 0.97x, speech large 0.97x, the GPT-2 step large 0.97x, the others 0.99-1.01x;
+#: with a competing process 1.02-1.06x over a two-second test (the choice learning that help
+#: does not pay there). 2^23 measured the same as 2^24.
+SPLIT_MIN = 1 << 24
 SPLIT_PARTS = 4
 SPLIT_ALIGN = 16
 
