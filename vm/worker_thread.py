@@ -14,6 +14,7 @@ serves.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import threading
 from collections.abc import Callable
@@ -48,6 +49,8 @@ _ready = threading.Event()
 
 
 def _prepare_worker() -> None:
+    global _worker_tid
+    _worker_tid = threading.get_native_id()
     try:
         for hook in _start_hooks:
             # a preparation only saves time: the worker works without it
@@ -73,9 +76,10 @@ def _worker_pool() -> ThreadPoolExecutor:
 def _forget_pool() -> None:
     # A forked child has no worker thread, but would inherit a pool that believes it has an
     # idle one and never starts another: the child makes its own pool on first use.
-    global _pool, _ready
+    global _pool, _ready, _worker_tid, _kept_off
     _pool = None
     _ready = threading.Event()
+    _worker_tid, _kept_off = None, None
 
 
 if hasattr(os, "register_at_fork"):
@@ -98,6 +102,51 @@ CORES = _usable_cores()
 def use_threads() -> bool:
     """Whether kernels share work with the worker thread: only with 2+ usable cores."""
     return CORES >= 2
+
+
+#: The worker thread's id for the OS (set when it starts), and the CPU its affinity keeps it
+#: off (``_keep_off``; None: not set, every usable CPU).
+_worker_tid: int | None = None
+_kept_off: int | None = None
+#: The CPUs this process may use, as counted for ``CORES``.
+_ALLOWED = frozenset(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else frozenset()
+
+
+def _cpu_reader() -> Callable[[], int] | None:
+    """libc's ``sched_getcpu`` (the CPU the calling thread runs on; a vDSO read, ~0.1 us), or
+    None where there is none."""
+    if not _ALLOWED:
+        return None
+    try:
+        reader = ctypes.CDLL(None).sched_getcpu
+    except (OSError, AttributeError):
+        return None
+    reader.restype = ctypes.c_int
+    reader.argtypes = []
+    return reader
+
+
+_current_cpu = _cpu_reader()
+
+
+def _keep_off() -> None:
+    """Keep the worker off the CPU the calling thread runs on before waking it. Linux wakes a
+    thread on the CPU of the thread that wakes it when that looks cheaper (wake-affine), and
+    a woken thread preempts the one running there: measured, the helper ran its half of a
+    (1024, 512) x (512, 128) product in 0.70 ms while the caller's half took 1.36, the two
+    halves one after the other on one core (the other idle), where with the worker kept off
+    the caller's CPU both halves took 0.70 ms side by side. The affinity is set again only
+    when the caller's CPU changes (a system call of ~1.5 us for a sleeping thread); any
+    failure (a mask changed under the process, no such call) leaves the worker as it is."""
+    global _kept_off
+    if _current_cpu is None or _worker_tid is None:
+        return
+    cpu = _current_cpu()
+    if cpu == _kept_off or cpu not in _ALLOWED or len(_ALLOWED) < 2:
+        return
+    _kept_off = cpu
+    with contextlib.suppress(OSError):
+        os.sched_setaffinity(_worker_tid, _ALLOWED - {cpu})
 
 
 #: Chooses, per kind of work and power of two of its size, whether the worker helps, by the
@@ -135,6 +184,7 @@ def shared(work: Callable[[], None], kind: str, amount: int) -> None:
     if alone:
         work()
     else:
+        _keep_off()
         helper = pool.submit(_under_errstate, np.geterr(), work)
         try:
             work()

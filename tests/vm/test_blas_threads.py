@@ -399,6 +399,7 @@ def test_the_worker_thread_warms_its_scratch_when_it_starts(
     monkeypatch.setattr(bt, "_warm_up", lambda: warm_ups.append(threading.current_thread().name))
     monkeypatch.setattr(worker_thread, "_pool", None)
     monkeypatch.setattr(worker_thread, "_ready", threading.Event())
+    monkeypatch.setattr(worker_thread, "_worker_tid", None)  # this test's worker is its own
     pool = worker_thread._worker_pool()
     assert worker_thread._ready.wait(60)
     assert len(warm_ups) == 1 and warm_ups[0].startswith("dynshape-worker")

@@ -5,6 +5,7 @@ when the worker itself (or several threads at once) asks for help."""
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -269,6 +270,7 @@ def test_the_worker_prepares_before_any_work_and_nothing_waits_for_it(
     slow), and a failing hook does not stop the worker."""
     monkeypatch.setattr(worker_thread, "_pool", None)
     monkeypatch.setattr(worker_thread, "_ready", threading.Event())
+    monkeypatch.setattr(worker_thread, "_worker_tid", None)  # this test's worker is its own
     release = threading.Event()
     events: list[tuple[str, str]] = []
 
@@ -293,3 +295,59 @@ def test_the_worker_prepares_before_any_work_and_nothing_waits_for_it(
     _items_done(100)
     assert list(policy._buckets) == [("items", 7)]  # ready: calls are measured again
     worker_thread._worker_pool().shutdown(wait=True)
+
+
+def _helped_once() -> None:
+    """One ``shared`` call in which the worker is asked to help (a bucket's first call)."""
+    done, _ = _items_done(1_000)
+    assert sorted(done) == list(range(1_000))
+
+
+@pytest.mark.skipif(
+    worker_thread._current_cpu is None or len(worker_thread._ALLOWED) < 2,
+    reason="needs sched_getcpu and two usable CPUs",
+)
+def test_the_worker_is_kept_off_the_callers_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Woken on the caller's CPU, the worker would preempt the caller there and the two halves
+    of the work would run one after the other: before it is asked to help, its affinity
+    excludes the CPU the caller runs on, and is set again only when that CPU changes."""
+    assert worker_thread._ready.wait(60)
+    calls: list[set[int]] = []
+    real = worker_thread.os.sched_setaffinity
+
+    def recording(tid: int, cpus: set[int]) -> None:
+        calls.append(set(cpus))
+        real(tid, cpus)
+
+    monkeypatch.setattr(worker_thread.os, "sched_setaffinity", recording)
+    monkeypatch.setattr(worker_thread, "_kept_off", None)
+    _helped_once()
+    kept_off = worker_thread._kept_off
+    assert kept_off in worker_thread._ALLOWED
+    assert calls == [set(worker_thread._ALLOWED) - {kept_off}]
+    tid = worker_thread._worker_tid
+    assert tid is not None and kept_off not in os.sched_getaffinity(tid)
+    monkeypatch.setattr(worker_thread, "_current_cpu", lambda: kept_off)
+    monkeypatch.setattr(worker_thread, "_help", AdaptivePolicy())
+    _helped_once()
+    assert len(calls) == 1  # the same CPU: nothing to set again
+    other = min(worker_thread._ALLOWED - {kept_off})
+    monkeypatch.setattr(worker_thread, "_current_cpu", lambda: other)
+    monkeypatch.setattr(worker_thread, "_help", AdaptivePolicy())
+    _helped_once()
+    assert calls[-1] == set(worker_thread._ALLOWED) - {other} and len(calls) == 2
+
+
+def test_a_refused_affinity_leaves_the_worker_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A mask the OS refuses (the process's CPUs changed under it) or no way to read the CPU:
+    the work is shared as before."""
+
+    def refused(tid: int, cpus: set[int]) -> None:
+        raise OSError(22, "Invalid argument")
+
+    monkeypatch.setattr(worker_thread.os, "sched_setaffinity", refused)
+    monkeypatch.setattr(worker_thread, "_kept_off", None)
+    _helped_once()
+    monkeypatch.setattr(worker_thread, "_current_cpu", None)
+    monkeypatch.setattr(worker_thread, "_help", AdaptivePolicy())
+    _helped_once()
