@@ -46,7 +46,8 @@ compile prints ``import failed: <message>`` and counts as MISSED.
 Latencies are medians of interleaved samples: in every round each function (and with
 ``--both`` each condition) is sampled once, the order rotating between rounds; a sample is the
 mean of enough calls to last a few milliseconds (at least one call), timed after a 50 ms busy
-wait (``SETTLE_S``: onnxruntime's pool spins 40-50 ms after a run). A row stops after 3
+wait (``SETTLE_S``: onnxruntime's pool spins 40-50 ms after a run) and 10 ms of untimed calls
+(``WARM_S``, at least one). A row stops after 3
 rounds once it has taken 30 s, so that slow models do not take the run hostage.
 
 Then the older rows: the encoder layer, the CNN and the detection post-processing of
@@ -114,15 +115,19 @@ Feeds = dict[str, np.ndarray]
 # --- measuring ------------------------------------------------------------------------------
 
 
-#: Seconds of waiting before each call that is timed or warms up: onnxruntime's intra-op pool
-#: spins (one core busy, 40-50 ms of its threads' CPU measured after a run of BERT's large row)
-#: before its threads sleep, so whatever ran next ran on a busy machine. The spin helps its
-#: own next call within a sample; across samples it took the core from the other side, and
-#: dynshape's worker thread, whose help is judged by measured calls (``vm/adaptive_choice``),
-#: learnt a busy machine: its BERT large took 16.0-16.6 ms a call against 12.5-12.8 with this
-#: wait (onnxruntime 6.2-6.4 either way). The wait spins in Python on the calling thread: a
-#: sleeping process lets the cores go idle, and both sides ran 5-20% slower after that.
+#: Seconds of waiting before each sample: onnxruntime's intra-op pool spins (one core busy,
+#: 40-50 ms of its threads' CPU measured after a run of BERT's large row) before its threads
+#: sleep, so whatever ran next ran on a busy machine. The spin helps its own next call within
+#: a sample; across samples it took the core from the other side, and dynshape's worker
+#: thread, whose help is judged by measured calls (``vm/adaptive_choice``), learnt a busy
+#: machine: its BERT large took 16.0-16.6 ms a call against 12.5-12.8 with this wait
+#: (onnxruntime 6.2-6.4 either way). The wait spins in Python on the calling thread.
 SETTLE_S = 0.05
+#: Seconds of untimed calls (at least one) between the wait and the timed ones: after 50 ms of
+#: anything else a model's next calls ran slower for a few milliseconds (caches: the GPT-2
+#: step's small row 327 us hot, 412 right after the wait, 327 after 10 ms of calls; ResNet-18
+#: small 912, 1,119, 943), on both sides.
+WARM_S = 0.01
 
 
 def settle() -> None:
@@ -134,8 +139,13 @@ def settle() -> None:
 
 def sample(fn: Callable[[], Any], budget: float = 0.004) -> float:
     """Mean seconds of one call, over enough calls to last ``budget`` seconds (at least one),
-    after ``settle``."""
+    after ``settle`` and ``WARM_S`` of untimed calls."""
     settle()
+    start = time.perf_counter()
+    while True:
+        fn()
+        if time.perf_counter() - start >= WARM_S:
+            break
     count, start = 0, time.perf_counter()
     while True:
         fn()
