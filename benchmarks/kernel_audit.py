@@ -57,7 +57,7 @@ KNOWN: dict[str, str] = {
     "topk": "np.partition per row, then a sort of the candidates (a full stable sort when "
     "k > n/8, with NaNs or many ties)",
     "dyn.topk": "as topk",
-    "erf": "tanh(x H(x^2)): ~20 ufunc passes, one of them a tanh (kernels/erf.py)",
+    "erf": "tanh(x P(x^2) / Q(x^2)): 17 ufunc passes, one of them a tanh (kernels/erf.py)",
     "power": "pow: a transcendental per element (libm; small integer exponents: products)",
     "non_max_suppression": "greedy NMS in shape_funcs.select_boxes: O(boxes^2) IoU, run twice "
     "(shape function, then kernel)",

@@ -1,5 +1,5 @@
 """The vectorised ``erf`` kernel (``vm/kernels/erf.py``: Cody's rational approximations in
-float64, ``tanh(x H(x^2))`` in float32 for float32 and float16) against ``math.erf``."""
+float64, ``tanh(x R(x^2))`` in float32 for float32 and float16) against ``math.erf``."""
 
 from __future__ import annotations
 
