@@ -78,8 +78,8 @@ class AdaptivePolicy:
                 return False
             if len(est.one) < BURST:  # then one thread; or either in a probe's burst
                 return True
-            if est.leader is None:  # measured by calls whose record is still to come
-                return _median(est.one) < _median(est.process)
+            # both measured: the record that completed the second burst chose the leader
+            assert est.leader is not None
             if est.probing is None and now >= est.probe_at:
                 # time to measure the mode that lost again: its old calls are stale
                 est.probing = not est.leader
@@ -100,8 +100,9 @@ class AdaptivePolicy:
                 return  # a mode still in its burst: nothing to compare yet
             leader = _median(est.one) < _median(est.process)
             if est.probing is not None:
-                if est.probing != one:
-                    return  # the leader's call during another thread's probe
+                # this call completes the probe's burst: while it lasts, every other call
+                # returns above (the probed mode's window is short)
+                assert est.probing == one
                 est.probing = None
                 est.pause = PROBE_FIRST if leader == one else min(est.pause * 2, PROBE_MAX)
                 est.probe_at = now + est.pause

@@ -178,6 +178,34 @@ def test_a_cold_start_does_not_settle_the_choice() -> None:
     assert [m.run() for _ in range(20)].count(False) >= 19
 
 
+def test_threads_sharing_a_policy_keep_its_bursts_whole() -> None:
+    """Calls of one bucket from many threads at once, their records interleaved with other
+    threads' choices: every probe still completes its burst (the invariants the policy
+    asserts hold), and the quiet machine's mode leads at the end."""
+    now = [0.0]
+    lock = threading.Lock()
+    policy = bt.AdaptivePolicy(clock=lambda: now[0])
+    errors: list[BaseException] = []
+
+    def work(k: int) -> None:
+        try:
+            for _ in range(400):
+                with lock:
+                    now[0] += 0.01
+                    start = now[0]
+                one = policy.one_thread(20, start)
+                cost = 2e-9 if one else 1e-9  # two threads pay: the process's setting leads
+                policy.record(20, one, cost, start + 0.001)
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    run_in_threads(work, 8)
+    assert errors == []
+    one_est, process_est = policy.estimates()[20]
+    assert one_est == 2e-9 and process_est == 1e-9
+    assert policy._buckets[20].leader is False  # (a probe of one thread may be under way)
+
+
 def test_buckets_are_measured_apart() -> None:
     m = _Machine(one=1e-9, process=0.5e-9)
     for _ in range(50):
