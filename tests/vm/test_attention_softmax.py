@@ -91,6 +91,7 @@ def _attention(
     spread=st.sampled_from([0.5, 4.0, 40.0]),
     dtype=st.sampled_from(["float32", "float64"]),
     nan_to_zero=st.booleans(),
+    few_rows=st.booleans(),
     seed=st.integers(0, 2**32 - 1),
 )
 def test_the_kernel_is_the_unfused_program(
@@ -102,13 +103,19 @@ def test_the_kernel_is_the_unfused_program(
     spread: float,
     dtype: str,
     nan_to_zero: bool,
+    few_rows: bool,
     seed: int,
 ) -> None:
     rng = np.random.default_rng(seed)
     q, k, v = (rng.standard_normal((b, h, r, 16)).astype(dtype) for r in (n, m, m))
     q *= np.asarray(spread, dtype)  # scores over a range from ~2 to ~600 wide
     mask = _mask(mask_kind, rng, b, n, m, dtype)
-    got = _attention(q, k, v, mask, 0.25, nan_to_zero)
+    bound = attention_module.ONE_SHIFT_MIN_ROWS
+    try:  # the one shift for these few rows too, or as the kernel decides
+        attention_module.ONE_SHIFT_MIN_ROWS = 1 if few_rows else bound
+        got = _attention(q, k, v, mask, 0.25, nan_to_zero)
+    finally:
+        attention_module.ONE_SHIFT_MIN_ROWS = bound
     want = _unfused(q, k, v, mask, 0.25, nan_to_zero)
     np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-5)  # NaN where it has NaN
 
@@ -126,6 +133,18 @@ def test_ordinary_scores_take_one_shift(monkeypatch: pytest.MonkeyPatch, mask_ki
     mask = _mask(mask_kind, np.random.default_rng(1), 2, 64, 64, "float32")
     got = _attention(q, k, v, mask, 0.125, False)
     assert calls["rows"] == 0
+    np.testing.assert_allclose(got, _unfused(q, k, v, mask, 0.125, False), rtol=1e-4, atol=1e-5)
+
+
+def test_few_rows_keep_their_own_maxima(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A decode step's scores (one query a head) are few rows: the per-row path is cheaper
+    there (ONE_SHIFT_MIN_ROWS), and taken."""
+    calls = _counting(monkeypatch)
+    rng = np.random.default_rng(4)
+    q, k, v = (rng.standard_normal((2, 4, r, 32)).astype(np.float32) for r in (1, 300, 300))
+    mask = _mask("padding", rng, 2, 1, 300, "float32")
+    got = _attention(q, k, v, mask, 0.125, False)
+    assert calls["rows"] == 1
     np.testing.assert_allclose(got, _unfused(q, k, v, mask, 0.125, False), rtol=1e-4, atol=1e-5)
 
 

@@ -9,7 +9,7 @@ numpy's matmul does (grouped-query attention's shared kv heads can be a 1-axis);
 additive, of the operands' dtype, broadcast to the scores ``(..., S_q, S_k)``.
 
 Steps: the scores by one batched matmul (BLAS; ``blas_threads.matmul``) and the scale applied in
-place; then, where the scores' range allows (``_one_shift``: finite scores within
+place; then, for many rows where the scores' range allows (``_one_shift``: finite scores within
 ``SHIFT_RANGE``, an ordinary mask), one shift serves every row: the mask and the shift added in
 one pass, exp, the row sums by one matrix-vector product, the product by ``v`` into ``out``
 and each of its rows divided by its sum. Elsewhere each row takes its own maximum, as the
@@ -69,6 +69,12 @@ SHIFT_RANGE = 64.0
 MASK_ROW_LIMIT = 256.0
 #: The one-shift path is taken when the mask has at most this fraction of the scores' elements.
 MASK_SIZE_FRACTION = 4
+#: ... and for at least this many rows of scores: its whole-array reductions, the mask's row
+#: maxima and the matrix-vector product cost ~15-20 us more calls than the per-row path, which
+#: pays ~100 ns a row (one kernel call, float32, medians: (2, 4, 32, 64) 256 rows 67 against
+#: 83 us, (4, 4, 64, 64) 199 against 289; a decode step's (1, 4, 1, 17) 28 against 11, (8, 4,
+#: 1, 2049) 515 against 500: few rows, and long ones, reduce fast).
+ONE_SHIFT_MIN_ROWS = 256
 
 _F16 = np.dtype(np.float16)
 _exp = SHARED_UNARY["exp"]
@@ -123,8 +129,8 @@ def _one_shift(scores: np.ndarray, mask: np.ndarray | None) -> np.ndarray | None
     infinities behave as in the unfused program there), when a mask row's largest value is
     not finite or so large that adding it first, as the unfused program does, rounds the
     scores (``MASK_ROW_LIMIT``: a row masked entirely with ``finfo.min`` is uniform there), and
-    when the mask is about as large as the scores (its row
-    maxima would cost what the scores' do)."""
+    when the mask is about as large as the scores (its row maxima would cost what the scores'
+    do). The caller takes this path only from ``ONE_SHIFT_MIN_ROWS`` rows."""
     hi = np.maximum.reduce(scores, axis=None)
     lo = np.minimum.reduce(scores, axis=None)
     if not hi - lo <= SHIFT_RANGE:  # NaN, an infinity or a wide range
@@ -197,7 +203,7 @@ def _attend(
     if scores.size:
         if scale != 1.0:
             np.multiply(scores, scale, scores)
-        term = _one_shift(scores, mask)
+        term = _one_shift(scores, mask) if scores.size >= ONE_SHIFT_MIN_ROWS * s_k else None
         if term is not None:
             _softmax_times_v(scores, term, v, out)
             return
