@@ -135,8 +135,8 @@ _ERF_ONE = 6.0
 #: (an error e in R moves erf by ``(1 - erf^2) x e``, so the weight fades where erf nears 1):
 #: largest relative error 3.3e-9, then rounded to float32 (``benchmarks/erf_float32.py``
 #: refits it and checks every float32). Seven coefficients and a division in 12 passes where
-#: the degree-8 polynomial it replaced took 16 for an error ten times larger (3.2e-8): the
-#: kernel 0.8x the time (design/vm.md, "erf as a tanh").
+#: the degree-8 polynomial it replaced took 16 for an error ten times larger (3.2e-8): a chunk
+#: 0.90x the time (design/vm.md, "erf as a tanh").
 #: Past 3.92 erfc < 6e-9 and erf rounds to +-1 in float32, as tanh does from there; the clip
 #: also keeps R's steps finite and takes care of the infinities; NaN passes through every
 #: step, and tanh is odd, so the sign (-0.0 included) needs no step of its own.
