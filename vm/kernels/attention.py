@@ -131,6 +131,8 @@ def _one_shift(scores: np.ndarray, mask: np.ndarray | None) -> np.ndarray | None
     scores (``MASK_ROW_LIMIT``: a row masked entirely with ``finfo.min`` is uniform there), and
     when the mask is about as large as the scores (its row maxima would cost what the scores'
     do). The caller takes this path only from ``ONE_SHIFT_MIN_ROWS`` rows."""
+    if mask is not None and mask.size * MASK_SIZE_FRACTION > scores.size:
+        return None  # decided before the scores are reduced: that would be wasted
     hi = np.maximum.reduce(scores, axis=None)
     lo = np.minimum.reduce(scores, axis=None)
     if not hi - lo <= SHIFT_RANGE:  # NaN, an infinity or a wide range
@@ -138,8 +140,6 @@ def _one_shift(scores: np.ndarray, mask: np.ndarray | None) -> np.ndarray | None
     if mask is None:
         shift: np.ndarray = np.negative(hi)
         return shift
-    if mask.size * MASK_SIZE_FRACTION > scores.size:
-        return None
     row_max = np.maximum.reduce(mask, axis=-1, keepdims=True)
     if not (np.absolute(row_max) <= MASK_ROW_LIMIT).all():
         return None
