@@ -462,6 +462,48 @@ def test_conv2d_blocks_of_rows_follow_block_elements(monkeypatch):
     assert [b[-1] for _, b in calls] == [100] * 3  # one block a run
 
 
+@KERNEL_SETTINGS
+@given(case=conv_cases(), images=st.sampled_from([1, 2, 3]))
+def test_conv2d_flat_buffer_in_blocks_of_images_matches_the_oracle(case, images):
+    # BLOCK_ELEMENTS cuts the stride-1 "flat" buffer into blocks of whole images (the last
+    # one may hold fewer); strided cases fall back to "window" and must agree as well
+    x, w, strides, pad4, dilation, groups = case
+    e = conv_oracle(x, w, strides, pad4, dilation, groups)
+    per_image = (x.shape[1] // groups) * groups * w.shape[2] * w.shape[3] * e.shape[2] * x.shape[3]
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(conv, "FILL", "flat")
+        m.setattr(conv, "BLOCK_ELEMENTS", 1 if images == 1 else images * per_image)
+        got = run("nn.conv2d", attrs_of(strides, pad4, dilation, groups), [x, w], e.shape, x.dtype)
+    check_close(got, e, x, w)
+
+
+def test_conv2d_flat_blocks_of_images_follow_block_elements(monkeypatch):
+    calls = spied_products(monkeypatch)
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((5, 3, 16, 16)), rng.standard_normal((4, 3, 3, 3))
+    attrs = attrs_of((1, 1), (1, 1, 1, 1), (1, 1), 1)  # stride 1, padded: the "flat" path
+    assert (
+        conv._plan(
+            (5, 3, 16, 16), (4, 3, 3, 3), (16, 16), (1, 1, 1, 1), (1, 1), (1, 1), 1 << 30
+        ).path
+        == "flat"
+    )
+    e = conv_oracle(x, w, (1, 1), (1, 1, 1, 1), (1, 1), 1)
+    per_image = 3 * 9 * 16 * 18  # channels x taps x output rows x padded width
+    monkeypatch.setattr(conv, "BLOCK_ELEMENTS", 2 * per_image + 1)
+    check_close(run("nn.conv2d", attrs, [x, w], e.shape, x.dtype), e, x, w)
+    # 2, 2 and the last 1 of 5 images, in each of ``run``'s 3 runs of the kernel
+    assert [b[0] for _, b in calls] == [2, 2, 1] * 3
+    calls.clear()
+    monkeypatch.setattr(conv, "BLOCK_ELEMENTS", 1)  # at least one image a block
+    check_close(run("nn.conv2d", attrs, [x, w], e.shape, x.dtype), e, x, w)
+    assert [b[0] for _, b in calls] == [1] * 15
+    calls.clear()
+    monkeypatch.setattr(conv, "BLOCK_ELEMENTS", 1 << 62)
+    check_close(run("nn.conv2d", attrs, [x, w], e.shape, x.dtype), e, x, w)
+    assert [b[0] for _, b in calls] == [5] * 3  # the whole batch in one block
+
+
 def test_conv2d_blocks_stay_within_the_bound(monkeypatch):
     calls = spied_products(monkeypatch)
     monkeypatch.setattr(conv, "SCRATCH_FACTOR", 1)

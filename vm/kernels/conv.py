@@ -16,7 +16,8 @@ How each op runs (the measurements behind each choice: design/vm.md, "Convolutio
   * stride 1, padded: "flat": a zero-padded copy of the rectangle the taps read, whose rows
     laid end to end make each tap's (OH, WR) plane one shifted run of OH * WR elements (WR the
     padded width): the buffer is one copy of that view with long inner loops, the matmul
-    gives WR - OW junk columns a row, dropped in one copy into ``out``;
+    gives WR - OW junk columns a row, dropped in one copy into ``out``; a few whole images at
+    a time, so that the buffer is still in the cache when the product reads it;
   * otherwise one copy of the window view (``nn.windows``) of the input, or of the padded
     copy of the rectangle read when padded (bounded by ``PAD_FACTOR``);
   * ``"taps"`` (forced only): the one strided-slice copy per tap, clipped, after a zero fill.
@@ -226,9 +227,15 @@ def _fill_block(
 #: 19 MB). One kernel, before/after, warm / after a 32 MB sweep: that stem 0.51x / 0.68x,
 #: 1x3x64x64 0.70x / 0.78x, 8x16x32x32 3x3 stride 2 0.93x / 0.90x, 1x3x224x224 3x3 stride 2
 #: 1.11x / 1.05x; 1 << 17 was 0.50-1.06x. ResNet-18 a call, in one process, the bound toggled
-#: between 15 rounds: small 0.97x, mid 0.91x, large 0.90x; MobileNetV3 0.95-1.01x. The
-#: stride-1 "flat" buffer is not blocked: cut into blocks, its products lost more than the
-#: cache gave (warm 1.28-1.40x, after a sweep 0.86-0.98x on 8x16x32x32 and 8x32x16x16).
+#: between 15 rounds: small 0.97x, mid 0.91x, large 0.90x; MobileNetV3 0.95-1.01x.
+#: The stride-1 "flat" buffer is filled and multiplied a few whole images at a time (as many as
+#: fit this bound, at least one; ``_Plan.images``): each image's product is one GEMM either way
+#: (numpy's matmul loops over the images of a broadcast weight), and its buffer is still in the
+#: cache when the product reads it. One kernel, one thread, against the whole batch's buffer at
+#: once (session 30, a Xeon with 2 MB of L2 a core): 8x16x32x32 0.61x, 8x32x16x16 0.72-0.88x,
+#: 4x8x64x64 0.66x, 4x16x24x24 0.94x, one image or small buffers 0.99-1.02x. Cut into blocks
+#: of rows within an image, its products lost more than the cache gave (warm 1.28-1.40x on
+#: the EPYC; here 0.93-1.36x, and 1.28x at 1x64x56x56), so an image is never cut.
 BLOCK_ELEMENTS = 1 << 16
 
 #: How the im2col buffer of a padded convolution is filled (see ``_plan``): ``"auto"`` (a
@@ -345,9 +352,20 @@ class _Plan:
     and are dropped), the rectangle ``rows`` x ``cols`` of the padded input they read (input
     coordinates, may stick out of the input), the path, the output rows per block (the tile
     size of the "tiled" path), and the index table of the "gather" path (every (tap, output)
-    pair's element in that rectangle) or of the "dense" and "tiled" ones (``_dense_table``)."""
+    pair's element in that rectangle) or of the "dense" and "tiled" ones (``_dense_table``);
+    ``images``, the images per block of the "flat" path (see ``BLOCK_ELEMENTS``)."""
 
-    __slots__ = ("block", "col_spans", "cols", "path", "row_spans", "rows", "table", "taps")
+    __slots__ = (
+        "block",
+        "col_spans",
+        "cols",
+        "images",
+        "path",
+        "row_spans",
+        "rows",
+        "table",
+        "taps",
+    )
 
     def __init__(
         self,
@@ -359,6 +377,7 @@ class _Plan:
         row_spans: Sequence[_Span],
         col_spans: Sequence[_Span],
         table: np.ndarray | None = None,
+        images: int = 0,
     ) -> None:
         self.path = path
         self.taps = taps
@@ -368,6 +387,7 @@ class _Plan:
         self.row_spans = row_spans
         self.col_spans = col_spans
         self.table = table
+        self.images = images
 
 
 #: A kernel's plans hold None for shapes with nothing to compute; this marks a missing one.
@@ -492,7 +512,8 @@ def _buffer_plan(conv: _Geometry) -> _Plan:
     # the flat path's scratch: its buffer, the padded copy (one extra row) and the product
     flat = n * (c * kt * oh + c * (rows[1] - rows[0] + 1) + weight_shape[0] * oh) * wr
     if mode == "flat" and flat <= limit:
-        return _Plan("flat", taps, rows, cols, oh, row_spans, col_spans)
+        images = max(1, min(n, BLOCK_ELEMENTS // (c * kt * oh * wr)))
+        return _Plan("flat", taps, rows, cols, oh, row_spans, col_spans, images=images)
     if mode == "taps" and padded:
         # one clipped copy per tap (the spans of taps that read padding only are empty), no
         # padded copy: the buffer spans all KH * KW taps
@@ -583,15 +604,20 @@ def _conv_im2col(
         wr = plan.cols[1] - plan.cols[0]
         x = _region(data, plan.rows, plan.cols, 1, dt, ws)
         q = oh * wr
-        shifted = windows(x, (kh, kw), (1, 1), dilation, (1, q))
-        buf = ws.empty((n, c, kh, kw, q), dt)
-        np.copyto(buf, shifted[:, :, 0].transpose(0, 1, 3, 4, 2))
-        if wr == ow:  # one column of taps: no junk columns, straight into acc
-            _matmul(wt, buf.reshape(n, groups, k, q), acc.reshape(n, groups, og, q))
-            return
-        res = ws.empty((n, groups, og, q), dt)
-        _matmul(wt, buf.reshape(n, groups, k, q), res)
-        np.copyto(acc, res.reshape(n, o, oh, wr)[:, :, :, :ow])
+        shifted = windows(x, (kh, kw), (1, 1), dilation, (1, q))[:, :, 0].transpose(0, 1, 3, 4, 2)
+        step = plan.images
+        buf = ws.empty((step, c, kh, kw, q), dt)
+        res = ws.empty((step, groups, og, q), dt) if wr != ow else None
+        for a in range(0, n, step):
+            b = min(n, a + step)
+            part = buf[: b - a]
+            np.copyto(part, shifted[a:b])
+            whole = part.reshape(b - a, groups, k, q)
+            if res is None:  # one column of taps: no junk columns, straight into acc
+                _matmul(wt, whole, acc[a:b].reshape(b - a, groups, og, q))
+                continue
+            _matmul(wt, whole, res[: b - a])
+            np.copyto(acc[a:b], res[: b - a].reshape(b - a, o, oh, wr)[:, :, :, :ow])
         return
     win: np.ndarray | None = None
     if plan.path == "window":
