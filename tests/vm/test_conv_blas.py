@@ -504,6 +504,46 @@ def test_conv2d_flat_blocks_of_images_follow_block_elements(monkeypatch):
     assert [b[0] for _, b in calls] == [5] * 3  # the whole batch in one block
 
 
+@pytest.mark.parametrize("fill", ["window", "taps"])
+@KERNEL_SETTINGS
+@given(case=conv_cases(depthwise=True), budget=st.sampled_from([1, 2, 3, 1 << 30]))
+def test_grouped_conv2d_in_blocks_of_images_and_rows_matches_the_oracle(fill, case, budget):
+    # GROUPED_BLOCK_ELEMENTS cuts a grouped convolution's "window"/"taps" buffer into blocks
+    # of whole images, or of one image's rows past it; forced fills so that the window path
+    # runs whatever the shape
+    x, w, strides, pad4, dilation, groups = case
+    e = conv_oracle(x, w, strides, pad4, dilation, groups)
+    image_row = x.shape[1] * w.shape[2] * w.shape[3] * e.shape[3]
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(conv, "FILL", fill)
+        m.setattr(conv, "GROUPED_BLOCK_ELEMENTS", budget * image_row)
+        got = run("nn.conv2d", attrs_of(strides, pad4, dilation, groups), [x, w], e.shape, x.dtype)
+    check_close(got, e, x, w)
+
+
+def test_grouped_conv2d_blocks_follow_grouped_block_elements(monkeypatch):
+    calls = spied_products(monkeypatch)
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((3, 4, 20, 20)), rng.standard_normal((4, 1, 3, 3))
+    attrs = attrs_of((2, 2), (1, 1, 1, 1), (1, 1), 4)  # depthwise, stride 2: the "window" path
+    assert (
+        conv._plan(
+            (3, 4, 20, 20), (4, 1, 3, 3), (10, 10), (1, 1, 1, 1), (2, 2), (1, 1), 1 << 30
+        ).path
+        == "window"
+    )
+    e = conv_oracle(x, w, (2, 2), (1, 1, 1, 1), (1, 1), 4)
+    image = 4 * 9 * 10 * 10  # channels x taps x output rows x columns
+    monkeypatch.setattr(conv, "GROUPED_BLOCK_ELEMENTS", 2 * image)
+    check_close(run("nn.conv2d", attrs, [x, w], e.shape, x.dtype), e, x, w)
+    # images 2 and 1, whole: in each of ``run``'s 3 runs of the kernel
+    assert [b[:1] + b[-1:] for _, b in calls] == [(2, 100), (1, 100)] * 3
+    calls.clear()
+    monkeypatch.setattr(conv, "GROUPED_BLOCK_ELEMENTS", image // 2)  # half an image's rows
+    check_close(run("nn.conv2d", attrs, [x, w], e.shape, x.dtype), e, x, w)
+    assert [b[:1] + b[-1:] for _, b in calls] == [(1, 50)] * 18
+
+
 def test_conv2d_blocks_stay_within_the_bound(monkeypatch):
     calls = spied_products(monkeypatch)
     monkeypatch.setattr(conv, "SCRATCH_FACTOR", 1)

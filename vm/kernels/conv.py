@@ -238,6 +238,17 @@ def _fill_block(
 #: the EPYC; here 0.93-1.36x, and 1.28x at 1x64x56x56), so an image is never cut.
 BLOCK_ELEMENTS = 1 << 16
 
+#: A grouped convolution's "window" and "taps" buffers (depthwise ones at stride 2 on larger
+#: maps) are filled and multiplied whole images at a time, as many as fit this bound: its
+#: products are one an image and group a block, a (1, 9) x (9, rows * OW) one for a
+#: 3x3 depthwise kernel, so blocks of a few rows across the batch (``BLOCK_ELEMENTS``) made
+#: thousands of tiny products (4x64x48x48 at stride 2: 24 blocks of 4 x 64) where whole images
+#: make 256; past the bound an image is cut into blocks of rows. One kernel, one thread,
+#: against the blocks of rows across the batch (session 30), 3x3 stride 2: 4x64x48x48 0.74x,
+#: 8x64x64x64 0.68x, 4x16x96x96 0.94x, 1x16x64x64 0.92x, 1x64x48x48 1.01x (1 << 18: 0.75-1.03x,
+#: 1 << 19: 0.77-1.10x; the whole batch in one block lost on the cache).
+GROUPED_BLOCK_ELEMENTS = 1 << 17
+
 #: How the im2col buffer of a padded convolution is filled (see ``_plan``): ``"auto"`` (a
 #: zero-padded copy of the region the taps read, then one copy of its window view, or for
 #: stride 1 of its "flat" rows view), or one of ``"flat"``, ``"window"``, ``"taps"`` (one
@@ -521,12 +532,39 @@ def _buffer_plan(conv: _Geometry) -> _Plan:
         path = "taps"
     else:
         path = "window"
+    return _window_plan(path, conv, taps, kt, (rows, cols), (row_spans, col_spans))
+
+
+def _window_plan(
+    path: str,
+    conv: _Geometry,
+    taps: tuple[int, int, int, int],
+    kt: int,
+    region: tuple[tuple[int, int], tuple[int, int]],
+    spans: tuple[Sequence[_Span], Sequence[_Span]],
+) -> _Plan:
+    """The blocks of the "window" or "taps" path (``path``) of ``kt`` kept taps: rows across
+    the batch (``BLOCK_ELEMENTS``), or images then rows for a grouped convolution
+    (``GROUPED_BLOCK_ELEMENTS``); the "einsum" path when not even one row fits the scratch
+    bound."""
+    n, c = conv.data_shape[:2]
+    oh, ow = conv.out_hw
+    limit = conv.limit
     per_row = n * c * kt * ow
-    block = limit // per_row
-    if block < 1:
-        return _Plan("einsum", taps, rows, cols, 0, row_spans, col_spans)
-    block = min(block, max(1, BLOCK_ELEMENTS // per_row))
-    return _Plan(path, taps, rows, cols, min(oh, block), row_spans, col_spans)
+    if limit // per_row < 1:
+        return _Plan("einsum", taps, *region, 0, *spans)
+    image_row = c * kt * ow
+    if conv.weight_shape[1] < c:
+        # Grouped (depthwise): one product an image and group a block, so blocks of images
+        # first, then of an image's rows
+        room = min(GROUPED_BLOCK_ELEMENTS, limit)
+        if image_row * oh <= room:
+            images = min(n, room // (image_row * oh))
+            return _Plan(path, taps, *region, oh, *spans, images=images)
+        block = min(oh, max(1, room // image_row))  # one row fits the bound: per_row does
+        return _Plan(path, taps, *region, block, *spans, images=1)
+    block = min(limit // per_row, max(1, BLOCK_ELEMENTS // per_row))
+    return _Plan(path, taps, *region, min(oh, block), *spans, images=n)
 
 
 def _gather_table(
@@ -629,19 +667,22 @@ def _conv_im2col(
         else:
             x = _region(data, plan.rows, plan.cols, 0, dt, ws)
             win = windows(x, (kh, kw), strides, dilation, (oh, ow))
-    rows = plan.block
-    room = ws.empty((n * c * kh * kw * rows * ow,), dt)
-    for r0 in range(0, oh, rows):
-        r1 = min(oh, r0 + rows)
-        # the last block may be shorter: the front of the same room
-        block = room[: n * c * kh * kw * (r1 - r0) * ow].reshape(n, c, kh, kw, r1 - r0, ow)
-        if win is not None:  # the window view itself, in one copy
-            np.copyto(block, win[:, :, r0:r1].transpose(0, 1, 4, 5, 2, 3))
-        else:
-            _fill_block(block, data, r0, r1, plan.row_spans, plan.col_spans, strides[0])
-        p = (r1 - r0) * ow
-        flat = block.reshape(n, groups, k, p, copy=False)
-        _matmul(wt, flat, _rows_view(acc, r0, r1, (n, groups, og, p)))
+    rows, step = plan.block, plan.images
+    room = ws.empty((step * c * kh * kw * rows * ow,), dt)
+    for a in range(0, n, step):
+        b = min(n, a + step)
+        for r0 in range(0, oh, rows):
+            r1 = min(oh, r0 + rows)
+            # the last block may be shorter: the front of the same room
+            size = (b - a) * c * kh * kw * (r1 - r0) * ow
+            block = room[:size].reshape(b - a, c, kh, kw, r1 - r0, ow)
+            if win is not None:  # the window view itself, in one copy
+                np.copyto(block, win[a:b, :, r0:r1].transpose(0, 1, 4, 5, 2, 3))
+            else:
+                _fill_block(block, data[a:b], r0, r1, plan.row_spans, plan.col_spans, strides[0])
+            p = (r1 - r0) * ow
+            flat = block.reshape(b - a, groups, k, p, copy=False)
+            _matmul(wt, flat, _rows_view(acc[a:b], r0, r1, (b - a, groups, og, p)))
 
 
 @register_kernel("nn.conv2d")
@@ -716,6 +757,7 @@ def conv2d(attrs: Mapping[str, Any]) -> Kernel:
             TILED_ELEMENTS,
             GATHER_MAX_OUTPUTS,
             BLOCK_ELEMENTS,
+            GROUPED_BLOCK_ELEMENTS,
             LAST_IM2COL_MAX_OUTPUTS,
             LAST_IM2COL_STRIDE1_MAX,
             LAST_IM2COL_WEIGHT_RATIO,
