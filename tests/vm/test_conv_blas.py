@@ -824,6 +824,56 @@ def test_depthwise_conv2d_with_a_long_channel_run_runs_by_kernel_rows(data, dtyp
         check_depthwise(x, wt, strides, pad4, dilation)
 
 
+@KERNEL_SETTINGS
+@given(data=st.data(), dtype=DTYPES, rows=st.booleans())
+def test_channels_last_copy_through_rows_gives_the_same_bits(data, dtype, rows):
+    # an input whose channels lie ALIASED_STRIDE bytes apart is copied channels-last through a
+    # row-major copy first (the "rows" depthwise path and the channels-last ones): forced on
+    # every shape, the same bits as the direct copy, and the oracle's values
+    x, wt, strides, pad4, dilation, _ = draw_depthwise(data, dtype, 1, 16, 1 << 30)
+    c = x.shape[1]
+    attrs = attrs_of(strides, pad4, dilation, c)
+    e = conv_oracle(x, wt, strides, pad4, dilation, c)
+    results = []
+    for stride in (1, 1 << 62):  # every channel stride is a multiple of 1 byte; none of 2^62
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(conv, "DEPTHWISE_DENSE_MAX", 0)
+            if rows:
+                mp.setattr(conv, "DEPTHWISE_ROWS_MIN_RUN", 1)
+                mp.setattr(conv, "DEPTHWISE_ROWS_MIN", 2)
+            mp.setattr(conv, "ALIASED_STRIDE", stride)
+            mp.setattr(conv, "ALIASED_MIN_ELEMENTS", 1)
+            results.append(run("nn.conv2d", attrs, [x, wt], e.shape, x.dtype))
+    np.testing.assert_array_equal(results[0], results[1])
+    check_close(results[0], e, x, wt)
+
+
+def test_channels_last_copy_of_a_4k_strided_input_goes_by_rows(monkeypatch):
+    # 32x32 float32 planes: channels 4,096 bytes apart, the rows path's region copied through
+    # an (N, H, C, W) array
+    carved = []
+    real = conv.Workspace.empty
+
+    def spy(self, shape, dtype):
+        carved.append(tuple(shape))
+        return real(self, shape, dtype)
+
+    monkeypatch.setattr(conv.Workspace, "empty", spy)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((8, 72, 32, 32)).astype(np.float32)
+    wt = rng.standard_normal((72, 1, 3, 3)).astype(np.float32)
+    assert (
+        conv._plan(x.shape, wt.shape, (16, 16), (1, 1, 1, 1), (2, 2), (1, 1), 1 << 40).path
+        == "rows"
+    )
+    check_depthwise(x, wt, (2, 2), (1, 1, 1, 1), (1, 1))
+    assert (8, 32, 72, 32) in carved
+    carved.clear()
+    y = x[:, :, :30, :30].copy()  # 3,600 bytes apart: the direct copy
+    check_depthwise(y, wt, (2, 2), (1, 1, 1, 1), (1, 1))
+    assert not any(len(sh) == 4 and sh[2] == 72 for sh in carved)
+
+
 def test_depthwise_rows_path_at_its_bounds(monkeypatch):
     # a MobileNet block's 5x5 depthwise on a 6x6 map, 4 x 120 channels, the "dense" path off:
     # the rows path; a run below the bound, a plane past it or a scratch bound below its region
