@@ -258,13 +258,18 @@ def test_the_default_gives_the_same_bits_on_every_call() -> None:
 
 #: (a's shape, b's shape) past SPLIT_MIN: rows of a plain product, a last part shorter than the
 #: others, rows of a batch too short to cut, and batches: both operands batched, and a
-#: convolution's (groups, out channels, taps) weight against (images, groups, taps, pixels).
+#: convolution's (groups, out channels, taps) weight against (images, groups, taps, pixels);
+#: columns where the output has more of them than rows: a small plane's convolution, a last
+#: part shorter, and a batch too short to cut.
 SPLIT_CASES = [
     ((1024, 256), (256, 256)),
     ((1000, 300), (300, 130)),
     ((2, 4, 200, 128), (128, 256)),
     ((8, 64, 256), (8, 256, 300)),
     ((2, 32, 72), (8, 2, 72, 1200)),
+    ((36, 4608), (4608, 512)),
+    ((64, 1024), (1024, 1000)),
+    ((2, 32, 600), (600, 1200)),
 ]
 
 
@@ -277,7 +282,11 @@ def _expected_parts(a: np.ndarray, b: np.ndarray, out_shape: tuple[int, ...]) ->
             return x[i : i + step] if x.ndim == len(out_shape) and x.shape[0] > 1 else x
 
         return np.concatenate([cut(a, i) @ cut(b, i) for i in range(0, out_shape[0], step)], axis=0)
-    rows = out_shape[-2]
+    rows, cols = out_shape[-2], out_shape[-1]
+    if cols > rows:
+        step = -(-cols // bt.SPLIT_PARTS)
+        step = -(-step // bt.SPLIT_ALIGN) * bt.SPLIT_ALIGN
+        return np.concatenate([a @ b[..., j : j + step] for j in range(0, cols, step)], axis=-1)
     step = -(-rows // bt.SPLIT_PARTS)
     step = -(-step // bt.SPLIT_ALIGN) * bt.SPLIT_ALIGN
     return np.concatenate([a[..., r : r + step, :] @ b for r in range(0, rows, step)], axis=-2)
@@ -287,8 +296,8 @@ def _expected_parts(a: np.ndarray, b: np.ndarray, out_shape: tuple[int, ...]) ->
 def test_large_products_split_in_parts_are_repeatable_and_numpys(
     a_shape: tuple[int, ...], b_shape: tuple[int, ...]
 ) -> None:
-    """Past SPLIT_MIN the ``one`` policy computes fixed parts of the batch or of the rows on
-    two threads: the bits of each part's own single-threaded GEMM, on every call and from every
+    """Past SPLIT_MIN the ``one`` policy computes fixed parts of the batch, the rows or the
+    columns on two threads: the bits of each part's own single-threaded GEMM, on every call and from every
     thread."""
     sw = bt.switch()
     if sw is None:
@@ -320,6 +329,42 @@ def test_large_products_split_in_parts_are_repeatable_and_numpys(
     for t in threads:
         t.join()
     assert results == [True] * 4
+
+
+@pytest.mark.parametrize(
+    ("a_shape", "b_shape", "parts"),
+    [
+        ((36, 4608), (4608, 512), [((36, 4608), (4608, 128))] * 4),  # columns: more of them
+        ((1024, 256), (256, 256), [((256, 256), (256, 256))] * 4),  # rows: at least as many
+    ],
+)
+def test_a_split_cuts_the_longer_side_of_the_output(
+    monkeypatch: pytest.MonkeyPatch,
+    a_shape: tuple[int, ...],
+    b_shape: tuple[int, ...],
+    parts: list[tuple[tuple[int, ...], tuple[int, ...]]],
+) -> None:
+    # parts of the rows would each read all of the right operand: past SPLIT_MIN an output
+    # with more columns than rows is cut into columns (each part reads its own of b)
+    if bt.switch() is None:
+        pytest.skip("no switchable OpenBLAS (another BLAS, or its OpenMP layer)")
+    seen: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
+    real = np.matmul
+
+    def spy(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
+        seen.append((a.shape, b.shape))
+        return real(a, b, out=out)
+
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal(a_shape).astype(np.float32)
+    b = rng.standard_normal(b_shape).astype(np.float32)
+    out = np.empty((a_shape[0], b_shape[1]), np.float32)
+    monkeypatch.setattr(bt, "_warm_up", lambda: None)
+    monkeypatch.setattr(bt.np, "matmul", spy)
+    bt.matmul(a, b, out)
+    monkeypatch.undo()
+    assert sorted(seen) == sorted(parts)
+    np.testing.assert_allclose(out, a @ b, rtol=1e-4, atol=1e-3)
 
 
 def test_an_output_overlapping_an_operand_is_not_split(monkeypatch: pytest.MonkeyPatch) -> None:

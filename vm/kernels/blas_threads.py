@@ -342,12 +342,15 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
 
 
 def _splittable(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> bool:
-    """Whether ``_split`` may run this product: a batch or rows to cut, and no operand that
-    overlaps ``out`` (a part's rows would be written while another part reads them)."""
+    """Whether ``_split`` may run this product: a batch, rows or columns to cut, and no operand
+    that overlaps ``out`` (a part's rows would be written while another part reads them)."""
     return (
         a.ndim >= 2
         and b.ndim >= 2
-        and ((out.ndim >= 3 and out.shape[0] >= SPLIT_PARTS) or out.shape[-2] >= 2 * SPLIT_ALIGN)
+        and (
+            (out.ndim >= 3 and out.shape[0] >= SPLIT_PARTS)
+            or max(out.shape[-2], out.shape[-1]) >= 2 * SPLIT_ALIGN
+        )
         and use_threads()
         and not np.may_share_memory(out, a)
         and not np.may_share_memory(out, b)
@@ -358,7 +361,10 @@ def _split(a: np.ndarray, b: np.ndarray, out: np.ndarray, sw: _Switch, work: int
     """``np.matmul(a, b, out=out)`` as single-threaded GEMMs over fixed parts, taken by the
     calling thread and the worker thread from one iterator (``vm/worker_thread``): parts of
     the outermost batch axis when it has ``SPLIT_PARTS`` entries (a convolution's images: each
-    part reads only its own im2col rows), else of the rows.
+    part reads only its own im2col rows), else of the rows, or of the columns where the output
+    has more columns than rows (each part then reads its own columns of the right operand,
+    where parts of the rows would each read all of it: a small plane's convolution by a 9 MB
+    weight, (36, 4608) x (4608, 512), 3.0 -> 1.1 ms with the worker).
 
     Both cores work on a quiet machine, where OpenBLAS's own two threads would collapse on a
     busy one (they synchronise inside every GEMM; a part is waited for at most once, at the
@@ -377,6 +383,18 @@ def _split(a: np.ndarray, b: np.ndarray, out: np.ndarray, sw: _Switch, work: int
             np.matmul(cut(a, i), cut(b, i), out=out[i : i + step])
 
         starts = iter(range(0, batch, step))
+    elif out.shape[-1] > out.shape[-2]:
+        # More columns than rows (few images or tokens by a large weight): each part reads
+        # all of the left operand and its own columns of the right one, where parts of the
+        # rows would each read all of the (larger) right operand
+        cols = out.shape[-1]
+        step = -(-cols // SPLIT_PARTS)
+        step = -(-step // SPLIT_ALIGN) * SPLIT_ALIGN
+
+        def part(i: int) -> None:
+            np.matmul(a, b[..., i : i + step], out=out[..., i : i + step])
+
+        starts = iter(range(0, cols, step))
     else:
         rows = out.shape[-2]
         step = -(-rows // SPLIT_PARTS)
