@@ -336,6 +336,9 @@ def test_large_products_split_in_parts_are_repeatable_and_numpys(
     [
         ((36, 4608), (4608, 512), [((36, 4608), (4608, 128))] * 4),  # columns: more of them
         ((1024, 256), (256, 256), [((256, 256), (256, 256))] * 4),  # rows: at least as many
+        # little work, but 9 MB of weight read (SPLIT_MIN_BYTES): split all the same
+        ((512, 4608), (4608, 4), [((128, 4608), (4608, 4))] * 4),
+        ((512, 4608), (4608, 1), [((512, 4608), (4608, 1))]),  # a single column: not split
     ],
 )
 def test_a_split_cuts_the_longer_side_of_the_output(

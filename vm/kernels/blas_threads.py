@@ -105,6 +105,14 @@ POLICIES = ("adaptive", "process", "one")
 #: with a competing process 1.02-1.06x over a two-second test (the choice learning that help
 #: does not pay there). 2^23 measured the same as 2^24.
 SPLIT_MIN = 1 << 24
+#: Products with less work are split too when they read at least this many bytes of operands
+#: (``_streams``): a weight streamed from memory for a few columns (a small plane's
+#: convolution by 9 MB of weights, four columns) takes as long as a product of far more work,
+#: and each part then reads its own rows or columns of it. One thread against the split, the
+#: weights cold (eight of them in turn): (512, 4608) x (4608, 4) 0.78x, x 9 0.72x, x 36 0.68x,
+#: (256, 2304) x (2304, 4) 0.87x, (1024, 256) x (256, 8) 0.85x, (128, 1152) x (1152, 16) 0.88x;
+#: a single column did not gain ((512, 4608) x 4608: 0.97x; (1000, 512) x 512: 1.68x).
+SPLIT_MIN_BYTES = 1 << 21
 SPLIT_PARTS = 4
 SPLIT_ALIGN = 16
 
@@ -310,7 +318,7 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
         np.matmul(a, b, out=out)
         return
     if _policy == "one":
-        if total >= SPLIT_MIN and _splittable(a, b, out):
+        if (total >= SPLIT_MIN or _streams(a, b, out)) and _splittable(a, b, out):
             _split(a, b, out, sw, total)
             return
         if getattr(_calls, "depth", 0):  # inside a VM call: lowered until the call ends
@@ -339,6 +347,12 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
         np.matmul(a, b, out=out)
     end = clock()
     _adaptive.record(bucket, one, (end - start) / total, end)
+
+
+def _streams(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> bool:
+    """Whether the product reads at least ``SPLIT_MIN_BYTES`` of operands for an output of at
+    least two rows and two columns (a matrix-vector product gained nothing: ``SPLIT_MIN_BYTES``)."""
+    return a.nbytes + b.nbytes >= SPLIT_MIN_BYTES and min(out.shape[-2:]) >= 2
 
 
 def _splittable(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> bool:
