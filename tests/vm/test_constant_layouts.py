@@ -243,3 +243,11 @@ def test_threads_sharing_a_vm_with_kept_layouts_get_the_answers_they_get_alone()
 
     run_in_threads(work, 4)
     assert failures == []
+
+
+def test_keeps_names_the_constants_by_identity():
+    w = np.ones((2, 2))
+    layouts = ConstantLayouts([w])
+    assert layouts.keeps(w)
+    assert not layouts.keeps(w.copy())  # equal, but not the constant
+    assert not ConstantLayouts().keeps(w)

@@ -982,6 +982,42 @@ def test_channels_last_im2col_at_its_bounds():
         assert conv._plan((4, 64, 6, 6), (64, 64, 3, 3), (6, 6), *args).path == "window"
 
 
+def test_a_kept_weight_takes_channels_last_im2col_past_the_ratio(monkeypatch):
+    # a constant weight is laid out once (ConstantLayouts): the weights-to-columns ratio and the
+    # layout's scratch no longer count, and every image's product reads the weight once (512
+    # channels on a 3x3 map at batch 4: one product an image read 9 MB of weight four times)
+    shape, weight = (4, 512, 3, 3), (512, 512, 3, 3)
+    args = ((1, 1, 1, 1), (1, 1), (1, 1))
+    limit = conv._scratch_limit(np.empty(shape, np.float32), np.empty(shape, np.float32))
+    assert conv._plan(shape, weight, (3, 3), *args, limit).path != "last_im2col"
+    assert conv._plan(shape, weight, (3, 3), *args, limit, True).path == "last_im2col"
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = (rng.standard_normal(weight) / 48).astype(np.float32)
+    e = conv_oracle(x, w, (1, 1), (1, 1, 1, 1), (1, 1), 1)
+    paths = []
+    real = conv._plan
+
+    def spy(*a, **k):
+        plan = real(*a, **k)
+        paths.append(plan.path)
+        return plan
+
+    monkeypatch.setattr(conv, "_plan", spy)
+    attrs = attrs_of((1, 1), (1, 1, 1, 1), (1, 1), 1)
+    plain = get_kernel_factory("nn.conv2d")(attrs)
+    kept = plain.with_constants({1: w})
+    for kernel in (plain, kept):
+        out = np.empty(e.shape, np.float32)
+        kernel(x, w, out)
+        check_close(out, e, x, w)
+    assert paths[0] != "last_im2col" and paths[1] == "last_im2col"
+    out = np.empty(e.shape, np.float32)
+    kept(x, w.copy(), out)  # an equal weight that is not the constant: the plain plan again
+    check_close(out, e, x, w)
+    assert len(paths) == 2  # (kept or not is part of the plan's key: the plain one was kept)
+
+
 @pytest.mark.parametrize("contiguous", [True, False])
 def test_windows_from_a_corner_are_the_sliding_windows_there(contiguous):
     # nn.windows with an origin: the windows of the rectangle from that corner, viewed

@@ -64,6 +64,13 @@ class ConstantLayouts:
             self._made[slot] = found
         return found
 
+    def keeps(self, array: np.ndarray) -> bool:
+        """Whether ``array`` is one of the constants (its layouts are kept, not made per call)."""
+        for c in self._constants:  # a loop, as in ``get``
+            if array is c:
+                return True
+        return False
+
     def __len__(self) -> int:
         return len(self._made)
 

@@ -336,7 +336,11 @@ TILED_ELEMENTS = 1 << 20
 #: strides 1-2, one thread): 0.56-1.0x the NCHW paths' time inside those bounds (ResNet
 #: blocks at batch 4 on 3x3 to 6x6 maps 0.65-0.76x); outside them it lost up to 2.3x (batch 1,
 #: 256 channels on a 3x3 map: the weights' layout costs more than the product) and from 576
-#: outputs a plane up to 1.5x.
+#: outputs a plane up to 1.5x. A weight the kernel keeps (a constant, ``ConstantLayouts``) is
+#: laid out once, so the ratio does not apply to it (session 30): there the product of all
+#: images at once reads the weight once where the NCHW paths' product an image (and block)
+#: read it again each time: full-width ResNet-18's 4x512x3x3 by 9 MB of weights 6,349 ->
+#: 1,464 us, 4x256x6x6 at stride 2 2,551 -> 840 us.
 LAST_IM2COL_MAX_OUTPUTS = 49
 LAST_IM2COL_STRIDE1_MAX = 196
 LAST_IM2COL_WEIGHT_RATIO = 4
@@ -413,11 +417,13 @@ def _plan(
     strides: Sequence[int],
     dilation: Sequence[int],
     limit: int,
+    kept: bool = False,
 ) -> _Plan:
-    """The path of a (validated, non-empty) convolution; ``limit`` bounds its scratch. A
-    depthwise convolution may go by tap matrices (``_matrix_plan``) instead of the path the
-    buffers' plan (``_buffer_plan``) chooses."""
-    conv = _Geometry(data_shape, weight_shape, out_hw, pad, strides, dilation, limit)
+    """The path of a (validated, non-empty) convolution; ``limit`` bounds its scratch, ``kept``
+    says that the weight is a constant whose layouts the kernel keeps. A depthwise convolution
+    may go by tap matrices (``_matrix_plan``) instead of the path the buffers' plan
+    (``_buffer_plan``) chooses."""
+    conv = _Geometry(data_shape, weight_shape, out_hw, pad, strides, dilation, limit, kept)
     buffers = _buffer_plan(conv)
     return _matrix_plan(conv, buffers) or buffers
 
@@ -433,11 +439,12 @@ class _Geometry(NamedTuple):
     strides: Sequence[int]
     dilation: Sequence[int]
     limit: int
+    kept: bool = False
 
 
 def _buffer_plan(conv: _Geometry) -> _Plan:
     """The path of a convolution on im2col-style buffers (or its channels-last forms)."""
-    data_shape, weight_shape, out_hw, pad, strides, dilation, limit = conv
+    data_shape, weight_shape, out_hw, pad, strides, dilation, limit = conv[:7]
     n, c, h, w = data_shape
     kh, kw = weight_shape[2:]
     oh, ow = out_hw
@@ -507,9 +514,15 @@ def _buffer_plan(conv: _Geometry) -> _Plan:
             oh * ow <= LAST_IM2COL_MAX_OUTPUTS
             or (oh * ow <= LAST_IM2COL_STRIDE1_MAX and (sh, sw) == (1, 1))
         )
-        and o <= LAST_IM2COL_WEIGHT_RATIO * n * oh * ow
+        # a kept weight is laid out once (no ratio, no scratch): then the product of every
+        # image at once reads the weight once, where one product an image reads it N times
+        and (conv.kept or o <= LAST_IM2COL_WEIGHT_RATIO * n * oh * ow)
         # its scratch: the channels-last region, the buffer, the weights and the product
-        and n * c * region + n * oh * ow * c * kt + o * c * kt + n * oh * ow * o <= limit
+        and n * c * region
+        + n * oh * ow * c * kt
+        + (0 if conv.kept else o * c * kt)
+        + n * oh * ow * o
+        <= limit
     ):
         return _Plan("last_im2col", taps, rows, cols, oh, row_spans, col_spans)
     wr = cols[1] - cols[0]
@@ -697,7 +710,7 @@ def conv2d(attrs: Mapping[str, Any]) -> Kernel:
     pad = padding4(attrs["padding"])
     plans: dict[tuple[Any, ...], _Plan | None] = {}
 
-    def check(data: np.ndarray, weight: np.ndarray, out: np.ndarray) -> _Plan | None:
+    def check(data: np.ndarray, weight: np.ndarray, out: np.ndarray, kept: bool) -> _Plan | None:
         if weight.ndim != 4:
             raise ValueError(f"nn.conv2d: expected an OIHW weight, got shape {weight.shape}")
         o, cg, kh, kw = weight.shape
@@ -710,7 +723,7 @@ def conv2d(attrs: Mapping[str, Any]) -> Kernel:
         if out.size == 0 or cg == 0:
             return None
         limit = _scratch_limit(data, out)
-        return _plan(data.shape, weight.shape, (oh, ow), pad, strides, dilation, limit)
+        return _plan(data.shape, weight.shape, (oh, ow), pad, strides, dilation, limit, kept)
 
     def build(layouts: ConstantLayouts) -> Kernel:
         def kernel(
@@ -735,10 +748,12 @@ def conv2d(attrs: Mapping[str, Any]) -> Kernel:
         layouts: ConstantLayouts,
         workspace: np.ndarray | None,
     ) -> None:
+        kept = layouts.keeps(weight)
         key = (
             data.shape,
             weight.shape,
             out.shape,
+            kept,
             SCRATCH_FACTOR,
             FILL,
             DEPTHWISE_LAST_MAX,
@@ -764,7 +779,7 @@ def conv2d(attrs: Mapping[str, Any]) -> Kernel:
         )
         plan = plans.get(key, _UNPLANNED)  # one lookup: another thread may clear the dict
         if plan is _UNPLANNED:
-            plan = check(data, weight, out)
+            plan = check(data, weight, out, kept)
             if len(plans) >= PLANS_MAX:
                 plans.clear()
             plans[key] = plan
@@ -1130,7 +1145,7 @@ def _matrix_plan(conv: _Geometry, buffers: _Plan) -> _Plan | None:
     buffers' plan): the "dense" path on a small plane, else the "tiled" one for a kernel of
     many taps, or of fewer taps where the buffers' plan is a stride-1 im2col buffer too large
     for the caches (the bounds: the module constants above)."""
-    data_shape, weight_shape, out_hw, pad, strides, dilation, limit = conv
+    data_shape, weight_shape, out_hw, pad, strides, dilation, limit = conv[:7]
     n, c, h, w = data_shape
     oh, ow = out_hw
     kernel = (weight_shape[2], weight_shape[3])
