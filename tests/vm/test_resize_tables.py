@@ -135,3 +135,13 @@ def test_integer_outputs_by_products_truncate_as_before():
     x = np.random.default_rng(3).integers(0, 256, (1, 3, 5, 5)).astype(np.uint8)
     got = _resized(x, "linear", (1, 3, 10, 10))
     np.testing.assert_array_equal(got, _by_taps(x, "linear", (1, 3, 10, 10)))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_matrix_products_along_every_axis(dtype):
+    # the leading axes too (moved to be the rows of the product, written back in place)
+    x = np.random.default_rng(5).standard_normal((3, 4, 5)).astype(dtype)
+    for shape in [(6, 4, 5), (3, 7, 5), (3, 4, 2), (5, 2, 9)]:
+        got = _resized(x, "linear", shape)
+        want = _by_taps(x, "linear", shape)
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)

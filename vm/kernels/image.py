@@ -38,6 +38,7 @@ import numpy as np
 
 from shape_funcs.declarations import BUILTIN_OPS
 
+from .blas_threads import matmul as _matmul
 from .registry import Kernel, register_kernel
 
 #: The modes resize takes, read from its declaration (``shape_funcs/declarations``).
@@ -226,14 +227,16 @@ def _blend_dense(
     data: np.ndarray, axis: int, matrix: np.ndarray, into: np.ndarray | None = None
 ) -> np.ndarray:
     """``data`` resized along ``axis`` by the product with ``matrix`` (out, in), in
-    ``data``'s dtype: the axis is the rows of a batched product (the columns when last).
-    ``into``: an array of the result's shape and dtype to write it into (and return)."""
+    ``data``'s dtype: the axis is the rows of a batched product (the columns when last), on
+    the BLAS threads ``blas_threads`` chooses. ``into``: an array of the result's shape and
+    dtype to write it into (and return)."""
+    shape = list(data.shape)
+    shape[axis] = matrix.shape[0]
+    result = np.empty(shape, data.dtype) if into is None else into
     if axis == data.ndim - 1:
-        last: np.ndarray = np.matmul(data, matrix.T, out=into)
-        return last
-    moved = np.moveaxis(data, axis, -2)
-    target = None if into is None else np.moveaxis(into, axis, -2)
-    result: np.ndarray = np.moveaxis(np.matmul(matrix, moved, out=target), -2, axis)
+        _matmul(data, matrix.T, result)
+    else:
+        _matmul(matrix, np.moveaxis(data, axis, -2), np.moveaxis(result, axis, -2))
     return result
 
 
