@@ -55,6 +55,21 @@ def test_arange(dtype, data):
     assert_same(run_like("arange", {"dtype": dtype}, args, e), e)
 
 
+@pytest.mark.parametrize(
+    "bounds",
+    [
+        (0.0, 1e-45, 2.0),  # half the least float32 subnormal: 0 in float32, not in float64
+        (0.0, 3e-45, 4.0),
+        (-1e-8, 1.0, 1.0),  # the difference rounds to 1 in float32 (numpy: one value)
+    ],
+)
+def test_arange_length_is_numpys_at_the_float32_edges(bounds):
+    # numpy subtracts in the operands' dtype and divides in float64 (Hypothesis found the first)
+    e = np.arange(*(np.float32(v) for v in bounds), dtype=np.float32)
+    args = [np.array(v, np.float32) for v in bounds]
+    assert_same(run_like("arange", {"dtype": "float32"}, args, e), e)
+
+
 def test_arange_length_mismatch_is_an_error():
     args = [np.array(v, np.int64) for v in (0, 5, 1)]
     with pytest.raises(ValueError, match="5 values"):

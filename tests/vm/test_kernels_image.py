@@ -109,9 +109,19 @@ def test_resize_is_the_onnx_reference(dtype, case, data):
     shape, sizes, scales, onnx_attrs = case
     x = data.draw(arrays(dtype, shape))
     expected = reference(x.astype(np.float64), None if scales else sizes, scales, **onnx_attrs)
-    # the reference rounds its float64 result once into the dtype: so must the kernel
     got = run_like("resize", _attrs(sizes, scales, onnx_attrs), [x], expected.astype(dtype))
-    assert_same(got, expected.astype(dtype))
+    if dtype == "float64":
+        # the reference's float64 blend, rounded once into the dtype: the kernel's too
+        assert_same(got, expected.astype(dtype))
+        return
+    # float32 and float16 data blend in float32 (short axes by products with the axes'
+    # matrices): each axis's sum of at most 4 weighted taps rounds a few times, with weights
+    # of at most ~1.3 in magnitude over two axes; then one rounding into the dtype
+    assert got.shape == expected.shape and got.dtype == np.dtype(dtype)
+    scale = float(np.abs(x.astype(np.float64)).max()) if x.size else 0.0
+    bound = 16 * np.finfo(np.float32).eps * scale + np.finfo(dtype).eps * np.abs(expected)
+    error = np.abs(got.astype(np.float64) - expected)
+    assert (error <= bound).all(), (error.max(), x, got, expected)
 
 
 @pytest.mark.parametrize("dtype", ["uint8", "int8", "int32", "int64"])

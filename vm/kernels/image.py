@@ -10,14 +10,14 @@ coordinate transformation mode, with the axis's scale: the one given, or out/in)
   reference's). An axis of at most ``DENSE_AXIS_MAX`` input elements (a segmentation head's
   logits upsampled to the image: 8 to 16) is blended by one matrix product with the axis's
   dense (out, in) interpolation matrix, the taps' weights at their inputs (``axis_matrix``,
-  kept like the tables), over the whole tensor: in float32 for float32 and float16 data, in
-  float64 otherwise. Longer axes, and inputs holding a NaN or an infinity (which a product
-  would spread over the whole row: ``0 * inf``), take one ``np.take`` per tap in float64.
-  The axes are blended one after the other and rounded once into ``out``: float64 gives the
-  reference's values; float32 within a few float32 ulps of them (two roundings an axis), as
-  onnxruntime computes in float32 too. Integer outputs are truncated toward zero and
-  saturated, as onnxruntime does (``static_cast`` of its float result; the ONNX reference
-  rounds instead).
+  kept like the tables), over the whole tensor, in float32, for float32 and float16 data:
+  within a few float32 roundings of the reference's float64 blend (onnxruntime computes in
+  float32 too). Other dtypes (float64, integers, whose truncation a last-bit difference
+  could move), longer axes and inputs holding a NaN or an infinity (a product would spread
+  it over the whole row: ``0 * inf``) take one ``np.take`` per tap in float64: the
+  reference's values. The axes are blended one after the other and rounded once into
+  ``out``. Integer outputs are truncated toward zero and saturated, as onnxruntime does
+  (``static_cast`` of its float result; the ONNX reference rounds instead).
 
 An axis whose extent and scale (within ``math.isclose``) do not change is skipped, as the
 reference skips it. Shapes, scales and attributes are checked first (ValueError naming them).
@@ -191,8 +191,9 @@ _cached_axis_table = functools.lru_cache(maxsize=128)(_axis_table)
 #: A linear or cubic axis of at most this many input elements, whose matrix holds at most
 #: ``DENSE_MATRIX_MAX`` elements, is blended by a product with its dense interpolation matrix
 #: (module doc): LRASPP's (4, 21, 12, 12) logits to 96x96, one thread, 5,972 us by taps in
-#: float64 against 982 us by products in float64 (the same values) and 315 in float32;
-#: (8, 21, 16, 16) to 128x128 25.1 -> 4.1 / 1.4 ms; (4, 128, 6, 6) to 12x12 486 -> 116 / 73 us.
+#: float64 against 315 by float32 products (982 by float64 ones, still a last bit off the
+#: reference now and then: not used); (8, 21, 16, 16) to 128x128 25.1 -> 1.4 ms; (4, 128, 6,
+#: 6) to 12x12 486 -> 73 us.
 #: A product costs ``in`` multiply-adds an output where the taps cost 2 or 4, hence the bound.
 DENSE_AXIS_MAX = 64
 DENSE_MATRIX_MAX = 1 << 16
@@ -279,10 +280,11 @@ def resize(attrs: Mapping[str, Any]) -> Kernel:
         if out.size == 0:
             return
         result = x
-        # products in float32 for float32 and float16 data, else float64; none where a NaN or
-        # an infinity would spread along a row (module doc)
-        narrow = x.dtype in (np.float32, np.float16)
-        products = mode == "nearest" or x.dtype.kind != "f" or bool(np.isfinite(x).all())
+        # products (in float32) for float32 and float16 data, none where a NaN or an infinity
+        # would spread along a row (module doc)
+        products = (
+            mode != "nearest" and x.dtype in (np.float32, np.float16) and bool(np.isfinite(x).all())
+        )
         axes = []  # (axis, scale) of the axes to resize
         for a in range(x.ndim):
             size_in, size_out = x.shape[a], out.shape[a]
@@ -295,11 +297,11 @@ def resize(attrs: Mapping[str, Any]) -> Kernel:
             if mode == "nearest":
                 result = np.take(result, axis_table(*table)[0], axis=a)
             elif products and size_in <= DENSE_AXIS_MAX and size_in * size_out <= DENSE_MATRIX_MAX:
-                dt = np.dtype(np.float32 if narrow else np.float64)
-                last = (a, scale) == axes[-1] and out.dtype == dt
+                f32 = np.dtype(np.float32)
+                last = (a, scale) == axes[-1] and out.dtype == f32
                 into = out if last else None  # the last product straight into out
                 result = _blend_dense(
-                    result.astype(dt, copy=False), a, axis_matrix(*table, dt.name), into
+                    result.astype(f32, copy=False), a, axis_matrix(*table, f32.name), into
                 )
                 if last:
                     return
