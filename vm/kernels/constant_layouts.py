@@ -41,6 +41,7 @@ class ConstantLayouts:
 
     def __init__(self, constants: Iterable[np.ndarray] = ()) -> None:
         self._constants = tuple(constants)
+        self._ids = frozenset(id(c) for c in self._constants)
         self._made: dict[tuple[int, Hashable], np.ndarray] = {}
 
     def get(self, array: np.ndarray, key: Hashable, make: Callable[[np.ndarray], Any]) -> Any:
@@ -66,10 +67,8 @@ class ConstantLayouts:
 
     def keeps(self, array: np.ndarray) -> bool:
         """Whether ``array`` is one of the constants (its layouts are kept, not made per call)."""
-        for c in self._constants:  # a loop, as in ``get``
-            if array is c:
-                return True
-        return False
+        # by identity: the ids stay the constants' while this object holds them
+        return id(array) in self._ids
 
     def __len__(self) -> int:
         return len(self._made)

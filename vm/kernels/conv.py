@@ -368,7 +368,8 @@ class _Plan:
     coordinates, may stick out of the input), the path, the output rows per block (the tile
     size of the "tiled" path), and the index table of the "gather" path (every (tap, output)
     pair's element in that rectangle) or of the "dense" and "tiled" ones (``_dense_table``);
-    ``images``, the images per block of the "flat" path (see ``BLOCK_ELEMENTS``)."""
+    ``images``, the images per block of the "flat", "window" and "taps" paths (see
+    ``BLOCK_ELEMENTS`` and ``GROUPED_BLOCK_ELEMENTS``)."""
 
     __slots__ = (
         "block",
