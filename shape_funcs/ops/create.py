@@ -43,13 +43,18 @@ def arange_operands(start: Any, stop: Any, step: Any) -> tuple[Any, Any, Any]:
 
 def arange_length(start: Any, stop: Any, step: Any) -> int:
     """numpy's length of ``arange`` for three rank-0 numpy arrays: ``ceil((stop - start) /
-    step)`` clamped at 0, on the scalars of ``arange_operands``: the difference in their
-    arithmetic, the quotient in float64, as numpy takes it (``arange(0, 1e-45, 2)`` in
-    float32 has one value: half the least subnormal is 0 in float32, not in float64)."""
+    step)`` clamped at 0, on the scalars of ``arange_operands`` (in their arithmetic); and, as
+    numpy checks for underflow and a step of infinity, one value where the quotient is +0 but
+    the difference is not 0 (``arange(0, 1e-45, 2)`` in float32: half the least subnormal
+    rounds to 0), none where it is -0."""
     first, last, delta = arange_operands(start, stop, step)
     if delta == 0:
         fail("step must not be 0")
-    length = float(last - first) / float(delta)
+    span = last - first
+    quotient = span / delta
+    if quotient == 0 and span != 0:
+        return 0 if math.copysign(1.0, float(quotient)) < 0 else 1
+    length = float(quotient)
     if not math.isfinite(length):
         fail(f"cannot compute the length of arange({first}, {last}, {delta})")
     return max(0, math.ceil(length))

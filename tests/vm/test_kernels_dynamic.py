@@ -58,13 +58,18 @@ def test_arange(dtype, data):
 @pytest.mark.parametrize(
     "bounds",
     [
-        (0.0, 1e-45, 2.0),  # half the least float32 subnormal: 0 in float32, not in float64
+        (0.0, 1e-45, 2.0),  # the quotient underflows to +0: one value (Hypothesis found it)
         (0.0, 3e-45, 4.0),
-        (-1e-8, 1.0, 1.0),  # the difference rounds to 1 in float32 (numpy: one value)
+        (0.0, -1e-45, 2.0),  # -0: none
+        (0.0, 5.0, np.inf),  # a step of infinity: one value
+        (0.0, -5.0, np.inf),
+        (-1e-8, 1.0, 1.0),  # the difference rounds to 1 in float32: one value
+        (0.0, 0.3, 0.1),  # the quotient rounds to 3 in float32: three (float64 would say 4)
     ],
 )
 def test_arange_length_is_numpys_at_the_float32_edges(bounds):
-    # numpy subtracts in the operands' dtype and divides in float64 (Hypothesis found the first)
+    # numpy computes the length in the operands' arithmetic, and a quotient of 0 from a
+    # nonzero difference (underflow, an infinite step) gives one value if it is +0
     e = np.arange(*(np.float32(v) for v in bounds), dtype=np.float32)
     args = [np.array(v, np.float32) for v in bounds]
     assert_same(run_like("arange", {"dtype": "float32"}, args, e), e)
