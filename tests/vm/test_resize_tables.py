@@ -111,7 +111,7 @@ def test_matrices_are_taken_on_short_axes_only(monkeypatch):
     assert (info.misses, info.currsize) == (1, 1)
     np.testing.assert_allclose(out, _by_taps(x, "linear", (1, 1, 16, 140)), rtol=1e-5, atol=1e-5)
     matrix = image.axis_matrix(
-        "linear", "half_pixel", "round_prefer_floor", -0.75, False, 8, 16, 2.0, "float32"
+        "linear", "half_pixel", "round_prefer_floor", -0.75, False, 8, 16, 2.0
     )
     assert matrix.shape == (16, 8) and matrix.dtype == np.float32
     assert not matrix.flags.writeable

@@ -209,9 +209,8 @@ def axis_matrix(
     size_in: int,
     size_out: int,
     scale: float,
-    dtype: str,
 ) -> np.ndarray:
-    """The (size_out, size_in) matrix of one linear or cubic axis (read-only, of ``dtype``):
+    """The (size_out, size_in) float32 matrix of one linear or cubic axis (read-only):
     row ``i`` holds the weights of output ``i``'s taps at their inputs (two taps clamped to
     the same input add up). Cached (LRU, 64 matrices of at most ``DENSE_MATRIX_MAX``
     elements: 32 MB at worst)."""
@@ -219,7 +218,7 @@ def axis_matrix(
     assert coeffs is not None  # (linear or cubic)
     matrix = np.zeros((size_out, size_in))
     np.add.at(matrix, (np.arange(size_out)[:, None], index), coeffs)
-    matrix = matrix.astype(dtype)
+    matrix = matrix.astype(np.float32)
     matrix.flags.writeable = False
     return matrix
 
@@ -297,11 +296,10 @@ def resize(attrs: Mapping[str, Any]) -> Kernel:
             if mode == "nearest":
                 result = np.take(result, axis_table(*table)[0], axis=a)
             elif products and size_in <= DENSE_AXIS_MAX and size_in * size_out <= DENSE_MATRIX_MAX:
-                f32 = np.dtype(np.float32)
-                last = (a, scale) == axes[-1] and out.dtype == f32
+                last = (a, scale) == axes[-1] and out.dtype == np.float32
                 into = out if last else None  # the last product straight into out
                 result = _blend_dense(
-                    result.astype(f32, copy=False), a, axis_matrix(*table, f32.name), into
+                    result.astype(np.float32, copy=False), a, axis_matrix(*table), into
                 )
                 if last:
                     return
