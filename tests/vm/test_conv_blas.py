@@ -285,6 +285,35 @@ def test_depthwise_dense_path_at_its_bounds():
     assert conv._plan((1, 120, 6, 6), (240, 1, 5, 5), (6, 6), *same5, 1 << 30).path != "dense"
 
 
+def test_depthwise_dense_bound_of_a_kept_weight_is_per_image():
+    # a kept weight's matrices are made once and read once a call for every image: at batch
+    # 8, MobileNetV3's 240 channels of 8x8 (983,040 elements of matrices) take the "dense"
+    # path, at batch 1 they do not, and neither does a weight that is not kept, nor one past
+    # DEPTHWISE_DENSE_KEPT_MAX at any batch
+    same5 = ((2, 2, 2, 2), (1, 1), (1, 1))
+    w = (240, 1, 5, 5)
+    assert conv.DEPTHWISE_DENSE_ELEMENTS < 240 * 64 * 64
+    assert conv._plan((8, 240, 8, 8), w, (8, 8), *same5, 1 << 30, True).path == "dense"
+    assert conv._plan((1, 240, 8, 8), w, (8, 8), *same5, 1 << 30, True).path != "dense"
+    assert conv._plan((8, 240, 8, 8), w, (8, 8), *same5, 1 << 30, False).path != "dense"
+    big = conv.DEPTHWISE_DENSE_KEPT_MAX // (64 * 64) + 1
+    shape = (64, big, 8, 8)
+    assert conv._plan(shape, (big, 1, 5, 5), (8, 8), *same5, 1 << 40, True).path != "dense"
+
+
+def test_depthwise_dense_path_of_a_kept_weight_matches_the_oracle():
+    # the batch-8 case above, end to end through the kernel with its weight kept
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((8, 240, 8, 8)).astype(np.float32)
+    wt = rng.standard_normal((240, 1, 5, 5)).astype(np.float32)
+    attrs = {"strides": (1, 1), "dilation": (1, 1), "groups": 240, "padding": (2, 2, 2, 2)}
+    kernel = conv.conv2d(attrs).with_constants({1: wt})
+    out = np.empty((8, 240, 8, 8), np.float32)
+    kernel(x, wt, out)
+    kernel(x, wt, out)  # the second call reads the kept matrices
+    check_close(out, conv_oracle(x, wt, (1, 1), (2, 2, 2, 2), (1, 1), 240), x, wt)
+
+
 @KERNEL_SETTINGS
 @given(data=st.data(), dtype=DTYPES, tiles=st.sampled_from([(8, 6, 4), (3, 2), (2,)]))
 def test_depthwise_conv2d_by_tiles_of_tap_matrices(data, dtype, tiles):

@@ -103,8 +103,12 @@ POLICIES = ("adaptive", "process", "one")
 #: (session 29; 2^25 before): quiet, in process, against 2^25, BERT mid and large 0.93-0.95x,
 #: MLP batch 256 0.97x, speech large 0.97x, the GPT-2 step large 0.97x, the others 0.99-1.01x;
 #: with a competing process 1.02-1.06x over a two-second test (the choice learning that help
-#: does not pay there). 2^23 measured the same as 2^24.
-SPLIT_MIN = 1 << 24
+#: does not pay there). 2^23 measured the same as 2^24. 2^25 since session 31 (a Xeon microVM,
+#: where waking the worker costs 43-90 us): products of 2^24 split in four parts took 1.41x
+#: one thread's time at (128, 1152) x (1152, 128) and 1.24x at (256, 256, 256) (each part
+#: packs the whole weight again for 32-64 rows); in process, 2^24 against 2^26, ResNet-18
+#: large 0.92x, the MLP at batch 256 0.92x, the others 0.97-1.01x; 2^25 measured as 2^26.
+SPLIT_MIN = 1 << 25
 #: Products with less work are split too when they read at least this many bytes of operands
 #: (``_streams``): a weight streamed from memory for a few columns (a small plane's
 #: convolution by 9 MB of weights, four columns) takes as long as a product of far more work,
