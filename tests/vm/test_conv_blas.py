@@ -506,6 +506,39 @@ def test_conv2d_flat_buffer_in_blocks_of_images_matches_the_oracle(case, images)
     check_close(got, e, x, w)
 
 
+@KERNEL_SETTINGS
+@given(case=conv_cases(), rows=st.sampled_from([1, 2, 1 << 20]))
+def test_conv2d_window_images_folded_into_one_product_match_the_oracle(case, rows):
+    # FOLD_ROWS_RATIO 0: every "window" block of several images of one group is one product
+    # with the images' columns side by side; blocks of 1 or 2 output rows, or whole images
+    x, w, strides, pad4, dilation, groups = case
+    e = conv_oracle(x, w, strides, pad4, dilation, groups)
+    per_row = x.shape[0] * x.shape[1] * w.shape[2] * w.shape[3] * max(e.shape[3], 1)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(conv, "FILL", "window")
+        m.setattr(conv, "FOLD_ROWS_RATIO", 0)
+        m.setattr(conv, "BLOCK_ELEMENTS", rows * per_row)
+        got = run("nn.conv2d", attrs_of(strides, pad4, dilation, groups), [x, w], e.shape, x.dtype)
+    check_close(got, e, x, w)
+
+
+def test_conv2d_window_folds_images_where_the_weight_has_many_rows(monkeypatch):
+    # ResNet-18's stride-2 3x3 to 256 channels on 8 images of 16x16 takes blocks of one
+    # output row (8 columns an image): one (256, 1152) x (1152, 64) product a block, not one
+    # (256, 1152) x (1152, 8) an image; 16 channels out keep one product an image
+    calls = spied_products(monkeypatch)
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((8, 128, 16, 16)).astype(np.float32)
+    attrs = attrs_of((2, 2), (1, 1, 1, 1), (1, 1), 1)
+    for o, product in ((256, ((256, 1152), (1152, 64))), (16, ((1, 16, 1152), (8, 1, 1152, 8)))):
+        w = rng.standard_normal((o, 128, 3, 3)).astype(np.float32)
+        e = conv_oracle(x, w, (2, 2), (1, 1, 1, 1), (1, 1), 1)
+        calls.clear()
+        check_close(run("nn.conv2d", attrs, [x, w], e.shape, x.dtype), e, x, w)
+        assert calls[0] == product, o
+        assert len(calls) == 3 * 8  # eight blocks of one output row, in each of 3 runs
+
+
 def test_conv2d_flat_blocks_of_images_follow_block_elements(monkeypatch):
     calls = spied_products(monkeypatch)
     rng = np.random.default_rng(0)
@@ -1009,6 +1042,21 @@ def test_channels_last_im2col_at_its_bounds():
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(conv, "FILL", "window")
         assert conv._plan((4, 64, 6, 6), (64, 64, 3, 3), (6, 6), *args).path == "window"
+
+
+def test_channels_last_im2col_on_large_planes_of_many_channels_or_large_buffers():
+    # stride 1, two images or more: 128 channels on 16x16 (256 outputs, past
+    # LAST_IM2COL_STRIDE1_MAX) and 64 channels on 32x32 (an image's flat buffer of 626,688
+    # elements) take it; one image, 64 channels on 16x16 (165,888), 32 on 32x32 and stride 2
+    # keep the NCHW paths
+    args = ((1, 1, 1, 1), (1, 1), (1, 1), 1 << 30)
+    assert conv._plan((8, 128, 16, 16), (128, 128, 3, 3), (16, 16), *args).path == "last_im2col"
+    assert conv._plan((2, 64, 32, 32), (64, 64, 3, 3), (32, 32), *args).path == "last_im2col"
+    assert conv._plan((1, 128, 16, 16), (128, 128, 3, 3), (16, 16), *args).path == "flat"
+    assert conv._plan((8, 64, 16, 16), (64, 64, 3, 3), (16, 16), *args).path == "flat"
+    assert conv._plan((8, 32, 32, 32), (32, 32, 3, 3), (32, 32), *args).path == "flat"
+    stride2 = ((1, 1, 1, 1), (2, 2), (1, 1), 1 << 30)
+    assert conv._plan((8, 128, 32, 32), (128, 128, 3, 3), (16, 16), *stride2).path == "window"
 
 
 def test_a_kept_weight_takes_channels_last_im2col_past_the_ratio(monkeypatch):

@@ -351,6 +351,17 @@ TILED_ELEMENTS = 1 << 20
 LAST_IM2COL_MAX_OUTPUTS = 49
 LAST_IM2COL_STRIDE1_MAX = 196
 LAST_IM2COL_WEIGHT_RATIO = 4
+#: At stride 1 on two images or more, larger planes take the channels-last path too where the
+#: "flat" path's product an image is a poor GEMM: from ``LAST_IM2COL_WIDE_CHANNELS`` input
+#: channels, or where an image's flat buffer holds at least ``LAST_IM2COL_FLAT_IMAGE`` elements
+#: (2 MiB of float32: past a core's L2, which the product then reads from further away).
+#: 3x3, C -> C, one thread (session 31, a Xeon with 2 MB of L2 a core), channels-last over
+#: flat: 128 and 256 channels on 8x8 to 32x32 maps at batch 2-8 0.62-0.95x (8x128x16x16 5,044
+#: -> 3,744 us, 4x256x14x14 6,639 -> 4,811), one exception 1.07x (2x256x32x32); 64 channels
+#: on 32x32 at batch 2-8 0.72-0.86x; smaller buffers of 32-64 channels 0.72-1.4x (no rule),
+#: batch 1 0.9-1.17x.
+LAST_IM2COL_WIDE_CHANNELS = 128
+LAST_IM2COL_FLAT_IMAGE = 1 << 19
 
 #: A convolution of one group on one image with at most ``GATHER_MAX_OUTPUTS`` outputs (an 8x8
 #: plane) takes the "gather" path (``_conv_gather``): its im2col buffer is one ``np.take`` of
@@ -520,7 +531,19 @@ def _buffer_plan(conv: _Geometry) -> _Plan:
         and FILL == "auto"
         and (
             oh * ow <= LAST_IM2COL_MAX_OUTPUTS
-            or (oh * ow <= LAST_IM2COL_STRIDE1_MAX and (sh, sw) == (1, 1))
+            or (
+                (sh, sw) == (1, 1)
+                and (
+                    oh * ow <= LAST_IM2COL_STRIDE1_MAX
+                    or (
+                        n >= 2
+                        and (
+                            c >= LAST_IM2COL_WIDE_CHANNELS
+                            or c * kt * oh * (cols[1] - cols[0]) >= LAST_IM2COL_FLAT_IMAGE
+                        )
+                    )
+                )
+            )
         )
         # a kept weight is laid out once (no ratio, no scratch): then the product of every
         # image at once reads the weight once, where one product an image reads it N times
@@ -690,6 +713,9 @@ def _conv_im2col(
             win = windows(x, (kh, kw), strides, dilation, (oh, ow))
     rows, step = plan.block, plan.images
     room = ws.empty((step * c * kh * kw * rows * ow,), dt)
+    if win is not None and groups == 1 and step > 1 and o >= FOLD_ROWS_RATIO * rows * ow:
+        _window_images_folded(win, wt.reshape(o, k), acc, (rows, step), ws, room)
+        return
     for a in range(0, n, step):
         b = min(n, a + step)
         for r0 in range(0, oh, rows):
@@ -704,6 +730,46 @@ def _conv_im2col(
             p = (r1 - r0) * ow
             flat = block.reshape(b - a, groups, k, p, copy=False)
             _matmul(wt, flat, _rows_view(acc[a:b], r0, r1, (b - a, groups, og, p)))
+
+
+#: The "window" path of one group multiplies a block's images in one product (their columns side
+#: by side: ``_window_images_folded``) where the weight has at least this many times more rows
+#: than an image's block has columns: one product an image then packs the whole weight again
+#: for a few columns (a large plane's stride-2 convolution in blocks of one output row).
+#: One thread (session 31), against one product an image: 8x128x16x16 -> 256 at stride 2
+#: 6,728 -> 3,377 us, 8x64x32x32 -> 128 4,872 -> 3,479, 4x128x28x28 -> 256 9,715 -> 4,913,
+#: 4x64x56x56 -> 128 6,277 -> 4,774, 8x32x16x16 -> 64 (ratio 2.7) 317 -> 300; below the ratio
+#: the output's transposed copy costs more than it saves (a 7x7 stem to 64 channels, 64
+#: columns an image: 5,488 -> 7,683 us; 8x16x32x32 -> 32: 364 -> 440).
+FOLD_ROWS_RATIO = 4
+
+
+def _window_images_folded(
+    win: np.ndarray,
+    wt: np.ndarray,
+    acc: np.ndarray,
+    blocks: tuple[int, int],
+    ws: Workspace,
+    room: np.ndarray,
+) -> None:
+    """The "window" path of one group with a block's images as the columns of one product:
+    the block (C, KH, KW, images, rows, OW) copied from the window view ``win``, multiplied by
+    the (O, K) weight ``wt`` into an (O, images * rows * OW) result, copied into ``acc``'s
+    images and rows (blocks of ``rows`` output rows and ``step`` images: ``blocks``)."""
+    n, c, oh, ow, kh, kw = win.shape
+    o, k = wt.shape
+    rows, step = blocks
+    res_room = ws.empty((o * step * rows * ow,), acc.dtype)
+    for a in range(0, n, step):
+        b = min(n, a + step)
+        for r0 in range(0, oh, rows):
+            r1 = min(oh, r0 + rows)
+            p = (b - a) * (r1 - r0) * ow
+            block = room[: k * p].reshape(c, kh, kw, b - a, r1 - r0, ow)
+            np.copyto(block, win[a:b, :, r0:r1].transpose(1, 4, 5, 0, 2, 3))
+            res = res_room[: o * p].reshape(o, p)
+            _matmul(wt, block.reshape(k, p), res)
+            np.copyto(acc[a:b, :, r0:r1], res.reshape(o, b - a, r1 - r0, ow).transpose(1, 0, 2, 3))
 
 
 @register_kernel("nn.conv2d")
@@ -785,6 +851,8 @@ def conv2d(attrs: Mapping[str, Any]) -> Kernel:
             LAST_IM2COL_MAX_OUTPUTS,
             LAST_IM2COL_STRIDE1_MAX,
             LAST_IM2COL_WEIGHT_RATIO,
+            LAST_IM2COL_WIDE_CHANNELS,
+            LAST_IM2COL_FLAT_IMAGE,
         )
         plan = plans.get(key, _UNPLANNED)  # one lookup: another thread may clear the dict
         if plan is _UNPLANNED:
