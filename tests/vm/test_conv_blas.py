@@ -288,13 +288,16 @@ def test_depthwise_dense_path_at_its_bounds():
 def test_depthwise_dense_bound_of_a_kept_weight_is_per_image():
     # a kept weight's matrices are made once and read once a call for every image: at batch
     # 8, MobileNetV3's 240 channels of 8x8 (983,040 elements of matrices) take the "dense"
-    # path, at batch 1 they do not, and neither does a weight that is not kept, nor one past
-    # DEPTHWISE_DENSE_KEPT_MAX at any batch
+    # path, and LR-ASPP's 960 of 6x6 (1,244,160) at batch 2; at batch 1 neither does, nor
+    # does a weight that is not kept, nor one past DEPTHWISE_DENSE_KEPT_MAX at any batch
     same5 = ((2, 2, 2, 2), (1, 1), (1, 1))
     w = (240, 1, 5, 5)
     assert conv.DEPTHWISE_DENSE_ELEMENTS < 240 * 64 * 64
     assert conv._plan((8, 240, 8, 8), w, (8, 8), *same5, 1 << 30, True).path == "dense"
     assert conv._plan((1, 240, 8, 8), w, (8, 8), *same5, 1 << 30, True).path != "dense"
+    dilated = ((4, 4, 4, 4), (1, 1), (2, 2), 1 << 30, True)
+    assert conv._plan((2, 960, 6, 6), (960, 1, 5, 5), (6, 6), *dilated).path == "dense"
+    assert conv._plan((1, 960, 6, 6), (960, 1, 5, 5), (6, 6), *dilated).path != "dense"
     assert conv._plan((8, 240, 8, 8), w, (8, 8), *same5, 1 << 30, False).path != "dense"
     big = conv.DEPTHWISE_DENSE_KEPT_MAX // (64 * 64) + 1
     shape = (64, big, 8, 8)

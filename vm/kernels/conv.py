@@ -299,13 +299,18 @@ DEPTHWISE_ROWS_MAX = 784
 #: outside, the matrices' zeros cost up to 21x (a 14x14 map at stride 1: 196 x 196 a channel).
 DEPTHWISE_DENSE_MAX = 4096
 DEPTHWISE_DENSE_ELEMENTS = 1 << 18
-#: A kept weight's matrices are laid out once and read once a call for every image, so their
-#: bound is ``DEPTHWISE_DENSE_ELEMENTS`` an image, up to ``DEPTHWISE_DENSE_KEPT_MAX`` (8 MiB of
-#: float32). One thread, 5x5 kernels, against the "rows" path (session 31): 8x240x8x8 943 ->
-#: 304 us, 8x144x8x8 423 -> 164, 8x120x8x8 331 -> 124, 8x288x8x8 at stride 2 457 -> 130,
-#: 8x672x7x7 2,102 -> 613; where the matrices are more than that an image they lost:
-#: 1x960x7x7 226 -> 366 us (9 MB of matrices for one image), 1x576x7x7 137 -> 218.
-DEPTHWISE_DENSE_KEPT_MAX = 1 << 21
+#: A kept weight's matrices are laid out once and read once a call for every image, so on two
+#: images or more their bound is ``DEPTHWISE_DENSE_KEPT_IMAGE`` an image, up to
+#: ``DEPTHWISE_DENSE_KEPT_MAX`` (16 MiB of float32); one image keeps the bound above (its
+#: matrices are read cold, from memory, for that one image). One thread, 5x5 kernels, against
+#: the "rows" path (session 31): 8x240x8x8 943 -> 304 us, 8x144x8x8 423 -> 164, 8x120x8x8 331 ->
+#: 124, 8x288x8x8 at stride 2 457 -> 130, 8x672x7x7 2,102 -> 613, 4x960x7x7 1,406 -> 627; at
+#: batch 1, 1x960x7x7 (2.3 Mi elements of matrices) 226 -> 366 us and 1x576x7x7 137 -> 218. In
+#: process, against 256 Ki an image up to 2 Mi: LR-ASPP (real, 960-channel 5x5 dilated layers)
+#: mid 0.93-0.95x, large 0.84-0.86x, batch 1 unchanged; peak RSS over its three sizes 512 ->
+#: 548 MB (the matrices kept).
+DEPTHWISE_DENSE_KEPT_IMAGE = 1 << 20
+DEPTHWISE_DENSE_KEPT_MAX = 1 << 22
 
 #: A depthwise convolution of at least ``TILED_MIN_TAPS`` taps (7x7) and ``TILED_MIN_OUTPUTS``
 #: outputs a plane (15x15), too large for the "dense" path, takes the "tiled" path
@@ -838,6 +843,7 @@ def conv2d(attrs: Mapping[str, Any]) -> Kernel:
             DEPTHWISE_ROWS_MAX,
             DEPTHWISE_DENSE_MAX,
             DEPTHWISE_DENSE_ELEMENTS,
+            DEPTHWISE_DENSE_KEPT_IMAGE,
             DEPTHWISE_DENSE_KEPT_MAX,
             TILED_MIN_TAPS,
             TILED_MIN_OUTPUTS,
@@ -1232,8 +1238,8 @@ def _matrix_plan(conv: _Geometry, buffers: _Plan) -> _Plan | None:
         return None
     spans = (buffers.taps, buffers.row_spans, buffers.col_spans)
     bound = (
-        min(n * DEPTHWISE_DENSE_ELEMENTS, DEPTHWISE_DENSE_KEPT_MAX)
-        if conv.kept
+        min(n * DEPTHWISE_DENSE_KEPT_IMAGE, DEPTHWISE_DENSE_KEPT_MAX)
+        if conv.kept and n > 1
         else DEPTHWISE_DENSE_ELEMENTS
     )
     if (
