@@ -19,13 +19,16 @@ How each op runs (the measurements behind each choice: design/vm.md, "Convolutio
     gives WR - OW junk columns a row, dropped in one copy into ``out``; a few whole images at
     a time, so that the buffer is still in the cache when the product reads it;
   * otherwise one copy of the window view (``nn.windows``) of the input, or of the padded
-    copy of the rectangle read when padded (bounded by ``PAD_FACTOR``);
+    copy of the rectangle read when padded (bounded by ``PAD_FACTOR``), in blocks of output
+    rows; where the weight has many rows for a block's columns (``FOLD_ROWS_RATIO``) a
+    block's images are the columns of one product instead of one product an image;
   * ``"taps"`` (forced only): the one strided-slice copy per tap, clipped, after a zero fill.
 
   Taps that read padding only (small maps under wide padding) are dropped when their weights
   cost less than their buffer; a 1x1 map's lone centre tap is then a plain matmul.
   One group on small output planes (``LAST_IM2COL_*``: up to a 7x7 plane, 14x14 at stride 1,
-  weights not too many for the product's columns): the "last_im2col" path copies the input
+  any plane at stride 1 from batch 2 with 128 channels or 2 MiB flat buffers an image, weights
+  not too many for the product's columns): the "last_im2col" path copies the input
   channels-last and its windows into an (N, OH, OW, KH, KW, C) buffer, whose runs are a kernel
   row's taps times the channels (NCHW's run a few elements each), and multiplies all images
   at once by the weights laid out alike. One image on tiny planes (``GATHER_MAX_OUTPUTS``):
