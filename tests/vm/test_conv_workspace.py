@@ -126,6 +126,10 @@ def test_one_group_paths_fit_the_declared_workspace(path, data, dtype):
         ((2, 16, 28, 28), (16, 1, 7, 7), (1, 1), "tiled"),  # ConvNeXt's 7x7 depthwise, by tiles
         ((1, 16, 32, 32), (16, 16, 3, 3), (1, 1), "flat"),  # ResNet's 3x3 blocks
         ((1, 16, 32, 32), (32, 16, 3, 3), (2, 2), "window"),  # its strided ones
+        # full width at batch 4: the window path's images folded into one product's columns,
+        # and a stride-1 layer of 128 channels channels-last
+        ((4, 128, 16, 16), (256, 128, 3, 3), (2, 2), "window"),
+        ((4, 128, 16, 16), (128, 128, 3, 3), (1, 1), "last_im2col"),
     ],
 )
 def test_the_paths_of_real_models_fit_the_declared_workspace(shape, weight, strides, path):
@@ -228,3 +232,15 @@ def test_every_pool_path_fits_the_declared_workspace(path, kind, data, dtype):
             kernel(x, out, np.empty(room, np.uint8))
             assert may_spill or Spills.count == before, "a piece did not fit the declared bytes"
             np.testing.assert_array_equal(out, plain, strict=True)
+
+
+@KERNEL_SETTINGS
+@given(case=conv_cases())
+def test_window_images_folded_fit_the_declared_workspace(case):
+    # FOLD_ROWS_RATIO 0: every window block of several images is one product, its result
+    # carved from the workspace too
+    x, w, strides, pad4, dilation, groups = case
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(conv, "FILL", "window")
+        m.setattr(conv, "FOLD_ROWS_RATIO", 0)
+        _same_bits_without_spills(x, w, attrs_of(strides, pad4, dilation, groups))
