@@ -537,22 +537,7 @@ def _buffer_plan(conv: _Geometry) -> _Plan:
     if (
         weight_shape[1] == c
         and FILL == "auto"
-        and (
-            oh * ow <= LAST_IM2COL_MAX_OUTPUTS
-            or (
-                (sh, sw) == (1, 1)
-                and (
-                    oh * ow <= LAST_IM2COL_STRIDE1_MAX
-                    or (
-                        n >= 2
-                        and (
-                            c >= LAST_IM2COL_WIDE_CHANNELS
-                            or c * kt * oh * (cols[1] - cols[0]) >= LAST_IM2COL_FLAT_IMAGE
-                        )
-                    )
-                )
-            )
-        )
+        and _channels_last_plane(n, c, kt, out_hw, (sh, sw), cols[1] - cols[0])
         # a kept weight is laid out once (no ratio, no scratch): then the product of every
         # image at once reads the weight once, where one product an image reads it N times
         and (conv.kept or o <= LAST_IM2COL_WEIGHT_RATIO * n * oh * ow)
@@ -585,6 +570,23 @@ def _buffer_plan(conv: _Geometry) -> _Plan:
     else:
         path = "window"
     return _window_plan(path, conv, taps, kt, (rows, cols), (row_spans, col_spans))
+
+
+def _channels_last_plane(
+    n: int, c: int, kt: int, out_hw: tuple[int, int], strides: tuple[int, int], width: int
+) -> bool:
+    """Whether a one-group convolution's output plane suits the "last_im2col" path
+    (``LAST_IM2COL_*``): small, or at stride 1 larger where the flat path's product an image
+    is a poor GEMM (``width``: the padded region's, the flat buffer's row)."""
+    oh, ow = out_hw
+    if oh * ow <= LAST_IM2COL_MAX_OUTPUTS:
+        return True
+    if strides != (1, 1):
+        return False
+    if oh * ow <= LAST_IM2COL_STRIDE1_MAX:
+        return True
+    wide = c >= LAST_IM2COL_WIDE_CHANNELS or c * kt * oh * width >= LAST_IM2COL_FLAT_IMAGE
+    return n >= 2 and wide
 
 
 def _window_plan(
