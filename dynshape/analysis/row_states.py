@@ -1,0 +1,104 @@
+"""The row states of ``batch_rows``' proof, its refusal, and the helpers its rules share."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sympy
+
+import ir
+from ir import Call, Expr, TensorType
+
+
+@dataclass(frozen=True)
+class Rows:
+    """Row state: the dim at ``axis`` is ``b * group``; its entries ``[i*group, (i+1)*group)``
+    come from input row ``i`` alone."""
+
+    axis: int
+    group: ir.Dim = 1
+
+
+class Fixed:
+    """Row state: the same value in every piece (no input row, no ``b`` in the type)."""
+
+    def __repr__(self) -> str:
+        return "FIXED"
+
+
+FIXED = Fixed()
+
+
+@dataclass(frozen=True)
+class ShapeOf:
+    """Row state of ``shape_of`` of a value with rows: its dims, of which only those free of
+    ``b`` may be read (``take`` at a constant index)."""
+
+    dims: tuple[Any, ...]
+
+
+State = Rows | Fixed | ShapeOf | tuple["State", ...]
+
+
+class NotRowWise(Exception):
+    """The function is not proven to compute row by row; ``reason`` says where and why."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def axis_index(axis: int, rank: int) -> int:
+    return axis + rank if axis < 0 else axis
+
+
+def same_dim(a: Any, b: Any) -> bool:
+    if isinstance(a, int) and isinstance(b, int):
+        return a == b
+    return bool(sympy.simplify(sympy.sympify(a) - sympy.sympify(b)) == 0)
+
+
+def product(dims: Sequence[Any]) -> Any:
+    out: Any = 1
+    for d in dims:
+        out = out * d
+    return out
+
+
+def tensor_type(node: Expr) -> TensorType:
+    ty = node.ty
+    if not isinstance(ty, TensorType):
+        raise NotRowWise(f"{what(node)}: not a typed tensor (run type inference first)")
+    return ty
+
+
+def leaf_types(ty: Any) -> list[TensorType]:
+    if ty is None:
+        raise NotRowWise("a value without a type (run type inference first)")
+    return ir.tensor_leaves(ty)
+
+
+def leaves(state: State) -> list[State]:
+    if isinstance(state, tuple):
+        return [leaf for s in state for leaf in leaves(s)]
+    return [state]
+
+
+def leaves_of(states: Sequence[State]) -> list[State]:
+    return [leaf for s in states for leaf in leaves(s)]
+
+
+def op_name(call: Call) -> str:
+    return call.op.name if call.op is not None else ""
+
+
+def kind(state: State) -> str:
+    return "a tuple" if isinstance(state, tuple) else "a shape with the batch in it"
+
+
+def what(node: Expr) -> str:
+    """The op and its result type: spans of imported models name the importer, not the model."""
+    name = node.op.name if isinstance(node, Call) and node.op is not None else type(node).__name__
+    return f"{name} -> {node.ty}" if node.ty is not None else name
