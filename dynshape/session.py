@@ -24,9 +24,11 @@ from typing import Any
 import numpy as np
 
 from vm import TensorSpec, VirtualMachine
+from vm.batch_split import BatchSplit
 
+from .batch_processes import batch_split
 from .errors import SessionError
-from .pipeline import compile
+from .pipeline import as_module, compile, infer_types
 
 #: onnxruntime's spelling of each element type (``NodeArg.type``).
 ORT_TYPES = {
@@ -94,6 +96,14 @@ class InferenceSession:
     ``providers`` is accepted for onnxruntime's code (only ``"CPUExecutionProvider"``);
     ``external_data_dir`` is where a model given as bytes or a proto keeps its external weights
     (they are never read from anywhere else);
+    ``batch_processes``: 1 (the default) runs every call in this process; 2 runs the second
+    half of a large enough batch in a worker process, on the other core (onnxruntime's
+    ``intra_op_num_threads`` is the nearest thing): only for a model whose batch rows the
+    compiler proves independent, and only from a size where it pays (``row_split`` says
+    whether and along what; design/vm.md, "Session 32"). The answers are the unsplit run's
+    to the kernels' rounding, and a given set of input shapes always takes the same path.
+    Call ``close()`` (or use the session as a context manager) to stop the worker at once;
+    it also stops when the session is collected.
     ``compile_options`` go to ``dynshape.compile`` (``time_budget=``, ``plan_memory=``).
     """
 
@@ -104,19 +114,48 @@ class InferenceSession:
         *,
         providers: Sequence[Any] | None = None,
         external_data_dir: str | os.PathLike[str] | None = None,
+        batch_processes: int = 1,
         **compile_options: Any,
     ) -> None:
         from . import onnx as onnx_import  # the extra, only when a session is made
         from .onnx.model import read
 
         _check_providers(providers)
+        if type(batch_processes) is not int or batch_processes not in (1, 2):
+            raise SessionError(
+                f"batch_processes must be 1 (this process only) or 2 (a worker process for "
+                f"half of a large batch), got {batch_processes!r}"
+            )
         proto = read(path_or_bytes, external_data_dir)
         program = onnx_import.load(proto, dims)
         self._meta = _metadata(proto)
         self._vm = VirtualMachine(compile(program, **compile_options))
+        self._split: BatchSplit | None = None
+        self._split_note = "not split: batch_processes=1"
+        if batch_processes == 2:
+            self._split, self._split_note = batch_split(infer_types(as_module(program)), self._vm)
         self._inputs = [_node_arg(p.name, p.type) for p in self._vm.inputs]
         self._outputs = [_node_arg(p.name, p.type) for p in self._vm.named_outputs]
         self._index = {arg.name: i for i, arg in enumerate(self._outputs)}
+
+    @property
+    def row_split(self) -> str:
+        """Whether calls may be split across processes, and along what or why not."""
+        return self._split_note
+
+    def close(self) -> None:
+        """Stop the worker process of ``batch_processes=2`` (the session still runs calls,
+        all in this process, and starts no other worker)."""
+        if self._split is not None:
+            self._split.close()
+            self._split = None
+            self._split_note = "not split: the session was closed"
+
+    def __enter__(self) -> InferenceSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @property
     def vm(self) -> VirtualMachine:
@@ -153,7 +192,11 @@ class InferenceSession:
             raise SessionError(
                 f"input_feed must map input names to arrays, got {type(input_feed).__name__}"
             )
-        result = self._vm.run(dict(input_feed))
+        split = self._split
+        if split is not None:
+            result = split.run(dict(input_feed))
+        else:
+            result = self._vm.run(dict(input_feed))
         results = result if isinstance(result, tuple) else (result,)
         return [results[i] for i in wanted]
 

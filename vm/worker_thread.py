@@ -17,7 +17,7 @@ import contextlib
 import ctypes
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -99,9 +99,26 @@ def _usable_cores() -> int:
 CORES = _usable_cores()
 
 
+_alone = threading.local()
+
+
 def use_threads() -> bool:
-    """Whether kernels share work with the worker thread: only with 2+ usable cores."""
-    return CORES >= 2
+    """Whether kernels share work with the worker thread: only with 2+ usable cores, and not
+    on a thread inside ``alone()``."""
+    return CORES >= 2 and not getattr(_alone, "on", False)
+
+
+@contextlib.contextmanager
+def alone() -> Iterator[None]:
+    """Kernels of the calling thread work alone inside: its process's other core is busy with
+    a piece of the same call (``vm/batch_split.py``). The results are the same either way
+    (``shared``'s items give the same bits whichever thread does them)."""
+    before = getattr(_alone, "on", False)
+    _alone.on = True
+    try:
+        yield
+    finally:
+        _alone.on = before
 
 
 #: The worker thread's id for the OS (set when it starts), and the CPU its affinity keeps it
