@@ -14,7 +14,8 @@ end, a BERT encoder, GPT-2 and Llama decoder steps with a KV cache, an LSTM tagg
 MLP), each run at three sizes (``small``, ``mid``, ``large``). Every model is imported and
 compiled once (its dims stay symbolic) and runs at every size; onnxruntime gets a session
 with ``intra_op_num_threads`` = the machine's cores (its other options at their defaults), and
-dynshape runs as it does by default, so both may use every core. The first call of each
+dynshape the session option that uses a second core, ``batch_processes=2`` (at most 2), so
+both may use every core. The first call of each
 size is checked against onnxruntime (a wrong answer is printed in the row).
 
 Flags:
@@ -36,6 +37,10 @@ Flags:
   --repeats N      rounds per row (default 9, 3 with --quick).
   --ort-threads N  onnxruntime's intra-op threads (default: the cores, as the targets assume);
                    1 shows how much of the gap is onnxruntime's second core.
+  --processes N    dynshape's ``batch_processes`` (1 or 2; default: onnxruntime's threads, at
+                   most 2): with 2, a model whose batch rows the compiler proves independent
+                   runs half of a large batch in a worker process (the proof's time counts in
+                   the compile's; the model's line says whether it splits, or why not).
 
 Targets (issue 27), counted over the family (or --dir) rows: dynshape / onnxruntime <= 3.0x
 at the small size and <= 2.0x at the others; the geometric mean over all rows <= 1.5x; import
@@ -62,6 +67,7 @@ import argparse
 import functools
 import math
 import os
+import pickle
 import signal
 import statistics
 import subprocess
@@ -105,6 +111,9 @@ THREADS = os.cpu_count() or 1
 #: onnxruntime's intra-op threads: the machine's cores, or ``--ort-threads`` (1 shows how much
 #: of the gap is onnxruntime's second core: dynshape's products run on one).
 ort_threads = THREADS
+#: dynshape's processes (``InferenceSession(batch_processes=)``): as many as onnxruntime's
+#: threads, up to the 2 it supports (``--processes``).
+processes = min(THREADS, 2)
 RATIO_SMALL, RATIO_OTHER, GEOMEAN, COMPILE_S, LOADED_RATIO = 3.0, 2.0, 1.5, 2.0, 3.0
 QUICK_SLOW_CALL_S = 0.5  # --quick measures no latency for a model slower than this a call
 ROW_BUDGET_S = 30.0  # a row stops after MIN_ROUNDS rounds once it has taken this long
@@ -248,6 +257,12 @@ class Compiled:
     import_s: float = math.nan
     compile_s: float = math.nan
     error: str | None = None
+    split: Any = None
+    """The ``BatchSplit`` of ``--processes 2`` (None: every call in this process)."""
+    split_note: str = ""
+
+    def run(self, feeds: Feeds) -> Any:
+        return self.split.run(feeds) if self.split is not None else self.vm.run(feeds)
 
     @property
     def total_s(self) -> float:
@@ -257,15 +272,22 @@ class Compiled:
 #: The compiling child: argv model path, executable path; prints the import and compile
 #: seconds, or the error's first line after ``error:``.
 _COMPILE = """
-import sys, time
+import sys, time, pickle
 import dynshape, dynshape.onnx
+from dynshape.batch_processes import split_plan
 try:
     start = time.perf_counter()
     program = dynshape.onnx.load(sys.argv[1])
     imported = time.perf_counter()
-    exe = dynshape.compile(program)
+    report = dynshape.CompileReport()
+    exe = dynshape.compile(program, report=report)
+    if sys.argv[3] == "2":
+        plan = split_plan(report.typed)  # the session's batch_processes=2 does this too
     done = time.perf_counter()
     exe.save(sys.argv[2])
+    if sys.argv[3] == "2":
+        with open(sys.argv[2] + ".split", "wb") as f:
+            pickle.dump(plan, f)
 except Exception as e:
     print("error:", f"{type(e).__name__}: {e}".splitlines()[0][:300])
 else:
@@ -279,7 +301,7 @@ def compile_model(model: onnx.ModelProto, timeout: float | None) -> Compiled:
     with tempfile.TemporaryDirectory() as tmp:
         model_path, exe_path = os.path.join(tmp, "model.onnx"), os.path.join(tmp, "model.dsx")
         onnx.save(model, model_path)
-        command = [sys.executable, "-c", _COMPILE, model_path, exe_path]
+        command = [sys.executable, "-c", _COMPILE, model_path, exe_path, str(processes)]
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -296,7 +318,15 @@ def compile_model(model: onnx.ModelProto, timeout: float | None) -> Compiled:
             return Compiled(error=words[1].strip())
         import_s, compile_s = map(float, words)
         vm = dynshape.VirtualMachine(dynshape.Executable.load(exe_path))
-    return Compiled(vm=vm, import_s=import_s, compile_s=compile_s)
+        compiled = Compiled(vm=vm, import_s=import_s, compile_s=compile_s)
+        if processes == 2:  # the proof ran in the child, timed with the compile
+            with open(exe_path + ".split", "rb") as f:
+                plan = pickle.load(f)
+            if isinstance(plan, str):
+                compiled.split_note = plan
+            else:
+                compiled.split, compiled.split_note = plan.runner(vm), plan.describe()
+    return compiled
 
 
 def session(model: onnx.ModelProto) -> Any:
@@ -481,10 +511,11 @@ def run_cases(
             print(f"{case.name:<20}{what}: {compiled.error}", flush=True)
         else:
             ok = compiled.total_s < COMPILE_S
+            note = f"; {compiled.split_note[:90]}" if compiled.split_note else ""
             print(
                 f"{case.name:<20}import {compiled.import_s:.2f} s + compile "
                 f"{compiled.compile_s:.2f} s = {compiled.total_s:.2f} s  "
-                f"{_verdict(ok)} (< {COMPILE_S:g} s)",
+                f"{_verdict(ok)} (< {COMPILE_S:g} s){note}",
                 flush=True,
             )
         for size in case.sizes:
@@ -497,10 +528,9 @@ def run_cases(
             if compiled.error:
                 results.rows.append(Row(case.name, size, None))
                 continue
-            vm = compiled.vm
             start = time.perf_counter()
             try:
-                got = _outputs(vm.run(feeds))
+                got = _outputs(compiled.run(feeds))
             except Exception as e:
                 print(
                     f"{case.name:<20}{size:<8}run failed: {type(e).__name__}: {str(e)[:200]}",
@@ -521,7 +551,7 @@ def run_cases(
                 results.rows.append(Row(case.name, size, None))
                 continue
             timing = measure(
-                functools.partial(vm.run, feeds),
+                functools.partial(compiled.run, feeds),
                 functools.partial(sess.run, None, feeds) if sess else None,
                 conditions,
                 load,
@@ -687,6 +717,12 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--ort-threads", type=int, metavar="N", help="onnxruntime's intra-op threads (cores)"
     )
+    parser.add_argument(
+        "--processes",
+        type=int,
+        choices=(1, 2),
+        help="dynshape's batch_processes (default: onnxruntime's threads, at most 2)",
+    )
     return parser.parse_args(argv)
 
 
@@ -701,12 +737,13 @@ def competing(active: bool) -> Iterator[Load | None]:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    global ort_threads
+    global ort_threads, processes
     args = parse(argv)
     if args.ort_threads is not None:
         if args.ort_threads < 1:
             raise SystemExit(f"--ort-threads must be at least 1, got {args.ort_threads}")
         ort_threads = args.ort_threads
+    processes = args.processes or min(ort_threads, 2)
     only = {n.strip() for item in args.only for n in item.split(",") if n.strip()} or None
     repeats = args.repeats or (3 if args.quick else 9)
     timeout = (
@@ -722,7 +759,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         cases = [c for c in cases if c.name in only]
     print(
         f"{THREADS} cores; onnxruntime {ort.__version__ if ort else '(not installed)'} with "
-        f"intra_op_num_threads={ort_threads}; dynshape with its defaults; "
+        f"intra_op_num_threads={ort_threads}; dynshape with batch_processes={processes}; "
         f"{'+'.join(conditions)}; {repeats} rounds a row\n"
     )
     with competing(args.load or args.both) as load:

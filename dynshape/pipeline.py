@@ -144,6 +144,10 @@ class CompileReport:
     """What the passes chose for want of budget (a memory plan not kept: ``PlanMemory.notes``)."""
     proofs: str = ""
     """The size questions asked during the compile (``ir.dim_proofs.ProofSession.summary``)."""
+    typed: Module | None = field(default=None, repr=False)
+    """The module after type inference (the ``types`` stage): what analyses of the program as
+    written read (``InferenceSession(batch_processes=2)``'s proof that its rows are
+    independent) without inferring the types again."""
 
     @property
     def seconds(self) -> float:
@@ -279,6 +283,8 @@ def _stages(
             report.passes.append((stage, _pass_name(p), _clock() - t0))
             report.notes += getattr(p, "notes", [])
         out[stage] = module
+        if report is not None and stage == "types":
+            report.typed = module
         if on_stage is not None:
             on_stage(stage, module)
     return out

@@ -26,9 +26,9 @@ import numpy as np
 from vm import TensorSpec, VirtualMachine
 from vm.batch_split import BatchSplit
 
-from .batch_processes import batch_split
+from .batch_processes import split_plan
 from .errors import SessionError
-from .pipeline import as_module, compile, infer_types
+from .pipeline import CompileReport, as_module, compile, infer_types
 
 #: onnxruntime's spelling of each element type (``NodeArg.type``).
 ORT_TYPES = {
@@ -129,11 +129,17 @@ class InferenceSession:
         proto = read(path_or_bytes, external_data_dir)
         program = onnx_import.load(proto, dims)
         self._meta = _metadata(proto)
-        self._vm = VirtualMachine(compile(program, **compile_options))
+        report = compile_options.pop("report", None) or CompileReport()
+        self._vm = VirtualMachine(compile(program, report=report, **compile_options))
         self._split: BatchSplit | None = None
         self._split_note = "not split: batch_processes=1"
         if batch_processes == 2:
-            self._split, self._split_note = batch_split(infer_types(as_module(program)), self._vm)
+            typed = report.typed or infer_types(as_module(program))  # (start= skips "types")
+            plan = split_plan(typed)
+            if isinstance(plan, str):
+                self._split_note = plan
+            else:
+                self._split, self._split_note = plan.runner(self._vm), plan.describe()
         self._inputs = [_node_arg(p.name, p.type) for p in self._vm.inputs]
         self._outputs = [_node_arg(p.name, p.type) for p in self._vm.named_outputs]
         self._index = {arg.name: i for i, arg in enumerate(self._outputs)}

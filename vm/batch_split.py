@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from . import worker_thread
+from .adaptive_choice import AdaptivePolicy
 from .batch_worker import SharedBlock, aligned
 from .calling import positional
 from .interpreter import VirtualMachine
@@ -95,6 +96,10 @@ class BatchSplit:
         self._blocks: dict[str, SharedBlock] = {}
         self._linked: set[str] = set()
         self._out_needed = 0  # bytes of the worker's last results
+        self._policy = AdaptivePolicy()
+        """Per set of input shapes: the worker's piece there, or here (its "one thread" way),
+        by measured call time: on a machine whose other core is busy the worker gets a share
+        of it only, and both pieces here were faster. The same bits either way."""
         self._finalizer = weakref.finalize(self, _close_all, self.__dict__)
         try:  # started now: its start-up (~0.3 s) overlaps whatever the caller does next
             self._worker = _Worker(self._exe_bytes)
@@ -142,8 +147,13 @@ class BatchSplit:
         worker = self._ready_worker()
         if self.disabled is not None:  # from now on no call is split: nor this one
             return self.machine.run(*args)
+        key = tuple(a.shape if isinstance(a, np.ndarray) else None for a in args)
+        clock = self._policy.clock
+        start = clock()
+        here = worker is None or self._policy.one_thread(key, start)
         sent = False
-        if worker is not None:
+        if not here:
+            assert worker is not None
             try:
                 worker.send(self._request(args, mine_rows, rows))
                 sent = True
@@ -164,8 +174,11 @@ class BatchSplit:
         self.splits += 1
         joined = self._joined(mine, theirs)
         del theirs  # views of the out block, which may now grow for the next call's results
+        if worker is not None and (sent or here):
+            end = clock()
+            self._policy.record(key, not sent, end - start, end)
         out = self._blocks.get("out")
-        if out is None or self._out_needed > out.size:
+        if sent and (out is None or self._out_needed > out.size):
             self._block("out", self._out_needed)
         return joined
 

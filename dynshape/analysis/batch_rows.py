@@ -20,10 +20,11 @@ value a *row state*:
 - a tuple of states for a tuple.
 
 (``row_states.py``.) Each op kind has a rule (``row_rules.RULES``; ops declared elementwise
-or broadcast share one) that gives its result's state from its operands' or refuses. Anything without a rule that touches a
-row (or whose type mentions ``b`` at all, such as ``shape_of`` of a batch, a range over
-``b``, a cumulative sum along the rows, a reduction over them, control flow, calls of
-functions) refuses with the reason and the op: ``NotRowWise``. The proof is conservative: a
+or broadcast share one) that gives its result's state from its operands' or refuses.
+Anything without a rule that touches a row (or whose type mentions ``b`` at all, such as
+``shape_of`` of a batch, a range over ``b``, a cumulative sum along the rows, a reduction
+over them, control flow, calls of functions) refuses with the reason and the op:
+``NotRowWise``. The proof is conservative: a
 refusal means "not proven", and nothing is split.
 """
 

@@ -2,19 +2,19 @@
 
 A rule returns the result's state (``Rows``, ``FIXED``, a ``ShapeOf`` or a tuple of them) or
 raises ``NotRowWise`` saying why the rows are not proven to stay apart. Ops declared
-elementwise or broadcast without a rule here take ``RowProof.broadcast``.
+elementwise or broadcast without a rule here take ``Proof.broadcast``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from ir import Call, Constant
 
 from .row_states import (
     FIXED,
     NotRowWise,
+    Proof,
     Rows,
     ShapeOf,
     State,
@@ -28,11 +28,7 @@ from .row_states import (
     what,
 )
 
-if TYPE_CHECKING:
-    from .batch_rows import RowProof
-
-
-Rule = Callable[["RowProof", Call, list[State]], State]
+Rule = Callable[[Proof, Call, list[State]], State]
 RULES: dict[str, Rule] = {}
 
 
@@ -45,7 +41,7 @@ def _rule(*names: str) -> Callable[[Rule], Rule]:
     return register
 
 
-def _only_first(proof: RowProof, call: Call, args: list[State], others: str) -> Rows | None:
+def _only_first(proof: Proof, call: Call, args: list[State], others: str) -> Rows | None:
     """The first operand's rows (None when FIXED); every other operand must be FIXED."""
     for state in args[1:]:
         if state is not FIXED:
@@ -59,20 +55,20 @@ def _only_first(proof: RowProof, call: Call, args: list[State], others: str) -> 
 
 
 @_rule("broadcast_to")
-def _broadcast_to(proof: RowProof, call: Call, args: list[State]) -> State:
+def _broadcast_to(proof: Proof, call: Call, args: list[State]) -> State:
     if args[0] is FIXED:
         return proof.rows_from_shape(call, tensor_type(call).shape)
     return proof.broadcast(call, args)
 
 
 @_rule("full", "zeros", "ones")
-def _full(proof: RowProof, call: Call, args: list[State]) -> State:
+def _full(proof: Proof, call: Call, args: list[State]) -> State:
     _only_first(proof, call, [FIXED, *args], "fill value")
     return proof.rows_from_shape(call, tensor_type(call).shape)
 
 
 @_rule("nn.dense")
-def _dense(proof: RowProof, call: Call, args: list[State]) -> State:
+def _dense(proof: Proof, call: Call, args: list[State]) -> State:
     rows = _only_first(proof, call, args, "weight")
     if rows is None:
         return FIXED
@@ -82,7 +78,7 @@ def _dense(proof: RowProof, call: Call, args: list[State]) -> State:
 
 
 @_rule("nn.matmul")
-def _matmul(proof: RowProof, call: Call, args: list[State]) -> State:
+def _matmul(proof: Proof, call: Call, args: list[State]) -> State:
     ra, rb = len(tensor_type(call.args[0]).shape), len(tensor_type(call.args[1]).shape)
     out = len(tensor_type(call).shape)
     if ra < 2 or rb < 2:
@@ -117,7 +113,7 @@ def _matmul(proof: RowProof, call: Call, args: list[State]) -> State:
 
 
 @_rule("nn.conv2d", "nn.conv2d_transpose")
-def _conv(proof: RowProof, call: Call, args: list[State]) -> State:
+def _conv(proof: Proof, call: Call, args: list[State]) -> State:
     rows = _only_first(proof, call, args, "weight")
     if rows is None:
         return FIXED
@@ -127,12 +123,12 @@ def _conv(proof: RowProof, call: Call, args: list[State]) -> State:
 
 
 @_rule("nn.max_pool2d", "nn.avg_pool2d", "nn.global_avg_pool2d", "nn.global_max_pool2d", "resize")
-def _images(proof: RowProof, call: Call, args: list[State]) -> State:
+def _images(proof: Proof, call: Call, args: list[State]) -> State:
     return _conv(proof, call, args)
 
 
 @_rule("nn.bias_add")
-def _bias_add(proof: RowProof, call: Call, args: list[State]) -> State:
+def _bias_add(proof: Proof, call: Call, args: list[State]) -> State:
     rows = _only_first(proof, call, args, "bias")
     if rows is None:
         return FIXED
@@ -142,7 +138,7 @@ def _bias_add(proof: RowProof, call: Call, args: list[State]) -> State:
 
 
 @_rule("nn.softmax", "nn.log_softmax", "cumsum", "cumprod", "nn.layer_norm", "nn.rms_norm")
-def _along_axis(proof: RowProof, call: Call, args: list[State]) -> State:
+def _along_axis(proof: Proof, call: Call, args: list[State]) -> State:
     rows = _only_first(proof, call, args, "scale and shift")
     if rows is None:
         if proof.attr_mentions(call):
@@ -164,7 +160,7 @@ _NORMS = ("nn.layer_norm", "nn.rms_norm")
 
 
 @_rule("sum", "mean", "max", "min", "prod", "argmax", "argmin")
-def _reduce(proof: RowProof, call: Call, args: list[State]) -> State:
+def _reduce(proof: Proof, call: Call, args: list[State]) -> State:
     rows = _only_first(proof, call, args, "operand")
     if rows is None:
         return FIXED
@@ -181,7 +177,7 @@ def _reduce(proof: RowProof, call: Call, args: list[State]) -> State:
 
 
 @_rule("transpose")
-def _transpose(proof: RowProof, call: Call, args: list[State]) -> State:
+def _transpose(proof: Proof, call: Call, args: list[State]) -> State:
     rows = _only_first(proof, call, args, "operand")
     if rows is None:
         return FIXED
@@ -192,7 +188,7 @@ def _transpose(proof: RowProof, call: Call, args: list[State]) -> State:
 
 
 @_rule("expand_dims")
-def _expand_dims(proof: RowProof, call: Call, args: list[State]) -> State:
+def _expand_dims(proof: Proof, call: Call, args: list[State]) -> State:
     rows = _only_first(proof, call, args, "operand")
     if rows is None:
         return FIXED
@@ -203,7 +199,7 @@ def _expand_dims(proof: RowProof, call: Call, args: list[State]) -> State:
 
 
 @_rule("squeeze", "reshape", "nn.batch_flatten")
-def _reshape(proof: RowProof, call: Call, args: list[State]) -> State:
+def _reshape(proof: Proof, call: Call, args: list[State]) -> State:
     """A C-order reshape keeps rows when the axes before the row axis hold one element (each
     row is then one contiguous run of the flattened value) on both sides."""
     rows = _only_first(proof, call, args, "operand")
@@ -227,13 +223,13 @@ def _reshape(proof: RowProof, call: Call, args: list[State]) -> State:
 
 
 @_rule("shape_of")
-def _shape_of(proof: RowProof, call: Call, args: list[State]) -> State:
+def _shape_of(proof: Proof, call: Call, args: list[State]) -> State:
     rows = _only_first(proof, call, args, "operand")
     return FIXED if rows is None else ShapeOf(tuple(tensor_type(call.args[0]).shape))
 
 
 @_rule("take")
-def _take(proof: RowProof, call: Call, args: list[State]) -> State:
+def _take(proof: Proof, call: Call, args: list[State]) -> State:
     data, indices = args
     axis = call.attrs.axis
     if isinstance(data, ShapeOf):
@@ -262,7 +258,7 @@ def _take(proof: RowProof, call: Call, args: list[State]) -> State:
 
 
 @_rule("strided_slice")
-def _strided_slice(proof: RowProof, call: Call, args: list[State]) -> State:
+def _strided_slice(proof: Proof, call: Call, args: list[State]) -> State:
     rows = _only_first(proof, call, args, "operand")
     if rows is None:
         if proof.attr_mentions(call):
@@ -285,7 +281,7 @@ def _strided_slice(proof: RowProof, call: Call, args: list[State]) -> State:
 
 
 @_rule("concatenate", "stack")
-def _join(proof: RowProof, call: Call, args: list[State]) -> State:
+def _join(proof: Proof, call: Call, args: list[State]) -> State:
     (fields,) = args
     if not isinstance(fields, tuple):
         raise NotRowWise(f"{what(call)}: its operand is not a tuple")
@@ -305,7 +301,7 @@ def _join(proof: RowProof, call: Call, args: list[State]) -> State:
 
 
 @_rule("split")
-def _split(proof: RowProof, call: Call, args: list[State]) -> State:
+def _split(proof: Proof, call: Call, args: list[State]) -> State:
     rows = _only_first(proof, call, args, "operand")
     count = len(leaf_types(call.ty))
     if rows is None:
@@ -318,7 +314,7 @@ def _split(proof: RowProof, call: Call, args: list[State]) -> State:
 
 
 @_rule("nn.lstm", "nn.gru", "nn.rnn")
-def _recurrent(proof: RowProof, call: Call, args: list[State]) -> State:
+def _recurrent(proof: Proof, call: Call, args: list[State]) -> State:
     """ONNX's layouts: ``X`` is ``(seq, batch, in)`` (``layout=0``) or ``(batch, seq, in)``;
     ``Y`` ``(seq, dirs, batch, hidden)`` or ``(batch, seq, dirs, hidden)``; the states
     ``(dirs, batch, hidden)`` or ``(batch, dirs, hidden)``."""
@@ -343,7 +339,7 @@ def _recurrent(proof: RowProof, call: Call, args: list[State]) -> State:
 
 
 @_rule("nn.attention")
-def _attention(proof: RowProof, call: Call, args: list[State]) -> State:
+def _attention(proof: Proof, call: Call, args: list[State]) -> State:
     found = {s for s in args if s is not FIXED}
     if not found:
         return FIXED

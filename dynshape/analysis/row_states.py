@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import sympy
 
@@ -48,6 +48,38 @@ class NotRowWise(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class Proof(Protocol):
+    """What a rule (``row_rules``) may ask of the proof walking the function
+    (``batch_rows.RowProof``)."""
+
+    b: sympy.Symbol
+    """The batch symbol."""
+
+    def mentions(self, d: Any) -> bool:
+        """Whether the dim ``d`` mentions the batch symbol."""
+        ...
+
+    def mentions_any(self, value: Any) -> bool:
+        """Whether an attribute value (dims, lists of them) mentions it."""
+        ...
+
+    def attr_mentions(self, call: Call) -> bool:
+        """Whether any attribute of ``call`` mentions it."""
+        ...
+
+    def group_of(self, d: Any) -> ir.Dim | None:
+        """``g`` when ``d`` is ``b * g``, else None."""
+        ...
+
+    def rows_from_shape(self, call: Call, shape: Sequence[Any]) -> State:
+        """The state of a value built from no row with this shape."""
+        ...
+
+    def broadcast(self, call: Call, args: Sequence[State]) -> State:
+        """The state of an elementwise op after numpy broadcasting."""
+        ...
 
 
 def axis_index(axis: int, rank: int) -> int:

@@ -192,3 +192,16 @@ def test_close_stops_the_worker_and_leaves_no_files(machine):
 def test_axes_must_match_the_executable(machine):
     with pytest.raises(ValueError, match="row axes"):
         BatchSplit(machine, RowAxes((0,), (0,)), lambda a: True)
+
+
+def test_both_pieces_here_give_the_workers_bits(machine, split, monkeypatch):
+    """On a busy machine the policy may run the second piece here: the same piece, the same
+    kernels, so the same bits as the worker's (a shape's answer does not depend on load)."""
+    args = _args(33, seed=5)
+    by_worker = split.run(args)
+    monkeypatch.setattr(split._policy, "one_thread", lambda bucket, now: True)
+    worker = split._worker
+    here = split.run(args)
+    assert split._worker is worker and split.splits == 2
+    for a, b in zip(by_worker, here, strict=True):
+        np.testing.assert_array_equal(a, b)
