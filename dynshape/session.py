@@ -139,7 +139,10 @@ class InferenceSession:
             if isinstance(plan, str):
                 self._split_note = plan
             else:
-                self._split, self._split_note = plan.runner(self._vm), plan.describe()
+                try:
+                    self._split, self._split_note = plan.runner(self._vm), plan.describe()
+                except OSError as e:  # no POSIX, no subprocess: every call in this process
+                    self._split_note = f"not split: no worker process ({e})"
         self._inputs = [_node_arg(p.name, p.type) for p in self._vm.inputs]
         self._outputs = [_node_arg(p.name, p.type) for p in self._vm.named_outputs]
         self._index = {arg.name: i for i, arg in enumerate(self._outputs)}

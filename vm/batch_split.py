@@ -37,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -47,7 +48,6 @@ from typing import Any
 import numpy as np
 
 from . import worker_thread
-from .adaptive_choice import AdaptivePolicy
 from .batch_worker import SharedBlock, aligned
 from .calling import positional
 from .interpreter import VirtualMachine
@@ -96,10 +96,7 @@ class BatchSplit:
         self._blocks: dict[str, SharedBlock] = {}
         self._linked: set[str] = set()
         self._out_needed = 0  # bytes of the worker's last results
-        self._policy = AdaptivePolicy()
-        """Per set of input shapes: the worker's piece there, or here (its "one thread" way),
-        by measured call time: on a machine whose other core is busy the worker gets a share
-        of it only, and both pieces here were faster. The same bits either way."""
+        self._second = _SecondPiece()
         self._finalizer = weakref.finalize(self, _close_all, self.__dict__)
         try:  # started now: its start-up (~0.3 s) overlaps whatever the caller does next
             self._worker = _Worker(self._exe_bytes)
@@ -148,12 +145,8 @@ class BatchSplit:
         if self.disabled is not None:  # from now on no call is split: nor this one
             return self.machine.run(*args)
         key = tuple(a.shape if isinstance(a, np.ndarray) else None for a in args)
-        clock = self._policy.clock
-        start = clock()
-        here = worker is None or self._policy.one_thread(key, start)
         sent = False
-        if not here:
-            assert worker is not None
+        if worker is not None and not self._second.here(key, time.perf_counter()):
             try:
                 worker.send(self._request(args, mine_rows, rows))
                 sent = True
@@ -162,21 +155,23 @@ class BatchSplit:
         first = [
             _rows_of(a, axis, 0, mine_rows) for a, axis in zip(args, self.axes.inputs, strict=True)
         ]
+        start = time.perf_counter()
         try:
             with worker_thread.alone():
                 mine = self.machine.run(*first)
             mine_error = False
         except Exception:  # the whole batch's run says what is wrong (or that nothing is)
             mine, mine_error = None, True
+        mine_done = time.perf_counter()
         theirs = self._reply(sent, args, mine_rows, rows)
+        if sent:
+            end = time.perf_counter()
+            self._second.record(key, mine_done - start, end - mine_done, end)
         if mine_error or theirs is None:
             return self.machine.run(*args)
         self.splits += 1
         joined = self._joined(mine, theirs)
         del theirs  # views of the out block, which may now grow for the next call's results
-        if worker is not None and (sent or here):
-            end = clock()
-            self._policy.record(key, not sent, end - start, end)
         out = self._blocks.get("out")
         if sent and (out is None or self._out_needed > out.size):
             self._block("out", self._out_needed)
@@ -291,6 +286,38 @@ class BatchSplit:
         for path in self._linked:
             _unlink(path)
         self._linked.clear()
+
+
+#: Seconds the second piece of a set of shapes runs here after the worker was found slow, before
+#: the worker is tried again (its core may be free again): at most one slow call in that long.
+PROBE_S = 0.1
+#: Sets of shapes whose slow worker is remembered (cleared when full).
+SLOW_KEYS = 256
+
+
+class _SecondPiece:
+    """Where the second piece runs, per set of input shapes. At the worker, unless the caller
+    waited for its last piece longer than the caller took for its own: the worker's core is
+    busy (another process), and the caller runs both pieces faster than that (its wait was
+    the second piece's cost). Then here for ``PROBE_S``, and the worker again. Either way the
+    piece's bits are the same (the same executable, shape and one-thread kernels)."""
+
+    def __init__(self) -> None:
+        self._slow_at: dict[Any, float] = {}
+
+    def here(self, key: Any, now: float) -> bool:
+        """Whether the next second piece of ``key`` runs in the caller's process."""
+        at = self._slow_at.get(key)
+        return at is not None and now - at < PROBE_S
+
+    def record(self, key: Any, mine_s: float, wait_s: float, now: float) -> None:
+        """A split call's measurements: the caller's own piece and its wait for the worker."""
+        if wait_s > mine_s:
+            if len(self._slow_at) >= SLOW_KEYS:
+                self._slow_at.clear()
+            self._slow_at[key] = now
+        else:
+            self._slow_at.pop(key, None)
 
 
 class _Worker:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
+import signal
 import sys
 from multiprocessing.connection import Connection
 from typing import Any
@@ -121,6 +122,9 @@ def _write_results(
 
 def main(argv: list[str]) -> None:
     """Serve on the socket whose descriptor is ``argv[0]``."""
+    # Ctrl-C in a terminal reaches the whole process group: the caller handles it, and the
+    # worker stops when the caller's end of the socket closes (no second traceback)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     conn = Connection(int(argv[0]))
     try:
         _serve(conn)

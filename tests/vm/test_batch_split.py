@@ -199,9 +199,25 @@ def test_both_pieces_here_give_the_workers_bits(machine, split, monkeypatch):
     kernels, so the same bits as the worker's (a shape's answer does not depend on load)."""
     args = _args(33, seed=5)
     by_worker = split.run(args)
-    monkeypatch.setattr(split._policy, "one_thread", lambda bucket, now: True)
+    monkeypatch.setattr(split._second, "here", lambda key, now: True)
     worker = split._worker
     here = split.run(args)
     assert split._worker is worker and split.splits == 2
     for a, b in zip(by_worker, here, strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_slow_worker_is_left_alone_for_a_while():
+    from vm.batch_split import PROBE_S, _SecondPiece
+
+    choice = _SecondPiece()
+    key = ((8, 6), (6, 3))
+    assert not choice.here(key, 0.0)  # the worker first
+    choice.record(key, mine_s=0.010, wait_s=0.004, now=1.0)  # it kept up
+    assert not choice.here(key, 1.0)
+    choice.record(key, mine_s=0.010, wait_s=0.015, now=2.0)  # its core was busy
+    assert choice.here(key, 2.0) and choice.here(key, 2.0 + PROBE_S / 2)
+    assert not choice.here(((4, 6), (6, 3)), 2.0)  # other shapes are not concerned
+    assert not choice.here(key, 2.0 + PROBE_S)  # then the worker is tried again
+    choice.record(key, mine_s=0.010, wait_s=0.001, now=3.0)
+    assert not choice.here(key, 3.0)
