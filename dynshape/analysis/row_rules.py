@@ -336,17 +336,3 @@ def _recurrent(proof: Proof, call: Call, args: list[State]) -> State:
         raise NotRowWise(f"{what(call)}: the rows are not its input's batch axis")
     types = leaf_types(call.ty)
     return tuple(Rows(y_axis if i == 0 else h_axis) for i in range(len(types)))
-
-
-@_rule("nn.attention")
-def _attention(proof: Proof, call: Call, args: list[State]) -> State:
-    found = {s for s in args if s is not FIXED}
-    if not found:
-        return FIXED
-    if (
-        found != {Rows(0)}
-        or not all(s is FIXED or s == Rows(0) for s in args)
-        or any(s is FIXED for s in args[:3])
-    ):
-        raise NotRowWise(f"{what(call)}: its operands' rows are not all on axis 0")
-    return Rows(0)
