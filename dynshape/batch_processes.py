@@ -5,10 +5,11 @@
 (``dynshape.analysis.call_work``); ``SplitPlan.runner(machine)`` gives the
 ``vm.batch_split.BatchSplit`` that runs the compiled program with its batch cut in two. A call
 is split when its work, evaluated once per distinct set of input shapes, is at least
-``SPLIT_MIN_WORK``: the hand-off costs two copies of the worker's piece and a message each way
-(~0.1-0.3 ms), and below that the second core does not pay for it (measured on this project's
-2-core host: design/vm.md, "A second process for the batch"). A plan is plain data (it may be
-pickled: the benchmark compiles in a child process).
+``SPLIT_MIN_WORK`` and at least ``SPLIT_MIN_WORK_PER_BYTE`` times the bytes of its inputs and
+results: the hand-off costs a message each way (~0.1-0.3 ms) and copies of the worker's
+inputs and results, and below that the second core does not pay for it (measured on this
+project's 2-core host: design/vm.md, "A second process for the batch"). A plan is plain data
+(it may be pickled: the benchmark compiles in a child process).
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ from .analysis.call_work import call_work
 
 #: Fewest operations (``call_work``) a call must do to be split.
 SPLIT_MIN_WORK = 30_000_000
+#: Fewest operations per byte of the call's inputs and results (a decode step with its KV
+#: cache moves megabytes for little work: GPT-2's at batch 8 split took 2.55x as long).
+SPLIT_MIN_WORK_PER_BYTE = 10
 
 #: Distinct input shapes whose decision is kept (a dict per runner; cleared when full).
 WORTH_CACHE = 256
@@ -41,6 +45,8 @@ class SplitPlan:
     split: RowSplit
     work: sympy.Expr
     """Operations of one call, a formula of the input dims' symbols."""
+    moved: sympy.Expr
+    """Bytes of one call's inputs and results, a formula of the same symbols."""
     dims: tuple[tuple[sympy.Symbol, int, int], ...]
     """Where each symbol's value is read: ``(symbol, input, axis)``."""
 
@@ -51,7 +57,7 @@ class SplitPlan:
     def runner(self, machine: VirtualMachine) -> BatchSplit:
         """The runner of ``machine`` (compiled from the planned program), its worker started."""
         axes = RowAxes(self.split.inputs, self.split.outputs, self.split.min_rows)
-        return BatchSplit(machine, axes, _worth_rule(self.work, self.dims))
+        return BatchSplit(machine, axes, _worth_rule(self.work, self.moved, self.dims))
 
 
 def split_plan(module: ir.Module) -> SplitPlan | str:
@@ -67,11 +73,25 @@ def split_plan(module: ir.Module) -> SplitPlan | str:
         for axis, d in enumerate(getattr(ty, "shape", ())):
             if isinstance(d, sympy.Symbol) and all(d != s for s, _, _ in dims):
                 dims.append((d, i, axis))
-    return SplitPlan(split, call_work(fn), tuple(dims))
+    types = [p.type_annotation or p.ty for p in fn.params] + [fn.body.ty]
+    moved = sum((_bytes(t) for ty in types if ty is not None for t in ir.tensor_leaves(ty)), 0)
+    return SplitPlan(split, call_work(fn), sympy.sympify(moved), tuple(dims))
 
 
-def _worth_rule(work_formula: sympy.Expr, dims: Sequence[tuple[sympy.Symbol, int, int]]) -> Any:
-    work = ir.dim_eval.evaluator(work_formula)  # a closure over ints: no sympy per call
+def _bytes(t: ir.TensorType) -> Any:
+    out: Any = ir.ITEMSIZE.get(t.dtype, 8)
+    for d in t.shape:
+        out *= d
+    return out
+
+
+def _worth_rule(
+    work_formula: sympy.Expr,
+    moved_formula: sympy.Expr,
+    dims: Sequence[tuple[sympy.Symbol, int, int]],
+) -> Any:
+    work = ir.dim_eval.evaluator(work_formula)  # closures over ints: no sympy per call
+    moved = ir.dim_eval.evaluator(moved_formula)
     cache: dict[tuple[Any, ...], bool] = {}
 
     def worth(args: Sequence[Any]) -> bool:
@@ -80,7 +100,8 @@ def _worth_rule(work_formula: sympy.Expr, dims: Sequence[tuple[sympy.Symbol, int
         if known is None:
             try:
                 binding = {s: args[i].shape[axis] for s, i, axis in dims}
-                known = work(binding) >= SPLIT_MIN_WORK
+                ops = work(binding)
+                known = ops >= SPLIT_MIN_WORK and ops >= SPLIT_MIN_WORK_PER_BYTE * moved(binding)
             except (ArithmeticError, KeyError, IndexError, AttributeError):
                 known = False  # the VM's own checks will name what is wrong
             if len(cache) >= WORTH_CACHE:

@@ -9,16 +9,20 @@ for any executable whose rows the compiler proved independent
 
 A call with ``n`` rows (``n >= 2 * min_rows``) for which ``worth(args)`` holds:
 
-1. the last ``n - n // 2`` rows of each input with rows (and every input without) are copied
+1. the last ``n // 2`` rows of each input with rows (and every input without) are copied
    into a shared block and sent to the worker, which runs them;
-2. the caller runs the first ``n // 2`` rows itself, its kernels alone (no worker thread:
+2. the caller runs the first ``n - n // 2`` rows itself, its kernels alone (no worker thread:
    ``worker_thread.alone``);
 3. the worker's results come back through a second shared block, and each result is the two
-   pieces joined along its row axis (a result without rows is the caller's piece's).
+   pieces joined along its row axis (a result without rows is the caller's piece's). A worker
+   that has not answered within ``GRACE_RATIO`` of the caller's own piece's time is late (its
+   core is busy: another process): the caller runs that piece itself and drops the reply when
+   it comes, and runs both pieces itself until it has come.
 
-Whether a call is split, and where, depends on the input shapes only (``worth`` must too), so
-a shape always gives the same bits; they may differ from an unsplit run's by the kernels'
-rounding (a piece may take other kernel paths than the whole batch).
+Whether a call is split, and where, depends on the input shapes only (``worth`` must too), and
+which process runs a piece does not change its bits (the same executable, shape and
+one-thread kernels), so a shape always gives the same bits; they may differ from an unsplit
+run's by the kernels' rounding (a piece may take other kernel paths than the whole batch).
 
 Errors: a piece that fails (a wrong dtype, a failed run-time check) makes the caller run the
 whole batch itself, so the error, or the answer, is the one the unsplit run gives. A worker
@@ -96,7 +100,9 @@ class BatchSplit:
         self._blocks: dict[str, SharedBlock] = {}
         self._linked: set[str] = set()
         self._out_needed = 0  # bytes of the worker's last results
-        self._second = _SecondPiece()
+        self._late = False  # a request whose reply has not been read (its piece ran here)
+        self.late = 0
+        """Split calls whose second piece ran here, the worker late (a count tests read)."""
         self._finalizer = weakref.finalize(self, _close_all, self.__dict__)
         try:  # started now: its start-up (~0.3 s) overlaps whatever the caller does next
             self._worker = _Worker(self._exe_bytes)
@@ -140,21 +146,19 @@ class BatchSplit:
         return rows
 
     def _split_run(self, args: list[Any], rows: int) -> Any:
-        mine_rows = rows // 2
+        # the caller's piece is the first rows - rows // 2 (the larger); the worker's the rest
+        cut = rows - rows // 2
         worker = self._ready_worker()
         if self.disabled is not None:  # from now on no call is split: nor this one
             return self.machine.run(*args)
-        key = tuple(a.shape if isinstance(a, np.ndarray) else None for a in args)
         sent = False
-        if worker is not None and not self._second.here(key, time.perf_counter()):
+        if worker is not None and self._worker_free():
             try:
-                worker.send(self._request(args, mine_rows, rows))
+                worker.send(self._request(args, cut, rows))
                 sent = True
             except OSError:
                 self._drop_worker()
-        first = [
-            _rows_of(a, axis, 0, mine_rows) for a, axis in zip(args, self.axes.inputs, strict=True)
-        ]
+        first = [_rows_of(a, axis, 0, cut) for a, axis in zip(args, self.axes.inputs, strict=True)]
         start = time.perf_counter()
         try:
             with worker_thread.alone():
@@ -162,20 +166,34 @@ class BatchSplit:
             mine_error = False
         except Exception:  # the whole batch's run says what is wrong (or that nothing is)
             mine, mine_error = None, True
-        mine_done = time.perf_counter()
-        theirs = self._reply(sent, args, mine_rows, rows)
-        if sent:
-            end = time.perf_counter()
-            self._second.record(key, mine_done - start, end - mine_done, end)
+        grace = GRACE_RATIO * (time.perf_counter() - start) + GRACE_S
+        theirs = self._reply(sent, grace, args, cut, rows)
         if mine_error or theirs is None:
             return self.machine.run(*args)
         self.splits += 1
         joined = self._joined(mine, theirs)
         del theirs  # views of the out block, which may now grow for the next call's results
         out = self._blocks.get("out")
-        if sent and (out is None or self._out_needed > out.size):
+        if self._out_needed > (out.size if out is not None else 0) and not self._late:
             self._block("out", self._out_needed)
         return joined
+
+    def _worker_free(self) -> bool:
+        """Whether the worker has answered every request (a late piece's reply is read and
+        dropped here); while it has not, both pieces run here."""
+        if not self._late:
+            return True
+        assert self._worker is not None
+        try:
+            if not self._worker.conn.poll(0):
+                return False
+            self._worker.recv()
+        except (EOFError, OSError):
+            self._drop_worker()
+            return False
+        self._late = False
+        self._unlink_opened()
+        return True
 
     def _request(self, args: list[Any], start: int, stop: int) -> tuple[Any, ...]:
         pieces = [
@@ -201,23 +219,35 @@ class BatchSplit:
             out.size if out else 0,
         )
 
-    def _reply(self, sent: bool, args: list[Any], start: int, stop: int) -> tuple[Any, ...] | None:
-        """The worker's results (arrays, views of the out block), or the piece run here when
-        the worker is gone; None when the worker's piece failed."""
+    def _reply(
+        self, sent: bool, grace: float, args: list[Any], start: int, stop: int
+    ) -> tuple[Any, ...] | None:
+        """The second piece's results: the worker's (views of the out block) if it answers
+        within ``grace`` seconds, else the piece run here (the same bits: the same executable,
+        shape and one-thread kernels; the worker's reply, when it comes, is dropped: on a
+        machine whose other core is busy that is faster than waiting). None when a piece
+        failed: the caller then runs the whole batch."""
         if sent:
             assert self._worker is not None
             try:
-                reply = self._worker.recv()
+                ready = self._worker.conn.poll(grace)
+                reply = self._worker.recv() if ready else None
             except (EOFError, OSError):
                 self._drop_worker()
             else:
-                if reply[0] != "ok":
+                if reply is None:
+                    self._late = True
+                    self.late += 1
+                elif reply[0] != "ok":
                     return None
-                self._unlink_opened()
-                _, specs, needed = reply
-                out = self._blocks.get("out")
-                self._out_needed = needed
-                return tuple(out.array(*s[1:]) if s[0] == "block" and out else s[1] for s in specs)
+                else:
+                    self._unlink_opened()
+                    _, specs, needed = reply
+                    out = self._blocks.get("out")
+                    self._out_needed = needed
+                    return tuple(
+                        out.array(*s[1:]) if s[0] == "block" and out else s[1] for s in specs
+                    )
         piece = [
             _rows_of(a, axis, start, stop) for a, axis in zip(args, self.axes.inputs, strict=True)
         ]
@@ -261,6 +291,7 @@ class BatchSplit:
         if self._worker is not None:
             self._worker.stop()
         self._worker = None
+        self._late = False
         for block in self._blocks.values():
             block.close()
         self._blocks = {}
@@ -288,36 +319,11 @@ class BatchSplit:
         self._linked.clear()
 
 
-#: Seconds the second piece of a set of shapes runs here after the worker was found slow, before
-#: the worker is tried again (its core may be free again): at most one slow call in that long.
-PROBE_S = 0.1
-#: Sets of shapes whose slow worker is remembered (cleared when full).
-SLOW_KEYS = 256
-
-
-class _SecondPiece:
-    """Where the second piece runs, per set of input shapes. At the worker, unless the caller
-    waited for its last piece longer than the caller took for its own: the worker's core is
-    busy (another process), and the caller runs both pieces faster than that (its wait was
-    the second piece's cost). Then here for ``PROBE_S``, and the worker again. Either way the
-    piece's bits are the same (the same executable, shape and one-thread kernels)."""
-
-    def __init__(self) -> None:
-        self._slow_at: dict[Any, float] = {}
-
-    def here(self, key: Any, now: float) -> bool:
-        """Whether the next second piece of ``key`` runs in the caller's process."""
-        at = self._slow_at.get(key)
-        return at is not None and now - at < PROBE_S
-
-    def record(self, key: Any, mine_s: float, wait_s: float, now: float) -> None:
-        """A split call's measurements: the caller's own piece and its wait for the worker."""
-        if wait_s > mine_s:
-            if len(self._slow_at) >= SLOW_KEYS:
-                self._slow_at.clear()
-            self._slow_at[key] = now
-        else:
-            self._slow_at.pop(key, None)
+#: How long the caller waits for the worker's piece after its own, as a share of its own
+#: piece's time (plus ``GRACE_S``), before it runs that piece itself: the worker's piece is
+#: never the larger one, so on a free core it is done about when the caller's is.
+GRACE_RATIO = 0.25
+GRACE_S = 0.0002
 
 
 class _Worker:

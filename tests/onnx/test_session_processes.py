@@ -48,6 +48,7 @@ def _rows_model(reduce_batch: bool = False) -> bytes:
 @pytest.fixture()
 def always_split(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(dynshape.batch_processes, "SPLIT_MIN_WORK", 0)
+    monkeypatch.setattr(dynshape.batch_processes, "SPLIT_MIN_WORK_PER_BYTE", 0)
 
 
 def test_split_session_answers_as_one_process_and_onnxruntime(always_split: None) -> None:
@@ -71,6 +72,19 @@ def test_small_calls_stay_in_this_process() -> None:
     with InferenceSession(_rows_model(), batch_processes=2) as sess:
         sess.run(None, {"x": np.ones((64, 8), np.float32)})
         assert sess._split is not None and sess._split.splits == 0  # far below SPLIT_MIN_WORK
+
+
+def test_calls_moving_many_bytes_for_little_work_stay_in_this_process(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(dynshape.batch_processes, "SPLIT_MIN_WORK", 0)
+    with InferenceSession(_rows_model(), batch_processes=2) as sess:
+        # ~100 operations a row for 56 bytes of it: under SPLIT_MIN_WORK_PER_BYTE
+        sess.run(None, {"x": np.ones((4096, 8), np.float32)})
+        assert sess._split is not None and sess._split.splits == 0
+        monkeypatch.setattr(dynshape.batch_processes, "SPLIT_MIN_WORK_PER_BYTE", 1)
+        sess.run(None, {"x": np.ones((4095, 8), np.float32)})  # (new shapes: decided anew)
+        assert sess._split.splits == 1
 
 
 def test_a_model_reducing_the_batch_is_not_split(always_split: None) -> None:
