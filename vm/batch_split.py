@@ -101,6 +101,7 @@ class BatchSplit:
         self._linked: set[str] = set()
         self._out_needed = 0  # bytes of the worker's last results
         self._late = False  # a request whose reply has not been read (its piece ran here)
+        self._owner = os.getpid()  # the process whose worker and blocks these are
         self.late = 0
         """Split calls whose second piece ran here, the worker late (a count tests read)."""
         self._finalizer = weakref.finalize(self, _close_all, self.__dict__)
@@ -269,9 +270,9 @@ class BatchSplit:
     # -- the worker and the blocks --------------------------------------------------------
 
     def _ready_worker(self) -> _Worker | None:
-        if self._worker is not None and self._worker.pid_of_owner != os.getpid():
-            self._worker = None  # a forked child: the worker is the parent's
-            self._blocks = {}
+        if self._owner != os.getpid():  # a forked child: the worker and blocks are the parent's
+            self._worker, self._blocks, self._linked = None, {}, set()
+            self._late, self._owner = False, os.getpid()
         if self._worker is None:
             try:
                 self._worker = _Worker(self._exe_bytes)
@@ -294,7 +295,8 @@ class BatchSplit:
         self._late = False
         for block in self._blocks.values():
             block.close()
-        self._blocks = {}
+            _unlink(block.path)  # (most are gone already: see _unlink_opened)
+        self._blocks, self._linked = {}, set()
 
     def _block(self, role: str, size: int) -> SharedBlock:
         size = max(size, 1)
@@ -400,6 +402,8 @@ def _unlink(path: str) -> None:
 
 
 def _close_all(state: dict[str, Any]) -> None:
+    if state.get("_owner") != os.getpid():
+        return  # a forked child that never split: the worker and the blocks are the parent's
     worker = state.get("_worker")
     if worker is not None:
         worker.stop()
