@@ -153,6 +153,8 @@ class RowProof:
             if state.group != 1:
                 raise NotRowWise(f"a result's row axis is {self.b} * {state.group}, not {self.b}")
             return state.axis
+        if state is not FIXED:  # a shape with the batch in it: each piece's differs
+            raise NotRowWise(f"a result is {kind(state)}")
         return None
 
     def _state(self, node: Expr) -> State:

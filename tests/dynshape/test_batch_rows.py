@@ -126,6 +126,7 @@ REFUSED = [
         "joins along the rows",
     ),
     ("def @main(%x: Tensor[(n, n), float32]) { nn.relu(%x) }", "other than as one dim"),
+    ("def @main(%x: Tensor[(n, 4), float32]) { shape_of(%x) }", "a result is a shape"),
 ]
 
 
