@@ -100,8 +100,9 @@ class InferenceSession:
     half of a large enough batch in a worker process, on the other core (onnxruntime's
     ``intra_op_num_threads`` is the nearest thing): only for a model whose batch rows the
     compiler proves independent, and only from a size where it pays (``row_split`` says
-    whether and along what; design/vm.md, "Session 32"). The answers are the unsplit run's
-    to the kernels' rounding, and a given set of input shapes always takes the same path.
+    whether and along what; design/vm.md, "A second process for the batch"). The answers are
+    the unsplit run's to the kernels' rounding, and a given set of input shapes always takes
+    the same path.
     Call ``close()`` (or use the session as a context manager) to stop the worker at once;
     it also stops when the session is collected.
     ``compile_options`` go to ``dynshape.compile`` (``time_budget=``, ``plan_memory=``).
