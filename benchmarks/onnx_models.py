@@ -101,6 +101,7 @@ from onnx_models import (  # noqa: E402
 
 import dynshape  # noqa: E402
 import dynshape.onnx  # noqa: E402
+from dynshape.batch_processes import runner  # noqa: E402
 
 try:
     import onnxruntime as ort
@@ -321,11 +322,7 @@ def compile_model(model: onnx.ModelProto, timeout: float | None) -> Compiled:
         compiled = Compiled(vm=vm, import_s=import_s, compile_s=compile_s)
         if processes == 2:  # the proof ran in the child, timed with the compile
             with open(exe_path + ".split", "rb") as f:
-                plan = pickle.load(f)
-            if isinstance(plan, str):
-                compiled.split_note = plan
-            else:
-                compiled.split, compiled.split_note = plan.runner(vm), plan.describe()
+                compiled.split, compiled.split_note = runner(pickle.load(f), vm)
     return compiled
 
 

@@ -85,6 +85,17 @@ def _bytes(t: ir.TensorType) -> Any:
     return out
 
 
+def runner(plan: SplitPlan | str, machine: VirtualMachine) -> tuple[BatchSplit | None, str]:
+    """``plan``'s runner of ``machine`` and the sentence describing it; None and the reason
+    when there is no plan or no worker process can be made (no POSIX, no subprocess)."""
+    if isinstance(plan, str):
+        return None, plan
+    try:
+        return plan.runner(machine), plan.describe()
+    except OSError as e:
+        return None, f"not split: no worker process ({e})"
+
+
 def _worth_rule(
     work_formula: sympy.Expr,
     moved_formula: sympy.Expr,

@@ -26,7 +26,7 @@ import numpy as np
 from vm import TensorSpec, VirtualMachine
 from vm.batch_split import BatchSplit
 
-from .batch_processes import split_plan
+from .batch_processes import runner, split_plan
 from .errors import SessionError
 from .pipeline import CompileReport, as_module, compile, infer_types
 
@@ -136,14 +136,7 @@ class InferenceSession:
         self._split_note = "not split: batch_processes=1"
         if batch_processes == 2:
             typed = report.typed or infer_types(as_module(program))  # (start= skips "types")
-            plan = split_plan(typed)
-            if isinstance(plan, str):
-                self._split_note = plan
-            else:
-                try:
-                    self._split, self._split_note = plan.runner(self._vm), plan.describe()
-                except OSError as e:  # no POSIX, no subprocess: every call in this process
-                    self._split_note = f"not split: no worker process ({e})"
+            self._split, self._split_note = runner(split_plan(typed), self._vm)
         self._inputs = [_node_arg(p.name, p.type) for p in self._vm.inputs]
         self._outputs = [_node_arg(p.name, p.type) for p in self._vm.named_outputs]
         self._index = {arg.name: i for i, arg in enumerate(self._outputs)}

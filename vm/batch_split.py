@@ -159,17 +159,12 @@ class BatchSplit:
                 sent = True
             except OSError:
                 self._drop_worker()
-        first = [_rows_of(a, axis, 0, cut) for a, axis in zip(args, self.axes.inputs, strict=True)]
         start = time.perf_counter()
-        try:
-            with worker_thread.alone():
-                mine = self.machine.run(*first)
-            mine_error = False
-        except Exception:  # the whole batch's run says what is wrong (or that nothing is)
-            mine, mine_error = None, True
+        mine = self._run_here(args, 0, cut)
         grace = GRACE_RATIO * (time.perf_counter() - start) + GRACE_S
         theirs = self._reply(sent, grace, args, cut, rows)
-        if mine_error or theirs is None:
+        if mine is _FAILED or theirs is None:
+            # the whole batch's run says what is wrong (or that nothing is)
             return self.machine.run(*args)
         self.splits += 1
         joined = self._joined(mine, theirs)
@@ -196,10 +191,24 @@ class BatchSplit:
         self._unlink_opened()
         return True
 
-    def _request(self, args: list[Any], start: int, stop: int) -> tuple[Any, ...]:
-        pieces = [
+    def _piece(self, args: list[Any], start: int, stop: int) -> list[Any]:
+        """The arguments of rows ``[start, stop)``: views of the inputs with rows, the others
+        whole."""
+        return [
             _rows_of(a, axis, start, stop) for a, axis in zip(args, self.axes.inputs, strict=True)
         ]
+
+    def _run_here(self, args: list[Any], start: int, stop: int) -> Any:
+        """The results of rows ``[start, stop)`` run in this process, its kernels alone (the
+        other core has the worker); ``_FAILED`` if the run raised."""
+        try:
+            with worker_thread.alone():
+                return self.machine.run(*self._piece(args, start, stop))
+        except Exception:
+            return _FAILED
+
+    def _request(self, args: list[Any], start: int, stop: int) -> tuple[Any, ...]:
+        pieces = self._piece(args, start, stop)
         arrays = [p for p in pieces if isinstance(p, np.ndarray)]
         block = self._block("in", sum(aligned(p.nbytes) for p in arrays))
         specs: list[tuple[Any, ...]] = []
@@ -249,13 +258,8 @@ class BatchSplit:
                     return tuple(
                         out.array(*s[1:]) if s[0] == "block" and out else s[1] for s in specs
                     )
-        piece = [
-            _rows_of(a, axis, start, stop) for a, axis in zip(args, self.axes.inputs, strict=True)
-        ]
-        try:
-            with worker_thread.alone():
-                result = self.machine.run(*piece)
-        except Exception:
+        result = self._run_here(args, start, stop)
+        if result is _FAILED:
             return None
         return result if isinstance(result, tuple) else (result,)
 
@@ -386,6 +390,10 @@ class _Worker:
 
 
 _SHM_DIR = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+
+
+#: What ``_run_here`` returns for a piece whose run raised.
+_FAILED = object()
 
 
 def _rows_of(a: Any, axis: int | None, start: int, stop: int) -> Any:
