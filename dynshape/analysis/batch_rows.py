@@ -17,7 +17,19 @@ value a *row state*:
   (``group`` 1 is the usual case; a reshape of ``(b, s, h)`` to ``(b * s, h)`` gives ``s``);
 - ``ShapeOf(dims)``: ``shape_of`` of a value with rows, of which a ``take`` at a constant
   index may read a dim without ``b`` (a model reading its sequence length);
+- ``RowIndex(axis, scale, lo, hi)``: integers numbering the rows (``scale * i + r``, ``r`` in
+  ``[lo, hi]``), which each piece numbers from 0: fit only to gather a row's own entries
+  from a value whose rows are groups of ``scale`` (transformers' exports gather their
+  attention masks so);
+- ``Unproven(reason)``: a value not proven, of an op that cannot fail, kept in case a
+  ``where`` whose condition is decided drops it (dynamo's negative-index clamps read the
+  batch as a value in the branch never taken); reaching a result, it refuses;
 - a tuple of states for a tuple.
+
+Integer values also have bounds (``row_values.ValueBounds``: dims bounding every entry,
+read from fills, running sums, dims read from shapes, their sums and products), which
+decide comparisons for every binding of the dims (a decided comparison is the same fill in
+every piece) and check that a gather at row numbers stays in its row.
 
 (``row_states.py``.) Each op kind has a rule (``row_rules.RULES``; ops declared elementwise
 or broadcast share one) that gives its result's state from its operands' or refuses.
@@ -40,12 +52,14 @@ import ir
 from ir import Call, Constant, Expr, Function, Let, OpPattern, TensorType, Tuple, TupleGetItem, Var
 
 from .dataflow import use_graph
-from .row_rules import RULES
+from .row_rules import NEVER_FAIL, RULES, SEE_UNPROVEN
 from .row_states import (
     FIXED,
     NotRowWise,
+    RowIndex,
     Rows,
     State,
+    Unproven,
     kind,
     leaf_types,
     leaves,
@@ -54,6 +68,7 @@ from .row_states import (
     tensor_type,
     what,
 )
+from .row_values import ValueBounds
 
 __all__ = ["FIXED", "NotRowWise", "RowProof", "RowSplit", "Rows", "prove_row_split"]
 
@@ -112,6 +127,14 @@ class RowProof:
         self.fn = fn
         self.b = symbol
         self.states: dict[Expr, State] = {}
+        self.lets: dict[Var, Expr] = {}
+        self.aliases: dict[sympy.Basic, sympy.Expr] = {}
+        self.lowest = 1
+        if fn.ranges and symbol in fn.ranges:
+            self.lowest = max(1, int(fn.ranges[symbol][0]))
+        ranges = {s: fn.ranges[s] for s in fn.ranges} if fn.ranges else {}
+        ranges[symbol] = (self.lowest, ranges.get(symbol, (0, None))[1])
+        self._values = ValueBounds(self.lets, ir.Ranges(ranges))
 
     # -- the walk ------------------------------------------------------------------------
 
@@ -119,23 +142,21 @@ class RowProof:
         inputs = tuple(self._param(p) for p in self.fn.params)
         for p, axis in zip(self.fn.params, inputs, strict=True):
             self.states[p] = FIXED if axis is None else Rows(axis)
-        let_values = {}
         graph = use_graph(self.fn.body)
         for node in graph.order:
             if isinstance(node, Let):
-                let_values[node.var] = node.value
+                self.lets[node.var] = node.value
         for node in graph.order:
             if node in self.states:
                 continue
             if isinstance(node, Var):
-                if node not in let_values:
+                if node not in self.lets:
                     raise NotRowWise(f"%{node.name_hint} is not bound in @main")
-                self.states[node] = self.states[let_values[node]]
+                self.states[node] = self.states[self.lets[node]]
             else:
                 self.states[node] = self._state(node)
         outputs = tuple(self._output_axis(s) for s in leaves(self.states[self.fn.body]))
-        lo = self.fn.ranges.get(self.b, (1, None))[0] if self.fn.ranges else 1
-        return RowSplit(str(self.b), inputs, outputs, max(1, int(lo)))
+        return RowSplit(str(self.b), inputs, outputs, self.lowest)
 
     def _param(self, p: Var) -> int | None:
         ty = p.type_annotation or p.ty
@@ -149,6 +170,8 @@ class RowProof:
         return hits[0]
 
     def _output_axis(self, state: State) -> int | None:
+        if isinstance(state, Unproven):
+            raise NotRowWise(state.reason)
         if isinstance(state, Rows):
             if state.group != 1:
                 raise NotRowWise(f"a result's row axis is {self.b} * {state.group}, not {self.b}")
@@ -170,8 +193,13 @@ class RowProof:
         if isinstance(node, Let):
             return self.states[node.body]
         if isinstance(node, Call) and node.op is not None:
-            state = self._call(node)
-            self._check_result(node, state)
+            try:
+                state = self._call(node)
+                self._check_result(node, state)
+            except NotRowWise as e:
+                if not self._never_fails(node):
+                    raise
+                return Unproven(e.reason)  # refused only if it reaches a result
             return state
         raise NotRowWise(f"{what(node)}: control flow and function values are not proven")
 
@@ -179,6 +207,10 @@ class RowProof:
         op = call.op
         assert op is not None
         args = [self.states[a] for a in call.args]
+        if op.name not in SEE_UNPROVEN:
+            for state in leaves_of(args):
+                if isinstance(state, Unproven):
+                    raise NotRowWise(state.reason)
         rule = RULES.get(op.name)
         if rule is not None:
             return rule(self, call, args)
@@ -188,15 +220,31 @@ class RowProof:
             return FIXED  # no row in, no b anywhere: every piece computes the same
         raise NotRowWise(f"{what(call)}: no row rule for {op.name}")
 
+    def _never_fails(self, call: Call) -> bool:
+        """Whether ``call`` cannot fail at run time (no run-time check, an op that cannot
+        raise): only then may its value be refused lazily and dropped unused, for a run
+        that fails must fail split too."""
+        if call.facts or call.op is None or call.op.name not in NEVER_FAIL:
+            return False
+        if call.op.name != "take":
+            return True
+        data, index = (self._values.definition(a) for a in call.args)
+        reads_shape = isinstance(data, Call) and data.op is not None and data.op.name == "shape_of"
+        return reads_shape and isinstance(index, Constant) and index.value.ndim == 0
+
     def _check_result(self, call: Call, state: State) -> None:
         types = leaf_types(call.ty)
         states = list(leaves(state))
         if len(types) != len(states):
             raise NotRowWise(f"{what(call)}: its result does not match its row state")
         for ty, s in zip(types, states, strict=True):
+            if isinstance(s, Unproven):
+                continue
+            if isinstance(s, RowIndex):
+                s = Rows(s.axis)
             if isinstance(s, Rows):
                 if not (0 <= s.axis < len(ty.shape)) or not same_dim(
-                    ty.shape[s.axis], self.b * s.group
+                    self._dim(ty.shape[s.axis]), self.b * s.group
                 ):
                     raise NotRowWise(f"{what(call)}: its row axis is not {self.b} * {s.group}")
                 others = [d for a, d in enumerate(ty.shape) if a != s.axis]
@@ -207,7 +255,21 @@ class RowProof:
 
     # -- helpers the rules use ---------------------------------------------------------------
 
+    @property
+    def values(self) -> ValueBounds:
+        return self._values
+
+    def state(self, expr: Expr) -> State:
+        return self.states[expr]
+
+    def alias(self, dim: Any, value: Any) -> None:
+        self.aliases[dim] = value
+
+    def _dim(self, d: Any) -> Any:
+        return d.xreplace(self.aliases) if self.aliases and isinstance(d, sympy.Basic) else d
+
     def mentions(self, d: Any) -> bool:
+        d = self._dim(d)
         return isinstance(d, sympy.Basic) and self.b in d.free_symbols
 
     def mentions_any(self, value: Any) -> bool:
@@ -227,12 +289,12 @@ class RowProof:
         """``g`` when ``d`` is ``b * g`` with ``g`` free of ``b``, else None."""
         if not self.mentions(d):
             return None
-        g = sympy.simplify(d / self.b)
+        g = sympy.simplify(self._dim(d) / self.b)
         if self.mentions(g) or not (g.is_Integer or g.is_polynomial()):
             return None
         return int(g) if g.is_Integer else g
 
-    def rows_from_shape(self, call: Call, shape: Sequence[Any]) -> State:
+    def rows_from_shape(self, call: Expr, shape: Sequence[Any]) -> State:
         """A value built from no row with the given shape: FIXED without ``b``; ``Rows`` with
         one plain ``b`` (every row the same value); anything else refused."""
         hits = [a for a, d in enumerate(shape) if self.mentions(d)]

@@ -1,13 +1,18 @@
 """The row rules of ``batch_rows``: each op kind's result state from its operands' states.
 
-A rule returns the result's state (``Rows``, ``FIXED``, a ``ShapeOf`` or a tuple of them) or
-raises ``NotRowWise`` saying why the rows are not proven to stay apart. Ops declared
-elementwise or broadcast without a rule here take ``Proof.broadcast``.
+A rule returns the result's state (``Rows``, ``FIXED``, a ``ShapeOf``, a ``RowIndex``, an
+``Unproven`` or a tuple of them) or raises ``NotRowWise`` saying why the rows are not proven
+to stay apart. Ops declared elementwise or broadcast without a rule here take
+``Proof.broadcast``. Only the ops of ``SEE_UNPROVEN`` see an ``Unproven`` operand (they may
+drop it); any other op with one refuses with its reason.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
+
+import sympy
 
 from ir import Call, Constant
 
@@ -15,12 +20,15 @@ from .row_states import (
     FIXED,
     NotRowWise,
     Proof,
+    RowIndex,
     Rows,
     ShapeOf,
     State,
+    Unproven,
     axis_index,
     kind,
     leaf_types,
+    leaves_of,
     op_name,
     product,
     same_dim,
@@ -29,7 +37,23 @@ from .row_states import (
 )
 
 Rule = Callable[[Proof, Call, list[State]], State]
+Term = tuple[Any, Any, Any]
+"""A term of index arithmetic: (row-number scale, least, greatest other part)."""
 RULES: dict[str, Rule] = {}
+
+_COMPARISONS = ("less", "less_equal", "greater", "greater_equal", "equal", "not_equal")
+_LOGICAL = ("logical_and", "logical_or", "logical_not")
+
+#: Ops that cannot fail at run time (when their type has no run-time check; ``take`` only
+#: reading a dim of a shape): their refusals wait for a use (``Unproven``).
+NEVER_FAIL = frozenset(
+    [
+        *("add", "subtract", "multiply", "where", "cast", "expand_dims", "stack"),
+        *("concatenate", "shape_of", "take", *_COMPARISONS, *_LOGICAL),
+    ]
+)
+#: Ops whose rule sees ``Unproven`` operands, and may drop them.
+SEE_UNPROVEN = frozenset(["where", "arange", "take", *_COMPARISONS, *_LOGICAL])
 
 
 def _rule(*names: str) -> Callable[[Rule], Rule]:
@@ -54,7 +78,24 @@ def _only_first(proof: Proof, call: Call, args: list[State], others: str) -> Row
     return first
 
 
+def _carries_index(rule: Rule) -> Rule:
+    """A layout rule that also moves a ``RowIndex`` operand: its entries are kept, its row
+    axis is where the rule puts the rows."""
+
+    def carry(proof: Proof, call: Call, args: list[State]) -> State:
+        first = args[0] if args else None
+        if not isinstance(first, RowIndex):
+            return rule(proof, call, args)
+        moved = rule(proof, call, [Rows(first.axis), *args[1:]])
+        if not isinstance(moved, Rows) or moved.group != 1:
+            raise NotRowWise(f"{what(call)}: a row number whose rows do not stay one axis")
+        return RowIndex(moved.axis, first.scale, first.lo, first.hi)
+
+    return carry
+
+
 @_rule("broadcast_to")
+@_carries_index
 def _broadcast_to(proof: Proof, call: Call, args: list[State]) -> State:
     if args[0] is FIXED:
         return proof.rows_from_shape(call, tensor_type(call).shape)
@@ -152,8 +193,23 @@ def _along_axis(proof: Proof, call: Call, args: list[State]) -> State:
         range(axis_index(axis, rank), rank) if op_name(call) in _NORMS else [axis_index(axis, rank)]
     )
     if rows.axis in reach:
-        raise NotRowWise(f"{what(call)}: computed along the rows")
+        numbered = _row_numbers(proof, call, rows)
+        if numbered is None:
+            raise NotRowWise(f"{what(call)}: computed along the rows")
+        return numbered
     return rows
+
+
+def _row_numbers(proof: Proof, call: Call, rows: Rows) -> RowIndex | None:
+    """A running sum along the rows of one integer value ``c`` everywhere (a fill): row ``i``
+    holds ``c * i`` (exclusive) or ``c * (i + 1)``, whatever rows the run has."""
+    if op_name(call) != "cumsum" or rows.group != 1 or call.attrs.reverse:
+        return None
+    step = proof.values.exact(call.args[0])
+    if step is None or proof.mentions(step):
+        return None
+    start = 0 if call.attrs.exclusive else step
+    return RowIndex(rows.axis, step, start, start)
 
 
 _NORMS = ("nn.layer_norm", "nn.rms_norm")
@@ -177,6 +233,7 @@ def _reduce(proof: Proof, call: Call, args: list[State]) -> State:
 
 
 @_rule("transpose")
+@_carries_index
 def _transpose(proof: Proof, call: Call, args: list[State]) -> State:
     rows = _only_first(proof, call, args, "operand")
     if rows is None:
@@ -188,6 +245,7 @@ def _transpose(proof: Proof, call: Call, args: list[State]) -> State:
 
 
 @_rule("expand_dims")
+@_carries_index
 def _expand_dims(proof: Proof, call: Call, args: list[State]) -> State:
     rows = _only_first(proof, call, args, "operand")
     if rows is None:
@@ -199,6 +257,7 @@ def _expand_dims(proof: Proof, call: Call, args: list[State]) -> State:
 
 
 @_rule("squeeze", "reshape", "nn.batch_flatten")
+@_carries_index
 def _reshape(proof: Proof, call: Call, args: list[State]) -> State:
     """A C-order reshape keeps rows when the axes before the row axis hold one element (each
     row is then one contiguous run of the flattened value) on both sides."""
@@ -231,6 +290,24 @@ def _shape_of(proof: Proof, call: Call, args: list[State]) -> State:
 @_rule("take")
 def _take(proof: Proof, call: Call, args: list[State]) -> State:
     data, indices = args
+    picked = proof.values.picked_field(call)
+    if picked is not None:
+        data = proof.state(picked)
+    for state in (data, indices):
+        if isinstance(state, Unproven):
+            raise NotRowWise(state.reason)
+    if isinstance(indices, RowIndex):
+        return _gather_own_rows(proof, call, data, indices)
+    if isinstance(data, RowIndex):
+        if indices is not FIXED or call.attrs.axis is None:
+            raise NotRowWise(f"{what(call)}: gathers row numbers across the rows")
+        moved = _gather(proof, call, Rows(data.axis), FIXED)
+        assert isinstance(moved, Rows)
+        return RowIndex(moved.axis, data.scale, data.lo, data.hi)
+    return _gather(proof, call, data, indices)
+
+
+def _gather(proof: Proof, call: Call, data: State, indices: State) -> State:
     axis = call.attrs.axis
     if isinstance(data, ShapeOf):
         index = call.args[1]
@@ -255,6 +332,174 @@ def _take(proof: Proof, call: Call, args: list[State]) -> State:
         raise NotRowWise(f"{what(call)}: gathers along the rows")
     index_rank = len(tensor_type(call.args[1]).shape)
     return data if data.axis < axis else Rows(data.axis + index_rank - 1, data.group)
+
+
+def _gather_own_rows(proof: Proof, call: Call, data: State, index: RowIndex) -> State:
+    """``take(data, scale * i + r)`` along ``data``'s rows, each a group of ``scale``
+    entries, with ``r`` in ``[0, scale)``: row ``i`` reads its own group, in the whole run
+    and in a piece alike (each numbering its rows from 0)."""
+    if data is FIXED:
+        raise NotRowWise(f"{what(call)}: gathers from a value without rows at row numbers")
+    if not isinstance(data, Rows):
+        raise NotRowWise(f"{what(call)}: gathers at row numbers from {kind(data)}")
+    shape = tensor_type(call.args[0]).shape
+    if call.attrs.axis is None:  # the flattened data: rows on axis 0 only
+        if data.axis != 0:
+            raise NotRowWise(f"{what(call)}: gathers from flattened rows not on axis 0")
+        axis, group = 0, data.group * product(shape[1:])
+    else:
+        axis, group = axis_index(call.attrs.axis, len(shape)), data.group
+    inside = (
+        axis == data.axis
+        and same_dim(index.scale, group)
+        and proof.values.compare(index.lo, ">=", 0) is True
+        and proof.values.compare(index.hi, "<=", group - 1) is True
+        # a bad index is out of range (the gather fails) in the whole run and in a piece
+        and (index.beyond is None or proof.values.compare(index.beyond, ">=", proof.b * group))
+    )
+    if not inside:
+        raise NotRowWise(f"{what(call)}: a row number may index another row's entries")
+    return Rows(axis + index.axis)
+
+
+@_rule(*_COMPARISONS, *_LOGICAL)
+def _decidable(proof: Proof, call: Call, args: list[State]) -> State:
+    """A comparison its operands' bounds decide is one value everywhere: a fill."""
+    if proof.values.decided(call) is not None:
+        return proof.rows_from_shape(call, tensor_type(call).shape)
+    return proof.broadcast(call, args)
+
+
+@_rule("where")
+def _where(proof: Proof, call: Call, args: list[State]) -> State:
+    """With a decided condition, the branch taken (the other only lends its shape)."""
+    verdict = proof.values.decided(call.args[0])
+    if verdict is None:
+        clamped = _clamped_index(proof, call, args)
+        return clamped if clamped is not None else proof.broadcast(call, args)
+    kept = 1 if verdict else 2
+    chosen = args[kept]
+    if isinstance(chosen, Unproven):
+        return chosen
+    shapes: list[State] = [
+        state if i == kept else proof.rows_from_shape(arg, tensor_type(arg).shape)
+        for i, (arg, state) in enumerate(zip(call.args, args, strict=True))
+    ]
+    if not isinstance(chosen, RowIndex):
+        return proof.broadcast(call, shapes)
+    shapes[kept] = Rows(chosen.axis)
+    moved = proof.broadcast(call, shapes)
+    assert isinstance(moved, Rows)
+    return RowIndex(moved.axis, chosen.scale, chosen.lo, chosen.hi)
+
+
+def _clamped_index(proof: Proof, call: Call, args: list[State]) -> RowIndex | None:
+    """``where(i < 0 or i >= n, bad, i)`` with ``bad`` at least a multiple of the batch (an
+    index no row has): an index in ``[0, n - 1]`` or ``bad``, a ``RowIndex`` of scale 0."""
+    for kept, other in ((2, 1), (1, 2)):
+        bad = proof.values.of(call.args[other])
+        state = args[kept]
+        if bad is None or not proof.mentions(bad[0]):
+            continue
+        if not (state is FIXED or (isinstance(state, Rows) and state.group == 1)):
+            continue
+        bounds = proof.values.refined(call.args[kept], call.args[0], holds=kept == 1)
+        if bounds is None or proof.mentions(bounds[0]) or proof.mentions(bounds[1]):
+            continue
+        shapes = list(args)
+        shapes[other] = proof.rows_from_shape(call.args[other], tensor_type(call.args[other]).shape)
+        moved = proof.broadcast(call, shapes)
+        if isinstance(moved, Rows) and moved.group == 1:
+            return RowIndex(moved.axis, 0, bounds[0], bounds[1], beyond=bad[0])
+    return None
+
+
+@_rule("add", "subtract", "multiply")
+def _arithmetic(proof: Proof, call: Call, args: list[State]) -> State:
+    """Row numbers plus or minus values of known bounds, or times one known factor."""
+    if not any(isinstance(s, RowIndex) for s in args):
+        return proof.broadcast(call, args)
+    terms: list[Term] = []
+    beyond: list[Any] = []
+    for arg, state in zip(call.args, args, strict=True):
+        if isinstance(state, RowIndex):
+            terms.append((state.scale, state.lo, state.hi))
+            beyond.append(state.beyond)
+            continue
+        beyond.append(None)
+        bounds = proof.values.of(arg)
+        if (
+            not (state is FIXED or (isinstance(state, Rows) and state.group == 1))
+            or bounds is None
+            or proof.mentions(bounds[0])
+            or proof.mentions(bounds[1])
+        ):
+            raise NotRowWise(f"{what(call)}: a row number with a value of unknown bounds")
+        terms.append((0, bounds[0], bounds[1]))
+    (s0, lo0, hi0), (s1, lo1, hi1) = terms
+    name = op_name(call)
+    if name == "add":
+        scale, lo, hi = s0 + s1, lo0 + lo1, hi0 + hi1
+        # a bad index plus the other term's least value (its row number adds >= 0)
+        pairs = ((beyond[0], lo1), (beyond[1], lo0))
+        bad = [b + low for b, low in pairs if b is not None]
+        if bad and not all(proof.values.compare(s, ">=", 0) for s in (s0, s1)):
+            raise NotRowWise(f"{what(call)}: a bad index plus a row number of unknown sign")
+        far = bad[0] if len(bad) == 1 else (sympy.Min(*bad) if bad else None)
+    elif name == "subtract" and beyond == [None, None]:
+        scale, lo, hi, far = s0 - s1, lo0 - hi1, hi0 - lo1, None
+    elif name == "multiply":
+        factor = _factor(proof, terms, beyond)
+        if factor is None:
+            raise NotRowWise(f"{what(call)}: a row number times a value not known")
+        (scale, lo, hi, far), k = factor
+        scale, lo, hi, far = scale * k, lo * k, hi * k, None if far is None else far * k
+    else:
+        raise NotRowWise(f"{what(call)}: a bad index subtracted")
+    moved = proof.broadcast(call, [Rows(s.axis) if isinstance(s, RowIndex) else s for s in args])
+    if not isinstance(moved, Rows) or moved.group != 1:
+        raise NotRowWise(f"{what(call)}: a row number whose rows do not stay one axis")
+    return RowIndex(moved.axis, scale, lo, hi, far)
+
+
+def _factor(
+    proof: Proof, terms: list[Term], beyond: list[Any]
+) -> tuple[tuple[Any, Any, Any, Any], Any] | None:
+    """The row-number term (with its bad index) and the one non-negative value the other
+    term has everywhere."""
+    for (index, far), (other, other_far) in (
+        ((terms[0], beyond[0]), (terms[1], beyond[1])),
+        ((terms[1], beyond[1]), (terms[0], beyond[0])),
+    ):
+        scale, lo, hi = other
+        known = scale == 0 and other_far is None and same_dim(lo, hi)
+        if known and proof.values.compare(lo, ">=", 0) is True:
+            return (*index, far), lo
+    return None
+
+
+@_rule("arange")
+def _arange(proof: Proof, call: Call, args: list[State]) -> State:
+    """``arange(0, b)``: the row numbers (the batch read from a shape as its length)."""
+    values = proof.values
+    stop = values.exact(call.args[1])
+    if (
+        stop is not None
+        and values.exact(call.args[0]) == 0
+        and values.exact(call.args[2]) == 1
+        and same_dim(stop, proof.b)
+    ):
+        (length,) = tensor_type(call).shape
+        if not proof.mentions(length) and isinstance(length, sympy.Symbol):
+            proof.alias(length, proof.b)  # the range's length is the batch in every run
+        if proof.mentions(length):
+            return RowIndex(0, 1, 0, 0)
+    for state in leaves_of(args):
+        if isinstance(state, Unproven):
+            raise NotRowWise(state.reason)
+    if all(s is FIXED for s in args) and not proof.attr_mentions(call):
+        return FIXED
+    raise NotRowWise(f"{what(call)}: a range over {proof.b}")
 
 
 @_rule("strided_slice")

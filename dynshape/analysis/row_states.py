@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import sympy
 
 import ir
 from ir import Call, Expr, TensorType
+
+if TYPE_CHECKING:
+    from .row_values import ValueBounds
 
 
 @dataclass(frozen=True)
@@ -39,7 +42,35 @@ class ShapeOf:
     dims: tuple[Any, ...]
 
 
-State = Rows | Fixed | ShapeOf | tuple["State", ...]
+@dataclass(frozen=True)
+class RowIndex:
+    """Row state of an integer value numbering the rows: its dim at ``axis`` is ``b``, and its
+    entries in row ``i`` are ``scale * i + r`` with ``r`` computed from row ``i`` alone (or
+    fixed) and in ``[lo, hi]`` (dims free of ``b``), or, with ``beyond``, at least
+    ``beyond`` (a dim that may mention ``b``: the out-of-range index exported clamps put
+    where an index is bad, which must make a gather fail in either run). A piece numbers
+    its own rows from 0, so the value differs between pieces: it may only gather from a
+    value whose rows are groups of ``scale`` entries (``take``, where row ``i`` reads its
+    own group in either run), or be compared where its bounds decide the answer."""
+
+    axis: int
+    scale: ir.Dim
+    lo: ir.Dim
+    hi: ir.Dim
+    beyond: ir.Dim | None = None
+
+
+@dataclass(frozen=True)
+class Unproven:
+    """Row state of a value not proven to compute row by row, kept while it may still be
+    dropped: by a ``where`` whose condition is decided, a comparison that its bounds decide,
+    an ``arange`` whose length is the batch. Reaching a result, or an op that is not known
+    to never fail (whose failing run only would then differ), refuses with ``reason``."""
+
+    reason: str
+
+
+State = Rows | Fixed | ShapeOf | RowIndex | Unproven | tuple["State", ...]
 
 
 class NotRowWise(Exception):
@@ -73,12 +104,25 @@ class Proof(Protocol):
         """``g`` when ``d`` is ``b * g``, else None."""
         ...
 
-    def rows_from_shape(self, call: Call, shape: Sequence[Any]) -> State:
+    def rows_from_shape(self, call: Expr, shape: Sequence[Any]) -> State:
         """The state of a value built from no row with this shape."""
         ...
 
     def broadcast(self, call: Call, args: Sequence[State]) -> State:
         """The state of an elementwise op after numpy broadcasting."""
+        ...
+
+    @property
+    def values(self) -> ValueBounds:
+        """Bounds of the function's integer values, and decided comparisons."""
+        ...
+
+    def state(self, expr: Expr) -> State:
+        """The row state of an expression already walked."""
+        ...
+
+    def alias(self, dim: Any, value: Any) -> None:
+        """Record that the symbol ``dim`` of a result's type equals ``value`` in every run."""
         ...
 
 
@@ -122,12 +166,19 @@ def leaves_of(states: Sequence[State]) -> list[State]:
     return [leaf for s in states for leaf in leaves(s)]
 
 
-def op_name(call: Call) -> str:
-    return call.op.name if call.op is not None else ""
+def op_name(node: Expr) -> str:
+    """The op's name of a call ("" for anything else)."""
+    return node.op.name if isinstance(node, Call) and node.op is not None else ""
 
 
 def kind(state: State) -> str:
-    return "a tuple" if isinstance(state, tuple) else "a shape with the batch in it"
+    if isinstance(state, tuple):
+        return "a tuple"
+    if isinstance(state, RowIndex):
+        return "a row number (each piece numbers its rows from 0)"
+    if isinstance(state, Unproven):
+        return f"not proven ({state.reason})"
+    return "a shape with the batch in it"
 
 
 def what(node: Expr) -> str:

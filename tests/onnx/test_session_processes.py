@@ -68,6 +68,58 @@ def test_split_session_answers_as_one_process_and_onnxruntime(always_split: None
     assert sess.run(["z"], {"x": x})[0].shape == (4,)  # runs on, in this process
 
 
+def _masked_model() -> bytes:
+    """``y = x * mask`` with the mask gathered the way transformers' exports gather it: the
+    ``(batch, seq)`` mask flattened, row ``i``'s entries at ``i * seq + j``, with row numbers
+    from a running sum of ones over the batch (``ConstantOfShape`` + ``CumSum``)."""
+    one = helper.make_tensor("one", TensorProto.INT64, [1], [1])
+    m = typed_model(
+        [
+            helper.make_node("Reshape", ["mask", "flat"], ["mask_flat"]),
+            helper.make_node("Shape", ["x"], ["shape"]),
+            helper.make_node("Gather", ["shape", "zero"], ["batch"]),
+            helper.make_node("Gather", ["shape", "one_index"], ["seq"]),
+            helper.make_node("ConstantOfShape", ["batch"], ["ones_b"], value=one),
+            helper.make_node("CumSum", ["ones_b", "axis0"], ["rows"], exclusive=1),
+            helper.make_node("Unsqueeze", ["rows", "axis1"], ["rows_col"]),
+            helper.make_node("Mul", ["rows_col", "seq"], ["starts"]),
+            helper.make_node("ConstantOfShape", ["seq"], ["ones_s"], value=one),
+            helper.make_node("CumSum", ["ones_s", "axis0"], ["cols"], exclusive=1),
+            helper.make_node("Unsqueeze", ["cols", "axis0"], ["cols_row"]),
+            helper.make_node("Add", ["starts", "cols_row"], ["index"]),
+            helper.make_node("Gather", ["mask_flat", "index"], ["picked"], axis=0),
+            helper.make_node("Cast", ["picked"], ["weights"], to=TensorProto.FLOAT),
+            helper.make_node("Mul", ["x", "weights"], ["y"]),
+        ],
+        [("x", TensorProto.FLOAT, ["batch", "seq"]), ("mask", TensorProto.INT64, ["batch", "seq"])],
+        [("y", TensorProto.FLOAT, ["batch", "seq"])],
+        {
+            "flat": np.array([-1], np.int64),
+            "zero": np.array([0], np.int64),
+            "one_index": np.array([1], np.int64),
+            "axis0": np.array(0, np.int64),
+            "axis1": np.array([1], np.int64),
+        },
+    )
+    return m.SerializeToString()
+
+
+def test_a_mask_gathered_at_row_numbers_is_split(always_split: None) -> None:
+    model = _masked_model()
+    ref = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    with InferenceSession(model, batch_processes=2) as sess:
+        assert sess.row_split == "split along batch (input axes [0, 0])"
+        for batch in (2, 7, 40):
+            rng = np.random.default_rng(batch)
+            feeds = {
+                "x": rng.standard_normal((batch, 6)).astype(np.float32),
+                "mask": rng.integers(0, 2, size=(batch, 6)).astype(np.int64),
+            }
+            (got,), (want,) = sess.run(None, feeds), ref.run(None, feeds)
+            np.testing.assert_array_equal(got, want)
+        assert sess._split is not None and sess._split.splits == 3
+
+
 def test_small_calls_stay_in_this_process() -> None:
     with InferenceSession(_rows_model(), batch_processes=2) as sess:
         sess.run(None, {"x": np.ones((64, 8), np.float32)})

@@ -1,0 +1,217 @@
+"""The row proof on index arithmetic: the ways exported transformers gather their attention
+masks and position ids (row numbers from a running sum or an ``arange`` of the batch, times
+a dim read from a shape, plus a column number; negative-index clamps; out-of-range sentinels),
+each checked against the compiled program's pieces, and the refusals against runs where a cut
+is wrong."""
+
+from __future__ import annotations
+
+import textwrap
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_batch_rows import _check_pieces, _module
+
+import dynshape
+from dynshape import DynShapeError
+from dynshape.analysis.batch_rows import NotRowWise, prove_row_split
+
+#: torchscript's mask gather: the (n, s) mask flattened, row ``i``'s entries at ``i*s + j``.
+TORCHSCRIPT = """def @main(%x: Tensor[(n, 4), float32], %m: Tensor[(n, 4), int64]) {
+  %0 = reshape(%m, newshape=[n*4, 1]);
+  %1 = cumsum(full(1i64, shape=[n], dtype="int64"), exclusive=True);
+  %2 = cumsum(full(1i64, shape=[4], dtype="int64"), exclusive=True);
+  %3 = take(shape_of(%x), 1i64);
+  %4 = multiply(expand_dims(%1, axis=1), stack((%3,)));
+  %5 = add(%4, expand_dims(%2, axis=0));
+  %6 = take(%0, %5, axis=0);
+  %7 = cast(reshape(%6, newshape=[n, 4]), dtype="float32");
+  multiply(%x, %7)
+}"""
+
+#: dynamo's: the index's two components joined and taken apart, each clamped the way
+#: negative indices are (``where(i < 0, i + n, i)``, then out of range to ``n * s``), the
+#: untaken branches reading the batch as a value.
+DYNAMO = """def @main(%x: Tensor[(n, 4), float32], %m: Tensor[(n, 4), int64]) {
+  %0 = reshape(%m, newshape=[n*4]);
+  %1 = expand_dims(cumsum(full(1i64, shape=[n], dtype="int64"), exclusive=True), axis=1);
+  %2 = cumsum(full(1i64, shape=[4], dtype="int64"), exclusive=True);
+  %3 = broadcast_to(expand_dims(%2, axis=0), shape=[n, 4]);
+  %4 = concatenate((expand_dims(broadcast_to(%1, shape=[n, 4]), axis=2),
+                    expand_dims(%3, axis=2)), axis=2);
+  %5 = take(%4, 0i64, axis=-1);
+  %6 = take(shape_of(%m), 0i64);
+  %7 = take(shape_of(%m), 1i64);
+  %8 = where(less(%5, 0i64), add(%5, %6), %5);
+  %9 = where(logical_or(less(%8, 0i64), greater_equal(%8, %6)), multiply(%6, %7), %8);
+  %10 = take(%4, 1i64, axis=-1);
+  %11 = where(less(%10, 0i64), add(%10, %7), %10);
+  %12 = where(logical_or(less(%11, 0i64), greater_equal(%11, %7)), multiply(%6, %7), %11);
+  %13 = take(%0, add(multiply(%9, %7), %12), axis=0);
+  multiply(%x, cast(%13, dtype="float32"))
+}"""
+
+#: RoBERTa's position ids: ``arange(0, n)`` of the batch read from a shape, per-row positions
+#: of unknown bounds clamped to the table (out of range: ``6 * n``, which no row has).
+ROBERTA = """def @main(%x: Tensor[(n, 4), float32], %ids: Tensor[(n, 4), int64]) {
+  %0 = broadcast_to(const([[10, 11, 12, 13, 14, 15]], int64), shape=[n, 6]);
+  %1 = take(shape_of(%ids), 0i64);
+  %2 = reshape(arange(0i64, %1, 1i64, dtype="int64"), newshape=[n, 1]);
+  %3 = add(%ids, 1i64);
+  %4 = logical_or(less(%3, 0i64), greater_equal(%3, 6i64));
+  %5 = where(%4, multiply(6i64, %1), %3);
+  %6 = take(%0, add(multiply(%2, 6i64), %5));
+  add(%x, cast(%6, dtype="float32"))
+}"""
+
+
+@pytest.mark.parametrize("source", [TORCHSCRIPT, DYNAMO, ROBERTA], ids=["ts", "dynamo", "roberta"])
+def test_mask_and_position_gathers_are_proven_and_cut_right(source):
+    split = prove_row_split(_module(source))
+    assert (split.inputs, split.outputs) == ((0, 0), (0,))
+    for seed in range(3):
+        _check_pieces(source, split, seed=seed)
+
+
+def test_a_bad_position_fails_the_whole_run_and_the_piece_holding_it():
+    """The sentinel ``6 * n`` is out of range in every run: the split's fallback (a failing
+    piece makes the caller run the whole batch) then gives the whole run's error."""
+    vm = dynshape.VirtualMachine(dynshape.compile(ROBERTA))
+    x = np.ones((6, 4), np.float32)
+    ids = np.zeros((6, 4), np.int64)
+    ids[4, 2] = 9  # position 10: past the table
+    with pytest.raises(DynShapeError, match="out of bounds"):
+        vm.run(x, ids)
+    with pytest.raises(DynShapeError, match="out of bounds"):
+        vm.run(x[3:], ids[3:])
+    np.testing.assert_array_equal(
+        vm.run(x[:3], ids[:3]), 12.0
+    )  # position 1 (11) + 1: the other piece is fine
+
+
+def _wrong_when_cut(source: str, args: list[np.ndarray]) -> bool:
+    """Whether rows 2.. of the whole run differ from a run on them alone (or one of the runs
+    fails while the other does not)."""
+    vm = dynshape.VirtualMachine(dynshape.compile(textwrap.dedent(source)))
+    outcomes = []
+    for part in (args, [a[2:] for a in args]):
+        try:
+            outcomes.append(np.asarray(vm.run(*part)))
+        except DynShapeError:
+            outcomes.append(None)
+    whole, piece = outcomes
+    if whole is None or piece is None:
+        return (whole is None) != (piece is None)
+    return not np.allclose(whole[2:], piece)
+
+
+#: (program, what the refusal names); each is wrong when cut, on the inputs of ``_inputs``.
+REFUSED = [
+    (  # row numbers used as data
+        """def @main(%x: Tensor[(n, 4), float32], %m: Tensor[(n, 4), int64]) {
+          %0 = cumsum(full(1i64, shape=[n], dtype="int64"), exclusive=True);
+          add(%x, cast(expand_dims(%0, axis=1), dtype="float32"))
+        }""",
+        "an operand is a row number",
+    ),
+    (  # a fixed table read at row numbers
+        """def @main(%x: Tensor[(n, 4), float32], %m: Tensor[(n, 4), int64]) {
+          %0 = cumsum(full(1i64, shape=[n], dtype="int64"), exclusive=True);
+          %1 = take(const([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], float32), %0, axis=0);
+          add(%x, expand_dims(%1, axis=1))
+        }""",
+        "gathers from a value without rows at row numbers",
+    ),
+    (  # rows numbered by 3 (not 4): row i reads the end of row i - 1
+        TORCHSCRIPT.replace("stack((%3,))", "3i64"),
+        "may index another row's entries",
+    ),
+    (  # a sentinel of n (not n * 4): row 0's bad index is an entry of row n / 4
+        ROBERTA.replace("multiply(6i64, %1)", "%1"),
+        "may index another row's entries",
+    ),
+    (  # a running sum along the rows of something other than a fill
+        """def @main(%x: Tensor[(n, 4), float32], %m: Tensor[(n, 4), int64]) {
+          %0 = reshape(%m, newshape=[n*4]);
+          %1 = cumsum(take(%m, 0i64, axis=1), exclusive=True);
+          %2 = take(%0, %1, axis=0);
+          multiply(%x, cast(expand_dims(%2, axis=1), dtype="float32"))
+        }""",
+        "computed along the rows",
+    ),
+]
+
+
+def _inputs(source: str) -> list[np.ndarray]:
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((6, 4)).astype(np.float32)
+    other = rng.integers(1, 3, size=(6, 4)).astype(np.int64)
+    other[1, 0] = 0
+    if "%ids" in source:
+        other[3, 0] = 7  # position 8: past the table, so the sentinel is read
+    return [x, other]
+
+
+@pytest.mark.parametrize(("source", "reason"), REFUSED)
+def test_index_refusals_name_the_op_and_a_cut_would_be_wrong(source, reason):
+    with pytest.raises(NotRowWise, match=reason):
+        prove_row_split(_module(source))
+    assert _wrong_when_cut(source, _inputs(source)), "a cut would have been right here"
+
+
+def test_a_dropped_branch_that_may_fail_is_not_dropped():
+    """An untaken branch whose op may raise (a division) refuses at once: were it dropped, a
+    run failing in it would fail whole and not cut, or the other way round."""
+    source = """def @main(%x: Tensor[(n, 4), float32]) {
+      %0 = cumsum(full(1i64, shape=[n], dtype="int64"), exclusive=True);
+      %1 = where(less(%0, 0i64), floor_divide(%0, 0i64), %0);
+      %2 = take(reshape(%x, newshape=[n*4]), multiply(%1, 4i64), axis=0);
+      multiply(%x, expand_dims(%2, axis=1))
+    }"""
+    with pytest.raises(NotRowWise, match=r"floor_divide.*an operand is a row number"):
+        prove_row_split(_module(source))
+
+
+def test_an_unproven_value_reaching_a_result_refuses_with_its_own_reason():
+    source = """def @main(%x: Tensor[(n, 4), float32]) {
+      %0 = take(shape_of(%x), 0i64);
+      %1 = where(less(%0, 0i64), 1i64, %0);
+      (%x, %1)
+    }"""
+    with pytest.raises(NotRowWise, match="take -> int64: reads n from a shape as a value"):
+        prove_row_split(_module(source))
+
+
+# -- random index arithmetic: whatever is proven must cut right ---------------------------
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    scale=st.sampled_from([3, 4, 5]),
+    offset=st.integers(-1, 1),
+    exclusive=st.booleans(),
+    columns=st.sampled_from([3, 4]),
+    seed=st.integers(0, 99),
+)
+def test_random_row_gathers_cut_right_when_proven(scale, offset, exclusive, columns, seed):
+    """``take(flat, i * scale + j + offset)`` for column numbers ``j``: proven exactly when
+    every index stays in its own row's group of 4 (then the pieces must agree)."""
+    flag = "True" if exclusive else "False"
+    source = f"""def @main(%x: Tensor[(n, 4), float32]) {{
+      %0 = reshape(%x, newshape=[n*4]);
+      %1 = cumsum(full(1i64, shape=[n], dtype="int64"), exclusive=True);
+      %2 = cumsum(full(1i64, shape=[{columns}], dtype="int64"), exclusive={flag});
+      %3 = add(multiply(expand_dims(%1, axis=1), {scale}i64), expand_dims(%2, axis=0));
+      take(%0, add(%3, {offset}i64), axis=0)
+    }}"""
+    low = offset + (0 if exclusive else 1)
+    fits = scale == 4 and low >= 0 and low + columns - 1 <= 3
+    try:
+        split = prove_row_split(_module(source))
+    except NotRowWise:
+        assert not fits, "an index inside its row's group was refused"
+        return
+    assert fits
+    _check_pieces(source, split, seed=seed)
