@@ -75,7 +75,10 @@ def split_plan(module: ir.Module) -> SplitPlan | str:
                 dims.append((d, i, axis))
     types = [p.type_annotation or p.ty for p in fn.params] + [fn.body.ty]
     moved = sum((_bytes(t) for ty in types if ty is not None for t in ir.tensor_leaves(ty)), 0)
-    return SplitPlan(split, call_work(fn), sympy.sympify(moved), tuple(dims))
+    # a dim the proof found equal to the inputs' (an arange's length): the work is a formula
+    # of the inputs' dims (a free dim makes the rule say "not worth it": KeyError below)
+    work = sympy.sympify(call_work(fn)).xreplace(dict(split.equal_dims))
+    return SplitPlan(split, work, sympy.sympify(moved), tuple(dims))
 
 
 def _bytes(t: ir.TensorType) -> Any:

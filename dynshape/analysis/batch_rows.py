@@ -84,6 +84,9 @@ class RowSplit:
     outputs: tuple[int | None, ...]
     min_rows: int = 1
     """The symbol's declared lower bound: no piece may have fewer rows."""
+    equal_dims: tuple[tuple[Any, Any], ...] = ()
+    """Dims of the program's types found equal to a formula of the inputs' dims, ``(dim,
+    formula)``: the length of an ``arange`` up to the batch read from a shape is the batch."""
 
 
 def prove_row_split(module: ir.Module) -> RowSplit:
@@ -156,7 +159,7 @@ class RowProof:
             else:
                 self.states[node] = self._state(node)
         outputs = tuple(self._output_axis(s) for s in leaves(self.states[self.fn.body]))
-        return RowSplit(str(self.b), inputs, outputs, self.lowest)
+        return RowSplit(str(self.b), inputs, outputs, self.lowest, tuple(self.aliases.items()))
 
     def _param(self, p: Var) -> int | None:
         ty = p.type_annotation or p.ty

@@ -17,6 +17,7 @@ from test_batch_rows import _check_pieces, _module
 import dynshape
 from dynshape import DynShapeError
 from dynshape.analysis.batch_rows import NotRowWise, prove_row_split
+from dynshape.batch_processes import split_plan
 
 #: torchscript's mask gather: the (n, s) mask flattened, row ``i``'s entries at ``i*s + j``.
 TORCHSCRIPT = """def @main(%x: Tensor[(n, 4), float32], %m: Tensor[(n, 4), int64]) {
@@ -215,3 +216,12 @@ def test_random_row_gathers_cut_right_when_proven(scale, offset, exclusive, colu
         return
     assert fits
     _check_pieces(source, split, seed=seed)
+
+
+def test_the_work_formula_knows_an_arange_of_the_batch_is_the_batch():
+    """The session's split rule evaluates the work per set of input shapes: a dim of the
+    program's types that is not an input's (an ``arange``'s length) would leave it unknown,
+    and the call unsplit."""
+    plan = split_plan(_module(ROBERTA))
+    assert not isinstance(plan, str)
+    assert plan.split.equal_dims and {str(s) for s in plan.work.free_symbols} == {"n"}
