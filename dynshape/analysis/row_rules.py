@@ -313,7 +313,10 @@ def _gather(proof: Proof, call: Call, data: State, indices: State) -> State:
         index = call.args[1]
         if not (isinstance(index, Constant) and index.value.ndim == 0 and indices is FIXED):
             raise NotRowWise(f"{what(call)}: reads a shape with {proof.b} at a computed index")
-        dim = data.dims[int(index.value)]
+        at = int(index.value)
+        if not -len(data.dims) <= at < len(data.dims):
+            raise NotRowWise(f"{what(call)}: reads a shape of rank {len(data.dims)} at {at}")
+        dim = data.dims[at]
         if proof.mentions(dim):
             raise NotRowWise(f"{what(call)}: reads {proof.b} from a shape as a value")
         return FIXED

@@ -93,6 +93,8 @@ class ValueBounds:
         if not isinstance(fields, Tuple) or not isinstance(ty, TensorType):
             return None
         rank = len(ty.shape)
+        if rank == 0:
+            return None
         axis = take.attrs.axis % rank
         if source.attrs.axis % rank != axis:
             return None
@@ -239,6 +241,13 @@ def _memo(table: dict[Expr, T], compute: Callable[[Expr], T], node: Expr) -> T:
     return table[node]
 
 
+#: The range of each integer dtype numpy has.
+_INT_LIMITS = {
+    name: (int(np.iinfo(name).min), int(np.iinfo(name).max))
+    for name in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+}
+
+
 def _constant_bounds(value: Any) -> Bounds | None:
     a = np.asarray(value)
     if a.size == 0 or a.dtype.kind not in "biu":
@@ -297,12 +306,11 @@ def _cast(vb: ValueBounds, node: Call) -> Bounds | None:
         return (0, 1) if verdict is None else (int(verdict), int(verdict))
     bounds = vb.of(node.args[0])
     target = node.ty
-    if bounds is None or not isinstance(target, TensorType) or target.dtype[0] not in "iu":
-        return None
-    limits = np.iinfo(np.dtype(target.dtype))  # a narrower int wraps what it cannot hold
-    fits = vb.compare(bounds[0], ">=", int(limits.min)) and vb.compare(
-        bounds[1], "<=", int(limits.max)
-    )
+    limits = _INT_LIMITS.get(target.dtype) if isinstance(target, TensorType) else None
+    if bounds is None or limits is None:
+        return None  # a float, or an int type numpy does not name (ml_dtypes' int4)
+    # a narrower int wraps what it cannot hold
+    fits = vb.compare(bounds[0], ">=", limits[0]) and vb.compare(bounds[1], "<=", limits[1])
     return bounds if fits else None
 
 
@@ -319,9 +327,11 @@ def _take(vb: ValueBounds, node: Call) -> Bounds | None:
         and np.ndim(index.value) == 0
     ):
         shape = data.args[0].ty
-        if isinstance(shape, TensorType):
-            dim = shape.shape[int(index.value)]
+        at = int(index.value)
+        if isinstance(shape, TensorType) and -shape.rank <= at < shape.rank:
+            dim = shape.shape[at]
             return dim, dim
+        return None  # the run fails: no bound is read from it
     return vb.of(node.args[0])
 
 

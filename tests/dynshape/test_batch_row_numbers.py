@@ -225,3 +225,80 @@ def test_the_work_formula_knows_an_arange_of_the_batch_is_the_batch():
     plan = split_plan(_module(ROBERTA))
     assert not isinstance(plan, str)
     assert plan.split.equal_dims and {str(s) for s in plan.work.free_symbols} == {"n"}
+
+
+# -- the idioms mutated: whatever is proven must cut right, bad indices included ---------
+
+_MUTATIONS = [
+    ("exclusive=True", "exclusive=False"),
+    ("less(", "less_equal("),
+    ("less(", "greater("),
+    ("greater_equal(", "greater("),
+    ("logical_or(", "logical_and("),
+    ("0i64", "1i64"),
+    ("1i64", "0i64"),
+    ("1i64", "2i64"),
+    ("6i64", "5i64"),
+    ("6i64", "7i64"),
+    ("multiply(6i64, %1)", "%1"),
+    ("multiply(6i64, %1)", "multiply(12i64, %1)"),
+    ("stack((%3,))", "stack((add(%3, 1i64),))"),
+    ("multiply(%9, %7)", "multiply(%9, %6)"),
+    ("add(%5, %6)", "%5"),
+    ("add(%10, %7)", "subtract(%10, %7)"),
+    ("%12), axis=0)", "%11), axis=0)"),
+    ("shape=[4]", "shape=[3]"),
+]
+
+
+def _outcome(vm, args: list[np.ndarray]) -> np.ndarray | None:
+    try:
+        return np.asarray(vm.run(*args))
+    except DynShapeError:
+        return None
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.sampled_from([TORCHSCRIPT, DYNAMO, ROBERTA]),
+    st.lists(st.tuples(st.sampled_from(range(len(_MUTATIONS))), st.integers(0, 3)), max_size=3),
+    st.integers(0, 999),
+)
+def test_mutated_idioms_cut_right_when_proven(source, mutations, seed):
+    """A split run answers as the whole run: both pieces' rows when it succeeds, a failing
+    piece (then the caller runs the whole batch) when it fails."""
+    for index, occurrence in mutations:
+        old, new = _MUTATIONS[index]
+        at = -1
+        for _ in range(occurrence % max(1, source.count(old)) + 1):
+            at = source.find(old, at + 1)
+        if at >= 0:
+            source = source[:at] + new + source[at + len(old) :]
+    try:
+        split = prove_row_split(_module(source))
+    except (NotRowWise, DynShapeError):
+        return
+    vm = dynshape.VirtualMachine(dynshape.compile(textwrap.dedent(source)))
+    rng = np.random.default_rng(seed)
+    for _ in range(3):
+        args = [
+            rng.standard_normal((6, 4)).astype(np.float32),
+            rng.integers(-2, 9 if rng.random() < 0.5 else 5, size=(6, 4)).astype(np.int64),
+        ]
+        whole = _outcome(vm, args)
+        pieces = [_outcome(vm, [a[:3] for a in args]), _outcome(vm, [a[3:] for a in args])]
+        if whole is None:
+            assert any(p is None for p in pieces), "the whole run fails, no piece does"
+            continue
+        assert all(p is not None for p in pieces), "a piece fails where the whole run does not"
+        assert split.outputs == (0,)
+        np.testing.assert_allclose(np.concatenate(pieces), whole, rtol=1e-6)
+
+
+def test_a_shape_read_past_its_rank_refuses_with_the_index():
+    source = """def @main(%x: Tensor[(n, 4), float32]) {
+      %0 = take(shape_of(%x), 2i64);
+      add(%x, cast(%0, dtype="float32"))
+    }"""
+    with pytest.raises(NotRowWise, match=r"reads a shape of rank 2 at 2"):
+        prove_row_split(_module(source))

@@ -50,6 +50,7 @@ CASES = [
 UNKNOWN = [
     "multiply(const([-1, 3], int64), take(shape_of(%x), 0i64))",  # signs unknown
     'cast(take(shape_of(%x), 0i64), dtype="int32")',  # n may not fit an int32
+    'cast(const([1, 2], int64), dtype="int4")',  # an int type numpy does not name
     "const([0.5, 2.0], float32)",
     'cast(const([0.5, 2.0], float32), dtype="int64")',
     "const([], int64)",
