@@ -136,7 +136,8 @@ class RowProof:
         if fn.ranges and symbol in fn.ranges:
             self.lowest = max(1, int(fn.ranges[symbol][0]))
         ranges = {s: fn.ranges[s] for s in fn.ranges} if fn.ranges else {}
-        ranges[symbol] = (self.lowest, ranges.get(symbol, (0, None))[1])
+        if not isinstance(symbol, sympy.Dummy):  # a '?' dim cannot have a range
+            ranges[symbol] = (self.lowest, ranges.get(symbol, (0, None))[1])
         self._values = ValueBounds(self.lets, ir.Ranges(ranges))
 
     # -- the walk ------------------------------------------------------------------------

@@ -206,6 +206,12 @@ def test_declared_lower_bound_is_the_fewest_rows():
     assert prove_row_split(_module(source)).min_rows == 4
 
 
+def test_an_unnamed_dim_is_a_batch_too():
+    """A '?' dim has no range to declare: the proof's comparisons go without one."""
+    split = prove_row_split(_module("def @main(%x: Tensor[(?, 4), float32]) { nn.relu(%x) }"))
+    assert (split.inputs, split.outputs, split.min_rows) == ((0,), (0,), 1)
+
+
 def test_a_refusal_lists_every_candidate():
     source = "def @main(%x: Tensor[(n, k), float32]) { sum(%x) }"
     with pytest.raises(NotRowWise) as caught:

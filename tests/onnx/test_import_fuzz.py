@@ -20,6 +20,8 @@ from onnx import AttributeProto, TensorProto, helper  # noqa: E402
 
 import dynshape  # noqa: E402
 import dynshape.onnx  # noqa: E402
+from dynshape.batch_processes import SplitPlan, split_plan  # noqa: E402
+from dynshape.pipeline import as_module, infer_types  # noqa: E402
 from dynshape_errors import DynShapeError  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples" / "exported"))
@@ -125,11 +127,15 @@ MUTATIONS = [
 
 
 def _import_and_compile(model: object) -> None:
+    """Import and compile; a program compiled is also put to the batch split's row proof
+    (what ``InferenceSession(..., batch_processes=2)`` runs), which gives a plan or a reason."""
     try:
         program = dynshape.onnx.load(model)
         dynshape.compile(program)
     except DynShapeError:
-        pass  # a clear refusal is the expected outcome for most mutants
+        return  # a clear refusal is the expected outcome for most mutants
+    plan = split_plan(infer_types(as_module(program)))
+    assert isinstance(plan, (SplitPlan, str))
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
