@@ -339,8 +339,12 @@ def _gather(proof: Proof, call: Call, data: State, indices: State) -> State:
 
 def _gather_own_rows(proof: Proof, call: Call, data: State, index: RowIndex) -> State:
     """``take(data, scale * i + r)`` along ``data``'s rows, each a group of ``scale``
-    entries, with ``r`` in ``[0, scale)``: row ``i`` reads its own group, in the whole run
-    and in a piece alike (each numbering its rows from 0)."""
+    entries, with ``r >= 0`` the same in either run: row ``i`` reads its own group from
+    ``r``, in the whole run and in a piece alike (each numbering its rows from 0). An ``r``
+    of ``scale`` or more reads a later row: the same row in a piece that holds it, else past
+    the piece's end, where the gather fails and the caller runs the whole batch (a decoder's
+    mask of ``total_seq`` columns read up to ``past_seq + seq - 1``: equal in every valid
+    run, unrelated in the types). Never an earlier row: a negative index wraps, silently."""
     if data is FIXED:
         raise NotRowWise(f"{what(call)}: gathers from a value without rows at row numbers")
     if not isinstance(data, Rows):
@@ -352,16 +356,15 @@ def _gather_own_rows(proof: Proof, call: Call, data: State, index: RowIndex) -> 
         axis, group = 0, data.group * product(shape[1:])
     else:
         axis, group = axis_index(call.attrs.axis, len(shape)), data.group
-    inside = (
-        axis == data.axis
-        and same_dim(index.scale, group)
-        and proof.values.compare(index.lo, ">=", 0) is True
-        and proof.values.compare(index.hi, "<=", group - 1) is True
-        # a bad index is out of range (the gather fails) in the whole run and in a piece
-        and (index.beyond is None or proof.values.compare(index.beyond, ">=", proof.b * group))
-    )
-    if not inside:
-        raise NotRowWise(f"{what(call)}: a row number may index another row's entries")
+    if axis != data.axis or not same_dim(index.scale, group):
+        raise NotRowWise(
+            f"{what(call)}: row numbers scaled by {index.scale} for rows of {group} entries"
+        )
+    if proof.values.compare(index.lo, ">=", 0) is not True:
+        raise NotRowWise(f"{what(call)}: a row number may index an earlier row's entries")
+    # a bad index is out of range (the gather fails) in the whole run and in a piece
+    if index.beyond is not None and not proof.values.compare(index.beyond, ">=", proof.b * group):
+        raise NotRowWise(f"{what(call)}: a bad index may land in another row")
     return Rows(axis + index.axis)
 
 

@@ -76,6 +76,34 @@ def test_mask_and_position_gathers_are_proven_and_cut_right(source):
         _check_pieces(source, split, seed=seed)
 
 
+#: a decoder's mask: ``t`` columns (the total length) read at columns ``[0, s)`` (the past and
+#: new tokens), two symbols the types do not relate (every valid run has ``s <= t``).
+DECODER = """def @main(%x: Tensor[(n, s), float32], %m: Tensor[(n, t), int64]) {
+  %0 = reshape(%m, newshape=[n*t, 1]);
+  %1 = cumsum(full(1i64, shape=[n], dtype="int64"), exclusive=True);
+  %2 = cumsum(full(1i64, shape=[s], dtype="int64"), exclusive=True);
+  %3 = take(shape_of(%m), 1i64);
+  %4 = multiply(expand_dims(%1, axis=1), stack((%3,)));
+  %5 = add(%4, expand_dims(%2, axis=0));
+  %6 = take(%0, %5, axis=0);
+  %7 = cast(reshape(%6, newshape=[n, s]), dtype="float32");
+  multiply(%x, %7)
+}"""
+
+
+@pytest.mark.parametrize("columns", [4, 6, 3])
+def test_a_mask_read_past_its_rows_columns_splits_as_the_whole_run_fails(columns):
+    """Reading past a row's entries reads the next row's, the same in a piece that holds
+    it, else past the piece's end: the piece fails and the caller runs the whole batch."""
+    split = prove_row_split(_module(DECODER))
+    assert (split.inputs, split.outputs) == ((0, 0), (0,))
+    vm = dynshape.VirtualMachine(dynshape.compile(DECODER))
+    rng = np.random.default_rng(columns)
+    x = rng.standard_normal((6, 4)).astype(np.float32)
+    mask = rng.integers(0, 2, size=(6, columns)).astype(np.int64)
+    _assert_split_answers_as_whole(vm, [x, mask], split.outputs)
+
+
 def test_a_bad_position_fails_the_whole_run_and_the_piece_holding_it():
     """The sentinel ``6 * n`` is out of range in every run: the split's fallback (a failing
     piece makes the caller run the whole batch) then gives the whole run's error."""
@@ -93,19 +121,13 @@ def test_a_bad_position_fails_the_whole_run_and_the_piece_holding_it():
 
 
 def _wrong_when_cut(source: str, args: list[np.ndarray]) -> bool:
-    """Whether rows 2.. of the whole run differ from a run on them alone (or one of the runs
-    fails while the other does not)."""
+    """Whether some cut of the batch in two answers otherwise than the whole run does."""
     vm = dynshape.VirtualMachine(dynshape.compile(textwrap.dedent(source)))
-    outcomes = []
-    for part in (args, [a[2:] for a in args]):
-        try:
-            outcomes.append(np.asarray(vm.run(*part)))
-        except DynShapeError:
-            outcomes.append(None)
-    whole, piece = outcomes
-    if whole is None or piece is None:
-        return (whole is None) != (piece is None)
-    return not np.allclose(whole[2:], piece)
+    try:
+        _assert_split_answers_as_whole(vm, args, (0,))
+    except AssertionError:
+        return True
+    return False
 
 
 #: (program, what the refusal names); each is wrong when cut, on the inputs of ``_inputs``.
@@ -127,11 +149,18 @@ REFUSED = [
     ),
     (  # rows numbered by 3 (not 4): row i reads the end of row i - 1
         TORCHSCRIPT.replace("stack((%3,))", "3i64"),
-        "may index another row's entries",
+        "row numbers scaled by 3 for rows of 4 entries",
+    ),
+    (  # column numbers from -1: row i reads the last entry of row i - 1
+        TORCHSCRIPT.replace(
+            "%5 = add(%4, expand_dims(%2, axis=0));",
+            "%5 = add(%4, subtract(expand_dims(%2, axis=0), 1i64));",
+        ),
+        "may index an earlier row's entries",
     ),
     (  # a sentinel of n (not n * 4): row 0's bad index is an entry of row n / 4
         ROBERTA.replace("multiply(6i64, %1)", "%1"),
-        "may index another row's entries",
+        "a bad index may land in another row",
     ),
     (  # a running sum along the rows of something other than a fill
         """def @main(%x: Tensor[(n, 4), float32], %m: Tensor[(n, 4), int64]) {
@@ -198,7 +227,8 @@ def test_an_unproven_value_reaching_a_result_refuses_with_its_own_reason():
 )
 def test_random_row_gathers_cut_right_when_proven(scale, offset, exclusive, columns, seed):
     """``take(flat, i * scale + j + offset)`` for column numbers ``j``: proven exactly when
-    every index stays in its own row's group of 4 (then the pieces must agree)."""
+    rows are numbered by their 4 entries and no index reads before its row's (then a split
+    run answers as the whole run: an index past the last row fails both)."""
     flag = "True" if exclusive else "False"
     source = f"""def @main(%x: Tensor[(n, 4), float32]) {{
       %0 = reshape(%x, newshape=[n*4]);
@@ -208,14 +238,16 @@ def test_random_row_gathers_cut_right_when_proven(scale, offset, exclusive, colu
       take(%0, add(%3, {offset}i64), axis=0)
     }}"""
     low = offset + (0 if exclusive else 1)
-    fits = scale == 4 and low >= 0 and low + columns - 1 <= 3
+    fits = scale == 4 and low >= 0
     try:
-        split = prove_row_split(_module(source))
+        prove_row_split(_module(source))
     except NotRowWise:
-        assert not fits, "an index inside its row's group was refused"
+        assert not fits, "an index from its own row's group on was refused"
         return
     assert fits
-    _check_pieces(source, split, seed=seed)
+    vm = dynshape.VirtualMachine(dynshape.compile(textwrap.dedent(source)))
+    x = np.random.default_rng(seed).standard_normal((6, 4)).astype(np.float32)
+    _assert_split_answers_as_whole(vm, [x], (0,))
 
 
 def test_the_work_formula_knows_an_arange_of_the_batch_is_the_batch():
@@ -285,13 +317,21 @@ def test_mutated_idioms_cut_right_when_proven(source, mutations, seed):
             rng.standard_normal((6, 4)).astype(np.float32),
             rng.integers(-2, 9 if rng.random() < 0.5 else 5, size=(6, 4)).astype(np.int64),
         ]
-        whole = _outcome(vm, args)
-        pieces = [_outcome(vm, [a[:3] for a in args]), _outcome(vm, [a[3:] for a in args])]
+        _assert_split_answers_as_whole(vm, args, split.outputs)
+
+
+def _assert_split_answers_as_whole(vm, args: list[np.ndarray], outputs: tuple) -> None:
+    """Cut after each row: when the whole run succeeds both pieces do, and their results
+    joined are the whole run's; when it fails, a piece fails (and the caller, running the
+    whole batch, fails as it does)."""
+    assert outputs == (0,)
+    whole = _outcome(vm, args)
+    for cut in range(1, len(args[0])):
+        pieces = [_outcome(vm, [a[:cut] for a in args]), _outcome(vm, [a[cut:] for a in args])]
         if whole is None:
             assert any(p is None for p in pieces), "the whole run fails, no piece does"
             continue
         assert all(p is not None for p in pieces), "a piece fails where the whole run does not"
-        assert split.outputs == (0,)
         np.testing.assert_allclose(np.concatenate(pieces), whole, rtol=1e-6)
 
 
