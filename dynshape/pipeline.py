@@ -33,6 +33,7 @@ from .lower import lower
 from .passes.append_in_place import AppendInPlace
 from .passes.base import ModulePass, Sequential
 from .passes.dense_layout import DenseWeightLayout
+from .passes.fold_decided import FoldDecided
 from .passes.fuse_attention import FuseAttention
 from .passes.fuse_ops import FuseOps
 from .passes.fuse_rms_norm import FuseRMSNorm
@@ -54,6 +55,7 @@ def default_passes(planner: PlanMemory | None = None) -> list[tuple[str, ModuleP
         (
             "rewritten",
             Sequential(
+                FoldDecided(),
                 MergeSharedMatmuls(),
                 DenseWeightLayout(),
                 FuseAttention(),

@@ -52,7 +52,7 @@ import ir
 from ir import Call, Constant, Expr, Function, Let, OpPattern, TensorType, Tuple, TupleGetItem, Var
 
 from .dataflow import use_graph
-from .row_rules import NEVER_FAIL, RULES, SEE_UNPROVEN
+from .row_rules import RULES, SEE_UNPROVEN, never_fails
 from .row_states import (
     FIXED,
     NotRowWise,
@@ -225,16 +225,9 @@ class RowProof:
         raise NotRowWise(f"{what(call)}: no row rule for {op.name}")
 
     def _never_fails(self, call: Call) -> bool:
-        """Whether ``call`` cannot fail at run time (no run-time check, an op that cannot
-        raise): only then may its value be refused lazily and dropped unused, for a run
+        """Only a value that cannot fail may be refused lazily and dropped unused: a run
         that fails must fail split too."""
-        if call.facts or call.op is None or call.op.name not in NEVER_FAIL:
-            return False
-        if call.op.name != "take":
-            return True
-        data, index = (self._values.definition(a) for a in call.args)
-        reads_shape = isinstance(data, Call) and data.op is not None and data.op.name == "shape_of"
-        return reads_shape and isinstance(index, Constant) and index.value.ndim == 0
+        return never_fails(call, self._values.definition)
 
     def _check_result(self, call: Call, state: State) -> None:
         types = leaf_types(call.ty)

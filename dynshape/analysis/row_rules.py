@@ -14,7 +14,7 @@ from typing import Any
 
 import sympy
 
-from ir import Call, Constant
+from ir import Call, Constant, Expr
 
 from .row_states import (
     FIXED,
@@ -44,14 +44,31 @@ RULES: dict[str, Rule] = {}
 _COMPARISONS = ("less", "less_equal", "greater", "greater_equal", "equal", "not_equal")
 _LOGICAL = ("logical_and", "logical_or", "logical_not")
 
-#: Ops that cannot fail at run time (when their type has no run-time check; ``take`` only
-#: reading a dim of a shape): their refusals wait for a use (``Unproven``).
+#: Ops that cannot fail at run time when their type has no run-time check (``take`` only
+#: reading a dim of a shape; not a division, a gather, an ``arange`` of a computed step):
+#: their refusals wait for a use (``Unproven``), ``fold_decided`` may drop them.
 NEVER_FAIL = frozenset(
     [
-        *("add", "subtract", "multiply", "where", "cast", "expand_dims", "stack"),
-        *("concatenate", "shape_of", "take", *_COMPARISONS, *_LOGICAL),
+        *("add", "subtract", "multiply", "minimum", "maximum", "negative", "abs", "where"),
+        *("cast", "full", "zeros", "ones", "cumsum", "shape_of", "take", "strided_slice"),
+        *("expand_dims", "squeeze", "reshape", "transpose", "broadcast_to", "stack"),
+        *("concatenate", *_COMPARISONS, *_LOGICAL),
     ]
 )
+
+
+def never_fails(call: Call, definition: Callable[[Expr], Expr]) -> bool:
+    """Whether ``call`` cannot fail at run time: no run-time check in its type and an op of
+    ``NEVER_FAIL`` (a ``take`` only reading a dim of a shape at a constant index);
+    ``definition`` sees through let-bound vars."""
+    if call.facts or call.op is None or call.op.name not in NEVER_FAIL:
+        return False
+    if call.op.name != "take":
+        return True
+    data, index = (definition(a) for a in call.args)
+    return op_name(data) == "shape_of" and isinstance(index, Constant) and index.value.ndim == 0
+
+
 #: Ops whose rule sees ``Unproven`` operands, and may drop them.
 SEE_UNPROVEN = frozenset(["where", "arange", "take", *_COMPARISONS, *_LOGICAL])
 

@@ -1,0 +1,156 @@
+"""The fold_decided pass: comparisons and ``where``s decided by bounds are folded (text in,
+text out), never dropping what may fail, and every stage computes what the parsed program
+does."""
+
+from __future__ import annotations
+
+import textwrap
+
+import numpy as np
+import pytest
+
+import dynshape
+from dynshape.passes.fold_decided import FoldDecided
+from dynshape.testing import check_stages
+
+#: dynamo's clamp of a row number and of a column number, then a gather of the flattened
+#: mask; the untaken branches read the batch as a value.
+CLAMPS = """
+def @main(%x: Tensor[(n, 4), float32], %m: Tensor[(n, 4), int64]) -> Tensor[(n, 4), float32] {
+  %rows = broadcast_to(expand_dims(cumsum(full(1i64, shape=[n], dtype="int64"), exclusive=True), axis=1), shape=[n, 4]);
+  %cols = broadcast_to(expand_dims(cumsum(full(1i64, shape=[4], dtype="int64"), exclusive=True), axis=0), shape=[n, 4]);
+  %b = take(shape_of(%m), 0i64);
+  %r0 = where(less(%rows, 0i64), add(%rows, %b), %rows);
+  %r1 = where(logical_or(less(%r0, 0i64), greater_equal(%r0, %b)), multiply(%b, 4i64), %r0);
+  %c0 = where(less(%cols, 0i64), add(%cols, 4i64), %cols);
+  %index = add(multiply(%r1, 4i64), %c0);
+  %g = take(reshape(%m, newshape=[n*4]), %index, axis=0);
+  multiply(%x, cast(%g, dtype="float32"))
+}
+"""
+
+#: name -> (program, a fragment of the folded text, fragments that must not remain)
+FOLDED = {
+    "clamps": (CLAMPS, "multiply(%4, 4i64)", ["where", "less", "greater_equal"]),
+    "a_comparison_to_a_fill": (
+        """
+        def @main(%x: Tensor[(n, 3), float32]) -> Tensor[(n, 3), float32] {
+          %k = cumsum(full(1i64, shape=[3], dtype="int64"), exclusive=True);
+          %ok = less(%k, 3i64);
+          where(%ok, %x, multiply(%x, 0f))
+        }
+        """,
+        "%x",
+        ["less", "where", "multiply"],
+    ),
+    "a_branch_broadcast_to_the_where": (
+        """
+        def @main(%x: Tensor[(n, 3), float32]) -> Tensor[(n, 3), float32] {
+          %n = take(shape_of(%x), 0i64);
+          where(greater_equal(%n, 0i64), const([1.0, 2.0, 3.0], float32), %x)
+        }
+        """,
+        "broadcast_to(",
+        ["where", "greater_equal"],
+    ),
+    "a_logical_not_kept_as_its_answer": (
+        """
+        def @main(%x: Tensor[(n,), int64]) -> Tensor[(n,), bool] {
+          %n = take(shape_of(%x), 0i64);
+          logical_and(logical_not(less(%n, 0i64)), greater(%x, 0i64))
+        }
+        """,
+        "full(True",
+        ["less("],
+    ),
+}
+
+#: name -> program the pass must leave as it is (the reason in the name)
+KEPT = {
+    "undecided": """
+        def @main(%x: Tensor[(n,), int64]) -> Tensor[(n,), int64] {
+          where(less(%x, 0i64), add(%x, 5i64), %x)
+        }
+        """,
+    "bounds_of_a_float": """
+        def @main(%x: Tensor[(n,), float32]) -> Tensor[(n,), float32] {
+          where(less(abs(%x), 0f), %x, negative(%x))
+        }
+        """,
+}
+
+
+def _folded(program: str) -> str:
+    return str(dynshape.stages(textwrap.dedent(program))["rewritten"]["main"])
+
+
+@pytest.mark.parametrize("name", sorted(FOLDED))
+def test_decided_comparisons_are_folded(name: str) -> None:
+    program, present, absent = FOLDED[name]
+    text = _folded(program)
+    assert present in text, text
+    for fragment in absent:
+        assert fragment not in text, text
+
+
+@pytest.mark.parametrize("name", sorted(KEPT))
+def test_what_is_not_decided_or_may_fail_is_kept(name: str) -> None:
+    typed = dynshape.stages(textwrap.dedent(KEPT[name]))["types"]
+    p = FoldDecided()
+    assert p.run(typed) is typed and p.folded == 0
+
+
+UNTAKEN_MAY_FAIL = """
+def @main(%x: Tensor[(n,), float32], %i: Tensor[(n,), int64]) -> Tensor[(n,), float32] {
+  %n = take(shape_of(%x), 0i64);
+  where(greater_equal(%n, 0i64), %x, take(%x, %i, axis=0))
+}
+"""
+
+
+def test_a_where_whose_untaken_branch_may_fail_is_kept() -> None:
+    """Its condition is decided (and folded to a fill), the gather stays: it may fail."""
+    text = _folded(UNTAKEN_MAY_FAIL)
+    assert "full(True" in text and "where(" in text and "take(%x, %i" in text, text
+
+
+def test_the_pass_counts_its_folds_and_types_them() -> None:
+    typed = dynshape.stages(CLAMPS)["types"]
+    p = FoldDecided()
+    out = p.run(typed)
+    assert p.folded == 8  # 3 wheres and the 5 comparisons and logical ops of their conditions
+    assert "where" not in str(out)
+    for name in ("a_comparison_to_a_fill", "a_branch_broadcast_to_the_where"):
+        # every stage re-checked against a full inference (not CLAMPS: its arena's size, an
+        # unevaluated max(32, 8*n, 16*n), prints as what parses to max(32, 16*n))
+        dynshape.compile(textwrap.dedent(FOLDED[name][0]), debug=True)
+
+
+def _args(name: str, rows: int, rng: np.random.Generator) -> list[np.ndarray]:
+    x = rng.standard_normal((rows, 3 if name != "clamps" else 4)).astype(np.float32)
+    if name == "clamps":
+        return [x, rng.integers(0, 2, size=(rows, 4)).astype(np.int64)]
+    if name == "a_logical_not_kept_as_its_answer":
+        return [rng.integers(-2, 3, size=rows).astype(np.int64)]
+    return [x]
+
+
+@pytest.mark.parametrize("name", sorted(FOLDED))
+@pytest.mark.parametrize("rows", [1, 5])
+def test_folded_programs_compute_what_the_parsed_ones_do(name: str, rows: int) -> None:
+    program = textwrap.dedent(FOLDED[name][0])
+    args = _args(name, rows, np.random.default_rng(rows))
+    results = check_stages(program, *args)  # every stage interpreted, then the VM
+    want = results.outputs["parsed"]
+    got = dynshape.VirtualMachine(dynshape.compile(program), check_memory=True).run(*args)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+
+
+def test_a_kept_branch_still_fails_where_it_failed() -> None:
+    """The gather the fold would drop fails on a bad index: the program still does."""
+    program = textwrap.dedent(UNTAKEN_MAY_FAIL)
+    vm = dynshape.VirtualMachine(dynshape.compile(program))
+    x = np.ones(3, np.float32)
+    with pytest.raises(dynshape.DynShapeError, match="out of bounds"):
+        vm.run(x, np.array([0, 7, 1], np.int64))
