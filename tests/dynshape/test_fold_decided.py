@@ -5,9 +5,14 @@ does."""
 from __future__ import annotations
 
 import textwrap
+from unittest import mock
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_batch_row_numbers import _MUTATIONS as MUTATIONS
+from test_batch_row_numbers import DYNAMO, ROBERTA, TORCHSCRIPT
 
 import dynshape
 from dynshape.passes.fold_decided import FoldDecided
@@ -154,3 +159,51 @@ def test_a_kept_branch_still_fails_where_it_failed() -> None:
     x = np.ones(3, np.float32)
     with pytest.raises(dynshape.DynShapeError, match="out of bounds"):
         vm.run(x, np.array([0, 7, 1], np.int64))
+
+
+# -- the exporters' idioms mutated: folded and unfolded programs answer alike --------------
+
+
+def _unfolded(source: str) -> dynshape.VirtualMachine:
+    with mock.patch.object(FoldDecided, "run", lambda self, module: module):
+        return dynshape.VirtualMachine(dynshape.compile(source))
+
+
+def _outcome(vm: dynshape.VirtualMachine, args: list[np.ndarray]) -> np.ndarray | str:
+    try:
+        return np.asarray(vm.run(*args))
+    except dynshape.DynShapeError as e:
+        return type(e).__name__
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.sampled_from([TORCHSCRIPT, DYNAMO, ROBERTA, CLAMPS]),
+    st.lists(st.tuples(st.sampled_from(range(len(MUTATIONS))), st.integers(0, 3)), max_size=3),
+    st.integers(0, 999),
+)
+def test_mutated_idioms_answer_alike_folded_or_not(source, mutations, seed):
+    for index, occurrence in mutations:
+        old, new = MUTATIONS[index]
+        at = -1
+        for _ in range(occurrence % max(1, source.count(old)) + 1):
+            at = source.find(old, at + 1)
+        if at >= 0:
+            source = source[:at] + new + source[at + len(old) :]
+    source = textwrap.dedent(source)
+    try:
+        folded = dynshape.VirtualMachine(dynshape.compile(source))
+    except dynshape.DynShapeError:
+        return
+    unfolded = _unfolded(source)
+    rng = np.random.default_rng(seed)
+    for rows in (1, 4):
+        args = [
+            rng.standard_normal((rows, 4)).astype(np.float32),
+            rng.integers(-2, 9, size=(rows, 4)).astype(np.int64),
+        ]
+        want, got = _outcome(unfolded, args), _outcome(folded, args)
+        if isinstance(want, str) or isinstance(got, str):
+            assert want == got if isinstance(want, str) else False, (want, got)
+            continue
+        np.testing.assert_array_equal(got, want)
