@@ -28,7 +28,7 @@ import numpy as np
 import ir
 from ir import Call, Constant, Expr, Function, Module, TensorType
 
-from ..analysis.dataflow import UseGraph
+from ..analysis.dataflow import UseGraph, children
 from ..analysis.row_rules import never_fails
 from ..analysis.row_values import ValueBounds
 from .base import ModulePass
@@ -122,9 +122,10 @@ def _safe_folds(fn: Function, graph: UseGraph) -> dict[Call, Fold]:
             for n in _dropped(fn, graph, folds)
             if isinstance(n, Call) and not never_fails(n, values.definition)
         ]
-        if not failing:
+        through = [c for c, fold in folds.items() if _reaches(c, fold, failing)]
+        if not failing or not through:  # (a node no fold drops is not dropped: defensive)
             break
-        for call in [c for c, fold in folds.items() if _reaches(c, fold, failing)]:
+        for call in through:
             del folds[call]
     return folds
 
@@ -148,13 +149,7 @@ def _dropped(fn: Function, graph: UseGraph, folds: dict[Call, Fold]) -> list[Exp
 
 
 def _operands(node: Expr) -> list[Expr]:
-    if isinstance(node, Call):
-        return list(node.args)
-    if isinstance(node, ir.Tuple):
-        return list(node.fields)
-    if isinstance(node, ir.TupleGetItem):
-        return [node.tuple_value]
-    return []
+    return [child for child, _ in children(node)]
 
 
 def _reaches(call: Call, fold: Fold, targets: list[Expr]) -> bool:

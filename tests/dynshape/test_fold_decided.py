@@ -207,3 +207,25 @@ def test_mutated_idioms_answer_alike_folded_or_not(source, mutations, seed):
             assert want == got if isinstance(want, str) else False, (want, got)
             continue
         np.testing.assert_array_equal(got, want)
+
+
+def test_folds_inside_the_branches_of_an_if() -> None:
+    program = textwrap.dedent(
+        """
+        def @main(%x: Tensor[(n,), float32], %c: bool) -> Tensor[(n,), float32] {
+          %n = take(shape_of(%x), 0i64);
+          if (%c) {
+            where(greater_equal(%n, 0i64), %x, take(%x, const([0], int64), axis=0))
+          } else {
+            where(less(%n, 0i64), negative(%x), %x)
+          }
+        }
+        """
+    )
+    text = _folded(program)
+    assert "less(" not in text and "negative" not in text, text  # folded: nothing may fail
+    assert "take(%x, " in text, text  # kept: the gather may fail
+    x = np.arange(3, dtype=np.float32)
+    vm = dynshape.VirtualMachine(dynshape.compile(program))
+    for c in (True, False):
+        np.testing.assert_array_equal(vm.run(x, np.array(c)), x)
