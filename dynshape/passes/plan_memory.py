@@ -519,8 +519,38 @@ def _grown(size: ir.Dim, other: ir.Dim) -> ir.Dim:
     one flat ``Max``, unevaluated (``ir.dim_max`` would try both proofs again, and sympy's own
     evaluation compares every pair of arguments: seconds for the sizes of a conv stack)."""
     args = list(size.args) if isinstance(size, sympy.Max) else [ir.dims.as_expr(size)]
-    args = list(dict.fromkeys([*args, ir.dims.as_expr(other)]))
+    new = ir.dims.as_expr(other)
+    if any(_at_least(a, new) for a in args):
+        return size
+    # Terms the new one plainly holds go: the printed Max then parses back to itself (the
+    # parser evaluates it, which drops 8*n beside 16*n: debug mode's round trip failed).
+    args = [a for a in args if not _at_least(new, a)]
+    args = list(dict.fromkeys([*args, new]))
+    if len(args) == 1:
+        return args[0]
     return sympy.Max(*args, evaluate=False)  # of valid dims: a valid dim (no ir.check_dim)
+
+
+def _at_least(big: sympy.Expr, small: sympy.Expr) -> bool:
+    """``big >= small`` when it shows without a proof: their difference a non-negative number,
+    or a sum of monomials of dims (non-negative symbols) with positive coefficients."""
+    d = big - small
+    if d.is_Number:
+        return bool(d >= 0)
+    for term, c in d.as_coefficients_dict().items():
+        if not (c.is_Number and c > 0):
+            return False
+        if term == 1:
+            continue
+        factors = term.args if term.is_Mul else (term,)
+        if not all(_dim_power(f) for f in factors):
+            return False
+    return True
+
+
+def _dim_power(f: sympy.Expr) -> bool:
+    base, exp = f.as_base_exp()
+    return bool(base.is_Symbol and base.is_nonnegative and exp.is_Integer and exp > 0)
 
 
 def _called(module: Module) -> set[str]:

@@ -19,7 +19,7 @@ from dynshape.analysis.dim_bounds import dims_le
 from dynshape.analysis.memory_check import MemoryPlanError, check_no_overlap
 from dynshape.passes.infer_types import InferTypes
 from dynshape.passes.kill import KillAfterLastUse
-from dynshape.passes.plan_memory import PlanMemory, align
+from dynshape.passes.plan_memory import PlanMemory, _grown, align
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
 from harness import all_cases, make_inputs
@@ -347,3 +347,16 @@ def test_softmax_is_written_over_its_dying_scores() -> None:
     np.testing.assert_allclose(dynshape.VirtualMachine(exe).run(x, w, v), p @ v.T, rtol=1e-5)
     checked = dynshape.VirtualMachine(exe, check_memory=True)
     np.testing.assert_allclose(checked.run(x, w, v), p @ v.T, rtol=1e-5)
+
+
+def test_a_grown_block_keeps_no_term_another_plainly_holds() -> None:
+    """``max(32, 8*n)`` grown by ``16*n`` is ``max(32, 16*n)``: the unevaluated Max printed
+    with ``8*n`` in it parsed back (evaluated) without it, and debug mode's round trip
+    failed. Terms neither plainly holds stay, unevaluated."""
+    n, m = ir.sym("n"), ir.sym("m")
+    grown = _grown(sympy.Max(32, 8 * n, evaluate=False), 16 * n)
+    assert grown == sympy.Max(32, 16 * n)
+    assert _grown(grown, 8 * n) is grown and _grown(grown, 16) is grown  # already held
+    assert _grown(8 * n, 16 * n + 3) == 16 * n + 3
+    assert set(_grown(grown, 4 * m).args) == {sympy.Integer(32), 16 * n, 4 * m}
+    assert sympy.Max(*grown.args) == grown  # evaluated (as parsing does), it is the same
