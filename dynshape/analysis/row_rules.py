@@ -35,14 +35,13 @@ from .row_states import (
     tensor_type,
     what,
 )
+from .row_values import COMPARISONS, LOGICAL
 
 Rule = Callable[[Proof, Call, list[State]], State]
 Term = tuple[Any, Any, Any]
 """A term of index arithmetic: (row-number scale, least, greatest other part)."""
 RULES: dict[str, Rule] = {}
 
-_COMPARISONS = ("less", "less_equal", "greater", "greater_equal", "equal", "not_equal")
-_LOGICAL = ("logical_and", "logical_or", "logical_not")
 
 #: Ops that cannot fail at run time when their type has no run-time check (``take`` only
 #: reading a dim of a shape; not a division, a gather, an ``arange`` of a computed step):
@@ -52,25 +51,29 @@ NEVER_FAIL = frozenset(
         *("add", "subtract", "multiply", "minimum", "maximum", "negative", "abs", "where"),
         *("cast", "full", "zeros", "ones", "cumsum", "shape_of", "take", "strided_slice"),
         *("expand_dims", "squeeze", "reshape", "transpose", "broadcast_to", "stack"),
-        *("concatenate", *_COMPARISONS, *_LOGICAL),
+        *("concatenate", *COMPARISONS, *LOGICAL),
     ]
 )
 
 
 def never_fails(call: Call, definition: Callable[[Expr], Expr]) -> bool:
     """Whether ``call`` cannot fail at run time: no run-time check in its type and an op of
-    ``NEVER_FAIL`` (a ``take`` only reading a dim of a shape at a constant index);
+    ``NEVER_FAIL`` (a ``take`` only reading a dim of a shape at a constant index within it);
     ``definition`` sees through let-bound vars."""
     if call.facts or call.op is None or call.op.name not in NEVER_FAIL:
         return False
     if call.op.name != "take":
         return True
     data, index = (definition(a) for a in call.args)
-    return op_name(data) == "shape_of" and isinstance(index, Constant) and index.value.ndim == 0
+    if op_name(data) != "shape_of" or not isinstance(index, Constant) or index.value.ndim:
+        return False
+    assert isinstance(data, Call)
+    rank = len(tensor_type(data.args[0]).shape)
+    return -rank <= int(index.value) < rank  # (past the rank, the gather fails)
 
 
 #: Ops whose rule sees ``Unproven`` operands, and may drop them.
-SEE_UNPROVEN = frozenset(["where", "arange", "take", *_COMPARISONS, *_LOGICAL])
+SEE_UNPROVEN = frozenset(["where", "arange", "take", *COMPARISONS, *LOGICAL])
 
 
 def _rule(*names: str) -> Callable[[Rule], Rule]:
@@ -385,7 +388,7 @@ def _gather_own_rows(proof: Proof, call: Call, data: State, index: RowIndex) -> 
     return Rows(axis + index.axis)
 
 
-@_rule(*_COMPARISONS, *_LOGICAL)
+@_rule(*COMPARISONS, *LOGICAL)
 def _decidable(proof: Proof, call: Call, args: list[State]) -> State:
     """A comparison its operands' bounds decide is one value everywhere: a fill."""
     if proof.values.decided(call) is not None:

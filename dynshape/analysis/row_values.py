@@ -26,14 +26,9 @@ from ir import Call, Constant, Expr, TensorType, Tuple, Var
 Bounds = tuple[Any, Any]
 """``(lo, hi)``: dims (ints or sympy expressions) bounding every entry of a value."""
 
-_COMPARISONS: dict[str, str] = {
-    "less": "<",
-    "less_equal": "<=",
-    "greater": ">",
-    "greater_equal": ">=",
-    "equal": "==",
-    "not_equal": "!=",
-}
+#: The comparisons and the logical ops: boolean results the bounds may decide.
+COMPARISONS = ("less", "less_equal", "greater", "greater_equal", "equal", "not_equal")
+LOGICAL = ("logical_and", "logical_or", "logical_not")
 #: Each order comparison and its negation.
 _ORDER = {
     "less": "greater_equal",
@@ -125,7 +120,7 @@ class ValueBounds:
         if not isinstance(node, Call) or node.op is None:
             return None
         name = node.op.name
-        if name in _COMPARISONS or name.startswith("logical_"):
+        if name in COMPARISONS or name in LOGICAL:
             verdict = self.decided(node)
             return (0, 1) if verdict is None else (int(verdict), int(verdict))
         rule = _RULES.get(name)
@@ -186,7 +181,7 @@ class ValueBounds:
         if not isinstance(node, Call) or node.op is None:
             return None
         name = node.op.name
-        if name in _COMPARISONS:
+        if name in COMPARISONS:
             a, b = self.of(node.args[0]), self.of(node.args[1])
             return None if a is None or b is None else self._compare_bounds(a, name, b)
         if name == "logical_not":

@@ -30,19 +30,14 @@ from ir import Call, Constant, Expr, Function, Module, TensorType
 
 from ..analysis.dataflow import UseGraph, children
 from ..analysis.row_rules import never_fails
-from ..analysis.row_values import ValueBounds
+from ..analysis.row_values import COMPARISONS, LOGICAL, ValueBounds
 from .base import ModulePass
 from .infer_types import CompleteTypes
 from .patterns import ChainRewriter, rewrite_chains
 
 _FULL = ir.get_op("full")
 _BROADCAST_TO = ir.get_op("broadcast_to")
-_DECIDABLE = frozenset(
-    [
-        *("less", "less_equal", "greater", "greater_equal", "equal", "not_equal"),
-        *("logical_and", "logical_or", "logical_not"),
-    ]
-)
+_DECIDABLE = frozenset([*COMPARISONS, *LOGICAL])
 
 
 @dataclass(frozen=True)
