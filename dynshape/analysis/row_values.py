@@ -256,22 +256,23 @@ def _is_bool(node: Expr) -> bool:
 
 
 def _smallest(vb: ValueBounds, dims: list[Any]) -> Any:
-    best = dims[0]
-    for d in dims[1:]:
-        if vb.compare(d, "<", best):
-            best = d
-        elif vb.compare(d, ">=", best) is not True:
-            best = sympy.Min(best, d)
-    return best
+    return _extreme(vb, dims, "<", sympy.Min)
 
 
 def _largest(vb: ValueBounds, dims: list[Any]) -> Any:
+    return _extreme(vb, dims, ">", sympy.Max)
+
+
+def _extreme(vb: ValueBounds, dims: list[Any], beats: str, both: Any) -> Any:
+    """The one of ``dims`` that ``beats`` the others where that is proved, else ``both`` of
+    those not proved beaten (``Min`` or ``Max``)."""
+    loses = {"<": ">=", ">": "<="}[beats]
     best = dims[0]
     for d in dims[1:]:
-        if vb.compare(d, ">", best):
+        if vb.compare(d, beats, best):
             best = d
-        elif vb.compare(d, "<=", best) is not True:
-            best = sympy.Max(best, d)
+        elif vb.compare(d, loses, best) is not True:
+            best = both(best, d)
     return best
 
 
