@@ -58,18 +58,25 @@ NEVER_FAIL = frozenset(
 
 def never_fails(call: Call, definition: Callable[[Expr], Expr]) -> bool:
     """Whether ``call`` cannot fail at run time: no run-time check in its type and an op of
-    ``NEVER_FAIL`` (a ``take`` only reading a dim of a shape at a constant index within it);
-    ``definition`` sees through let-bound vars."""
+    ``NEVER_FAIL`` (a ``take`` only at a constant index within the static length it reads:
+    a dim of a shape, an entry along an axis of a known size); ``definition`` sees through
+    let-bound vars."""
     if call.facts or call.op is None or call.op.name not in NEVER_FAIL:
         return False
     if call.op.name != "take":
         return True
     data, index = (definition(a) for a in call.args)
-    if op_name(data) != "shape_of" or not isinstance(index, Constant) or index.value.ndim:
+    if not isinstance(index, Constant) or index.value.ndim:
         return False
-    assert isinstance(data, Call)
-    rank = len(tensor_type(data.args[0]).shape)
-    return -rank <= int(index.value) < rank  # (past the rank, the gather fails)
+    if op_name(data) == "shape_of":
+        assert isinstance(data, Call)
+        length: Any = len(tensor_type(data.args[0]).shape)
+    else:
+        shape = tensor_type(call.args[0]).shape
+        axis = call.attrs.axis
+        length = product(shape) if axis is None else (shape[axis % len(shape)] if shape else 0)
+    # (past the rank, or the axis, the gather fails)
+    return isinstance(length, int) and -length <= int(index.value) < length
 
 
 #: Ops whose rule sees ``Unproven`` operands, and may drop them.

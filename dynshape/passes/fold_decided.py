@@ -1,14 +1,16 @@
-"""Comparisons their operands' bounds decide, folded: the ``fold_decided`` pass.
+"""Values the analyses decide, folded: the ``fold_decided`` pass.
 
 Assumes: a typed module (``InferTypes`` output), in graph form.
 Guarantees: a typed module in which a comparison or logical op whose answer is the same at
 every entry for every binding of the dims within the function's ranges
-(``analysis.row_values.ValueBounds.decided``) is ``full(answer)`` of its shape, and a
-``where`` whose condition is decided is the branch it takes (``broadcast_to`` the where's
-shape where the branch's differs). What those nodes no longer read, and nothing else reads,
-is gone from the program; a fold that would drop a node that may fail at run time (a
-run-time check in its type, an op that can raise: a gather, a division) is not made, so
-the program fails where it failed before and answers what it answered.
+(``analysis.row_values.ValueBounds.decided``) is ``full(answer)`` of its shape, a ``where``
+whose condition is decided is the branch it takes (``broadcast_to`` the where's shape where
+the branch's differs), and a ``take`` whose index holds ``0, 1, ..., n - 1`` in order over
+the ``n`` entries of the gathered axis (``analysis.affine_values``) is a ``reshape`` of its
+data. What those nodes no longer read, and nothing else reads, is gone from the program; a
+fold that would drop a node that may fail at run time (a run-time check in its type, an op
+that can raise: a gather at an index not known in range, a division) is not made, so the
+program fails where it failed before and answers what it answered.
 
 Why: exporters write index arithmetic from shapes, and clamp every index the way negative
 indices are (``where(i < 0, i + n, i)``, then ``where(i < 0 or i >= n, n * m, i)``): torch's
@@ -16,7 +18,8 @@ dynamo exporter does it for each component of an index, RoBERTa for its position
 bounds (a running sum of ones is in ``[0, n - 1]``) decide most of those conditions at
 compile time, so every call computed them for nothing: a BERT export at batch 1 spent ~55 us
 of its ~650 us on two fused kernels of such arithmetic (design/compiler_fusion.md, "Decided
-comparisons").
+comparisons"). What the clamps leave is the gather of a flattened ``(batch * seq)`` mask at
+``row * seq + column``: every entry once, in order, a reshape (a view).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import numpy as np
 import ir
 from ir import Call, Constant, Expr, Function, Module, TensorType
 
+from ..analysis.affine_values import AffineValues
 from ..analysis.dataflow import UseGraph, children
 from ..analysis.row_rules import never_fails
 from ..analysis.row_values import COMPARISONS, LOGICAL, ValueBounds
@@ -37,25 +41,30 @@ from .patterns import ChainRewriter, rewrite_chains
 
 _FULL = ir.get_op("full")
 _BROADCAST_TO = ir.get_op("broadcast_to")
+_RESHAPE = ir.get_op("reshape")
 _DECIDABLE = frozenset([*COMPARISONS, *LOGICAL])
 
 
 @dataclass(frozen=True)
 class Fold:
-    """What a folded call becomes: its ``answer`` everywhere (a comparison), or its operand
-    ``branch`` (a ``where``)."""
+    """What a folded call becomes: its ``answer`` everywhere (a comparison), its operand
+    ``branch`` (a ``where``), or its data reshaped to ``shape`` (a ``take`` whose index
+    enumerates the gathered axis)."""
 
     answer: bool | None = None
     branch: int | None = None
+    shape: tuple[ir.Dim, ...] | None = None
 
     def kept(self) -> tuple[int, ...]:
         """The positions of the operands the folded node still reads."""
+        if self.shape is not None:
+            return (0,)
         return () if self.branch is None else (self.branch,)
 
 
 class FoldDecided(ModulePass):
-    """Fold comparisons and ``where``s their operands' bounds decide (see the module
-    docstring)."""
+    """Fold comparisons and ``where``s their operands' bounds decide, and gathers whose
+    index enumerates their axis (see the module docstring)."""
 
     name = "fold_decided"
 
@@ -79,6 +88,9 @@ class FoldDecided(ModulePass):
 def _build(rewriter: ChainRewriter, call: Call, fold: Fold) -> Expr:
     ty = call.ty
     assert isinstance(ty, TensorType)
+    if fold.shape is not None:
+        data = rewriter.visit(call.args[0])
+        return Call(_RESHAPE, (data,), ir.Attrs({"newshape": list(fold.shape)}), span=call.span)
     if fold.branch is None:
         answer = Constant(np.array(bool(fold.answer), dtype=np.bool_))
         attrs = ir.Attrs({"shape": list(ty.shape), "dtype": "bool"})
@@ -98,6 +110,7 @@ def _safe_folds(fn: Function, graph: UseGraph) -> dict[Call, Fold]:
     """The folds of ``fn`` that drop no node that may fail: every decided one, then, while a
     node that may fail would be dropped, without the folds through which it is dropped."""
     values = ValueBounds({}, fn.ranges)
+    indices = AffineValues(values)
     folds: dict[Call, Fold] = {}
     for node in graph.order:
         if not isinstance(node, Call) or node.op is None or not isinstance(node.ty, TensorType):
@@ -111,6 +124,10 @@ def _safe_folds(fn: Function, graph: UseGraph) -> dict[Call, Fold]:
             answer = values.decided(node.args[0])
             if answer is not None:
                 folds[node] = Fold(branch=1 if answer else 2)
+        elif name == "take":
+            shape = indices.enumerated_shape(node)
+            if shape is not None:
+                folds[node] = Fold(shape=shape)
     while folds:
         failing: list[Expr] = [
             n

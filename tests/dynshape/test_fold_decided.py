@@ -36,7 +36,8 @@ def @main(%x: Tensor[(n, 4), float32], %m: Tensor[(n, 4), int64]) -> Tensor[(n, 
 
 #: name -> (program, a fragment of the folded text, fragments that must not remain)
 FOLDED = {
-    "clamps": (CLAMPS, "multiply(%4, 4i64)", ["where", "less", "greater_equal"]),
+    # the clamps decided, the index left enumerates the mask: the gather is a reshape
+    "clamps": (CLAMPS, "reshape(%0, newshape=[n, 4])", ["where", "less", "greater_eq", "take("]),
     "a_comparison_to_a_fill": (
         """
         def @main(%x: Tensor[(n, 3), float32]) -> Tensor[(n, 3), float32] {
@@ -58,6 +59,11 @@ FOLDED = {
         "broadcast_to(",
         ["where", "greater_equal"],
     ),
+    # torchscript's mask gather at ``row * 4 + column``: the mask reshaped
+    "an_enumerating_gather": (TORCHSCRIPT, "reshape(%0, newshape=[n, 4, 1])", ["take(", "cumsum"]),
+    # dynamo's: its components joined, taken apart (a take at a constant index in range,
+    # which cannot fail, dropped) and clamped
+    "the_dynamo_gather": (DYNAMO, "reshape(%0, newshape=[n, 4])", ["take(", "concatenate"]),
     "a_logical_not_kept_as_its_answer": (
         """
         def @main(%x: Tensor[(n,), int64]) -> Tensor[(n,), bool] {
@@ -123,14 +129,16 @@ def test_the_pass_counts_its_folds_and_types_them() -> None:
     typed = dynshape.stages(CLAMPS)["types"]
     p = FoldDecided()
     out = p.run(typed)
-    assert p.folded == 8  # 3 wheres and the 5 comparisons and logical ops of their conditions
+    # 3 wheres, the 5 comparisons and logical ops of their conditions, and the gather
+    assert p.folded == 9
     assert "where" not in str(out)
     dynshape.compile(CLAMPS, debug=True)  # every stage re-checked against a full inference
 
 
 def _args(name: str, rows: int, rng: np.random.Generator) -> list[np.ndarray]:
-    x = rng.standard_normal((rows, 3 if name != "clamps" else 4)).astype(np.float32)
-    if name == "clamps":
+    pairs = ("clamps", "an_enumerating_gather", "the_dynamo_gather")
+    x = rng.standard_normal((rows, 4 if name in pairs else 3)).astype(np.float32)
+    if name in pairs:
         return [x, rng.integers(0, 2, size=(rows, 4)).astype(np.int64)]
     if name == "a_logical_not_kept_as_its_answer":
         return [rng.integers(-2, 3, size=rows).astype(np.int64)]
@@ -163,6 +171,43 @@ def test_a_shape_read_past_its_rank_is_not_dropped() -> None:
     )
     text = _folded(program)
     assert "take(%1, 2i64)" in text and "where(" in text, text
+    vm = dynshape.VirtualMachine(dynshape.compile(program))
+    with pytest.raises(dynshape.DynShapeError, match="out of bounds"):
+        vm.run(np.ones((2, 4), np.float32))
+
+
+def test_an_enumerating_gather_whose_index_may_fail_is_kept() -> None:
+    """The columns come from an ``arange``, which may fail (a step of 0): the gather that
+    enumerates the mask is not made a reshape, since that would drop it."""
+    program = textwrap.dedent(
+        """
+        def @main(%x: Tensor[(n, 4), float32], %m: Tensor[(n, 4), int64]) -> Tensor[(n, 4), float32] {
+          %rows = expand_dims(cumsum(full(1i64, shape=[n], dtype="int64"), exclusive=True), axis=1);
+          %cols = expand_dims(arange(0i64, 4i64, 1i64, dtype="int64"), axis=0);
+          %g = take(reshape(%m, newshape=[n*4]), add(multiply(%rows, 4i64), %cols), axis=0);
+          multiply(%x, cast(%g, dtype="float32"))
+        }
+        """
+    )
+    assert "take(" in _folded(program)
+    m = np.arange(8, dtype=np.int64).reshape(2, 4)
+    x = np.ones((2, 4), np.float32)
+    np.testing.assert_array_equal(dynshape.VirtualMachine(dynshape.compile(program)).run(x, m), m)
+
+
+def test_an_entry_read_past_its_axis_is_not_dropped() -> None:
+    """``take(const([1, 2]), 5i64)`` fails every run: a constant index drops nothing unless
+    it lies within the axis."""
+    program = textwrap.dedent(
+        """
+        def @main(%x: Tensor[(n, 4), float32]) -> Tensor[(n, 4), float32] {
+          %n = take(shape_of(%x), 0i64);
+          %bad = take(const([1, 2], int64), 5i64, axis=0);
+          where(greater_equal(%n, 0i64), %x, multiply(%x, cast(%bad, dtype="float32")))
+        }
+        """
+    )
+    assert "5i64" in _folded(program)
     vm = dynshape.VirtualMachine(dynshape.compile(program))
     with pytest.raises(dynshape.DynShapeError, match="out of bounds"):
         vm.run(np.ones((2, 4), np.float32))
