@@ -25,7 +25,10 @@ one-thread kernels), so a shape always gives the same bits; they may differ from
 run's by the kernels' rounding (a piece may take other kernel paths than the whole batch).
 
 Errors: a piece that fails (a wrong dtype, a failed run-time check) makes the caller run the
-whole batch itself, so the error, or the answer, is the one the unsplit run gives. A worker
+whole batch itself, so the error, or the answer, is the one the unsplit run gives. The
+worker's piece runs under the caller's ``np.errstate`` (an overflow the caller raises on fails
+that piece, and so the whole batch), and its warnings (``log(0)``'s "divide by zero") are
+issued in the caller, under the caller's filters, not printed by the worker. A worker
 that dies is replaced on the next call, its piece run by the caller meanwhile; a worker that
 cannot load the executable (a custom op registered in the caller only) turns the split off
 (``disabled`` says why). A forked child starts a worker of its own. Calls from several threads
@@ -42,6 +45,7 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -227,6 +231,7 @@ class BatchSplit:
             block.path,
             out.path if out else None,
             out.size if out else 0,
+            np.geterr(),  # the piece runs under the caller's floating-point handling
         )
 
     def _reply(
@@ -252,7 +257,10 @@ class BatchSplit:
                     return None
                 else:
                     self._unlink_opened()
-                    _, specs, needed = reply
+                    _, specs, needed, warned = reply
+                    for category, message, filename, lineno in warned:
+                        # issued here, under the caller's filters, from where the kernel was
+                        warnings.warn_explicit(message, category, filename, lineno)
                     out = self._blocks.get("out")
                     self._out_needed = needed
                     return tuple(

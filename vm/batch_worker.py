@@ -7,10 +7,16 @@ reply itself. Its kernels run alone (no worker thread of its own): the point of 
 is the second core, which the caller's process leaves to it while the split call runs.
 
 Messages (pickled, ``multiprocessing.connection``): the caller sends ``("exe", bytes)`` once,
-then ``("run", inputs, in_path, out_path, out_size)`` or ``("stop",)``; the worker answers
-``("ready",)`` or ``("failed", message)`` to the executable, and ``("ok", results, needed)``
-or ``("error", class name, message)`` to a run. An input or result travels as
-``("block", offset, shape, dtype)`` or ``("value", object)``.
+then ``("run", inputs, in_path, out_path, out_size, errstate)`` or ``("stop",)``; the worker
+answers ``("ready",)`` or ``("failed", message)`` to the executable, and ``("ok", results,
+needed, warned)`` or ``("error", class name, message)`` to a run. An input or result travels
+as ``("block", offset, shape, dtype)`` or ``("value", object)``.
+
+A piece runs as it would in the caller: under the caller's ``np.errstate`` (sent with each
+run: an overflow the caller raises on fails the worker's piece too, and the caller then runs
+the whole batch, which raises it), and the warnings it raises are not printed here but sent
+back (``warned``: category, message, file and line each) for the caller to issue under its
+own filters, as the same call unsplit would have.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import mmap
 import os
 import signal
 import sys
+import warnings
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -79,17 +86,20 @@ def _serve(conn: Connection) -> None:
         message = conn.recv()
         if message[0] != "run":
             break
-        _, inputs, in_path, out_path, out_size = message
+        _, inputs, in_path, out_path, out_size, errstate = message
         try:
             block_in = _opened(blocks, "in", in_path)
             block_out = _opened(blocks, "out", out_path)
             args = [block_in.array(*spec[1:]) if spec[0] == "block" else spec[1] for spec in inputs]
-            result = machine.run(*args)
+            with np.errstate(**errstate), warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")  # every one: the caller's filters choose
+                result = machine.run(*args)
         except Exception as e:  # reported: the caller runs the whole batch itself
             conn.send(("error", type(e).__name__, str(e)))
             continue
         results = result if isinstance(result, tuple) else (result,)
-        conn.send(_write_results(results, block_out, out_size))
+        warned = [(w.category, str(w.message), w.filename, w.lineno) for w in caught]
+        conn.send((*_write_results(results, block_out, out_size), warned))
 
 
 def _opened(blocks: dict[str, SharedBlock], role: str, path: str | None) -> Any:

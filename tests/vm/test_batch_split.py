@@ -6,6 +6,7 @@ from __future__ import annotations
 import glob
 import os
 import threading
+import warnings
 
 import numpy as np
 import pytest
@@ -92,6 +93,59 @@ def test_a_bad_input_gets_the_unsplit_error(machine, split):
         split.run([np.zeros((8, 5), np.float32), w])
     assert "got shape (8, 5)" in str(wrong_width.value)  # the whole batch, not a piece
     _same(split.run([x, w]), machine.run(x, w))  # the worker still answers
+
+
+LOG = """
+def @main(%x: Tensor[(n, 6), float32]) {
+  log(%x)
+}
+"""
+
+
+@pytest.fixture()
+def log_split():
+    machine = dynshape.VirtualMachine(dynshape.compile(LOG))
+    runner = BatchSplit(machine, RowAxes(inputs=(0,), outputs=(0,)), worth=lambda args: True)
+    yield machine, runner
+    runner.close()
+
+
+def _zero_in_the_workers_rows() -> np.ndarray:
+    x = np.ones((8, 6), np.float32)
+    x[-1, 2] = 0.0  # log(0): numpy's "divide by zero", in the last rows (the worker's piece)
+    return x
+
+
+def test_the_workers_warnings_are_the_callers(log_split, capfd):
+    """The worker's piece warns in the caller, under the caller's filters; the worker prints
+    nothing of its own."""
+    machine, split = log_split
+    x = _zero_in_the_workers_rows()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = split.run([x])
+    assert split.splits == 1 and got[-1, 2] == -np.inf
+    assert [str(w.message) for w in caught] == ["divide by zero encountered in log"]
+    assert caught[0].category is RuntimeWarning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # any warning would raise here
+        with np.errstate(divide="ignore"):
+            np.testing.assert_array_equal(split.run([x]), machine.run(x))
+    assert "RuntimeWarning" not in capfd.readouterr().err
+
+
+def test_the_callers_errstate_holds_in_the_worker(log_split):
+    """``divide="raise"`` fails the worker's piece as it fails the whole batch: the split
+    call raises the unsplit call's error."""
+    machine, split = log_split
+    x = _zero_in_the_workers_rows()
+    with np.errstate(divide="raise"):
+        with pytest.raises(dynshape.DynShapeError) as unsplit:
+            machine.run(x)
+        with pytest.raises(type(unsplit.value)) as got:
+            split.run([x])
+    assert str(got.value) == str(unsplit.value)
+    assert split._worker is not None  # a failed piece, not a dead worker
 
 
 def test_a_killed_worker_is_replaced(machine, split):
