@@ -63,11 +63,14 @@ class AffineValues:
         return self._memo[node]
 
     def enumerated_shape(self, take: Call) -> tuple[Any, ...] | None:
-        """The shape ``take(data, index, axis)`` has when ``index`` holds ``0, 1, ..., n - 1``
-        in C order, ``n`` the length of the gathered axis (of ``data`` flattened when
-        ``axis`` is None): then the gather is a reshape of ``data`` to it. None otherwise."""
+        """The shape ``take(data, index, axis)`` has when ``index`` (not a scalar) holds ``0,
+        1, ..., n - 1`` in C order, ``n`` the length of the gathered axis (of ``data``
+        flattened when ``axis`` is None): then the gather is a reshape of ``data`` to it.
+        None otherwise."""
         data_ty, index_ty = take.args[0].ty, take.args[1].ty
         if not (isinstance(data_ty, TensorType) and isinstance(index_ty, TensorType)):
+            return None
+        if not index_ty.shape:  # one entry of a one-entry axis: a reshape, but no gain
             return None
         index = self.of(take.args[1])
         if index is None or not self._equal(index.offset, 0):

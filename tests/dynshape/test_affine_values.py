@@ -149,6 +149,13 @@ def test_gathers_that_do_not_enumerate(name):
     assert values.enumerated_shape(node) is None
 
 
+def test_a_scalar_read_is_left_a_take():
+    """``take(shape_of(x), 0)`` enumerates a one-entry array, but a reshape would gain
+    nothing (and change a program the other passes see)."""
+    values, node, _ = _analysed(_main("take(const([7], int64), 0i64)"))
+    assert values.enumerated_shape(node) is None
+
+
 def test_roberta_positions_are_not_an_enumeration():
     values, _, takes = _analysed(ROBERTA)
     assert all(values.enumerated_shape(t) is None for t in takes)
