@@ -33,6 +33,7 @@ from .lower import lower
 from .passes.append_in_place import AppendInPlace
 from .passes.base import ModulePass, Sequential
 from .passes.dense_layout import DenseWeightLayout
+from .passes.fold_constants import FoldConstants
 from .passes.fold_decided import FoldDecided
 from .passes.fuse_attention import FuseAttention
 from .passes.fuse_ops import FuseOps
@@ -55,6 +56,7 @@ def default_passes(planner: PlanMemory | None = None) -> list[tuple[str, ModuleP
         (
             "rewritten",
             Sequential(
+                FoldConstants(),
                 FoldDecided(),
                 MergeSharedMatmuls(),
                 DenseWeightLayout(),
