@@ -148,6 +148,7 @@ def test_the_scores_are_computed_in_bounded_blocks(monkeypatch: pytest.MonkeyPat
         real(scores)
 
     monkeypatch.setattr(kernel_module, "SCORES_MAX_BYTES", 9 * 11 * 8 * 2)
+    monkeypatch.setattr(kernel_module, "SCORES_ALONE_BYTES", 9 * 11 * 8 * 2)
     monkeypatch.setattr(kernel_module, "_softmax_rows", recording)
     got = fused.run(*args)
     monkeypatch.undo()

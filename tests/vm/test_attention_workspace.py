@@ -71,6 +71,7 @@ def test_the_scores_fit_the_declared_workspace(data: st.DataObject, blocks: bool
     with pytest.MonkeyPatch.context() as mp:
         if blocks:  # bounded blocks, one after the other in the same bytes
             mp.setattr(attention_module, "SCORES_MAX_BYTES", 4096)
+            mp.setattr(attention_module, "SCORES_ALONE_BYTES", 4096)
         plain = _run(attrs, ops, result, None)
         before = Spills.count
         carved = _run(attrs, ops, result, _declared(attrs, ops, result))

@@ -19,7 +19,8 @@ does. Both agree with the unfused program within float rounding (``tests/vm/
 test_attention_softmax.py``).
 
 The scores are the kernel's one temporary, ``prod(leading) * S_q * S_k`` elements. It is
-bounded: past ``SCORES_MAX_BYTES`` the leading axes are processed in blocks (outermost first),
+bounded: past ``SCORES_MAX_BYTES`` (``SCORES_ALONE_BYTES`` where the kernel works alone: a block
+then stays in the L2 cache) the leading axes are processed in blocks (outermost first),
 so a long sequence never allocates more than the bound (unless one ``(S_q, S_k)`` matrix is
 larger by itself). It is carved from the call's workspace (its last argument: scratch the
 compiler plans from the op's rule, ``shape_funcs/ops/nn.py`` ``attention_workspace``, every
@@ -41,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from ..worker_thread import use_threads
 from .blas_threads import LOW
 from .blas_threads import matmul as _matmul
 from .elementwise import SHARED_UNARY
@@ -50,6 +52,15 @@ from .workspace import Workspace
 #: The largest scores block the kernel allocates at once (bytes): 16 MiB, a (1, 8, 512, 1024)
 #: float32 block, well past the sizes where a block's matmuls stop paying their dispatch.
 SCORES_MAX_BYTES = 1 << 24
+#: The bound instead where the kernel works alone (``worker_thread.use_threads()`` False: a
+#: batch split's piece, a process pinned to one core): a block's scores then stay in the core's
+#: L2 cache (2 MiB here) through the scale, the exp, the sums and the product by ``v``, where a
+#: 10 MB block went through memory at each pass. Measured alone (session 34, interleaved, medians
+#: of 7), 1 MiB against 16 MiB: (4, 4, 400, 16) 0.85x, (1, 12, 512, 64) 0.91x, (2, 8, 256, 64)
+#: 0.88x, (8, 4, 128, 32) 0.88x, (4, 4, 64, 32) 0.96x (one block either way); 512 KiB measured
+#: as 1 MiB. With the worker thread the large blocks stay: their matmuls and exp are shared
+#: with it, which small blocks fall below (1 MiB: 0.92-1.15x there).
+SCORES_ALONE_BYTES = 1 << 20
 
 #: Scores below this many bytes of products below ``blas_threads.LOW`` are numpy's own
 #: allocation (a decode step's, tens of bytes to kilobytes); larger ones are carved from the
@@ -180,7 +191,7 @@ def _attend(
     s_k = k.shape[-2]
     # scores: (rows of out) * s_k elements; out.size // Dv, not a loop over the leading dims
     # (a decode step's attention is ~40 us of numpy calls: Python around them shows)
-    if out.ndim > 2 and out.size // out.shape[-1] * s_k * out.itemsize > SCORES_MAX_BYTES:
+    if out.ndim > 2 and out.size // out.shape[-1] * s_k * out.itemsize > _scores_bound():
         _attend_blocks(q, k, v, mask, scale, out, nan_to_zero, workspace)
         return
     kt = k.swapaxes(-1, -2)
@@ -220,6 +231,12 @@ def _attend(
     _matmul(scores, v, out)
 
 
+def _scores_bound() -> int:
+    """The scores block's bound in bytes: ``SCORES_MAX_BYTES``, or ``SCORES_ALONE_BYTES`` where
+    no worker thread shares the work."""
+    return SCORES_MAX_BYTES if use_threads() else SCORES_ALONE_BYTES
+
+
 def _attend_blocks(
     q: np.ndarray,
     k: np.ndarray,
@@ -230,16 +247,16 @@ def _attend_blocks(
     nan_to_zero: bool,
     workspace: np.ndarray | None,
 ) -> None:
-    """``_attend`` for scores past ``SCORES_MAX_BYTES``: blocks of the outermost leading axis
-    (the next one when it is 1), each within the bound, one after the other in the same
-    ``workspace``."""
+    """``_attend`` for scores past the bound (``_scores_bound``): blocks of the outermost
+    leading axis (the next one when it is 1), each within the bound, one after the other in
+    the same ``workspace``."""
     n = out.shape[0]
     if n == 1:  # every operand's axis is 1 there: the next axis is the one to block
         m = None if mask is None else mask[0]
         _attend(q[0], k[0], v[0], m, scale, out[0], nan_to_zero, workspace)
         return
     size = out.size // out.shape[-1] * k.shape[-2] * out.itemsize
-    step = max(1, n * SCORES_MAX_BYTES // size)
+    step = max(1, n * _scores_bound() // size)
 
     def part(x: np.ndarray | None, i: int, j: int) -> np.ndarray | None:
         return x if x is None or x.shape[0] == 1 else x[i:j]
