@@ -713,6 +713,8 @@ def _serve_cmd(args: argparse.Namespace) -> int:
         LIMIT_PROMPT_TOKENS,
     ):
         raise DynShapeError("--limit-new-tokens and --limit-prompt-tokens are for --generate")
+    if args.port:
+        _port_is_free(args.port)  # before anything slow
     progress = Progress()
     keep_ray_on_loopback()  # before Ray is imported: it reads the switch then
     progress.step("importing Ray Serve")
@@ -743,7 +745,6 @@ def _serve_cmd(args: argparse.Namespace) -> int:
         )
     else:
         app = _inference_app(deployment, exe, name, args)
-    port = args.port or _free_port()
     # Ray declares serve.shutdown without annotations: named with its type, calling it is typed.
     stop_serve: Callable[[], None] = serve.shutdown
     metrics_port = args.metrics_port or _free_port()
@@ -756,8 +757,7 @@ def _serve_cmd(args: argparse.Namespace) -> int:
         _metrics_export_port=metrics_port,
     )
     try:
-        progress.step(f"starting Serve, HTTP on 127.0.0.1:{port}")
-        serve.start(http_options={"host": "127.0.0.1", "port": port})
+        port = _start_http(serve.start, stop_serve, args.port, progress)
         progress.step(f"deploying {name}: {_replicas_said(args)}, each loading the executable")
         serve.run(app, name="dynshape", route_prefix="/")
         progress.step(
@@ -849,3 +849,52 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def _port_is_free(port: int) -> None:
+    """Raise DynShapeError when ``port`` of 127.0.0.1 cannot be bound (another server has it):
+    said at once, not as Ray's traceback after it started."""
+    import socket
+
+    with socket.socket() as s:
+        # as the HTTP server binds: a port whose last connections wait to close is free
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError as e:
+            raise DynShapeError(
+                f"--port {port}: 127.0.0.1:{port} cannot be bound ({e.strerror}); another "
+                f"server may have it: give another port, or --port 0 for any free one"
+            ) from None
+
+
+#: Tries of ``--port 0`` (any free port): a port found free may be taken before Serve's proxy
+#: binds it (Ray's own processes bind ports as they start), so another is tried.
+FREE_PORT_TRIES = 3
+
+
+def _start_http(
+    start: Callable[..., Any], stop: Callable[[], None], wanted: int, progress: Any
+) -> int:
+    """Start Serve's HTTP proxy on 127.0.0.1 (``start`` is ``serve.start``, ``stop``
+    ``serve.shutdown``) at port ``wanted``, or at a free port when it is 0, tried again at
+    another when that one was taken meanwhile; returns the port. A port that cannot be bound
+    is a DynShapeError, not Ray's traceback."""
+    for _ in range(1 if wanted else FREE_PORT_TRIES):
+        port = wanted or _free_port()
+        progress.step(f"starting Serve, HTTP on 127.0.0.1:{port}")
+        try:
+            start(http_options={"host": "127.0.0.1", "port": port})
+            return port
+        except Exception as e:  # Ray's RayTaskError wraps the proxy's RuntimeError
+            if "Failed to bind to address" not in str(e):
+                raise
+            stop()  # the controller and the failed proxy go; the next try starts afresh
+    raise DynShapeError(
+        f"Serve's HTTP proxy could not bind 127.0.0.1:{port}: "
+        + (
+            "another server has it: give another --port"
+            if wanted
+            else f"tried {FREE_PORT_TRIES} free ports"
+        )
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -9,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import dynshape
+from dynshape import cli
 from dynshape.cli import main
 
 PROGRAM = """
@@ -101,3 +104,65 @@ def test_errors_are_one_line_with_a_nonzero_status(
     assert len(lines) == 1, proc.stderr
     assert lines[0].startswith("dynshape: ")
     assert message in lines[0]
+
+
+# -- serve's HTTP port (the function around serve.start; Ray's own start is tests/serve's) -----
+
+
+class _Steps:
+    def __init__(self) -> None:
+        self.said: list[str] = []
+
+    def step(self, what: str) -> None:
+        self.said.append(what)
+
+
+def _taken_then_free(taken: int) -> tuple[list[int], object]:
+    """A stand-in for ``serve.start`` whose proxy cannot bind ``taken`` (Ray's error text)."""
+    tried: list[int] = []
+
+    def start(http_options: dict[str, object]) -> None:
+        port = http_options["port"]
+        assert isinstance(port, int)
+        tried.append(port)
+        if port == taken:
+            raise RuntimeError(f"Failed to bind to address '127.0.0.1:{port}'.")
+
+    return tried, start
+
+
+def test_any_free_port_is_tried_again_when_taken_meanwhile(monkeypatch) -> None:
+    ports = iter([40001, 40002])
+    monkeypatch.setattr(cli, "_free_port", lambda: next(ports))
+    tried, start = _taken_then_free(40001)
+    stops: list[int] = []
+    got = cli._start_http(start, lambda: stops.append(1), 0, _Steps())
+    assert (got, tried, stops) == (40002, [40001, 40002], [1])
+
+
+def test_a_port_taken_is_said_not_raised_by_ray(monkeypatch) -> None:
+    tried, start = _taken_then_free(40003)
+    with pytest.raises(dynshape.DynShapeError, match=r"could not bind 127.0.0.1:40003: another"):
+        cli._start_http(start, lambda: None, 40003, _Steps())
+    monkeypatch.setattr(cli, "_free_port", lambda: 40003)  # taken at every try
+    with pytest.raises(dynshape.DynShapeError, match=f"tried {cli.FREE_PORT_TRIES} free ports"):
+        cli._start_http(start, lambda: None, 0, _Steps())
+    assert tried == [40003] * (1 + cli.FREE_PORT_TRIES)
+
+
+def test_another_start_failure_is_not_taken_for_a_port() -> None:
+    def start(http_options: dict[str, object]) -> None:
+        raise RuntimeError("the controller died")
+
+    with pytest.raises(RuntimeError, match="the controller died"):
+        cli._start_http(start, lambda: None, 0, _Steps())
+
+
+def test_a_port_in_use_is_refused_before_anything_slow() -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        with pytest.raises(dynshape.DynShapeError, match=f"--port {port}: .* cannot be bound"):
+            cli._port_is_free(port)
+    cli._port_is_free(port)  # closed: free again

@@ -158,3 +158,17 @@ def _refusal(folder: Path, file: str, options: list[str]) -> str:
     )
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     return proc.stderr
+
+
+def test_serve_refuses_a_port_another_server_has(tmp_path: Path) -> None:
+    """Said at once, in one line, not as Ray's traceback once it started."""
+    import socket
+
+    dynshape.compile(PROGRAM).save(tmp_path / "m.dsx")
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        stderr = _refusal(tmp_path, "m.dsx", ["--port", str(port)])
+    assert f"--port {port}: 127.0.0.1:{port} cannot be bound" in stderr, stderr
+    assert "starting Ray" not in stderr, stderr
