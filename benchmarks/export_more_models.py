@@ -26,26 +26,17 @@ is installed, else prints what is missing and exits 0.
 
 from __future__ import annotations
 
-import argparse
-import importlib.util
-import tempfile
-import time
-import traceback
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from export_torch_models import (
-    EXPORTERS,
     IMAGE_DIMS,
     TOKEN_DIMS,
     Case,
     _rng,
-    export,
+    command,
     images,
-    one_line,
     tokens,
-    write_inputs_and_expected,
 )
 
 # --- inputs --------------------------------------------------------------------------------------
@@ -115,55 +106,15 @@ CASES: dict[str, Case] = {
 }
 
 
-def run(outdir: Path, names: list[str], exporters: list[str]) -> list[tuple[str, str]]:
-    """Export every (model, exporter) pair; returns the pairs that failed, with the error."""
-    import torch
-
-    outdir.mkdir(parents=True, exist_ok=True)
-    failures = []
-    for model_name in names:
-        for exporter in exporters:
-            name = f"{model_name}-{exporter}"
-            t0 = time.perf_counter()
-            try:
-                torch.manual_seed(0)
-                model = CASES[model_name].build()
-                export(model, CASES[model_name], exporter, outdir / f"{name}.onnx")
-                write_inputs_and_expected(model, CASES[model_name], outdir, name)
-            except Exception as e:
-                traceback.print_exc()
-                message = f"{type(e).__name__}: {one_line(str(e))}"
-                print(f"FAILED {name}: {message}", flush=True)
-                failures.append((name, message))
-                for p in outdir.glob(f"{name}.*"):  # no half-written case for the benchmark
-                    p.unlink()
-                continue
-            size_mb = (outdir / f"{name}.onnx").stat().st_size / 1e6
-            print(f"ok {name}: {size_mb:.2f} MB in {time.perf_counter() - t0:.0f} s", flush=True)
-    return failures
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("outdir", nargs="?", type=Path, help="where to write the files")
-    parser.add_argument("--only", nargs="+", choices=list(CASES), help="these models only")
-    parser.add_argument("--exporter", choices=[*EXPORTERS, "both"], default="both")
-    parser.add_argument("--quick", action="store_true", help="CI smoke run: tcn, torchscript")
-    args = parser.parse_args(argv)
-    needs = ("torch", "onnx", "onnxscript")
-    missing = [m for m in needs if importlib.util.find_spec(m) is None]
-    if missing:
-        print(f"export_more_models: needs {', '.join(missing)}; nothing exported")
-        return 0 if args.quick else 1
-    if args.quick:
-        with tempfile.TemporaryDirectory() as tmp:
-            return 1 if run(Path(tmp), ["tcn"], ["torchscript"]) else 0
-    if args.outdir is None:
-        parser.error("OUTDIR is required (unless --quick)")
-    exporters = list(EXPORTERS) if args.exporter == "both" else [args.exporter]
-    failures = run(args.outdir, args.only or list(CASES), exporters)
-    print(f"\n{len(failures)} failed" + "".join(f"\n  {n}: {m}" for n, m in failures))
-    return 1 if failures else 0
+    return command(
+        argv,
+        prog="export_more_models",
+        description=__doc__.split("\n")[0],
+        cases=CASES,
+        needs=("torch", "onnx", "onnxscript"),
+        quick="tcn",
+    )
 
 
 if __name__ == "__main__":

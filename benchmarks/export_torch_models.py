@@ -420,10 +420,15 @@ def one_line(error: str) -> str:
     return lines[0][:300] if lines else ""
 
 
-def run(outdir: Path, names: list[str], exporters: list[str]) -> list[tuple[str, str]]:
-    """Export every (model, exporter) pair; returns the pairs that failed, with the error."""
+def run(
+    outdir: Path, names: list[str], exporters: list[str], cases: dict[str, Case] | None = None
+) -> list[tuple[str, str]]:
+    """Export every (model, exporter) pair of ``cases`` (default this file's ``CASES``);
+    returns the pairs that failed, with the error (their files removed: no half-written case
+    for the benchmark)."""
     import torch
 
+    cases = CASES if cases is None else cases
     outdir.mkdir(parents=True, exist_ok=True)
     failures = []
     for model_name in names:
@@ -432,41 +437,64 @@ def run(outdir: Path, names: list[str], exporters: list[str]) -> list[tuple[str,
             t0 = time.perf_counter()
             try:
                 torch.manual_seed(0)
-                model = CASES[model_name].build()
-                export(model, CASES[model_name], exporter, outdir / f"{name}.onnx")
-                write_inputs_and_expected(model, CASES[model_name], outdir, name)
+                model = cases[model_name].build()
+                export(model, cases[model_name], exporter, outdir / f"{name}.onnx")
+                write_inputs_and_expected(model, cases[model_name], outdir, name)
             except Exception as e:  # report, skip, go on with the next pair
                 traceback.print_exc()
                 message = f"{type(e).__name__}: {one_line(str(e))}"
                 print(f"FAILED {name}: {message}", flush=True)
                 failures.append((name, message))
+                for written in outdir.glob(f"{name}.*"):
+                    written.unlink()
                 continue
             size_mb = (outdir / f"{name}.onnx").stat().st_size / 1e6
-            print(f"ok {name}: {size_mb:.1f} MB in {time.perf_counter() - t0:.0f} s", flush=True)
+            print(f"ok {name}: {size_mb:.2f} MB in {time.perf_counter() - t0:.0f} s", flush=True)
     return failures
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def command(
+    argv: list[str] | None,
+    *,
+    prog: str,
+    description: str,
+    cases: dict[str, Case],
+    needs: tuple[str, ...],
+    quick: str,
+) -> int:
+    """The command line of an export script (this one, ``export_more_models.py``): OUTDIR,
+    ``--only``, ``--exporter``, and ``--quick`` (CI's smoke run: model ``quick`` with the
+    TorchScript exporter, or a line saying which of ``needs`` are missing and status 0)."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("outdir", nargs="?", type=Path, help="where to write the files")
-    parser.add_argument("--only", nargs="+", choices=list(CASES), help="these models only")
+    parser.add_argument("--only", nargs="+", choices=list(cases), help="these models only")
     parser.add_argument("--exporter", choices=[*EXPORTERS, "both"], default="both")
-    parser.add_argument("--quick", action="store_true", help="CI smoke run: mlp, torchscript")
+    parser.add_argument("--quick", action="store_true", help=f"CI smoke run: {quick}, torchscript")
     args = parser.parse_args(argv)
-    needs = ("torch", "torchvision", "transformers", "onnx", "onnxscript")
     missing = [m for m in needs if importlib.util.find_spec(m) is None]
     if missing:
-        print(f"export_torch_models: needs {', '.join(missing)}; nothing exported")
+        print(f"{prog}: needs {', '.join(missing)}; nothing exported")
         return 0 if args.quick else 1
     if args.quick:
         with tempfile.TemporaryDirectory() as tmp:
-            return 1 if run(Path(tmp), ["mlp"], ["torchscript"]) else 0
+            return 1 if run(Path(tmp), [quick], ["torchscript"], cases) else 0
     if args.outdir is None:
         parser.error("OUTDIR is required (unless --quick)")
     exporters = list(EXPORTERS) if args.exporter == "both" else [args.exporter]
-    failures = run(args.outdir, args.only or list(CASES), exporters)
+    failures = run(args.outdir, args.only or list(cases), exporters, cases)
     print(f"\n{len(failures)} failed" + "".join(f"\n  {n}: {m}" for n, m in failures))
     return 1 if failures else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return command(
+        argv,
+        prog="export_torch_models",
+        description=__doc__.split("\n")[0],
+        cases=CASES,
+        needs=("torch", "torchvision", "transformers", "onnx", "onnxscript"),
+        quick="mlp",
+    )
 
 
 if __name__ == "__main__":

@@ -4,37 +4,27 @@ program computes (random index arithmetic)."""
 
 from __future__ import annotations
 
-import textwrap
-
 import numpy as np
 import pytest
 import sympy
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pass_helpers import parse_typed
 from test_batch_row_numbers import DYNAMO, ROBERTA, TORCHSCRIPT
+from test_row_values import _bounds_of_result
 
 import dynshape
 import ir
 from dynshape.analysis.affine_values import Affine, AffineValues
 from dynshape.analysis.dataflow import use_graph
-from dynshape.analysis.row_values import ValueBounds
-from ir import Call, Let
+from ir import Call
 
 N, K = ir.sym("n"), ir.sym("k")
 
 
 def _analysed(source: str) -> tuple[AffineValues, ir.Expr, list[Call]]:
     """The analysis of ``main``, its result and its ``take`` calls (in order)."""
-    module, _ = parse_typed(textwrap.dedent(source))
-    fn = module["main"]
-    lets: dict = {}
-    node = fn.body
-    while isinstance(node, Let):
-        lets[node.var] = node.value
-        node = node.body
-    values = ValueBounds(lets, ir.Ranges({N: (1, None)}))
-    nodes = [n for v in [*lets.values(), node] for n in use_graph(v).order]
+    values, node = _bounds_of_result(source)
+    nodes = [n for v in [*values.lets.values(), node] for n in use_graph(v).order]
     takes = [n for n in nodes if isinstance(n, Call) and n.op is not None and n.op.name == "take"]
     return AffineValues(values), node, takes
 
