@@ -15,6 +15,10 @@ value a *row state*:
 - ``Rows(axis, group)``: the dim at ``axis`` is ``b * group``, and the ``group`` consecutive
   entries ``[i * group, (i + 1) * group)`` along it are computed from input row ``i`` only
   (``group`` 1 is the usual case; a reshape of ``(b, s, h)`` to ``(b * s, h)`` gives ``s``);
+- ``StridedRows(axis, outer, group)``: an axis of ``outer * b * group`` entries that a
+  reshape merged from ``outer`` blocks of rows (PyTorch's multi-head attention flattens its
+  ``(tokens, batch)``), each row's entries ``group`` at a time in every block; taken only by
+  reshapes, elementwise ops, ``nn.dense`` and transposes;
 - ``ShapeOf(dims)``: ``shape_of`` of a value with rows, of which a ``take`` at a constant
   index may read a dim without ``b`` (a model reading its sequence length);
 - ``RowIndex(axis, scale, lo, hi)``: integers numbering the rows (``scale * i + r``, ``r`` in
@@ -42,6 +46,7 @@ refusal means "not proven", and nothing is split.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -59,6 +64,7 @@ from .row_states import (
     RowIndex,
     Rows,
     State,
+    StridedRows,
     Unproven,
     kind,
     leaf_types,
@@ -239,11 +245,14 @@ class RowProof:
                 continue
             if isinstance(s, RowIndex):
                 s = Rows(s.axis)
-            if isinstance(s, Rows):
+            if isinstance(s, (Rows, StridedRows)):
+                outer = s.outer if isinstance(s, StridedRows) else 1
                 if not (0 <= s.axis < len(ty.shape)) or not same_dim(
-                    self._dim(ty.shape[s.axis]), self.b * s.group
+                    self._dim(ty.shape[s.axis]), outer * self.b * s.group
                 ):
-                    raise NotRowWise(f"{what(call)}: its row axis is not {self.b} * {s.group}")
+                    raise NotRowWise(
+                        f"{what(call)}: its row axis is not {outer * self.b * s.group}"
+                    )
                 others = [d for a, d in enumerate(ty.shape) if a != s.axis]
                 if any(self.mentions(d) for d in others):
                     raise NotRowWise(f"{what(call)}: {self.b} in more than its row axis")
@@ -306,11 +315,11 @@ class RowProof:
     def broadcast(self, call: Call, args: Sequence[State]) -> State:
         """Elementwise after numpy broadcasting: rows of every operand on one output axis."""
         out_rank = len(tensor_type(call).shape)
-        found: Rows | None = None
+        found: Rows | StridedRows | None = None
         for arg, state in zip(call.args, args, strict=True):
             rank = len(tensor_type(arg).shape)
-            if isinstance(state, Rows):
-                here = Rows(state.axis + out_rank - rank, state.group)
+            if isinstance(state, (Rows, StridedRows)):
+                here = dataclasses.replace(state, axis=state.axis + out_rank - rank)
                 if found is not None and found != here:
                     raise NotRowWise(f"{what(call)}: its operands' rows are on different axes")
                 found = here

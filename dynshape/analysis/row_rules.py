@@ -9,6 +9,7 @@ drop it); any other op with one refuses with its reason.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -24,6 +25,7 @@ from .row_states import (
     Rows,
     ShapeOf,
     State,
+    StridedRows,
     Unproven,
     axis_index,
     kind,
@@ -105,6 +107,16 @@ def _only_first(proof: Proof, call: Call, args: list[State], others: str) -> Row
     return first
 
 
+def _strided_or_rows(
+    proof: Proof, call: Call, args: list[State], others: str
+) -> Rows | StridedRows | None:
+    """``_only_first`` for the ops that keep every entry on its axis: strided rows pass."""
+    if isinstance(args[0], StridedRows):
+        _only_first(proof, call, [FIXED, *args[1:]], others)
+        return args[0]
+    return _only_first(proof, call, args, others)
+
+
 def _carries_index(rule: Rule) -> Rule:
     """A layout rule that also moves a ``RowIndex`` operand: its entries are kept, its row
     axis is where the rule puts the rows."""
@@ -137,7 +149,7 @@ def _full(proof: Proof, call: Call, args: list[State]) -> State:
 
 @_rule("nn.dense")
 def _dense(proof: Proof, call: Call, args: list[State]) -> State:
-    rows = _only_first(proof, call, args, "weight")
+    rows = _strided_or_rows(proof, call, args, "weight")
     if rows is None:
         return FIXED
     if rows.axis == len(tensor_type(call.args[0]).shape) - 1:
@@ -242,6 +254,69 @@ def _row_numbers(proof: Proof, call: Call, rows: Rows) -> RowIndex | None:
 _NORMS = ("nn.layer_norm", "nn.rms_norm")
 
 
+@_rule("topk", "dyn.topk", "sort", "argsort")
+def _ordered_along_axis(proof: Proof, call: Call, args: list[State]) -> State:
+    """Sorting and top-k order each lane along ``axis`` on its own: rows kept unless ``axis``
+    is theirs (``dyn.topk``'s ``k`` must be the same in every piece)."""
+    rows = _only_first(proof, call, args, "k")
+    count = len(leaf_types(call.ty))
+    if rows is None:
+        if proof.attr_mentions(call):
+            raise NotRowWise(f"{what(call)}: an attribute mentions {proof.b}")
+        return FIXED if count == 1 else tuple(FIXED for _ in range(count))
+    if axis_index(call.attrs.axis, len(tensor_type(call.args[0]).shape)) == rows.axis:
+        raise NotRowWise(f"{what(call)}: orders along the rows")
+    return rows if count == 1 else tuple(rows for _ in range(count))
+
+
+@_rule("nn.pad")
+def _pad(proof: Proof, call: Call, args: list[State]) -> State:
+    rows = _only_first(proof, call, args, "operand")
+    if rows is None:
+        return FIXED
+    width = call.attrs.pad_width
+    if rows.axis < len(width) and any(w != 0 for w in width[rows.axis]):
+        raise NotRowWise(f"{what(call)}: pads the rows")
+    return rows
+
+
+@_rule("tile")
+def _tile(proof: Proof, call: Call, args: list[State]) -> State:
+    """numpy's ``tile``: ``reps`` longer than the rank puts new axes in front."""
+    rows = _only_first(proof, call, args, "operand")
+    if rows is None:
+        if proof.attr_mentions(call):
+            raise NotRowWise(f"{what(call)}: a repeat count mentions {proof.b}")
+        return FIXED
+    reps = list(call.attrs.reps)
+    rank = len(tensor_type(call.args[0]).shape)
+    reps = [1] * (rank - len(reps)) + reps
+    axis = rows.axis + len(reps) - rank
+    if any(proof.mentions_any(r) for r in reps) or reps[axis] != 1:
+        raise NotRowWise(f"{what(call)}: repeats the rows")
+    return Rows(axis, rows.group)
+
+
+@_rule("repeat")
+def _repeat(proof: Proof, call: Call, args: list[State]) -> State:
+    """Each entry ``repeats`` times in a row: along the rows' axis (or the flattened value,
+    when the rows lead it) a row's entries stay one run, ``repeats`` times longer."""
+    rows = _only_first(proof, call, args, "operand")
+    if rows is None:
+        return FIXED
+    repeats, axis = call.attrs.repeats, call.attrs.axis
+    shape = tensor_type(call.args[0]).shape
+    if axis is not None and axis_index(axis, len(shape)) != rows.axis:
+        return rows
+    if repeats == 0:  # empty: no row's entries, the same in every piece
+        return proof.rows_from_shape(call, tensor_type(call).shape)
+    if axis is not None:
+        return Rows(rows.axis, rows.group * repeats)
+    if not same_dim(product(shape[: rows.axis]), 1):
+        raise NotRowWise(f"{what(call)}: flattens axes in front of the rows")
+    return Rows(0, rows.group * product(shape[rows.axis + 1 :]) * repeats)
+
+
 @_rule("sum", "mean", "max", "min", "prod", "argmax", "argmin")
 def _reduce(proof: Proof, call: Call, args: list[State]) -> State:
     rows = _only_first(proof, call, args, "operand")
@@ -262,13 +337,13 @@ def _reduce(proof: Proof, call: Call, args: list[State]) -> State:
 @_rule("transpose")
 @_carries_index
 def _transpose(proof: Proof, call: Call, args: list[State]) -> State:
-    rows = _only_first(proof, call, args, "operand")
+    rows = _strided_or_rows(proof, call, args, "operand")
     if rows is None:
         return FIXED
     rank = len(tensor_type(call.args[0]).shape)
     axes = call.attrs.axes
     perm = list(reversed(range(rank))) if axes is None else [axis_index(a, rank) for a in axes]
-    return Rows(perm.index(rows.axis), rows.group)
+    return dataclasses.replace(rows, axis=perm.index(rows.axis))
 
 
 @_rule("expand_dims")
@@ -286,26 +361,49 @@ def _expand_dims(proof: Proof, call: Call, args: list[State]) -> State:
 @_rule("squeeze", "reshape", "nn.batch_flatten")
 @_carries_index
 def _reshape(proof: Proof, call: Call, args: list[State]) -> State:
-    """A C-order reshape keeps rows when the axes before the row axis hold one element (each
-    row is then one contiguous run of the flattened value) on both sides."""
-    rows = _only_first(proof, call, args, "operand")
-    if rows is None:
+    """A C-order reshape moves no entry in the flattened value, where each row's entries are
+    runs of ``inner`` entries, one run in each of ``outer`` blocks: the result keeps rows
+    when one axis holds ``b`` and its axes before and after split ``outer`` and ``inner``
+    exactly (``StridedRows`` when blocks remain on the row axis)."""
+    state = args[0]
+    _only_first(proof, call, [FIXED, *args[1:]], "new shape")
+    if state is FIXED:
         return FIXED
+    if not isinstance(state, (Rows, StridedRows)):
+        raise NotRowWise(f"{what(call)}: an operand is {kind(state)}")
     src, dst = tensor_type(call.args[0]).shape, tensor_type(call).shape
-    per_row = rows.group * product(src[rows.axis + 1 :])
+    blocks = state.outer if isinstance(state, StridedRows) else 1
+    outer = product(src[: state.axis]) * blocks
+    inner = state.group * product(src[state.axis + 1 :])
     hits = [a for a, d in enumerate(dst) if proof.mentions(d)]
     if len(hits) != 1:
         raise NotRowWise(f"{what(call)}: the rows do not stay one axis")
-    before, after = src[: rows.axis], dst[: hits[0]]
-    kept = len(before) == len(after) and all(
-        same_dim(a, b) for a, b in zip(before, after, strict=True)
-    )
-    if not kept and not (same_dim(product(before), 1) and same_dim(product(after), 1)):
-        raise NotRowWise(f"{what(call)}: the axes before the rows change")
-    group = proof.group_of(dst[hits[0]])
-    if group is None or not same_dim(group * product(dst[hits[0] + 1 :]), per_row):
+    (axis,) = hits
+    both = proof.group_of(dst[axis])  # the row axis is blocks * b * group
+    group = _quotient(inner, product(dst[axis + 1 :]))
+    if both is None or group is None:
         raise NotRowWise(f"{what(call)}: the reshape mixes rows")
-    return Rows(hits[0], group)
+    blocks_here = _quotient(both, group)
+    if blocks_here is None or not same_dim(blocks_here * product(dst[:axis]), outer):
+        raise NotRowWise(f"{what(call)}: the axes before the rows change")
+    if same_dim(blocks_here, 1):
+        return Rows(axis, group)
+    return StridedRows(axis, blocks_here, group)
+
+
+def _quotient(a: Any, b: Any) -> Any:
+    """``a / b`` when it is a polynomial of the dims with integer coefficients (entries split
+    evenly), else None."""
+    q = sympy.cancel(sympy.sympify(a) / sympy.sympify(b))
+    if q.is_Integer:
+        return int(q) if q > 0 else None
+    if q.as_numer_denom()[1] != 1 or not q.free_symbols:
+        return None
+    try:  # (a floor division in a dim is one more generator, an integer)
+        coefficients = sympy.Poly(q).coeffs()
+    except sympy.PolynomialError:
+        return None
+    return q if all(c.is_Integer for c in coefficients) else None
 
 
 @_rule("shape_of")

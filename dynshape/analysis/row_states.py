@@ -24,6 +24,20 @@ class Rows:
     group: ir.Dim = 1
 
 
+@dataclass(frozen=True)
+class StridedRows:
+    """Row state of an axis that merged ``outer`` blocks with the rows (a C-order reshape of
+    ``(outer, b * group, ...)`` into one axis, as PyTorch's multi-head attention flattens its
+    ``(tokens, batch)``): the dim at ``axis`` is ``outer * b * group`` and entry
+    ``o * b * group + i * group + g`` comes from input row ``i`` alone. Only a few rules take
+    it (reshapes, elementwise ops, ``nn.dense`` and transposes, which keep each entry on its
+    axis); any other op refuses it."""
+
+    axis: int
+    outer: ir.Dim
+    group: ir.Dim = 1
+
+
 class Fixed:
     """Row state: the same value in every piece (no input row, no ``b`` in the type)."""
 
@@ -70,7 +84,7 @@ class Unproven:
     reason: str
 
 
-State = Rows | Fixed | ShapeOf | RowIndex | Unproven | tuple["State", ...]
+State = Rows | StridedRows | Fixed | ShapeOf | RowIndex | Unproven | tuple["State", ...]
 
 
 class NotRowWise(Exception):
@@ -178,6 +192,8 @@ def kind(state: State) -> str:
         return "a row number (each piece numbers its rows from 0)"
     if isinstance(state, Unproven):
         return f"not proven ({state.reason})"
+    if isinstance(state, StridedRows):
+        return f"rows strided by {state.outer} blocks (its axis merged them with the rows)"
     return "a shape with the batch in it"
 
 

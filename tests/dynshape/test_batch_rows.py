@@ -80,6 +80,38 @@ PROVEN = [
         (0, 0),
         (1,),
     ),
+    (  # PyTorch's multi-head attention: tokens and batch flattened together for a projection
+        """def @main(%x: Tensor[(n, 3, 4), float32]) {
+          %0 = transpose(%x, axes=[1, 0, 2]);
+          %1 = reshape(%0, newshape=[3*n, 4]);
+          %2 = nn.dense(%1, const([[1.0, 0.5, 0.0, -1.0], [0.0, 1.0, 2.0, 1.0]], float32));
+          %3 = add(%2, const([0.5, -0.25], float32));
+          %4 = reshape(%3, newshape=[3, n, 2]);
+          %5 = reshape(%0, newshape=[3, 2*n, 2]);
+          %6 = reshape(transpose(%5, axes=[1, 0, 2]), newshape=[n, 2, 3, 2]);
+          (transpose(%4, axes=[1, 0, 2]), %6, tanh(%4))
+        }""",
+        (0,),
+        (0, 0, 1),
+    ),
+    (  # ordering, padding and repeating away from the rows; a repeat of whole rows
+        """def @main(%x: Tensor[(n, 4), float32], %k: int64) {
+          %0 = topk(%x, k=2, axis=1);
+          %1 = sort(%x, axis=1, descending=True);
+          %2 = argsort(%x, axis=-1);
+          %3 = nn.pad(%1, pad_width=[[0, 0], [1, 2]], pad_value=0.5);
+          %4 = tile(%3, reps=[2, 1, 2]);
+          %5 = repeat(%2, repeats=2, axis=1);
+          %6 = repeat(%x, repeats=2, axis=0);
+          %7 = repeat(%6, repeats=3);
+          %8 = reshape(%7, newshape=[n, 4, 6]);
+          %9 = dyn.topk(%x, %k, axis=1, ret_type="values");
+          %10 = repeat(%x, repeats=0, axis=0);
+          (%0.0, %0.1, %4, %5, reshape(%6, newshape=[n, 8]), %8, %9, %10)
+        }""",
+        (0, None),
+        (0, 0, 1, 0, 0, 0, 0, None),
+    ),
 ]
 
 #: (program, what the refusal names); each row's ``COUNTER`` input shows a cut would be wrong.
@@ -124,6 +156,34 @@ REFUSED = [
           concatenate((%x, %x), axis=0)
         }""",
         "joins along the rows",
+    ),
+    (
+        """def @main(%x: Tensor[(n, 4), float32]) {
+          %0 = reshape(transpose(%x), newshape=[4*n]);
+          transpose(reshape(nn.softmax(%0, axis=0), newshape=[4, n]))
+        }""",
+        "an operand is rows strided by 4 blocks",
+    ),
+    (
+        "def @main(%x: Tensor[(n, 4), float32]) "
+        "{ reshape(reshape(transpose(%x), newshape=[4*n]), newshape=[n, 4]) }",
+        "the reshape mixes rows",
+    ),
+    (
+        "def @main(%x: Tensor[(n, 4), float32]) "
+        "{ reshape(reshape(transpose(%x), newshape=[4*n]), newshape=[2, n, 2]) }",
+        "the reshape mixes rows",
+    ),
+    ("def @main(%x: Tensor[(n, 4), float32]) { topk(%x, k=2, axis=0).0 }", "orders along the rows"),
+    ("def @main(%x: Tensor[(n, 4), float32]) { argsort(%x, axis=0) }", "orders along the rows"),
+    (
+        "def @main(%x: Tensor[(n, 4), float32]) { nn.pad(%x, pad_width=[[1, 0], [0, 0]]) }",
+        "pads the rows",
+    ),
+    ("def @main(%x: Tensor[(n, 4), float32]) { tile(%x, reps=[2, 1]) }", "repeats the rows"),
+    (
+        "def @main(%x: Tensor[(n, 4), float32]) { repeat(transpose(%x), repeats=2) }",
+        "flattens axes in front of the rows",
     ),
     ("def @main(%x: Tensor[(n, n), float32]) { nn.relu(%x) }", "other than as one dim"),
     ("def @main(%x: Tensor[(n, 4), float32]) { shape_of(%x) }", "a result is a shape"),
@@ -245,6 +305,22 @@ _STEPS = [
     " strided_slice(%v, begin=[0, 0], end=[n, 2])), axis=1)",
     "concatenate((strided_slice(%v, begin=[1, 0], end=[n, 4]),"
     " strided_slice(%v, begin=[0, 0], end=[1, 4])), axis=0)",
+    "transpose(reshape(tanh(reshape(transpose(%v), newshape=[4*n])), newshape=[4, n]))",
+    "transpose(reshape(nn.softmax(reshape(transpose(%v), newshape=[4*n]), axis=0),"
+    " newshape=[4, n]))",
+    "reshape(transpose(reshape(nn.dense(reshape(transpose(reshape(%v, newshape=[n, 2, 2]),"
+    " axes=[1, 0, 2]), newshape=[2*n, 2]), const([[1.0, 2.0], [-1.0, 0.5]], float32)),"
+    " newshape=[2, n, 2]), axes=[1, 0, 2]), newshape=[n, 4])",
+    "reshape(reshape(transpose(%v), newshape=[4*n]), newshape=[n, 4])",
+    "sort(%v, axis=1)",
+    "sort(%v, axis=0, descending=True)",
+    "topk(%v, k=4, axis=1).0",
+    "topk(%v, k=4, axis=0, is_ascend=True).0",
+    "strided_slice(reshape(repeat(%v, repeats=2, axis=0), newshape=[n, 8]),"
+    " begin=[0, 0], end=[n, 4])",
+    "strided_slice(nn.pad(%v, pad_width=[[0, 0], [1, 0]], pad_value=2.0),"
+    " begin=[0, 0], end=[n, 4])",
+    "strided_slice(nn.pad(%v, pad_width=[[1, 0], [0, 0]]), begin=[0, 0], end=[n, 4])",
 ]
 
 
