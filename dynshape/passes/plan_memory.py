@@ -24,7 +24,9 @@ their ``alloc_tensor``s and their kill - are replaced by one or a few *arenas*:
    an offset aligned to its widest element (not to 64 bytes: kills alone allocate exact sizes,
    and padding every small tensor to a cache line made plans lose to them), the blocks of the
    coarsest elements first so that offsets need no padding; blocks never overlap. The arena is
-   allocated just before its first tenant and killed after its last.
+   allocated just before its first tenant and killed after its last; the ``memory.check``s
+   among its tenants whose symbols are bound there move before it (a tenant's size is a valid
+   dim only where the checks before it hold: an output of ``h - 2`` rows).
 3. **Groups** (data-dependent sizes). An arena's size is computed where it is allocated, so a
    tenant joins the first group whose allocation point has already bound every symbol of its
    size; a tenant sized by a symbol bound later (by ``memory.shape_func``, or the result of a call
@@ -80,6 +82,7 @@ from ..dialect.memory import (
     UNIT,
     AllocStorage,
     AllocTensor,
+    Check,
     Kill,
     ShapeFunc,
     memory_op,
@@ -288,34 +291,43 @@ class _Planner:
             for b in g.blocks:
                 for t in b.tenants:
                     where[t.storage] = (g, b)
+        checks_at = _checks_before_arenas(lets, arenas_at)
+        moved = {j for js in checks_at.values() for j in js}
         out: list[ir.Binding] = []
         for i, let in enumerate(lets):
+            for j in checks_at.get(i, []):
+                out.append((lets[j].var, lets[j].value, lets[j].span, lets[j].facts))
             for g in arenas_at.get(i, []):
                 out.append((g.arena, AllocStorage.make(g.size, ALIGNMENT, "uint8"), None, ()))
-            value, op = let.value, memory_op(let.value)
-            if isinstance(op, AllocStorage) and let.var in where:
+            if i in moved:
                 continue
-            if isinstance(op, Kill) and op.target in where:
-                pass  # the arena's kill replaces it
-            elif isinstance(op, AllocTensor) and op.storage in where:
-                assert isinstance(op.storage, Var)
-                g, b = where[op.storage]
-                offset = ir.check_dim(add_dims(b.offset, op.offset))
-                alloc = AllocTensor.make(g.arena, offset, op.shape, op.dtype, value.span)
-                out.append((let.var, alloc, let.span, let.facts))
-            elif isinstance(value, If):
-                inner = bound_before[i]
-                branches = (
-                    self.chain(value.then_branch, inner),
-                    self.chain(value.else_branch, inner),
-                )
-                value = dataclasses.replace(value, then_branch=branches[0], else_branch=branches[1])
-                out.append((let.var, value, let.span, let.facts))
-            else:
-                out.append((let.var, value, let.span, let.facts))
+            binding = self.rebuilt(let, where, bound_before[i])
+            if binding is not None:
+                out.append(binding)
             for g in kills_at.get(i, []):
                 out.append((Var("_", ty=UNIT), Kill.make(g.arena), None, ()))
         return ir.nest_lets(out, result)
+
+    def rebuilt(
+        self, let: Let, where: Mapping[Var, tuple[_Group, _Block]], bound: frozenset[Any]
+    ) -> ir.Binding | None:
+        """``let`` in the planned chain: None for a tenant's allocation or kill (its arena's
+        replace them), a tenant's tensor placed in its arena, an ``if``'s branches planned."""
+        value, op = let.value, memory_op(let.value)
+        if isinstance(op, AllocStorage) and let.var in where:
+            return None
+        if isinstance(op, Kill) and op.target in where:
+            return None
+        if isinstance(op, AllocTensor) and op.storage in where:
+            assert isinstance(op.storage, Var)
+            g, b = where[op.storage]
+            offset = ir.check_dim(add_dims(b.offset, op.offset))
+            alloc = AllocTensor.make(g.arena, offset, op.shape, op.dtype, value.span)
+            return (let.var, alloc, let.span, let.facts)
+        if isinstance(value, If):
+            branches = (self.chain(value.then_branch, bound), self.chain(value.else_branch, bound))
+            value = dataclasses.replace(value, then_branch=branches[0], else_branch=branches[1])
+        return (let.var, value, let.span, let.facts)
 
     # ---- analysis ----------------------------------------------------------------------------
     def placed_groups(
@@ -568,6 +580,30 @@ def _called(module: Module) -> set[str]:
                     out.add(v.callee.name)
                 elif isinstance(v, If):
                     stack += [v.then_branch, v.else_branch]
+    return out
+
+
+def _checks_before_arenas(
+    lets: list[Let], arenas_at: Mapping[int, list[_Group]]
+) -> dict[int, list[int]]:
+    """Where each ``memory.check`` among an arena's tenants moves: before the arena, when the
+    symbols it reads are bound there. An arena's size sums its tenants' sizes, which are only
+    valid dims where the checks before them hold (a convolution's output height ``h - 2`` is
+    negative for ``h < 3``): allocated first, a bad input failed as "a storage of -36 bytes"
+    instead of the check's message. A check only fails, so running it earlier changes which
+    error a doubly bad input reports, never a result."""
+    out: dict[int, list[int]] = {}
+    moved: set[int] = set()
+    for pos, groups in sorted(arenas_at.items()):
+        last = max(t.alloc for g in groups for b in g.blocks for t in b.tenants)
+        bound = groups[0].bound
+        for j in range(pos, last):
+            check = Check.of(lets[j].value)
+            if check is None or j in moved:
+                continue
+            if ir.free_symbols(check.lhs) | ir.free_symbols(check.rhs) <= bound:
+                out.setdefault(pos, []).append(j)
+                moved.add(j)
     return out
 
 

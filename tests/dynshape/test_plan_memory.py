@@ -24,6 +24,7 @@ from dynshape.passes.plan_memory import PlanMemory, _grown, align
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
 from harness import all_cases, make_inputs
 
+from vm import RunTimeShapeError
 from vm.memory.allocator import NaiveAllocator
 
 n, m = ir.sym("n"), ir.sym("m")
@@ -360,3 +361,21 @@ def test_a_grown_block_keeps_no_term_another_plainly_holds() -> None:
     assert _grown(8 * n, 16 * n + 3) == 16 * n + 3
     assert set(_grown(grown, 4 * m).args) == {sympy.Integer(32), 16 * n, 4 * m}
     assert sympy.Max(*grown.args) == grown  # evaluated (as parsing does), it is the same
+
+
+def test_checks_among_an_arena_s_tenants_run_before_it() -> None:
+    """The arena's size sums ``h - 2`` rows of output: negative for ``h < 3``, where the
+    convolution's check fails. Allocated first, a too small input failed as "a storage of
+    -N bytes"; the checks move before the arena, and the input is refused by its message."""
+    weight = "const([[[[1.0, 2.0, 3.0], [1.0, 2.0, 3.0], [1.0, 2.0, 3.0]]]], float32)"
+    program = f"def @main(%x: Tensor[(n, 1, h, w), float32]) {{ nn.conv2d(tanh(%x), {weight}) }}"
+    planned = str(dynshape.stages(program)["planned"]["main"])
+    assert planned.index("memory.check(") < planned.index("memory.alloc_storage(")
+    assert planned.index("tanh(") < planned.index("nn.conv2d(")  # (the check moved past it)
+    vm = dynshape.VirtualMachine(dynshape.compile(program))
+    for h in (1, 2):
+        with pytest.raises(
+            RunTimeShapeError, match=rf"padded height >= .* got {h} < 3 .* h = {h}"
+        ):
+            vm.run(np.ones((2, 1, h, 4), np.float32))
+    assert vm.run(np.ones((2, 1, 3, 4), np.float32)).shape == (2, 1, 1, 2)
