@@ -35,6 +35,7 @@ from .passes.base import ModulePass, Sequential
 from .passes.dense_layout import DenseWeightLayout
 from .passes.fold_constants import FoldConstants
 from .passes.fold_decided import FoldDecided
+from .passes.fold_pad import FoldPadIntoConv
 from .passes.fuse_attention import FuseAttention
 from .passes.fuse_ops import FuseOps
 from .passes.fuse_rms_norm import FuseRMSNorm
@@ -58,6 +59,7 @@ def default_passes(planner: PlanMemory | None = None) -> list[tuple[str, ModuleP
             Sequential(
                 FoldConstants(),
                 FoldDecided(),
+                FoldPadIntoConv(),
                 MergeSharedMatmuls(),
                 DenseWeightLayout(),
                 FuseAttention(),
