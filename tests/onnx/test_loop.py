@@ -157,6 +157,45 @@ def test_a_trip_count_from_a_shape_loops_over_the_rows_and_stays_symbolic() -> N
     ]
 
 
+def test_a_trip_count_counted_from_a_range_of_dims_keeps_an_unknown_scan_length() -> None:
+    # TorchScript's EmbeddingBag: one iteration per bag, the bags' offsets a Range over the
+    # ids' dims (``Range(0, rows * cols, cols)``), the trip count that Range's length: a ``?``,
+    # which the scan output's row count keeps (a reshape to it failed the import)
+    body = _body(
+        [
+            helper.make_node("Gather", ["x", "i"], ["row"], axis=0),
+            helper.make_node("Identity", ["c"], ["c_out"]),
+        ],
+        [],
+        [("c_out", BOOL), ("row", FLOAT)],
+    )
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shape"]),
+        helper.make_node("Gather", ["shape", "zero"], ["rows"], axis=0),
+        helper.make_node("Gather", ["shape", "one"], ["cols"], axis=0),
+        helper.make_node("Mul", ["rows", "cols"], ["size"]),
+        helper.make_node("Range", ["zero", "size", "cols"], ["offsets"]),
+        helper.make_node("Shape", ["offsets"], ["count_1d"]),
+        helper.make_node("Gather", ["count_1d", "zero"], ["count"], axis=0),
+        helper.make_node("Loop", ["count", "yes"], ["stacked"], body=body),
+        helper.make_node("Reshape", ["stacked", "flat"], ["out"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [info("x", FLOAT, ["rows", "cols"])],
+        [helper.make_empty_tensor_value_info("out")],
+        [
+            numpy_helper.from_array(np.array(0, np.int64), "zero"),
+            numpy_helper.from_array(np.array(1, np.int64), "one"),
+            numpy_helper.from_array(np.array(True), "yes"),
+            numpy_helper.from_array(np.array([-1], np.int64), "flat"),
+        ],
+    )
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    compare(m, *[[RNG.random(s, dtype=np.float32)] for s in [(3, 4), (1, 5), (6, 1)]])
+
+
 def test_a_loop_that_may_stop_early_keeps_an_unknown_scan_length() -> None:
     shapes = dynshape.onnx.import_model(_accumulate("c0")).stats.shapes
     assert ir.is_anonymous(next(iter(ir.free_symbols(shapes["scans"][0]))))

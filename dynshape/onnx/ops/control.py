@@ -19,7 +19,7 @@ from dynshape.builder import control, trace
 from ..known import Known
 from ..registry import Node, NodeError, Unsupported, converter
 from ..sequence import structured
-from .operands import normalize_axis, value_shape
+from .operands import data_dependent, normalize_axis, value_shape
 
 
 @converter("If")
@@ -190,7 +190,9 @@ def _trip_dim(trip: Any) -> Any:
     if not isinstance(trip, Known) or trip.array.size != 1:
         return None
     (dim,) = trip.dims()
-    return dim
+    # a count computed from data (the length of a Range over dims) is a ``?``, which an
+    # attribute may not name: the scan outputs keep the loop's own row count
+    return None if data_dependent([dim]) else dim
 
 
 def _prepend(acc: Any, one: Any, first: Any) -> Any:
