@@ -14,6 +14,7 @@ from onnx import TensorProto, helper  # noqa: E402
 import dynshape  # noqa: E402
 import dynshape.onnx  # noqa: E402
 from dynshape import ModelImportError  # noqa: E402
+from vm import RunTimeShapeError  # noqa: E402
 
 
 def _i64(*values: int) -> np.ndarray:
@@ -315,6 +316,52 @@ def test_a_size_baked_in_at_export_is_caught() -> None:
         match=r"node Reshape 'baked'.*has dim 28 at axis 0, but the model records 4\*seq \(a size fixed at export",
     ):
         dynshape.onnx.load(m)
+
+
+def test_a_reshape_whose_zero_copies_a_size_computed_from_data() -> None:
+    # a slice to an end computed at run time has a ? dim, which a reshape's 0 copied into
+    # its attribute (TorchScript's ``pixel_unshuffle`` of ``h[:, :, : h.shape[2] // 2 * 2]``
+    # after a convolution): the import failed with 'does not type'
+    m = model(
+        [
+            helper.make_node("Slice", ["x", "start", "k", "axes"], ["y"]),
+            helper.make_node("Reshape", ["y", "shape"], ["z"]),
+        ],
+        [("x", "float32", ["n", 4]), ("k", "int64", [1])],
+        ["z"],
+        {"start": _i64(0), "axes": _i64(0), "shape": _i64(0, -1, 2)},
+    )
+    vm = dynshape.VirtualMachine(dynshape.compile(dynshape.onnx.load(m)))
+    x = np.arange(20, dtype=np.float32).reshape(5, 4)
+    for k in (3, 1, 9):
+        want = x[:k].reshape(min(k, 5), 2, 2)
+        np.testing.assert_array_equal(vm.run(x, np.array([k])), want)
+    with pytest.raises(RunTimeShapeError, match=r"dyn.reshape: .* != 0 \(to infer -1\)"):
+        vm.run(x, np.array([0]))  # no rows: the -1 is ambiguous, as ONNX says
+
+
+def test_a_constant_tiled_by_a_dim() -> None:
+    # DETR's learned queries repeated over the batch: ``query.repeat(1, B, 1)``; folding a
+    # constant by symbolic repeats failed with numpy's TypeError
+    query = np.arange(6, dtype=np.float32).reshape(3, 1, 2)
+    m = model(
+        [
+            helper.make_node("Shape", ["x"], ["s"]),
+            helper.make_node("Gather", ["s", "zero"], ["n"], axis=0),
+            helper.make_node("Unsqueeze", ["n", "ax0"], ["nu"]),
+            helper.make_node("Concat", ["one", "nu", "one"], ["reps"], axis=0),
+            helper.make_node("Tile", ["query", "reps"], ["q"]),
+            helper.make_node("Transpose", ["q"], ["y"], perm=[1, 0, 2]),
+            helper.make_node("Add", ["y", "x"], ["z"]),
+        ],
+        [("x", "float32", ["n", 3, 2])],
+        ["z"],
+        {"zero": np.array(0, np.int64), "ax0": _i64(0), "one": _i64(1), "query": query},
+    )
+    vm = dynshape.VirtualMachine(dynshape.compile(dynshape.onnx.load(m)))
+    for n in (1, 4, 0):
+        x = np.ones((n, 3, 2), np.float32)
+        np.testing.assert_array_equal(vm.run(x), np.tile(query, [1, n, 1]).transpose(1, 0, 2) + x)
 
 
 def test_tile_with_repeats_computed_from_a_shape() -> None:

@@ -227,6 +227,7 @@ def tile(node: Node) -> Any:
     data = node.input(0)
     if len(reps) != len(value_shape(data)):
         raise NodeError(f"{len(reps)} repeats for a tensor of rank {len(value_shape(data))}")
-    if isinstance(data, Known) and not data.symbolic:
+    if isinstance(data, Known) and not data.symbolic and all(isinstance(r, int) for r in reps):
         return Known(np.tile(data.array, reps), data.dtype)
+    # (a constant tiled by dims, DETR's queries repeated over the batch: tiled at run time)
     return trace.apply("tile", node.tensor(0), reps=reps)

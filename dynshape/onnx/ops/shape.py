@@ -294,6 +294,8 @@ def reshape(node: Node) -> Any:
             newshape.append(shape_in[i])
         else:
             newshape.append(d)
+    if data_dependent(newshape):  # a 0 copied a ? of the input (a slice to a computed end)
+        return trace.apply("dyn.reshape", node.tensor(0), node.tensor(1))
     if isinstance(value, Known):
         total = int(np.prod(value.shape))
         known_dims = [d for d in newshape if d != -1]
