@@ -7,7 +7,7 @@ Guarantees: a typed module in which every
     P = nn.pad(X, pad_width=[[0, 0], [0, 0], [t', b'], [l', r']], pad_value=0)
       | expand_dims(nn.pad(X, pad_width=[[0, 0], [0, 0], [l', r']], pad_value=0), axis=2)
 
-whose ``nn.pad`` (and ``expand_dims``) has no other use is
+whose ``nn.pad`` is read only by such convolutions (each ``expand_dims`` used only there) is
 
     nn.conv2d(X | expand_dims(X, axis=2), W, padding=[t + t', l + l', b + b', r + r'], ...)
 
@@ -36,10 +36,10 @@ from dataclasses import dataclass
 import ir
 from ir import Call, Expr, Function, Module
 
-from ..analysis.dataflow import UseGraph
+from ..analysis.dataflow import Use, UseGraph
 from .base import ModulePass
 from .infer_types import CompleteTypes
-from .patterns import ChainRewriter, call_of, only_use, rewrite_chains
+from .patterns import ChainRewriter, call_of, rewrite_chains
 
 _CONV2D = ir.get_op("nn.conv2d")
 _EXPAND_DIMS = ir.get_op("expand_dims")
@@ -75,17 +75,10 @@ def _find(node: Expr, graph: UseGraph, fn: Function) -> tuple[Call, _Match] | No
         return None
     data = conv.args[0]
     expand = call_of(data, "expand_dims")
-    if expand is not None:
-        if expand.attrs.axis != 2 or expand.attrs.num_newaxis != 1:
-            return None
-        if not only_use(expand, conv, graph):
-            return None
-        pad = call_of(expand.args[0], "nn.pad")
-        parent: Call = expand
-    else:
-        pad = call_of(data, "nn.pad")
-        parent = conv
-    if pad is None or not only_use(pad, parent, graph) or not _positive_zero(pad.attrs.pad_value):
+    pad = call_of(data if expand is None else expand.args[0], "nn.pad")
+    if pad is None or not _positive_zero(pad.attrs.pad_value):
+        return None
+    if not _read_by_convolutions(pad, graph):  # (which checks the expand_dims too)
         return None
     width = [list(w) for w in pad.attrs.pad_width]
     if expand is not None:
@@ -99,6 +92,35 @@ def _find(node: Expr, graph: UseGraph, fn: Function) -> tuple[Call, _Match] | No
         (top, bottom), (left, right) = width[2], width[3]
         widths = (top, left, bottom, right)
     return conv, _Match(pad.args[0], widths, expand is not None)
+
+
+def _read_by_convolutions(pad: Call, graph: UseGraph) -> bool:
+    """Whether every use of ``pad`` is the data of a convolution, directly or through an
+    ``expand_dims(axis=2)`` used only there (WaveNet's gated units pad once for the two
+    convolutions of a layer): each of them folds it, and the pad is left unused."""
+    uses = graph.uses.get(pad, [])
+    return bool(uses) and all(_convolution_data(pad, u, k, graph, True) for u, k in uses)
+
+
+def _convolution_data(
+    value: Expr, user: Expr | None, kind: Use, graph: UseGraph, expand: bool
+) -> bool:
+    """Whether ``user`` reads ``value`` as a convolution's data (``expand``: or through one
+    ``expand_dims(axis=2)`` whose only use does)."""
+    if kind is not Use.OPERAND or user is None:
+        return False
+    adds_height = call_of(user, "expand_dims")
+    if adds_height is not None:
+        uses = graph.uses.get(adds_height, [])
+        return (
+            expand
+            and adds_height.attrs.axis == 2
+            and adds_height.attrs.num_newaxis == 1
+            and len(uses) == 1
+            and _convolution_data(adds_height, *uses[0], graph, False)
+        )
+    conv = call_of(user, "nn.conv2d")
+    return conv is not None and conv.args[0] is value and conv.args[1] is not value
 
 
 def _positive_zero(value: float) -> bool:

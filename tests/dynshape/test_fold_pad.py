@@ -52,6 +52,28 @@ def test_a_pad_of_both_spatial_axes_before_a_grouped_convolution() -> None:
     )
 
 
+def test_one_pad_read_by_two_convolutions_folds_into_both() -> None:
+    # WaveNet's gated unit: tanh(conv_f(pad(h))) * sigmoid(conv_g(pad(h)))
+    check_pass(
+        FoldPadIntoConv(),
+        f"""
+        def @main(%x: Tensor[(n, 2, t), float32]) {{
+          %0 = nn.pad(%x, pad_width=[[0, 0], [0, 0], [2, 0]]);
+          %1 = nn.conv2d(expand_dims(%0, axis=2), {W1}, dilation=[1, 2]);
+          %2 = nn.conv2d(expand_dims(%0, axis=2), {W1}, dilation=[1, 2]);
+          multiply(tanh(%1), sigmoid(%2))
+        }}
+        """,
+        f"""
+        def @main(%x: Tensor[(n, 2, t), float32]) {{
+          %0 = nn.conv2d(expand_dims(%x, axis=2), {W1}, padding=[0, 2, 0, 0], dilation=[1, 2]);
+          %1 = nn.conv2d(expand_dims(%x, axis=2), {W1}, padding=[0, 2, 0, 0], dilation=[1, 2]);
+          multiply(tanh(%0), sigmoid(%1))
+        }}
+        """,
+    )
+
+
 KEPT = {
     "a pad of another value": f"nn.conv2d(nn.pad(%x, pad_width=[[0, 0], [0, 0], [1, 1], [1, 1]], "
     f"pad_value=1.0), {W2}, groups=2)",
@@ -61,8 +83,10 @@ KEPT = {
     "const([[[[1.0]], [[2.0]], [[3.0]], [[4.0]]]], float32))",
     "a pad before a pool": "nn.max_pool2d(nn.pad(%x, pad_width=[[0, 0], [0, 0], [1, 1], [1, 1]]), "
     "pool_size=[2, 2])",
-    "a pad used twice": "%0 = nn.pad(%x, pad_width=[[0, 0], [0, 0], [1, 1], [1, 1]]); "
+    "a pad also used elsewhere": "%0 = nn.pad(%x, pad_width=[[0, 0], [0, 0], [1, 1], [1, 1]]); "
     f"(nn.conv2d(%0, {W2}, groups=2), %0)",
+    "a pad whose height is also used elsewhere": "%0 = expand_dims(nn.pad(%y, "
+    f"pad_width=[[0, 0], [0, 0], [1, 0]]), axis=2); (nn.conv2d(%0, {W1}), %0)",
     "a height of 1 added elsewhere": "nn.conv2d(expand_dims(nn.pad(%y, "
     "pad_width=[[0, 0], [0, 0], [1, 0]]), axis=3), "
     "const([[[[1.0], [2.0]]], [[[0.5], [-1.0]]]], float32), groups=2)",
@@ -104,10 +128,11 @@ def test_the_pass_counts_its_folds() -> None:
     dilation=st.lists(st.integers(1, 2), min_size=2, max_size=2),
     groups=st.sampled_from([1, 2]),
     one_dimensional=st.booleans(),
+    readers=st.sampled_from([1, 2]),
     seed=st.integers(0, 999),
 )
 def test_folded_convolutions_compute_what_the_unfolded_do(
-    pad, padding, strides, dilation, groups, one_dimensional, seed
+    pad, padding, strides, dilation, groups, one_dimensional, readers, seed
 ):
     rng = np.random.default_rng(seed)
     kernel_h = 1 if one_dimensional else 2
@@ -119,9 +144,13 @@ def test_folded_convolutions_compute_what_the_unfolded_do(
     else:
         data, shape = "%0", "(n, 4, h, w)"
         width = f"[[0, 0], [0, 0], [{pad[0]}, {pad[2]}], [{pad[1]}, {pad[3]}]]"
+    convs = [
+        f"nn.conv2d({data}, const({(weight * (i + 1)).tolist()}, float32), {attrs})"
+        for i in range(readers)  # (two: one pad read by both)
+    ]
     program = (
         f"def @main(%x: Tensor[{shape}, float32]) {{ %0 = nn.pad(%x, pad_width={width}); "
-        f"nn.conv2d({data}, const({weight.tolist()}, float32), {attrs}) }}"
+        f"({', '.join(convs)}) }}"
     )
     folded = dynshape.VirtualMachine(dynshape.compile(program))
     assert "nn.pad" not in str(dynshape.stages(program)["rewritten"])
@@ -137,6 +166,6 @@ def test_folded_convolutions_compute_what_the_unfolded_do(
 
 def _outcome(vm: dynshape.VirtualMachine, x: np.ndarray) -> np.ndarray | str:
     try:
-        return np.asarray(vm.run(x))
+        return np.stack([np.asarray(r) for r in vm.run(x)])
     except dynshape.DynShapeError as e:
         return type(e).__name__
