@@ -364,6 +364,22 @@ def test_a_constant_tiled_by_a_dim() -> None:
         np.testing.assert_array_equal(vm.run(x), np.tile(query, [1, n, 1]).transpose(1, 0, 2) + x)
 
 
+def test_tile_by_a_count_of_data_is_refused_by_name() -> None:
+    m = model(
+        [
+            helper.make_node("NonZero", ["mask"], ["nz"]),
+            helper.make_node("Shape", ["nz"], ["s"]),
+            helper.make_node("Tile", ["x", "s"], ["y"]),
+        ],
+        [("mask", "bool", ["n"]), ("x", "float32", [2, 3])],
+        ["y"],
+    )
+    with pytest.raises(
+        ModelImportError, match=r"node Tile .*Tile repeats that hold a size known at run time"
+    ):
+        dynshape.onnx.load(m)
+
+
 def test_tile_with_repeats_computed_from_a_shape() -> None:
     m = model(
         [

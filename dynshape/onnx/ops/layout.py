@@ -224,6 +224,11 @@ def tile(node: Node) -> Any:
             "Tile repeats computed from data are not supported (they decide the shape)"
         )
     reps: list[Any] = known.dims()
+    if data_dependent(reps):
+        raise Unsupported(
+            "Tile repeats that hold a size known at run time only (a count of data, such "
+            "as NonZero's) are not supported (they decide the shape)"
+        )
     data = node.input(0)
     if len(reps) != len(value_shape(data)):
         raise NodeError(f"{len(reps)} repeats for a tensor of rank {len(value_shape(data))}")
