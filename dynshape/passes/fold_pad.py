@@ -135,6 +135,9 @@ def _build(rewriter: ChainRewriter, call: Call, m: _Match) -> Expr:
     data = rewriter.visit(m.data)
     if m.one_dimensional:
         data = Call(_EXPAND_DIMS, (data,), ir.Attrs({"axis": 2, "num_newaxis": 1}))
-    padding = tuple(int(p) + w for p, w in zip(call.attrs.padding, m.widths, strict=True))
+    given = tuple(int(p) for p in call.attrs.padding)
+    if len(given) == 2:  # ([h, w]: the same both sides)
+        given = (*given, *given)
+    padding = tuple(p + w for p, w in zip(given, m.widths, strict=True))
     attrs = ir.Attrs({**call.attrs, "padding": padding})
     return Call(_CONV2D, (data, rewriter.visit(call.args[1])), attrs, span=call.span)

@@ -52,6 +52,23 @@ def test_a_pad_of_both_spatial_axes_before_a_grouped_convolution() -> None:
     )
 
 
+def test_a_convolution_padded_by_height_and_width_pairs() -> None:
+    check_pass(
+        FoldPadIntoConv(),
+        f"""
+        def @main(%x: Tensor[(n, 2, h, w), float32]) {{
+          nn.conv2d(nn.pad(%x, pad_width=[[0, 0], [0, 0], [0, 1], [2, 0]]), {W2}, padding=[1, 3],
+            groups=2)
+        }}
+        """,
+        f"""
+        def @main(%x: Tensor[(n, 2, h, w), float32]) {{
+          nn.conv2d(%x, {W2}, padding=[1, 5, 2, 3], groups=2)
+        }}
+        """,
+    )
+
+
 def test_one_pad_read_by_two_convolutions_folds_into_both() -> None:
     # WaveNet's gated unit: tanh(conv_f(pad(h))) * sigmoid(conv_g(pad(h)))
     check_pass(
