@@ -38,9 +38,11 @@ def call_work(fn: Function) -> sympy.Expr:
 def _per_output(call: Call) -> Any:
     name = call.op.name if call.op is not None else ""
     args = [a.ty for a in call.args]
-    if name in ("nn.conv2d", "nn.conv2d_transpose") and isinstance(args[1], TensorType):
-        w = args[1].shape  # (O, I / groups, KH, KW) for conv2d; the window is what counts
-        return 2 * _product(w[1:]) if name == "nn.conv2d" else 2 * _product(w[2:]) * w[0]
+    if name in ("nn.conv2d", "nn.conv3d", "nn.conv2d_transpose") and isinstance(
+        args[1], TensorType
+    ):
+        w = args[1].shape  # (O, I / groups, [KD,] KH, KW) for conv2d/3d: the window counts
+        return 2 * _product(w[1:]) if name != "nn.conv2d_transpose" else 2 * _product(w[2:]) * w[0]
     if name in ("nn.dense", "nn.matmul", "nn.batch_matmul") and isinstance(args[0], TensorType):
         a = args[0].shape
         transposed = name == "nn.batch_matmul" and call.attrs.transpose_a

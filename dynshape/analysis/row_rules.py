@@ -192,7 +192,7 @@ def _matmul(proof: Proof, call: Call, args: list[State]) -> State:
     return found
 
 
-@_rule("nn.conv2d", "nn.conv2d_transpose")
+@_rule("nn.conv2d", "nn.conv2d_transpose", "nn.conv3d")
 def _conv(proof: Proof, call: Call, args: list[State]) -> State:
     rows = _only_first(proof, call, args, "weight")
     if rows is None:

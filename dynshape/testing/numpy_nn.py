@@ -216,6 +216,36 @@ def _conv2d(ins: Sequence[Any], attrs: Mapping[str, Any]) -> np.ndarray:
     return out
 
 
+def _conv3d(ins: Sequence[Any], attrs: Mapping[str, Any]) -> np.ndarray:
+    """Each kernel position (i, j, k) adds its strided, dilated input block times its weights,
+    per group."""
+    data, weight = (np.asarray(v, np.float64) for v in ins)
+    front, top, left, back, bottom, right = (int(v) for v in attrs["padding"])
+    x = np.pad(data, [(0, 0), (0, 0), (front, back), (top, bottom), (left, right)])
+    groups, strides, dilation = attrs["groups"], attrs["strides"], attrs["dilation"]
+    o, per_group = weight.shape[:2]
+    sizes = [
+        _out_size(x.shape[2 + a], weight.shape[2 + a], strides[a], dilation[a]) for a in range(3)
+    ]
+    out = np.zeros((x.shape[0], o, *sizes))
+    o_per_group = o // groups
+    for g in range(groups):
+        xs = x[:, g * per_group : (g + 1) * per_group]
+        ws = weight[g * o_per_group : (g + 1) * o_per_group]
+        for i, j, k in np.ndindex(*weight.shape[2:]):
+            block = xs[
+                :,
+                :,
+                i * dilation[0] : i * dilation[0] + strides[0] * sizes[0] : strides[0],
+                j * dilation[1] : j * dilation[1] + strides[1] * sizes[1] : strides[1],
+                k * dilation[2] : k * dilation[2] + strides[2] * sizes[2] : strides[2],
+            ]
+            out[:, g * o_per_group : (g + 1) * o_per_group] += np.einsum(
+                "ncdhw,oc->nodhw", block, ws[:, :, i, j, k]
+            )
+    return out
+
+
 def _conv2d_transpose(ins: Sequence[Any], attrs: Mapping[str, Any]) -> np.ndarray:
     """Each kernel tap adds its input plane, spread by the stride, into the full (uncropped)
     result, which padding then crops and output_padding extends with zeros at the end."""
@@ -284,6 +314,7 @@ NN_OPS: dict[str, Callable[[Sequence[Any], Mapping[str, Any]], Any]] = {
     "nn.layer_norm": _layer_norm,
     "nn.rms_norm": _rms_norm,
     "nn.conv2d": _conv2d,
+    "nn.conv3d": _conv3d,
     "nn.conv2d_transpose": _conv2d_transpose,
     "nn.max_pool2d": _pool(np.maximum, -np.inf, average=False),
     "nn.avg_pool2d": _pool(np.add, 0.0, average=True),

@@ -1,7 +1,7 @@
 """Convolution and pooling: ``conv1d``/``conv2d`` (and core ATen's ``convolution``) onto
-``nn.conv2d`` (a 1-d one over a height of 1), ``max_pool2d``, ``avg_pool2d``,
-``adaptive_avg_pool2d``. torch's ``padding=[ph, pw]`` is the catalogue's ``[top, left, bottom,
-right] = [ph, pw, ph, pw]``."""
+``nn.conv2d`` (a 1-d one over a height of 1), ``conv3d`` onto ``nn.conv3d``, ``max_pool2d``,
+``avg_pool2d``, ``adaptive_avg_pool2d``. torch's ``padding=[ph, pw]`` is the catalogue's
+``[top, left, bottom, right] = [ph, pw, ph, pw]`` (``[pd, ph, pw]`` twice for 3-d)."""
 
 from __future__ import annotations
 
@@ -46,8 +46,13 @@ def _conv(x: Value, w: Value, b: Any, stride: Any, padding: Any, dilation: Any, 
             "nn.conv2d", x, w, strides=s, padding=[p[0], p[1], p[0], p[1]], dilation=d,
             groups=int(groups),
         )  # fmt: skip
+    elif rank == 5:  # (N, C, D, H, W)
+        s, p, d = _n(stride, 3, "stride"), _n(padding, 3, "padding"), _n(dilation, 3, "dilation")
+        y = trace.apply(
+            "nn.conv3d", x, w, strides=s, padding=[*p, *p], dilation=d, groups=int(groups),
+        )  # fmt: skip
     else:
-        raise Unsupported(f"a convolution of rank {rank} input (3 or 4)")
+        raise Unsupported(f"a convolution of rank {rank} input (3 to 5)")
     if b is None:
         return y
     shape = [-1] + [1] * (rank - 2)
@@ -60,9 +65,9 @@ def _conv(x: Value, w: Value, b: Any, stride: Any, padding: Any, dilation: Any, 
     return trace.apply("add", y, bias)
 
 
-@converter("aten.conv1d.default", "aten.conv2d.default")
+@converter("aten.conv1d.default", "aten.conv2d.default", "aten.conv3d.default")
 def conv(call: Call) -> Any:
-    """``nn.conv2d`` (a 1-d convolution over a height of 1), bias added."""
+    """``nn.conv2d`` (a 1-d convolution over a height of 1) or ``nn.conv3d``, bias added."""
     return _conv(
         call["input"], call["weight"], call["bias"], call["stride"], call["padding"],
         call["dilation"], call["groups"],

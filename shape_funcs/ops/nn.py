@@ -261,6 +261,44 @@ def conv2d(
     return (data[0], weight[0], oh, ow)
 
 
+@register_shape_func("nn.conv3d")
+def conv3d(
+    ctx: ShapeContext,
+    data: Shape,
+    weight: Shape,
+    *,
+    strides: Sequence[int] = (1, 1, 1),
+    padding: Sequence[int] = (0, 0, 0, 0, 0, 0),
+    dilation: Sequence[int] = (1, 1, 1),
+    groups: int = 1,
+) -> Shape:
+    """``(N, C, D, H, W) x (O, C / groups, KD, KH, KW) -> (N, O, OD, OH, OW)``, sliding-window
+    sizes; ``padding`` is ``[front, top, left, back, bottom, right]``."""
+    require_rank(data, 5, "data")
+    require_rank(weight, 5, "weight")
+    for name, values in (("strides", strides), ("dilation", dilation)):
+        if len(values) != 3 or min(values) < 1:
+            fail(f"{name} must have 3 values >= 1 (depth, height, width), got {list(values)}")
+    if len(padding) != 6 or min(padding) < 0:
+        fail(
+            "padding must have 6 values >= 0 ([front, top, left, back, bottom, right]), got "
+            f"{list(padding)}"
+        )
+    if groups < 1:
+        fail(f"groups must be >= 1, got {groups}")
+    ctx.check_equal(
+        data[1], weight[1] * groups, "data.shape[1] == weight.shape[1] * groups (groups={})", groups
+    )
+    ctx.check_divides(groups, weight[0], "weight.shape[0] divisible by groups={}", groups)
+    out = [data[0], weight[0]]
+    for axis, what in enumerate(("depth", "height", "width")):
+        ctx.check(weight[2 + axis], ">", 0, "weight.shape[{}] > 0", 2 + axis)
+        pads = padding[axis] + padding[3 + axis]
+        size = data[2 + axis]
+        out.append(_window(ctx, size, pads, weight[2 + axis], strides[axis], dilation[axis], what))
+    return tuple(out)
+
+
 @register_workspace("nn.conv2d")
 def conv2d_workspace(
     result: Shape,

@@ -374,8 +374,6 @@ def test_checks_among_an_arena_s_tenants_run_before_it() -> None:
     assert planned.index("tanh(") < planned.index("nn.conv2d(")  # (the check moved past it)
     vm = dynshape.VirtualMachine(dynshape.compile(program))
     for h in (1, 2):
-        with pytest.raises(
-            RunTimeShapeError, match=rf"padded height >= .* got {h} < 3 .* h = {h}"
-        ):
+        with pytest.raises(RunTimeShapeError, match=rf"padded height >= .* got {h} < 3 .* h = {h}"):
             vm.run(np.ones((2, 1, h, 4), np.float32))
     assert vm.run(np.ones((2, 1, 3, 4), np.float32)).shape == (2, 1, 1, 2)

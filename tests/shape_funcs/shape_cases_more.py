@@ -498,6 +498,38 @@ def _conv(op: str) -> st.SearchStrategy[Case]:
     return make()
 
 
+@cases("nn.conv3d")
+def _conv3d(op: str) -> st.SearchStrategy[Case]:
+    @st.composite
+    def make(draw: st.DrawFn) -> Case:
+        groups = draw(st.integers(1, 2))
+        per_group_in, per_group_out = draw(st.integers(0, 2)), draw(st.integers(0, 2))
+        kernel = [draw(st.integers(1, 3)) for _ in range(3)]
+        strides = [draw(st.integers(1, 2)) for _ in range(3)]
+        dilation = [draw(st.integers(1, 2)) for _ in range(3)]
+        padding = [draw(st.integers(0, 2)) for _ in range(6)]
+        sizes = [
+            draw(
+                st.integers(
+                    max(0, dilation[a] * (kernel[a] - 1) + 1 - padding[a] - padding[3 + a]), 5
+                )
+            )
+            for a in range(3)
+        ]
+        data = (draw(st.integers(0, 2)), groups * per_group_in, *sizes)
+        weight = (groups * per_group_out, per_group_in, *kernel)
+        attrs = {"strides": strides, "padding": padding, "dilation": dilation, "groups": groups}
+        out = [
+            (sizes[a] + padding[a] + padding[3 + a] - dilation[a] * (kernel[a] - 1) - 1)
+            // strides[a]
+            + 1
+            for a in range(3)
+        ]
+        return Case([data, weight], attrs, (data[0], weight[0], *out))
+
+    return make()
+
+
 def _conv2d_transpose_shape(
     data: tuple[int, ...],
     weight: tuple[int, ...],

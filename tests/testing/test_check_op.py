@@ -173,6 +173,15 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "attrs": {"groups": st.sampled_from([1, 2]), "strides": st.sampled_from([[1, 1], [2, 1]])},
         "dtypes": ("float32", "float64"),
     },
+    "nn.conv3d": {
+        "shapes": [[(1, 2, 3, 4, 4), (3, 2, 2, 3, 1)], [(2, 4, 2, 3, 2), (2, 2, 1, 2, 2)]],
+        "attrs": {
+            "groups": st.sampled_from([1, 2]),
+            "strides": st.sampled_from([[1, 1, 1], [2, 1, 2]]),
+            "padding": st.sampled_from([[0, 0, 0, 0, 0, 0], [1, 0, 1, 0, 1, 0]]),
+        },
+        "dtypes": ("float32", "float64"),
+    },
     "nn.conv2d_transpose": {
         "shapes": [[(1, 2, 3, 4), (2, 3, 3, 3)], [(2, 4, 2, 3), (4, 1, 2, 2)]],
         "attrs": {

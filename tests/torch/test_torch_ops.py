@@ -191,6 +191,11 @@ CASES: dict[str, tuple[Callable[..., Any], list[Callable[[int], Any]]]] = {
         [rnd(4, 9, 8)],
         {"w": torch.randn(6, 2, 3, 3)},
     ),
+    "conv3d_strided_grouped": (
+        lambda m, x: F.conv3d(x, m.w, m.b, stride=(1, 2, 1), padding=(1, 0, 1), groups=2),
+        [rnd(4, 5, 6, 3)],
+        {"w": torch.randn(6, 2, 3, 2, 2), "b": torch.randn(6)},
+    ),
     "conv1d_padded": (
         lambda m, x: F.conv1d(x, m.w, m.b, padding=2, dilation=2),
         [rnd(3, 11)],

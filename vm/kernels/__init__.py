@@ -6,6 +6,7 @@ Importing this package registers every built-in kernel.
 from . import (
     attention,
     conv,
+    conv3d,
     create,
     dynamic,
     elementwise,
@@ -37,6 +38,7 @@ __all__ = [
     "KernelFactory",
     "attention",
     "conv",
+    "conv3d",
     "create",
     "dynamic",
     "elementwise",

@@ -215,7 +215,9 @@ def _weight_and_finish(node: Node, one: bool) -> tuple[Any, Any]:
 @converter("Conv")
 def conv(node: Node) -> Any:
     """1-d and 2-d convolution: ``nn.conv2d`` (group, dilations, strides, pads, auto_pad),
-    plus ``nn.bias_add`` of the optional bias."""
+    3-d: ``nn.conv3d``; plus ``nn.bias_add`` of the optional bias."""
+    if len(value_shape(node.input(0))) == 5:
+        return _conv3d(node)
     x_shape, x, one, kernel, strides, dilations = _window(node, "convolutions")
     begin, end = _spatial_pads(node, x_shape[2:], kernel, strides, dilations)
     w, finish = _weight_and_finish(node, one)
@@ -229,6 +231,33 @@ def conv(node: Node) -> Any:
         groups=int(node.attr("group", 1)),
     )
     return finish(out)
+
+
+def _conv3d(node: Node) -> Any:
+    """A Conv over NCDHW data: ``nn.conv3d`` (its padding ``[front, top, left, back, bottom,
+    right]`` is ONNX's ``pads``)."""
+    x_shape, w_shape = value_shape(node.input(0)), value_shape(node.input(1))
+    if len(w_shape) != 5:
+        raise NodeError(f"the weight has rank {len(w_shape)} but the input has rank 5")
+    kernel = list(w_shape[2:])
+    given = node.attr("kernel_shape")
+    if given is not None and [int(v) for v in given] != kernel:
+        raise NodeError(f"kernel_shape={list(given)} differs from the weight's {kernel}")
+    strides = _ints(node, "strides", [1] * 3, 3)
+    dilations = _ints(node, "dilations", [1] * 3, 3)
+    begin, end = _spatial_pads(node, x_shape[2:], kernel, strides, dilations)
+    out = trace.apply(
+        "nn.conv3d",
+        node.tensor(0),
+        node.tensor(1),
+        strides=strides,
+        padding=[*begin, *end],
+        dilation=dilations,
+        groups=int(node.attr("group", 1)),
+    )
+    if node.input(2) is not None:
+        out = trace.apply("nn.bias_add", out, node.tensor(2), axis=1)
+    return out
 
 
 def _transpose_pads(

@@ -16,6 +16,12 @@ _CONV_ATTRS = [
     attr("dilation", "list[int]", [1, 1]),
     attr("groups", "int", 1),
 ]
+_CONV3D_ATTRS = [
+    attr("strides", "list[int]", [1, 1, 1]),
+    attr("padding", "list[int]", [0, 0, 0, 0, 0, 0]),
+    attr("dilation", "list[int]", [1, 1, 1]),
+    attr("groups", "int", 1),
+]
 _POOL_ATTRS = [
     attr("pool_size", "list[int]"),
     attr("strides", "list[int]", [1, 1]),
@@ -139,6 +145,15 @@ DECLARATIONS: tuple[OpDecl, ...] = (
         "same_float",
         _CONV_ATTRS,
         "2-d convolution, NCHW data, OIHW weight; padding [top, left, bottom, right]",
+    ),
+    declare(
+        "nn.conv3d",
+        ["data", "weight"],
+        "opaque",
+        "same_float",
+        _CONV3D_ATTRS,
+        "3-d convolution, NCDHW data, OIDHW weight; padding [front, top, left, back, bottom, "
+        "right] (video and volumetric models: ONNX's Conv over a rank-5 input)",
     ),
     declare(
         "nn.conv2d_transpose",

@@ -1,6 +1,6 @@
 """Neural-network ops: dense, matmul, batch_matmul (transposes, batch broadcast), bias_add,
 softmax, log_softmax, layer_norm, conv2d (padding forms, strides, dilation, groups),
-conv2d_transpose, pooling (dilated windows too),
+conv2d_transpose, conv3d, pooling (dilated windows too),
 the recurrent nn.lstm, nn.gru and nn.rnn, and small models (MLP, attention, CNN) over a dynamic batch.
 
 References are written from the catalogue's definitions (NCHW data, OIHW weights, padding
@@ -98,6 +98,42 @@ def conv2d(
             weight = w[g * og : (g + 1) * og, :, i, j].astype(np.float64)
             out[:, g * og : (g + 1) * og] += np.einsum("nchw,oc->nohw", part, weight)
     return out
+
+
+def conv3d(
+    x: np.ndarray,
+    w: np.ndarray,
+    strides: Sequence[int] = (1, 1, 1),
+    padding: Sequence[int] = (0, 0, 0, 0, 0, 0),
+    dilation: Sequence[int] = (1, 1, 1),
+    groups: int = 1,
+) -> np.ndarray:
+    """NCDHW x OIDHW convolution: output depth z sums, over the depth taps i, the 2-d
+    convolution of input depth ``z * SD + i * DD`` (of the depth-padded input) by the
+    weights of tap i."""
+    front, top, left, back, bottom, right = padding
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (front, back), (0, 0), (0, 0)))
+    kd = w.shape[2]
+    od = (xp.shape[2] - dilation[0] * (kd - 1) - 1) // strides[0] + 1
+    planes = []
+    for z in range(od):
+        plane = sum(
+            conv2d(
+                xp[:, :, z * strides[0] + i * dilation[0]],
+                w[:, :, i],
+                strides[1:],
+                (top, left, bottom, right),
+                dilation[1:],
+                groups,
+            )
+            for i in range(kd)
+        )
+        planes.append(plane)
+    if planes:
+        return np.stack(planes, axis=2)
+    o = w.shape[0]
+    empty = conv2d(xp[:, :, 0], w[:, :, 0], strides[1:], (top, left, bottom, right), dilation[1:])
+    return np.zeros((x.shape[0], o, 0, *empty.shape[2:]))
 
 
 def conv2d_transpose(
@@ -445,6 +481,23 @@ def @main(%x: Tensor[(n, 5, h, w), float64], %k: Tensor[(2, 5, 1, 1), float64]) 
 """,
         reference=lambda x, k: conv2d(x, k),
         bindings=[{"n": 0, "h": 2, "w": 2}, {"n": 1, "h": 1, "w": 1}, {"n": 3, "h": 4, "w": 6}],
+    ),
+    Case(
+        name="conv3d_strided_padded_dilated_grouped",
+        source="""
+def @main(%x: Tensor[(n, 4, d, h, w), float32], %k: Tensor[(6, 2, 2, 3, 1), float32], %g: Tensor[(2, 4, 1, 1, 2), float32]) {
+  (nn.conv3d(%x, %k, strides=[2, 1, 1], padding=[1, 1, 0, 0, 1, 0], dilation=[2, 1, 1], groups=2), nn.conv3d(%x, %g))
+}
+""",
+        reference=lambda x, k, g: (
+            conv3d(x, k, (2, 1, 1), (1, 1, 0, 0, 1, 0), (2, 1, 1), 2),
+            conv3d(x, g),
+        ),
+        bindings=[
+            {"n": 0, "d": 2, "h": 1, "w": 2},
+            {"n": 1, "d": 3, "h": 1, "w": 2},
+            {"n": 2, "d": 5, "h": 3, "w": 4},
+        ],
     ),
     Case(
         name="conv2d_transpose_strided_cropped_grouped",
