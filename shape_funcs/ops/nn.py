@@ -299,6 +299,38 @@ def conv3d(
     return tuple(out)
 
 
+@register_workspace("nn.conv3d")
+def conv3d_workspace(
+    result: Shape,
+    data: Shape,
+    weight: Shape,
+    *,
+    dtype: str,
+    strides: Sequence[int] = (1, 1, 1),
+    padding: Sequence[int] = (0, 0, 0, 0, 0, 0),
+    dilation: Sequence[int] = (1, 1, 1),
+    **_: object,
+) -> Dim:
+    """The bytes ``nn.conv3d``'s kernel carves (``vm/kernels/conv3d.py``): the depth taps
+    stacked into channels, ``(N * OD, KD * C, H, W)``, the 2-d convolution's result ``(N * OD,
+    O, OH, OW)``, and that convolution's own workspace (``nn.conv2d``'s rule on those shapes)."""
+    n, c, _, h, w = data
+    o, cg, kd, kh, kw = weight
+    od, oh, ow = result[2], result[3], result[4]
+    images = n * od
+    planar = conv2d_workspace(
+        (images, o, oh, ow),
+        (images, kd * c, h, w),
+        (o, kd * cg, kh, kw),
+        dtype=dtype,
+        strides=strides[1:],
+        padding=(padding[1], padding[2], padding[4], padding[5]),
+        dilation=dilation[1:],
+    )
+    elements = images * kd * c * h * w + images * o * oh * ow
+    return elements * ITEMSIZE[dtype] + 2 * PIECE_SLACK + planar
+
+
 @register_workspace("nn.conv2d")
 def conv2d_workspace(
     result: Shape,

@@ -5,10 +5,9 @@ the input plane at depth ``z * SD + i * DD - front`` (zeros where that is paddin
 the channels of tap ``i``; the images of the 2-d convolution are the ``(N, OD)`` pairs, its
 channels ``(group, tap, channel)``, its weight ``(O, KD * C / groups, KH, KW)``. The
 height and width (strides, dilation, padding, groups) are ``nn.conv2d``'s kernel's, BLAS and
-all. The stacked planes are ``KD`` times the input over ``OD / D`` (an im2col along the depth
-only), carved from the kernel's own arrays: ``nn.conv3d`` has no workspace rule, so that
-scratch is not in the memory plan (a decision of session 35: design/vm.md, "3-d
-convolutions").
+all. The stacked planes (an im2col along the depth only), the 2-d result and the 2-d kernel's
+own scratch are carved from the workspace the compiler planned (``nn.conv3d``'s rule in
+``shape_funcs/ops/nn.py``; design/vm.md, "3-d convolutions").
 """
 
 from __future__ import annotations
@@ -20,6 +19,7 @@ import numpy as np
 
 from .conv import conv2d
 from .registry import Kernel, register_kernel
+from .workspace import Workspace
 
 
 def _checked(
@@ -67,13 +67,15 @@ def _planar_weight(weight: np.ndarray, groups: int) -> np.ndarray:
     return np.ascontiguousarray(grouped.reshape(o, kd * cg, kh, kw))
 
 
-def _depth_taps(data: np.ndarray, attrs: Mapping[str, Any], od: int, kd: int) -> np.ndarray:
+def _depth_taps(
+    data: np.ndarray, attrs: Mapping[str, Any], od: int, kd: int, ws: Workspace
+) -> np.ndarray:
     """The planes each output depth reads: ``(N, OD, groups, KD, C / groups, H, W)``, zero
-    where a tap reads the depth padding."""
+    where a tap reads the depth padding (carved from ``ws``)."""
     n, c, d, h, w = data.shape
     groups = attrs["groups"]
     sd, dd, front = attrs["strides"][0], attrs["dilation"][0], attrs["padding"][0]
-    taps = np.zeros((n, od, groups, kd, c // groups, h, w), data.dtype)
+    taps = ws.zeros((n, od, groups, kd, c // groups, h, w), data.dtype)
     planes = data.reshape(n, groups, c // groups, d, h, w)
     for i in range(kd):
         # output depths z whose input depth z * sd + i * dd - front lies in [0, d)
@@ -103,7 +105,12 @@ def conv3d(attrs: Mapping[str, Any]) -> Kernel:
     )
 
     def build(plane_kernel: Kernel, laid: tuple[np.ndarray, np.ndarray] | None) -> Kernel:
-        def kernel(data: np.ndarray, weight: np.ndarray, out: np.ndarray) -> None:
+        def kernel(
+            data: np.ndarray,
+            weight: np.ndarray,
+            out: np.ndarray,
+            workspace: np.ndarray | None = None,
+        ) -> None:
             od, oh, ow = _checked(data, weight, out, attrs)
             if out.size == 0:
                 return
@@ -114,10 +121,12 @@ def conv3d(attrs: Mapping[str, Any]) -> Kernel:
             w2 = laid[1] if laid is not None and laid[0] is weight else None
             if w2 is None:
                 w2 = _planar_weight(weight, attrs["groups"])
-            taps = _depth_taps(data, attrs, od, kd)
+            ws = Workspace(workspace, data, weight, out)
+            taps = _depth_taps(data, attrs, od, kd, ws)
             n, _, _, _, _, h, w = taps.shape
-            images = np.empty((n * od, o, oh, ow), out.dtype)
-            plane_kernel(taps.reshape(n * od, -1, h, w), w2, images)
+            images = ws.empty((n * od, o, oh, ow), out.dtype)
+            rest = None if ws.buffer is None else ws.buffer[ws.offset :]  # the 2-d kernel's
+            plane_kernel(taps.reshape(n * od, -1, h, w), w2, images, rest)
             np.copyto(out, images.reshape(n, od, o, oh, ow).transpose(0, 2, 1, 3, 4))
 
         def prepared(constants: Mapping[int, np.ndarray]) -> Kernel:
