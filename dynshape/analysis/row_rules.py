@@ -107,6 +107,17 @@ def _only_first(proof: Proof, call: Call, args: list[State], others: str) -> Row
     return first
 
 
+def _rows_unless_attr(
+    proof: Proof, call: Call, args: list[State], others: str, attribute: str
+) -> Rows | None:
+    """``_only_first``, refusing a call without rows whose attribute (``attribute``: what
+    the message names) mentions the batch: its value would differ between pieces."""
+    rows = _only_first(proof, call, args, others)
+    if rows is None and proof.attr_mentions(call):
+        raise NotRowWise(f"{what(call)}: {attribute} mentions {proof.b}")
+    return rows
+
+
 def _strided_or_rows(
     proof: Proof, call: Call, args: list[State], others: str
 ) -> Rows | StridedRows | None:
@@ -219,10 +230,8 @@ def _bias_add(proof: Proof, call: Call, args: list[State]) -> State:
 
 @_rule("nn.softmax", "nn.log_softmax", "cumsum", "cumprod", "nn.layer_norm", "nn.rms_norm")
 def _along_axis(proof: Proof, call: Call, args: list[State]) -> State:
-    rows = _only_first(proof, call, args, "scale and shift")
+    rows = _rows_unless_attr(proof, call, args, "scale and shift", "an attribute")
     if rows is None:
-        if proof.attr_mentions(call):
-            raise NotRowWise(f"{what(call)}: an attribute mentions {proof.b}")
         return FIXED
     rank = len(tensor_type(call.args[0]).shape)
     axis = call.attrs.axis
@@ -258,11 +267,9 @@ _NORMS = ("nn.layer_norm", "nn.rms_norm")
 def _ordered_along_axis(proof: Proof, call: Call, args: list[State]) -> State:
     """Sorting and top-k order each lane along ``axis`` on its own: rows kept unless ``axis``
     is theirs (``dyn.topk``'s ``k`` must be the same in every piece)."""
-    rows = _only_first(proof, call, args, "k")
+    rows = _rows_unless_attr(proof, call, args, "k", "an attribute")
     count = len(leaf_types(call.ty))
     if rows is None:
-        if proof.attr_mentions(call):
-            raise NotRowWise(f"{what(call)}: an attribute mentions {proof.b}")
         return FIXED if count == 1 else tuple(FIXED for _ in range(count))
     if axis_index(call.attrs.axis, len(tensor_type(call.args[0]).shape)) == rows.axis:
         raise NotRowWise(f"{what(call)}: orders along the rows")
@@ -283,10 +290,8 @@ def _pad(proof: Proof, call: Call, args: list[State]) -> State:
 @_rule("tile")
 def _tile(proof: Proof, call: Call, args: list[State]) -> State:
     """numpy's ``tile``: ``reps`` longer than the rank puts new axes in front."""
-    rows = _only_first(proof, call, args, "operand")
+    rows = _rows_unless_attr(proof, call, args, "operand", "a repeat count")
     if rows is None:
-        if proof.attr_mentions(call):
-            raise NotRowWise(f"{what(call)}: a repeat count mentions {proof.b}")
         return FIXED
     reps = list(call.attrs.reps)
     rank = len(tensor_type(call.args[0]).shape)
@@ -635,10 +640,8 @@ def _arange(proof: Proof, call: Call, args: list[State]) -> State:
 
 @_rule("strided_slice")
 def _strided_slice(proof: Proof, call: Call, args: list[State]) -> State:
-    rows = _only_first(proof, call, args, "operand")
+    rows = _rows_unless_attr(proof, call, args, "operand", "a slice bound")
     if rows is None:
-        if proof.attr_mentions(call):
-            raise NotRowWise(f"{what(call)}: a slice bound mentions {proof.b}")
         return FIXED
     begin, end, strides = call.attrs.begin, call.attrs.end, call.attrs.strides
     for bounds in (begin, end, strides or []):
@@ -678,11 +681,9 @@ def _join(proof: Proof, call: Call, args: list[State]) -> State:
 
 @_rule("split")
 def _split(proof: Proof, call: Call, args: list[State]) -> State:
-    rows = _only_first(proof, call, args, "operand")
+    rows = _rows_unless_attr(proof, call, args, "operand", "a split point")
     count = len(leaf_types(call.ty))
     if rows is None:
-        if proof.attr_mentions(call):
-            raise NotRowWise(f"{what(call)}: a split point mentions {proof.b}")
         return tuple(FIXED for _ in range(count))
     if axis_index(call.attrs.axis, len(tensor_type(call.args[0]).shape)) == rows.axis:
         raise NotRowWise(f"{what(call)}: splits the rows")

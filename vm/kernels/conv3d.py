@@ -131,8 +131,9 @@ def conv3d(attrs: Mapping[str, Any]) -> Kernel:
 
         def prepared(constants: Mapping[int, np.ndarray]) -> Kernel:
             weight = constants.get(1)
-            if weight is None or weight.ndim != 5 or not _groups_fit(weight):
-                return kernel
+            groups = attrs["groups"]
+            if weight is None or weight.ndim != 5 or groups < 1 or weight.shape[0] % groups:
+                return kernel  # (the call checks and names what is wrong)
             w2 = _planar_weight(weight, attrs["groups"])
             prepare = getattr(planar, "with_constants", None)
             inner = prepare({1: w2}) if prepare is not None else planar
@@ -140,9 +141,5 @@ def conv3d(attrs: Mapping[str, Any]) -> Kernel:
 
         kernel.with_constants = prepared  # type: ignore[attr-defined]
         return kernel
-
-    def _groups_fit(weight: np.ndarray) -> bool:
-        groups = attrs["groups"]
-        return bool(groups >= 1 and weight.shape[0] % groups == 0)
 
     return build(planar, None)
