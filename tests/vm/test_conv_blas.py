@@ -989,6 +989,15 @@ ONE_GROUP_PATHS = {
         "GATHER_MAX_OUTPUTS": 0,
     },
     "gather": {"GATHER_MAX_OUTPUTS": 1 << 20},
+    # stride 1 only (the test draws stride 1 for it); tiny blocks, so that a call spans
+    # several blocks of images and of rows
+    "tapsum": {
+        "TAPSUM_MIN_CHANNELS": 1,
+        "TAPSUM_NARROW": 1 << 20,
+        "TAPSUM_NARROW_OUTPUTS": 0,
+        "TAPSUM_BLOCK": 64,
+        "GATHER_MAX_OUTPUTS": 0,
+    },
 }
 
 
@@ -1004,6 +1013,9 @@ def test_conv2d_of_one_group_on_its_paths(path, data, dtype):
     c, o = data.draw(st.integers(1, 6)), data.draw(st.integers(1, 6))
     kh, kw = data.draw(st.integers(1, 4)), data.draw(st.integers(1, 4))
     strides = (data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3)))
+    if path == "tapsum":
+        strides = (1, 1)
+        o = min(o, c)  # (its rule: at most as many output channels)
     dilation = (data.draw(st.integers(1, 2)), data.draw(st.integers(1, 2)))
     pad4 = tuple(data.draw(st.integers(0, 3)) for _ in range(4))
     h, w = data.draw(st.integers(1, 9)), data.draw(st.integers(1, 9))
@@ -1060,6 +1072,56 @@ def test_channels_last_im2col_on_large_planes_of_many_channels_or_large_buffers(
     assert conv._plan((8, 32, 32, 32), (32, 32, 3, 3), (32, 32), *args).path == "flat"
     stride2 = ((1, 1, 1, 1), (2, 2), (1, 1), 1 << 30)
     assert conv._plan((8, 128, 32, 32), (128, 128, 3, 3), (16, 16), *stride2).path == "window"
+
+
+def test_tapsum_at_its_bounds():
+    # stride 1, one group: halving the channels or more on 32x32 and up, or at most 32 kept
+    # on 64x64 and up, takes the sum of the taps' products; widening, 64 kept, a 16x16 plane,
+    # 4 input channels, stride 2, groups, a forced fill and a scratch bound below the padded
+    # input keep the paths before it
+    args = ((1, 1, 1, 1), (1, 1), (1, 1), 1 << 30)
+    assert conv._plan((4, 32, 128, 128), (8, 32, 3, 3), (128, 128), *args).path == "tapsum"
+    assert conv._plan((1, 64, 32, 32), (32, 64, 3, 3), (32, 32), *args).path == "tapsum"
+    assert conv._plan((1, 32, 64, 64), (32, 32, 3, 3), (64, 64), *args).path == "tapsum"
+    assert conv._plan((1, 8, 64, 64), (8, 8, 3, 3), (64, 64), *args).path == "tapsum"
+    assert conv._plan((1, 64, 16, 16), (32, 64, 3, 3), (16, 16), *args).path != "tapsum"
+    assert conv._plan((1, 64, 32, 32), (33, 64, 3, 3), (32, 32), *args).path != "tapsum"
+    assert conv._plan((1, 64, 64, 64), (64, 64, 3, 3), (64, 64), *args).path != "tapsum"
+    assert conv._plan((1, 32, 64, 64), (64, 32, 3, 3), (64, 64), *args).path != "tapsum"
+    assert conv._plan((1, 32, 32, 32), (32, 32, 3, 3), (32, 32), *args).path != "tapsum"
+    assert conv._plan((1, 4, 128, 128), (2, 4, 3, 3), (128, 128), *args).path != "tapsum"
+    stride2 = ((1, 1, 1, 1), (2, 2), (1, 1), 1 << 30)
+    assert conv._plan((1, 32, 128, 128), (8, 32, 3, 3), (64, 64), *stride2).path != "tapsum"
+    assert conv._plan((1, 32, 64, 64), (8, 16, 3, 3), (64, 64), *args).path != "tapsum"
+    assert conv._plan((1, 32, 64, 64), (8, 32, 3, 3), (64, 64), *args[:-1], 100_000).path != (
+        "tapsum"
+    )
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(conv, "FILL", "flat")
+        assert conv._plan((1, 32, 64, 64), (8, 32, 3, 3), (64, 64), *args).path == "flat"
+
+
+@pytest.mark.parametrize(
+    ("shape", "weight", "pad4", "dilation"),
+    [
+        ((3, 16, 40, 40), (8, 16, 3, 3), (1, 1, 1, 1), (1, 1)),  # blocks of whole images
+        ((1, 16, 70, 70), (8, 16, 3, 3), (1, 1, 1, 1), (1, 1)),  # blocks of rows, a last short one
+        ((2, 32, 40, 35), (16, 32, 5, 3), (2, 0, 1, 1), (2, 1)),  # dilated, asymmetric padding
+        ((1, 16, 40, 64), (8, 16, 3, 1), (1, 0, 1, 0), (1, 1)),  # no junk columns: straight in
+    ],
+)
+def test_tapsum_matches_the_oracle_and_repeats_its_bits(shape, weight, pad4, dilation):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal(weight).astype(np.float32)
+    e = conv_oracle(x, w, (1, 1), pad4, dilation, 1)
+    plan = conv._plan(x.shape, w.shape, e.shape[2:], pad4, (1, 1), dilation, 1 << 30)
+    assert plan.path == "tapsum"
+    attrs = attrs_of((1, 1), pad4, dilation, 1)
+    first = run("nn.conv2d", attrs, [x, w], e.shape, x.dtype)
+    check_close(first, e, x, w)
+    again = run("nn.conv2d", attrs, [x, w], e.shape, x.dtype)
+    assert np.array_equal(first, again)
 
 
 def test_a_kept_weight_takes_channels_last_im2col_past_the_ratio(monkeypatch):

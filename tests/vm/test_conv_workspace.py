@@ -104,6 +104,9 @@ def test_one_group_paths_fit_the_declared_workspace(path, data, dtype):
     c, o = data.draw(st.integers(2, 6)), data.draw(st.integers(1, 6))
     kh, kw = data.draw(st.integers(1, 4)), data.draw(st.integers(1, 4))
     strides = (data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3)))
+    if path == "tapsum":
+        strides = (1, 1)
+        o = min(o, c)  # (its rule: at most as many output channels)
     pad4 = tuple(data.draw(st.integers(0, 3)) for _ in range(4))
     h, w = data.draw(st.integers(1, 9)), data.draw(st.integers(1, 9))
     assume(h + pad4[0] + pad4[2] >= kh and w + pad4[1] + pad4[3] >= kw)
@@ -130,6 +133,9 @@ def test_one_group_paths_fit_the_declared_workspace(path, data, dtype):
         # and a stride-1 layer of 128 channels channels-last
         ((4, 128, 16, 16), (256, 128, 3, 3), (2, 2), "window"),
         ((4, 128, 16, 16), (128, 128, 3, 3), (1, 1), "last_im2col"),
+        # a UNet decoder's layers: halving the channels on a large plane, and 8 kept
+        ((2, 16, 64, 64), (8, 16, 3, 3), (1, 1), "tapsum"),
+        ((1, 8, 64, 64), (8, 8, 3, 3), (1, 1), "tapsum"),
     ],
 )
 def test_the_paths_of_real_models_fit_the_declared_workspace(shape, weight, strides, path):

@@ -34,7 +34,10 @@ How each op runs (the measurements behind each choice: design/vm.md, "Convolutio
   at once by the weights laid out alike. One image on tiny planes (``GATHER_MAX_OUTPUTS``):
   the "gather" path fills the NCHW buffer with one ``np.take`` of the zero-padded region by
   an index table kept in the plan.
-  Depthwise convolutions (one input channel per group) take the same path: against KH*KW
+  Stride 1, one group, a large plane and no more output channels than input channels
+  (``TAPSUM_*``): the "tapsum" path (``conv_tapsum.py``) makes no buffer at all, summing one
+  product a tap over shifted slices of the flat padded input, in blocks that stay in the cache.
+  Depthwise convolutions (one input channel per group) take the im2col path: against KH*KW
   shifted multiply-adds over the whole tensor (clipped or over a padded copy, NCHW or
   channels-last) it was the fastest on 3 of 6 shapes and within 1.5x of the fastest on the
   others, where each other spelling lost 2.2-3.4x somewhere. Except on tiny maps (2 to
@@ -92,6 +95,7 @@ import numpy as np
 
 from .blas_threads import matmul as _matmul
 from .constant_layouts import ConstantLayouts
+from .conv_tapsum import conv_tapsum, tapsum_offsets, tapsum_weights
 from .nn import (
     F16,
     PAD_SLACK,
@@ -382,6 +386,29 @@ LAST_IM2COL_FLAT_IMAGE = 1 << 19
 #: nothing), so the path is for one image.
 GATHER_MAX_OUTPUTS = 64
 
+#: A convolution of one group at stride 1 takes the "tapsum" path (``conv_tapsum.py``: one
+#: product a tap over the flat padded input, summed, no im2col buffer) where the im2col
+#: buffer's traffic outweighs its one long product: from ``TAPSUM_MIN_CHANNELS`` input
+#: channels, with at most half as many output channels on planes of at least
+#: ``TAPSUM_REDUCING_OUTPUTS`` outputs, or with at most as many and at most
+#: ``TAPSUM_NARROW`` on planes of at least ``TAPSUM_NARROW_OUTPUTS``. Its partial sums are
+#: computed in blocks of whole images, or of output rows, whose input, partial sums and one
+#: tap's product hold at most ``TAPSUM_BLOCK`` elements (512 KiB of float32; 1 << 16 lost up to
+#: 1.3x on 64-256 channels, 1 << 18 up to 1.7x on 8 -> 16).
+#: One thread, against the paths before it (session 36, 249 shapes: 3x3 kernels, batch 1 and
+#: 4, 8-256 channels, 16x16 to 128x128 planes, and Conv1d's): reducing the channels by half or
+#: more on 32x32 and up 0.25-1.11x (57 shapes, geometric mean 0.61x; 4x32x128x128 -> 8 32.0 ->
+#: 8.3 ms against a channels-last buffer of 75 MB, 1x64x128x128 -> 8 14.3 -> 3.6 ms); up to 32
+#: channels kept on 64x64 and up 0.47-1.04x (12 shapes, 0.70x); elsewhere no rule: as many or more
+#: output channels 0.9-1.3x (the im2col product's inner dimension, 9 * C, makes the better
+#: GEMM when the output has the channels to use it), 16x16 planes 0.7-1.25x, Conv1d's (1, T)
+#: planes of 100-1,600 steps 0.8-1.4x.
+TAPSUM_MIN_CHANNELS = 8
+TAPSUM_REDUCING_OUTPUTS = 1024
+TAPSUM_NARROW = 32
+TAPSUM_NARROW_OUTPUTS = 4096
+TAPSUM_BLOCK = 1 << 17
+
 #: Plans cached per kernel (per shapes of data, weight and output); the dict is cleared when
 #: it reaches this many entries, so its memory stays bounded under any stream of shapes.
 PLANS_MAX = 64
@@ -394,8 +421,8 @@ class _Plan:
     coordinates, may stick out of the input), the path, the output rows per block (the tile
     size of the "tiled" path), and the index table of the "gather" path (every (tap, output)
     pair's element in that rectangle) or of the "dense" and "tiled" ones (``_dense_table``);
-    ``images``, the images per block of the "flat", "window" and "taps" paths (see
-    ``BLOCK_ELEMENTS`` and ``GROUPED_BLOCK_ELEMENTS``)."""
+    ``images``, the images per block of the "flat", "window", "taps" and "tapsum" paths (see
+    ``BLOCK_ELEMENTS``, ``GROUPED_BLOCK_ELEMENTS`` and ``TAPSUM_BLOCK``)."""
 
     __slots__ = (
         "block",
@@ -524,6 +551,10 @@ def _buffer_plan(conv: _Geometry) -> _Plan:
     ):
         return _Plan("last", taps, rows, cols, oh, row_spans, col_spans)
     o = weight_shape[0]
+    if weight_shape[1] == c and FILL == "auto" and (sh, sw) == (1, 1):
+        tapsum = _tapsum_plan(conv, taps, kt, (rows, cols), (row_spans, col_spans))
+        if tapsum is not None:
+            return tapsum
     if (
         weight_shape[1] == c
         and FILL == "auto"
@@ -570,6 +601,41 @@ def _buffer_plan(conv: _Geometry) -> _Plan:
     else:
         path = "window"
     return _window_plan(path, conv, taps, kt, (rows, cols), (row_spans, col_spans))
+
+
+def _tapsum_plan(
+    conv: _Geometry,
+    taps: tuple[int, int, int, int],
+    kt: int,
+    region: tuple[tuple[int, int], tuple[int, int]],
+    spans: tuple[Sequence[_Span], Sequence[_Span]],
+) -> _Plan | None:
+    """The "tapsum" plan of a stride-1 convolution of one group (``TAPSUM_*``), or None: its
+    blocks are whole images while an image's input, partial sums and product fit
+    ``TAPSUM_BLOCK``, else rows of one image. Its scratch (the padded region with one extra
+    row, a block's partial sums and one tap's product) must fit ``limit`` and the flat path's
+    buffer and product, which the op's workspace rule counts."""
+    n, c = conv.data_shape[:2]
+    o = conv.weight_shape[0]
+    oh, ow = conv.out_hw
+    outputs = oh * ow
+    reducing = 2 * o <= c and outputs >= TAPSUM_REDUCING_OUTPUTS
+    narrow = o <= min(c, TAPSUM_NARROW) and outputs >= TAPSUM_NARROW_OUTPUTS
+    if c < TAPSUM_MIN_CHANNELS or not (reducing or narrow):
+        return None
+    (top, bottom), (left, right) = region
+    wr = right - left
+    column = c + 2 * o  # a block column's input and partial sums (and the tap's product)
+    image = column * oh * wr
+    if image <= TAPSUM_BLOCK:
+        images, rows = min(n, TAPSUM_BLOCK // image), oh
+    else:
+        images, rows = 1, min(oh, max(1, TAPSUM_BLOCK // (column * wr)))
+    sums = images * o * rows * wr * (1 if wr == ow else 2)
+    need = n * c * (bottom - top + 1) * wr + sums
+    if need > conv.limit or sums > n * (c * kt + o) * oh * wr:
+        return None
+    return _Plan("tapsum", taps, *region, rows, *spans, images=images)
 
 
 def _channels_last_plane(
@@ -857,6 +923,11 @@ def conv2d(attrs: Mapping[str, Any]) -> Kernel:
             TILE_SIZES,
             TILED_ELEMENTS,
             GATHER_MAX_OUTPUTS,
+            TAPSUM_MIN_CHANNELS,
+            TAPSUM_REDUCING_OUTPUTS,
+            TAPSUM_NARROW,
+            TAPSUM_NARROW_OUTPUTS,
+            TAPSUM_BLOCK,
             BLOCK_ELEMENTS,
             GROUPED_BLOCK_ELEMENTS,
             LAST_IM2COL_MAX_OUTPUTS,
@@ -1342,6 +1413,25 @@ def _conv_tiled(
     np.copyto(acc, plane.reshape(n, c, th * t, tw * t)[:, :, :oh, :ow])
 
 
+def _conv_tapsum(
+    data: np.ndarray,
+    weight: np.ndarray,
+    acc: np.ndarray,
+    plan: _Plan,
+    strides: Sequence[int],
+    dilation: Sequence[int],
+    layouts: ConstantLayouts,
+    ws: Workspace,
+) -> None:
+    """The "tapsum" path (``conv_tapsum.py``): the zero-padded region the kept taps read, with
+    one extra row, and their weights (kept for a constant weight), summed tap by tap."""
+    dt = acc.dtype
+    x = _region(data, plan.rows, plan.cols, 1, dt, ws)
+    wt = layouts.get(weight, ("tapsum", plan.taps, dt), lambda w: tapsum_weights(w, plan.taps, dt))
+    offsets = tapsum_offsets(plan.taps, x.shape[3], (dilation[0], dilation[1]))
+    conv_tapsum(x, wt, offsets, acc, (plan.images, plan.block), ws)
+
+
 #: The paths of one group or depthwise convolutions (their plan holds all they need), by
 #: their plan's name.
 _PLANNED_PATHS = {
@@ -1351,6 +1441,7 @@ _PLANNED_PATHS = {
     "rows": _depthwise_rows,
     "last_im2col": _conv_last_im2col,
     "gather": _conv_gather,
+    "tapsum": _conv_tapsum,
 }
 
 
