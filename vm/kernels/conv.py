@@ -394,7 +394,7 @@ GATHER_MAX_OUTPUTS = 64
 #: ``TAPSUM_NARROW`` on planes of at least ``TAPSUM_NARROW_OUTPUTS``. Its partial sums are
 #: computed in blocks of whole images, or of output rows, whose input, partial sums and one
 #: tap's product hold at most ``TAPSUM_BLOCK`` elements (512 KiB of float32; 1 << 16 lost up to
-#: 1.3x on 64-256 channels, 1 << 18 up to 1.7x on 8 -> 16).
+#: 1.15x on 64-256 channels, 1 << 18 up to 1.7x on 8x16x128x128 -> 8).
 #: One thread, against the paths before it (session 36, 249 shapes: 3x3 kernels, batch 1 and
 #: 4, 8-256 channels, 16x16 to 128x128 planes, and Conv1d's): reducing the channels by half or
 #: more on 32x32 and up 0.25-1.11x (57 shapes, geometric mean 0.61x; 4x32x128x128 -> 8 32.0 ->
