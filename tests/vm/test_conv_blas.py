@@ -779,6 +779,44 @@ def test_conv2d_transpose_matches_the_scatter_oracle(factor, data, dtype):
     check_close(got, e, x, wt)
 
 
+@pytest.mark.parametrize(
+    ("kernel", "strides", "pad4", "output_padding", "dilation"),
+    [
+        ((2, 2), (2, 2), (0, 0, 0, 0), (0, 0), (1, 1)),  # UNet's up-convolution: covered
+        ((3, 2), (3, 2), (1, 0, 2, 1), (0, 0), (1, 1)),  # covered, cropped by the padding
+        ((2, 2), (2, 2), (0, 0, 0, 0), (1, 1), (1, 1)),  # output_padding: a row no tap reaches
+        ((2, 1), (3, 2), (0, 0, 0, 0), (0, 0), (1, 1)),  # gaps between the taps
+        ((2, 2), (3, 3), (0, 0, 0, 0), (0, 0), (2, 2)),  # dilated, still distinct
+        ((2, 2), (2, 2), (0, 0, 0, 0), (0, 0), (2, 2)),  # dilated onto each other: added
+    ],
+)
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("channels", [3, 0])
+def test_conv2d_transpose_with_taps_on_distinct_outputs(
+    kernel, strides, pad4, output_padding, dilation, dtype, channels
+):
+    # taps closer than the stride copy their contributions, and where they cover the whole
+    # output nothing is zeroed first: ``run`` fills the output with NaN and 7, so an output
+    # left unwritten fails; no input channels still gives zeros
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, channels, 5, 4)).astype(dtype)
+    wt = rng.standard_normal((channels, 3, *kernel)).astype(dtype)
+    e = transpose_oracle(x, wt, strides, pad4, output_padding, dilation, 1)
+    attrs = {
+        "strides": strides,
+        "padding": pad4,
+        "dilation": dilation,
+        "groups": 1,
+        "output_padding": output_padding,
+    }
+    for factor in (32, 0):  # one product for every tap, or tap by tap
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(conv, "SCRATCH_FACTOR", factor)
+            m.setattr(conv, "PAD_SLACK", 0 if factor == 0 else conv.PAD_SLACK)
+            got = run("nn.conv2d_transpose", attrs, [x, wt], e.shape, x.dtype)
+        check_close(got, e, x, wt)
+
+
 # ---- pooling ---------------------------------------------------------------------------------
 def pool_oracle(x, size, strides, pad4, dilation, kind):
     """Max (-inf where a window holds no real element) or mean over real elements (NaN where

@@ -64,7 +64,9 @@ How each op runs (the measurements behind each choice: design/vm.md, "Convolutio
   ``workspace.py``) when it has room, else allocated as before.
 - 1x1, stride 1, no padding: the matmul alone over ``data`` viewed as (N, G, C/G, H*W).
 - ``nn.conv2d_transpose``: one batched matmul gives every input pixel's contribution to every
-  tap, then one strided-slice add per tap scatters it into ``out`` (col2im); past
+  tap, then one strided-slice add per tap scatters it into ``out`` (col2im; a copy where the
+  taps land on distinct outputs, as a 2x2 kernel at stride 2 does, with no zero fill where
+  they cover the output); past
   ``SCRATCH_FACTOR`` the taps are multiplied one at a time over the input rows and columns that
   reach the output.
 - ``nn.max_pool2d`` / ``nn.avg_pool2d``: per tap, one ufunc (``maximum`` / ``add``) of the
@@ -88,7 +90,7 @@ such path.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -1479,8 +1481,10 @@ def conv2d_transpose(attrs: Mapping[str, Any]) -> Kernel:
     One batched matmul per call (the groups are its batch axis) of the transposed weight by the
     input viewed as (N, G, C_in / G, H*W) gives every input pixel's contribution to each kernel
     tap, a (N, G, C_out / G, KH, KW, H, W) temporary; then one strided-slice add per tap
-    scatters its plane into ``out`` (col2im). Padding clips each tap's slice to the output,
-    output_padding is rows/columns no tap reaches (zeros). Past ``SCRATCH_FACTOR`` the taps are
+    scatters its plane into ``out`` (col2im), or a copy where the taps land on distinct outputs
+    (the kernel within one stride), without zeroing ``out`` first where they cover it. Padding
+    clips each tap's slice to the output, output_padding is rows/columns no tap reaches
+    (zeros). Past ``SCRATCH_FACTOR`` the taps are
     multiplied one at a time, each over the input rows and columns that reach the output (a
     temporary of at most the output's size). float16 sums in float32, rounded once into
     ``out``; a strided ``out`` gets a contiguous result copied into it.
@@ -1525,9 +1529,18 @@ def conv2d_transpose(attrs: Mapping[str, Any]) -> Kernel:
         if out.size == 0:
             return
         acc = _accumulator(out, data.dtype == F16)
-        acc.fill(0)
+        # Taps closer than the stride land on distinct outputs (the kernel fits in one stride,
+        # UNet's and segmentation decoders' 2x2 at stride 2): each output takes at most one
+        # contribution, copied; where every output takes one (the kernel is the stride and no
+        # output_padding) nothing is zeroed first.
+        reach = (dilation[0] * (kh - 1), dilation[1] * (kw - 1))
+        distinct = reach[0] < strides[0] and reach[1] < strides[1]
+        covered = distinct and tuple(strides) == (kh, kw) and tuple(dilation) == (1, 1)
+        if c == 0 or not covered or any(output_padding):
+            acc.fill(0)
         if c > 0:  # else no input channels: every sum is empty
-            _transpose_taps(data, weight, acc, groups, (top, left), strides, dilation)
+            place = np.copyto if distinct else _add_into
+            _transpose_taps(data, weight, acc, groups, (top, left), strides, dilation, place)
         if acc is not out:
             np.copyto(out, acc)
 
@@ -1542,9 +1555,11 @@ def _transpose_taps(
     begin: tuple[int, int],
     strides: Sequence[int],
     dilation: Sequence[int],
+    place: Callable[[np.ndarray, np.ndarray], Any],
 ) -> None:
-    """Add every tap's contributions into the zeroed, contiguous ``acc`` (see
-    ``conv2d_transpose``)."""
+    """Lay every tap's contributions into the contiguous ``acc`` with ``place`` (see
+    ``conv2d_transpose``): ``_add_into`` a zeroed ``acc`` where taps overlap, ``np.copyto``
+    where each output takes at most one."""
     n, c, h, w = data.shape
     _, og, kh, kw = weight.shape
     oh, ow = acc.shape[2:]
@@ -1570,8 +1585,7 @@ def _transpose_taps(
         _matmul(wt, x, parts)
         taps = parts.reshape(n, groups, og, kh, kw, h, w, copy=False)
         for i, j, rlo, rhi, clo, chi, rows, cols in spans:
-            region = target[:, :, :, rows, cols]
-            np.add(region, taps[:, :, :, i, j, rlo:rhi, clo:chi], region)
+            place(target[:, :, :, rows, cols], taps[:, :, :, i, j, rlo:rhi, clo:chi])
         return
     # One tap at a time: its input rows/columns land on distinct outputs, so each product is
     # at most the output's size.
@@ -1581,7 +1595,12 @@ def _transpose_taps(
         part = np.empty((n, groups, og, x.shape[-1]), dt)
         _matmul(wt[:, :, i, j], x, part)
         region = target[:, :, :, rows, cols]
-        np.add(region, part.reshape(region.shape), region)
+        place(region, part.reshape(region.shape))
+
+
+def _add_into(region: np.ndarray, contribution: np.ndarray) -> None:
+    """``region += contribution``, in place."""
+    np.add(region, contribution, region)
 
 
 def _pool_setup(
