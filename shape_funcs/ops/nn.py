@@ -404,6 +404,26 @@ def conv2d_transpose(
     return (data[0], weight[1] * groups, oh, ow)
 
 
+@register_workspace("nn.conv2d_transpose")
+def conv2d_transpose_workspace(
+    result: Shape, data: Shape, weight: Shape, *, dtype: str, **_: object
+) -> Dim:
+    """The bytes ``nn.conv2d_transpose``'s kernel carves (``vm/kernels/conv.py``): every input
+    pixel's contribution to every tap, ``(N, O, KH, KW, H, W)`` (the tap-by-tap fallback's one
+    tap's products fit in it), and the input (in float32 for float16 data, or one tap's input
+    rows for the fallback); float16 adds the float32 weight and accumulator."""
+    n, c, h, w = data
+    og, kh, kw = weight[1], weight[2], weight[3]
+    o, oh, ow = result[1], result[2], result[3]
+    elements = n * o * kh * kw * h * w + n * c * h * w
+    pieces = 2
+    if dtype == "float16":
+        elements += c * og * kh * kw + n * o * oh * ow
+        pieces += 2
+    itemsize = 4 if dtype == "float16" else ITEMSIZE[dtype]
+    return elements * itemsize + pieces * PIECE_SLACK
+
+
 def pool2d(
     ctx: ShapeContext,
     data: Shape,

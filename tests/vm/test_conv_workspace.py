@@ -14,7 +14,14 @@ import numpy as np
 import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
-from test_conv_blas import ONE_GROUP_PATHS, POOL_PATHS, attrs_of, conv_cases, conv_oracle
+from test_conv_blas import (
+    ONE_GROUP_PATHS,
+    POOL_PATHS,
+    attrs_of,
+    conv_cases,
+    conv_oracle,
+    transpose_oracle,
+)
 from vm_testlib import KERNEL_SETTINGS
 
 import vm.kernels.conv as conv
@@ -250,3 +257,52 @@ def test_window_images_folded_fit_the_declared_workspace(case):
         m.setattr(conv, "FILL", "window")
         m.setattr(conv, "FOLD_ROWS_RATIO", 0)
         _same_bits_without_spills(x, w, attrs_of(strides, pad4, dilation, groups))
+
+
+@pytest.mark.parametrize("factor", [32, 0])
+@KERNEL_SETTINGS
+@given(data=st.data(), dtype=st.sampled_from(["float32", "float16", "float64"]))
+def test_transposed_convolutions_fit_the_declared_workspace(factor, data, dtype):
+    """The transposed convolution's contributions (every tap at once, or tap by tap past the
+    scratch bound: ``factor`` 0), float16's float32 operands and accumulator are carved from
+    the workspace its rule declares: no spill, the same bits as the kernel that allocates;
+    an empty workspace spills the same bits."""
+    groups = data.draw(st.sampled_from([1, 2]))
+    cg, og = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3))
+    kernel_hw = (data.draw(st.integers(1, 4)), data.draw(st.integers(1, 4)))
+    strides = (data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3)))
+    dilation = (data.draw(st.integers(1, 2)), data.draw(st.integers(1, 2)))
+    output_padding = (
+        data.draw(st.integers(0, strides[0] - 1)),
+        data.draw(st.integers(0, strides[1] - 1)),
+    )
+    pad4 = tuple(data.draw(st.integers(0, 2)) for _ in range(4))
+    n, h, w = (
+        data.draw(st.integers(1, 2)),
+        data.draw(st.integers(1, 6)),
+        data.draw(st.integers(1, 6)),
+    )
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    x = rng.standard_normal((n, cg * groups, h, w)).astype(dtype)
+    wt = rng.standard_normal((cg * groups, og, *kernel_hw)).astype(dtype)
+    e = transpose_oracle(x, wt, strides, pad4, output_padding, dilation, groups)
+    assume(e is not None and e.size > 0)
+    attrs = {
+        "strides": strides,
+        "padding": pad4,
+        "dilation": dilation,
+        "groups": groups,
+        "output_padding": output_padding,
+    }
+    nbytes = workspace_bytes("nn.conv2d_transpose", e.shape, [x.shape, wt.shape], dtype, attrs)
+    with pytest.MonkeyPatch.context() as m, np.errstate(all="ignore"):
+        m.setattr(conv, "SCRATCH_FACTOR", factor)
+        m.setattr(conv, "PAD_SLACK", 0 if factor == 0 else conv.PAD_SLACK)
+        kernel = get_kernel_factory("nn.conv2d_transpose")(attrs)
+        plain = np.empty(e.shape, x.dtype)
+        kernel(x, wt, plain)
+        for room, may_spill in ((nbytes, False), (0, True)):
+            out, before = np.full_like(plain, 7), Spills.count
+            kernel(x, wt, out, np.empty(room, np.uint8))
+            assert may_spill or Spills.count == before, "a piece did not fit the declared bytes"
+            np.testing.assert_array_equal(out, plain, strict=True)

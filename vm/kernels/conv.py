@@ -1487,13 +1487,17 @@ def conv2d_transpose(attrs: Mapping[str, Any]) -> Kernel:
     (zeros). Past ``SCRATCH_FACTOR`` the taps are
     multiplied one at a time, each over the input rows and columns that reach the output (a
     temporary of at most the output's size). float16 sums in float32, rounded once into
-    ``out``; a strided ``out`` gets a contiguous result copied into it.
+    ``out``; a strided ``out`` gets a contiguous result copied into it. The temporaries are
+    carved from the call's workspace (its last argument, planned by the compiler from the op's
+    rule, ``shape_funcs/ops/nn.py`` ``conv2d_transpose_workspace``), else allocated.
     """
     strides, dilation, groups = attrs["strides"], attrs["dilation"], attrs["groups"]
     output_padding = attrs["output_padding"]
     top, left, bottom, right = padding4(attrs["padding"])
 
-    def kernel(data: np.ndarray, weight: np.ndarray, out: np.ndarray) -> None:
+    def kernel(
+        data: np.ndarray, weight: np.ndarray, out: np.ndarray, workspace: np.ndarray | None = None
+    ) -> None:
         kind = "nn.conv2d_transpose"
         if data.ndim != 4 or weight.ndim != 4 or out.ndim != 4:
             raise ValueError(
@@ -1528,7 +1532,8 @@ def conv2d_transpose(attrs: Mapping[str, Any]) -> Kernel:
             raise ValueError(f"{kind}: output should be {expected}, got {out.shape}")
         if out.size == 0:
             return
-        acc = _accumulator(out, data.dtype == F16)
+        ws = Workspace(workspace, data, weight, out)
+        acc = _accumulator(out, data.dtype == F16, ws)
         # Taps closer than the stride land on distinct outputs (the kernel fits in one stride,
         # UNet's and segmentation decoders' 2x2 at stride 2): each output takes at most one
         # contribution, copied; where every output takes one (the kernel is the stride and no
@@ -1540,7 +1545,8 @@ def conv2d_transpose(attrs: Mapping[str, Any]) -> Kernel:
             acc.fill(0)
         if c > 0:  # else no input channels: every sum is empty
             place = np.copyto if distinct else _add_into
-            _transpose_taps(data, weight, acc, groups, (top, left), strides, dilation, place)
+            conv = ((top, left), strides, dilation)
+            _transpose_taps(data, weight, acc, groups, conv, place, ws)
         if acc is not out:
             np.copyto(out, acc)
 
@@ -1552,21 +1558,25 @@ def _transpose_taps(
     weight: np.ndarray,
     acc: np.ndarray,
     groups: int,
-    begin: tuple[int, int],
-    strides: Sequence[int],
-    dilation: Sequence[int],
+    conv: tuple[tuple[int, int], Sequence[int], Sequence[int]],
     place: Callable[[np.ndarray, np.ndarray], Any],
+    ws: Workspace,
 ) -> None:
     """Lay every tap's contributions into the contiguous ``acc`` with ``place`` (see
     ``conv2d_transpose``): ``_add_into`` a zeroed ``acc`` where taps overlap, ``np.copyto``
-    where each output takes at most one."""
+    where each output takes at most one. ``conv`` is the padding's top and left, the strides
+    and the dilation; the contributions (and float16 operands in float32) are carved from
+    ``ws``."""
+    begin, strides, dilation = conv
     n, c, h, w = data.shape
     _, og, kh, kw = weight.shape
     oh, ow = acc.shape[2:]
     cg = c // groups
     dt = acc.dtype
+    if weight.dtype != dt:
+        weight = _converted(weight, dt, ws)
     # (G, Og*KH*KW, Cg): the weight's groups, each transposed (a view; BLAS reads it so)
-    wt = weight.reshape(groups, cg, og * kh * kw).astype(dt, copy=False).swapaxes(1, 2)
+    wt = weight.reshape(groups, cg, og * kh * kw).swapaxes(1, 2)
     target = acc.reshape(n, groups, og, oh, ow, copy=False)
     spans = []
     for i in range(kh):
@@ -1580,9 +1590,9 @@ def _transpose_taps(
                 cols = slice(c0, c0 + (chi - clo - 1) * strides[1] + 1, strides[1])
                 spans.append((i, j, rlo, rhi, clo, chi, rows, cols))
     if n * og * groups * kh * kw * h * w <= _scratch_limit(data, acc):
-        x = data.reshape(n, groups, cg, h * w).astype(dt, copy=False)
-        parts = np.empty((n, groups, og * kh * kw, h * w), dt)
-        _matmul(wt, x, parts)
+        x = data if data.dtype == dt else _converted(data, dt, ws)
+        parts = ws.empty((n, groups, og * kh * kw, h * w), dt)
+        _matmul(wt, x.reshape(n, groups, cg, h * w), parts)
         taps = parts.reshape(n, groups, og, kh, kw, h, w, copy=False)
         for i, j, rlo, rhi, clo, chi, rows, cols in spans:
             place(target[:, :, :, rows, cols], taps[:, :, :, i, j, rlo:rhi, clo:chi])
@@ -1590,10 +1600,13 @@ def _transpose_taps(
     # One tap at a time: its input rows/columns land on distinct outputs, so each product is
     # at most the output's size.
     wt = wt.reshape(groups, og, kh, kw, cg)
+    rooms = ws.empty((n * c * h * w,), dt), ws.empty((n * og * groups * h * w,), dt)
     for i, j, rlo, rhi, clo, chi, rows, cols in spans:
-        x = data[:, :, rlo:rhi, clo:chi].astype(dt).reshape(n, groups, cg, -1)
-        part = np.empty((n, groups, og, x.shape[-1]), dt)
-        _matmul(wt[:, :, i, j], x, part)
+        pixels = (rhi - rlo) * (chi - clo)
+        x = rooms[0][: n * c * pixels].reshape(n, c, rhi - rlo, chi - clo)
+        np.copyto(x, data[:, :, rlo:rhi, clo:chi])
+        part = rooms[1][: n * og * groups * pixels].reshape(n, groups, og, pixels)
+        _matmul(wt[:, :, i, j], x.reshape(n, groups, cg, pixels), part)
         region = target[:, :, :, rows, cols]
         place(region, part.reshape(region.shape))
 
