@@ -741,26 +741,21 @@ def transpose_oracle(x, w, strides, pad4, output_padding, dilation, groups):
     return acc[:, :, top : top + oh, left : left + ow]
 
 
-@pytest.mark.parametrize("factor", [32, 0])
-@KERNEL_SETTINGS
-@given(data=st.data(), dtype=DTYPES)
-def test_conv2d_transpose_matches_the_scatter_oracle(factor, data, dtype):
-    groups = data.draw(st.sampled_from([1, 2, 3]))
-    cg, og = data.draw(st.integers(0, 3)), data.draw(st.integers(1, 3))
-    kh, kw = data.draw(st.integers(1, 4)), data.draw(st.integers(1, 4))
-    strides = (data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3)))
-    dilation = (data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3)))
-    output_padding = (
-        data.draw(st.integers(0, strides[0] - 1)),
-        data.draw(st.integers(0, strides[1] - 1)),
-    )
-    pad4 = tuple(data.draw(st.integers(0, 3)) for _ in range(4))
-    n, h, w = (
-        data.draw(st.integers(0, 2)),
-        data.draw(st.integers(1, 7)),
-        data.draw(st.integers(1, 7)),
-    )
-    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+@st.composite
+def transpose_cases(draw: Any, dtype: str, empty: bool = True) -> Any:
+    """``(x, weight, attrs, expected)`` of a transposed convolution: groups, strides,
+    dilations, output_padding and padding drawn (a padding that crops more than the output is
+    assumed away); ``empty``: no input channels and no images may be drawn too."""
+    groups = draw(st.sampled_from([1, 2, 3]))
+    cg, og = draw(st.integers(0 if empty else 1, 3)), draw(st.integers(1, 3))
+    kh, kw = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    strides = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    dilation = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    output_padding = (draw(st.integers(0, strides[0] - 1)), draw(st.integers(0, strides[1] - 1)))
+    pad4 = tuple(draw(st.integers(0, 3)) for _ in range(4))
+    n = draw(st.integers(0 if empty else 1, 2))
+    h, w = draw(st.integers(1, 7)), draw(st.integers(1, 7))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     x = rng.standard_normal((n, cg * groups, h, w)).astype(dtype)
     wt = rng.standard_normal((cg * groups, og, kh, kw)).astype(dtype)
     e = transpose_oracle(x, wt, strides, pad4, output_padding, dilation, groups)
@@ -772,6 +767,14 @@ def test_conv2d_transpose_matches_the_scatter_oracle(factor, data, dtype):
         "groups": groups,
         "output_padding": output_padding,
     }
+    return x, wt, attrs, e
+
+
+@pytest.mark.parametrize("factor", [32, 0])
+@KERNEL_SETTINGS
+@given(data=st.data(), dtype=DTYPES)
+def test_conv2d_transpose_matches_the_scatter_oracle(factor, data, dtype):
+    x, wt, attrs, e = data.draw(transpose_cases(dtype))
     with pytest.MonkeyPatch.context() as m:
         m.setattr(conv, "SCRATCH_FACTOR", factor)  # 0: tap by tap
         m.setattr(conv, "PAD_SLACK", 0 if factor == 0 else conv.PAD_SLACK)

@@ -20,7 +20,7 @@ from test_conv_blas import (
     attrs_of,
     conv_cases,
     conv_oracle,
-    transpose_oracle,
+    transpose_cases,
 )
 from vm_testlib import KERNEL_SETTINGS
 
@@ -267,33 +267,8 @@ def test_transposed_convolutions_fit_the_declared_workspace(factor, data, dtype)
     scratch bound: ``factor`` 0), float16's float32 operands and accumulator are carved from
     the workspace its rule declares: no spill, the same bits as the kernel that allocates;
     an empty workspace spills the same bits."""
-    groups = data.draw(st.sampled_from([1, 2]))
-    cg, og = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3))
-    kernel_hw = (data.draw(st.integers(1, 4)), data.draw(st.integers(1, 4)))
-    strides = (data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3)))
-    dilation = (data.draw(st.integers(1, 2)), data.draw(st.integers(1, 2)))
-    output_padding = (
-        data.draw(st.integers(0, strides[0] - 1)),
-        data.draw(st.integers(0, strides[1] - 1)),
-    )
-    pad4 = tuple(data.draw(st.integers(0, 2)) for _ in range(4))
-    n, h, w = (
-        data.draw(st.integers(1, 2)),
-        data.draw(st.integers(1, 6)),
-        data.draw(st.integers(1, 6)),
-    )
-    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
-    x = rng.standard_normal((n, cg * groups, h, w)).astype(dtype)
-    wt = rng.standard_normal((cg * groups, og, *kernel_hw)).astype(dtype)
-    e = transpose_oracle(x, wt, strides, pad4, output_padding, dilation, groups)
-    assume(e is not None and e.size > 0)
-    attrs = {
-        "strides": strides,
-        "padding": pad4,
-        "dilation": dilation,
-        "groups": groups,
-        "output_padding": output_padding,
-    }
+    x, wt, attrs, e = data.draw(transpose_cases(dtype, empty=False))
+    assume(e.size > 0)
     nbytes = workspace_bytes("nn.conv2d_transpose", e.shape, [x.shape, wt.shape], dtype, attrs)
     with pytest.MonkeyPatch.context() as m, np.errstate(all="ignore"):
         m.setattr(conv, "SCRATCH_FACTOR", factor)
