@@ -886,6 +886,27 @@ def test_pools_match_the_masked_oracle(path, kind, data, dtype):
         np.testing.assert_allclose(got.astype(np.float64), e, rtol=rtol, atol=rtol * 40)
 
 
+@pytest.mark.parametrize("path", list(POOL_PATHS))
+@pytest.mark.parametrize("size", [(2, 2), (1, 2), (2, 4), (4, 4)])
+@pytest.mark.parametrize("stride", [1, 2])
+def test_float16_average_pools_sum_in_float32(path, size, stride):
+    # multiples of 2^-10 below 2 in magnitude (exact in float16): every float32 sum of them is
+    # exact and every window's count a power of two, so summing in float32 and rounding once
+    # gives the correctly rounded mean; a pair summed in float16 (its own loop) rounds first
+    rng = np.random.default_rng(11)
+    x = (rng.integers(-2047, 2048, (2, 3, 12, 12)) / 1024).astype(np.float16)
+    attrs = {"pool_size": size, "strides": (stride, stride), "padding": (0, 0, 0, 0)}
+    attrs["dilation"] = (1, 1)
+    e = pool_oracle(x, size, attrs["strides"], attrs["padding"], attrs["dilation"], "avg")
+    taps_min, few, separable = POOL_PATHS[path]
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(conv, "TAPS_MIN_OUTPUT", taps_min)
+        m.setattr(conv, "TAPS_FEW_CALLS", few)
+        m.setattr(conv, "POOL_SEPARABLE", separable)
+        got = run("nn.avg_pool2d", attrs, [x], e.shape, x.dtype)
+    np.testing.assert_array_equal(got, e.astype(np.float16))
+
+
 def test_max_pool_keeps_nan():
     x = np.arange(64, dtype=np.float32).reshape(1, 1, 8, 8)
     x[0, 0, 3, 3] = np.nan

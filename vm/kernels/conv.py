@@ -1694,8 +1694,10 @@ def _accumulate(
         )
         if second is None:
             np.copyto(dst, src[:, :, first[2], first[3]])
-        else:  # and with a second one, in one call (no copy pass either)
-            op(src[:, :, first[2], first[3]], src[:, :, second[2], second[3]], out=dst)
+        else:  # and with a second one, in one call (no copy pass either), in ``dst``'s dtype
+            # (float16 data sums in float32: the loop of the inputs' dtype would round the pair)
+            a, b = src[:, :, first[2], first[3]], src[:, :, second[2], second[3]]
+            op(a, b, out=dst, dtype=dst.dtype)
     done = [pair[:2] for pair in (first, second) if pair is not None]
     for i, lo, hi, rsl in row_spans:
         for j, clo, chi, csl in col_spans:
