@@ -1484,12 +1484,12 @@ def conv2d_transpose(attrs: Mapping[str, Any]) -> Kernel:
     scatters its plane into ``out`` (col2im), or a copy where the taps land on distinct outputs
     (the kernel within one stride), without zeroing ``out`` first where they cover it. Padding
     clips each tap's slice to the output, output_padding is rows/columns no tap reaches
-    (zeros). Past ``SCRATCH_FACTOR`` the taps are
-    multiplied one at a time, each over the input rows and columns that reach the output (a
-    temporary of at most the output's size). float16 sums in float32, rounded once into
-    ``out``; a strided ``out`` gets a contiguous result copied into it. The temporaries are
-    carved from the call's workspace (its last argument, planned by the compiler from the op's
-    rule, ``shape_funcs/ops/nn.py`` ``conv2d_transpose_workspace``), else allocated.
+    (zeros). Past ``SCRATCH_FACTOR`` the taps are multiplied one at a time, each over the input
+    rows and columns that reach the output (a temporary of at most the output's size).
+    float16 sums in float32, rounded once into ``out``; a strided ``out`` gets a contiguous
+    result copied into it. The temporaries are carved from the call's workspace (its last
+    argument, planned by the compiler from the op's rule, ``shape_funcs/ops/nn.py``
+    ``conv2d_transpose_workspace``), else allocated.
     """
     strides, dilation, groups = attrs["strides"], attrs["dilation"], attrs["groups"]
     output_padding = attrs["output_padding"]
