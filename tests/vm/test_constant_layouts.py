@@ -251,3 +251,71 @@ def test_keeps_names_the_constants_by_identity():
     assert layouts.keeps(w)
     assert not layouts.keeps(w.copy())  # equal, but not the constant
     assert not ConstantLayouts().keeps(w)
+
+
+# ---- nn.bias_add: a constant bias added as its plane --------------------------------------
+
+
+def _bias_add(axis: int):
+    return get_kernel_factory("nn.bias_add")({"axis": axis})
+
+
+@KERNEL_SETTINGS
+@given(data=st.data())
+def test_bias_add_prepared_on_its_bias_gives_the_plain_kernels_bits(data):
+    # NCHW-like shapes with short runs after the bias's axis (the plane path) and others; two
+    # shapes in turn, so the kernel's last operand is replaced and the kept plane reused
+    dtype = data.draw(st.sampled_from([np.float32, np.float16, np.float64, np.int32]))
+    rank = data.draw(st.integers(1, 4))
+    axis = data.draw(st.integers(-rank, rank - 1))
+    c = data.draw(st.integers(1, 6))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    bias = (rng.standard_normal(c) * 10).astype(dtype)
+    prepared = with_constants(_bias_add(axis), {1: bias})
+    shapes = []
+    for _ in range(2):
+        shape = [data.draw(st.integers(0, 9)) for _ in range(rank)]
+        shape[axis] = c
+        shapes.append(tuple(shape))
+    for shape in (*shapes, shapes[0]):
+        x = (rng.standard_normal(shape) * 10).astype(dtype)
+        want = x + bias.reshape((c,) + (1,) * (rank - axis % rank - 1))
+        got = np.full(shape, 7, dtype)
+        prepared(x, bias, got)
+        np.testing.assert_array_equal(got, want, strict=True)
+        prepared(x, bias, x)  # in place, as a fused chain runs it
+        np.testing.assert_array_equal(x, want, strict=True)
+
+
+def test_bias_add_adds_a_constant_bias_as_its_plane_where_the_run_is_short():
+    from vm.kernels import nn
+
+    bias = np.arange(16, dtype=np.float32)
+    kept = ConstantLayouts([bias])
+    plane = nn._bias_operand(bias, 1, (4, 16, 24, 24), kept)
+    assert plane.shape == (16, 24, 24) and plane.flags.c_contiguous
+    assert not plane.flags.writeable  # shared by every later call
+    assert nn._bias_operand(bias, 1, (2, 16, 24, 24), kept) is plane  # kept, per plane shape
+    np.testing.assert_array_equal(plane[:, 5, 7], bias)
+
+    def viewed(operand: np.ndarray) -> bool:
+        return operand.base is bias or operand is bias
+
+    assert viewed(nn._bias_operand(bias, 1, (4, 16, 24, 24), ConstantLayouts()))  # not constant
+    assert viewed(nn._bias_operand(bias, -1, (4, 16), kept))  # the bias's axis is the last
+    assert viewed(nn._bias_operand(bias, 1, (1, 16, 64, 64), kept))  # a run of PLANE_RUN_MAX
+    assert not viewed(nn._bias_operand(bias, 1, (1, 16, 63, 63), kept))  # a run just below
+    # a plane of PLANE_MAX elements is kept, one more element is not
+    for channels, laid in ((nn.PLANE_MAX // 16, True), (nn.PLANE_MAX // 16 + 1, False)):
+        wide = np.zeros(channels, np.float32)
+        operand = nn._bias_operand(wide, 1, (1, channels, 4, 4), ConstantLayouts([wide]))
+        assert (operand.shape == (channels, 4, 4)) is laid
+
+
+def test_bias_add_of_a_constant_bias_of_the_wrong_length_fails_as_the_plain_kernel_does():
+    bias = np.ones(3, np.float32)
+    x, out = np.ones((2, 4, 5, 5), np.float32), np.empty((2, 4, 5, 5), np.float32)
+    with pytest.raises(ValueError, match="broadcast"):
+        _bias_add(1)(x, bias, out)
+    with pytest.raises(ValueError, match="broadcast"):
+        with_constants(_bias_add(1), {1: bias})(x, bias, out)
