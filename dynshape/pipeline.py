@@ -39,6 +39,7 @@ from .passes.fold_pad import FoldPadIntoConv
 from .passes.fuse_attention import FuseAttention
 from .passes.fuse_ops import FuseOps
 from .passes.fuse_rms_norm import FuseRMSNorm
+from .passes.fuse_silu import FuseSiLU
 from .passes.infer_types import InferTypes, stale_type
 from .passes.kill import KillAfterLastUse
 from .passes.manifest_alloc import ManifestAlloc
@@ -64,6 +65,7 @@ def default_passes(planner: PlanMemory | None = None) -> list[tuple[str, ModuleP
                 DenseWeightLayout(),
                 FuseAttention(),
                 FuseRMSNorm(),
+                FuseSiLU(),
                 AppendInPlace(),
             ),
         ),

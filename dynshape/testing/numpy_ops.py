@@ -62,6 +62,7 @@ _UNARY: dict[str, Callable[..., Any]] = {
     "acosh": np.arccosh,
     "atanh": np.arctanh,
     "sigmoid": lambda x: 1 / (1 + np.exp(-x.astype(np.float64))),
+    "silu": lambda x: x / (1 + np.exp(-x.astype(np.float64))),
     "erf": _erf,
     "floor": np.floor,
     "ceil": np.ceil,

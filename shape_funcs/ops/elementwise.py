@@ -10,9 +10,9 @@ from ._common import Shape, broadcast_many, broadcast_pair
 
 UNARY = (
     "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh",
-    "tanh", "asinh", "acosh", "atanh", "sigmoid", "erf", "floor", "ceil", "round", "negative",
-    "abs", "copy", "zeros_like", "ones_like", "logical_not", "cast", "bitcast", "bitwise_not",
-    "clip", "nn.relu", "nn.leaky_relu",
+    "tanh", "asinh", "acosh", "atanh", "sigmoid", "silu", "erf", "floor", "ceil", "round",
+    "negative", "abs", "copy", "zeros_like", "ones_like", "logical_not", "cast", "bitcast",
+    "bitwise_not", "clip", "nn.relu", "nn.leaky_relu",
 )  # fmt: skip
 BINARY = (
     "add", "subtract", "multiply", "divide", "floor_divide", "mod", "power", "maximum",

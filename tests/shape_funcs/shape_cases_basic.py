@@ -16,7 +16,8 @@ _erf = np.vectorize(math.erf, otypes=[np.float64])
 UNARY: dict[str, tuple[Any, dict[str, Any]]] = {
     "exp": (np.exp, {}), "log": (np.log, {}), "sqrt": (np.sqrt, {}),
     "rsqrt": (lambda x: 1 / np.sqrt(x), {}), "sin": (np.sin, {}), "cos": (np.cos, {}),
-    "tanh": (np.tanh, {}), "sigmoid": (lambda x: 1 / (1 + np.exp(-x)), {}), "erf": (_erf, {}),
+    "tanh": (np.tanh, {}), "sigmoid": (lambda x: 1 / (1 + np.exp(-x)), {}),
+    "silu": (lambda x: x / (1 + np.exp(-x)), {}), "erf": (_erf, {}),
     "floor": (np.floor, {}), "ceil": (np.ceil, {}), "round": (np.round, {}),
     "negative": (np.negative, {}), "abs": (np.abs, {}), "copy": (np.copy, {}),
     "zeros_like": (np.zeros_like, {}), "ones_like": (np.ones_like, {}),

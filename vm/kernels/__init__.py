@@ -15,6 +15,7 @@ from . import (
     nn,
     recurrent,
     reduce,
+    silu,
     transform,
     update,
 )
@@ -52,6 +53,7 @@ __all__ = [
     "register_kernel",
     "register_table",
     "registered_kernels",
+    "silu",
     "transform",
     "unregister_kernel",
     "update",

@@ -24,6 +24,7 @@ _FLOAT_UNARY = {
     "acosh": "inverse hyperbolic cosine",
     "atanh": "inverse hyperbolic tangent",
     "sigmoid": "1 / (1 + e**-x)",
+    "silu": "x * sigmoid(x) (SiLU, swish; what fuse_silu makes of that product)",
     "erf": "error function",
     "floor": "round down",
     "ceil": "round up",

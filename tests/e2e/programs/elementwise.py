@@ -55,6 +55,18 @@ def @main(%x: Tensor[(n, m), float32]) -> Tensor[(n, m), float32] {
         inputs={"x": positive()},
     ),
     Case(
+        # silu written out, and the product fuse_silu makes of it, side by side
+        name="silu_written_and_fused",
+        source="""
+def @main(%x: Tensor[(n, m), float32]) -> (Tensor[(n, m), float32], Tensor[(n, m), float32]) {
+  (silu(%x), multiply(sigmoid(%x), %x))
+}
+""",
+        reference=lambda x: (x * _sigmoid(x), x * _sigmoid(x)),
+        bindings=NM,
+        inputs={"x": uniform(-12.0, 12.0)},
+    ),
+    Case(
         name="erf_float64",
         source="""
 def @main(%x: Tensor[(n,), float64]) -> (Tensor[(n,), float64], Tensor[(n,), float64]) {
