@@ -168,3 +168,39 @@ def test_the_fused_program_and_the_unfused_one_agree_on_a_large_tensor() -> None
     unfused = VirtualMachine(compile_without(FuseSiLU, source)).run(x)
     assert np.isnan(fused[0, 0]) and fused[0, 1] == np.inf and np.isnan(fused[0, 2])
     np.testing.assert_allclose(fused, unfused, rtol=3e-6, atol=1e-6)
+
+
+def test_a_large_chain_through_the_blocked_runner_gives_the_values_of_small_calls(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # past the blocked runner's threshold (vm/fused_blocked.py): silu runs on blocks of rows,
+    # from either thread, and shares its chunks with the worker (which may be running blocks)
+    from vm import fused_blocked
+
+    blocked_runs: list[int] = []
+    run_blocks = fused_blocked.BlockedPlan._run_blocks
+
+    def counted(self: fused_blocked.BlockedPlan, *args: object) -> None:
+        blocked_runs.append(1)
+        return run_blocks(self, *args)
+
+    monkeypatch.setattr(fused_blocked.BlockedPlan, "_run_blocks", counted)
+
+    source = textwrap.dedent(
+        """
+        def @main(%x: Tensor[(n, 1024), float32]) {
+          %0 = add(%x, 1f);
+          multiply(%0, sigmoid(%0))
+        }
+        """
+    )
+    rows = fused_blocked.BLOCKED_MIN_ELEMENTS // 1024 + 5
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal((rows, 1024)) * 6).astype(np.float32)
+    machine = VirtualMachine(dynshape.compile(ir.parse(source)))
+    whole = machine.run(x)
+    assert blocked_runs, "the chain did not run blocked"
+    pieces = np.concatenate([machine.run(x[i : i + 7]) for i in range(0, 70, 7)])
+    np.testing.assert_array_equal(whole[:70], pieces)
+    wide = x.astype(np.float64) + 1
+    np.testing.assert_allclose(whole, wide / (1 + np.exp(-wide)), rtol=3e-6, atol=3e-6)

@@ -27,9 +27,9 @@ from .registry import register_table
 #: stay in a core's L2 between the four passes. Measured (session 37, one thread, inputs
 #: rotated through 32 MB so that each call starts from memory, as in a model): against the
 #: two kernels, 4x96x24x24 331 -> 238 us, 4x64x48x48 921 -> 619, 8x64x56x56 2,380 -> 1,636,
-#: 4x160x12x12 126 -> 103, 1x64x32x32 88 -> 69; chunks of 8 Ki and 16 Ki elements 0.85-1.2x
-#: the time of 32 Ki, the whole tensor at once (four passes, no chunks) 0.88-0.98x the two
-#: kernels.
+#: 4x160x12x12 126 -> 103, 1x64x32x32 88 -> 69; chunks of 16 Ki elements took 1.06-1.15x
+#: the time of 32 Ki, of 8 Ki 1.24-1.30x, and the four passes over the whole tensor (no
+#: chunks) 0.76-0.98x the two kernels' time.
 SILU_CHUNK = 1 << 15
 #: Elements from which the chunks are shared with the worker thread (``vm/worker_thread.py``;
 #: the adaptive choice there keeps each size's bucket on one thread where help does not pay),
