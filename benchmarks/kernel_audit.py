@@ -75,6 +75,7 @@ KNOWN: dict[str, str] = {
     "nn.log_softmax": "max, subtract, exp, sum, log, subtract: several passes with an exp",
     "nn.layer_norm": "mean, variance, normalise, scale, shift: several passes",
     "sigmoid": "tanh-based: four passes with a transcendental",
+    "silu": "tanh-based: four passes with a transcendental, over cache-sized chunks",
     "cumsum": "a sequential scan along the axis",
     "cumprod": "a sequential scan along the axis",
     **{
@@ -177,6 +178,7 @@ CASES: dict[str, Case] = {
             "negative",
             "abs",
             "sigmoid",
+            "silu",
             "erf",
             "copy",
         ]
