@@ -275,3 +275,24 @@ def test_errors() -> None:
         initializers={"r": np.array(0.5, np.float32), "t": np.array(True)},
     )
     assert "training_mode=true is not supported" in import_error(training)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("order", [["x", "s"], ["s", "x"]])
+def test_sigmoid_times_its_input_is_one_silu_with_onnxruntime_s_values(
+    dtype: str, order: list[str]
+) -> None:
+    """torch.onnx's ``nn.SiLU`` (Sigmoid, then Mul by the input, either operand order) compiles
+    to one ``silu`` (``fuse_silu``) and gives onnxruntime's values: odd and empty shapes, the
+    tails, and sizes past the kernel's chunk."""
+    import dynshape
+    import dynshape.onnx
+
+    nodes = [helper.make_node("Sigmoid", ["x"], ["s"]), helper.make_node("Mul", order, ["y"])]
+    m = model(nodes, [("x", dtype, ["N", "M"])], ["y"], output_dtypes=[dtype])
+    rewritten = str(dynshape.stages(dynshape.onnx.load(m))["rewritten"])
+    assert "silu(" in rewritten and "sigmoid(" not in rewritten
+    feeds = [[rand(s, dtype)] for s in [*SIZES, (0, 5), (7, 13), (300, 257)]]
+    feeds.append([np.array([[-40.0, -8.0, -1e-3, 0.0, 1e-3, 8.0, 40.0]], dtype)])
+    tol = 2e-3 if dtype == "float16" else 2e-6
+    compare(m, *feeds, rtol=tol, atol=tol)
