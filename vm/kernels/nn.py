@@ -73,7 +73,7 @@ def _along(v: np.ndarray, axis: int, ndim: int) -> np.ndarray:
 #: A bias along an axis followed by a run of fewer than ``PLANE_RUN_MAX`` elements (an NCHW
 #: convolution's bias over planes smaller than 64x64) broadcasts with a stride-0 innermost
 #: loop that short, and numpy then runs the add through its ufunc buffers (it does below half
-#: its 8,192-element buffer): 2.4-3.6x the time of adding a contiguous operand of the same
+#: its 8,192-element buffer): 1.7-3.6x the time of adding a contiguous operand of the same
 #: size (session 37, float32, one thread: 4x96x24x24 57.6 us against 19.5, 4x960x7x7 54.4
 #: against 15.4, 1x512x7x7 8.0 against 2.6; a run of 4,608 already at the contiguous speed).
 #: A constant bias is therefore kept broadcast over the axes from its own on ("its plane", a
