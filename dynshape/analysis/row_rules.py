@@ -139,7 +139,7 @@ def _carries_index(rule: Rule) -> Rule:
         moved = rule(proof, call, [Rows(first.axis), *args[1:]])
         if not isinstance(moved, Rows) or moved.group != 1:
             raise NotRowWise(f"{what(call)}: a row number whose rows do not stay one axis")
-        return RowIndex(moved.axis, first.scale, first.lo, first.hi)
+        return RowIndex(moved.axis, first.scale, first.lo, first.hi, varies=first.varies)
 
     return carry
 
@@ -433,7 +433,7 @@ def _take(proof: Proof, call: Call, args: list[State]) -> State:
             raise NotRowWise(f"{what(call)}: gathers row numbers across the rows")
         moved = _gather(proof, call, Rows(data.axis), FIXED)
         assert isinstance(moved, Rows)
-        return RowIndex(moved.axis, data.scale, data.lo, data.hi)
+        return RowIndex(moved.axis, data.scale, data.lo, data.hi, varies=data.varies)
     return _gather(proof, call, data, indices)
 
 
@@ -492,6 +492,13 @@ def _gather_own_rows(proof: Proof, call: Call, data: State, index: RowIndex) -> 
         )
     if proof.values.compare(index.lo, ">=", 0) is not True:
         raise NotRowWise(f"{what(call)}: a row number may index an earlier row's entries")
+    # Past the group, a row reads the next row's entries; where ``r`` is the same in every
+    # row, the last row does too and the whole run fails with the piece. Where ``r`` comes
+    # from the row's data, some row may reach past while the last does not: a piece ending
+    # there would fail where the whole run does not (found by the mutated idioms: ids + 2
+    # clamped to ``[0, 6]`` for rows of 6), so ``r`` must be proven inside the group.
+    if index.varies and proof.values.compare(index.hi, "<", group) is not True:
+        raise NotRowWise(f"{what(call)}: an index from the row's data may reach the next row")
     # a bad index is out of range (the gather fails) in the whole run and in a piece
     if index.beyond is not None and not proof.values.compare(index.beyond, ">=", proof.b * group):
         raise NotRowWise(f"{what(call)}: a bad index may land in another row")
@@ -526,7 +533,7 @@ def _where(proof: Proof, call: Call, args: list[State]) -> State:
     shapes[kept] = Rows(chosen.axis)
     moved = proof.broadcast(call, shapes)
     assert isinstance(moved, Rows)
-    return RowIndex(moved.axis, chosen.scale, chosen.lo, chosen.hi)
+    return RowIndex(moved.axis, chosen.scale, chosen.lo, chosen.hi, varies=chosen.varies)
 
 
 def _clamped_index(proof: Proof, call: Call, args: list[State]) -> RowIndex | None:
@@ -546,7 +553,8 @@ def _clamped_index(proof: Proof, call: Call, args: list[State]) -> RowIndex | No
         shapes[other] = proof.rows_from_shape(call.args[other], tensor_type(call.args[other]).shape)
         moved = proof.broadcast(call, shapes)
         if isinstance(moved, Rows) and moved.group == 1:
-            return RowIndex(moved.axis, 0, bounds[0], bounds[1], beyond=bad[0])
+            varies = state is not FIXED  # clamped from the row's own data
+            return RowIndex(moved.axis, 0, bounds[0], bounds[1], beyond=bad[0], varies=varies)
     return None
 
 
@@ -595,7 +603,8 @@ def _arithmetic(proof: Proof, call: Call, args: list[State]) -> State:
     moved = proof.broadcast(call, [Rows(s.axis) if isinstance(s, RowIndex) else s for s in args])
     if not isinstance(moved, Rows) or moved.group != 1:
         raise NotRowWise(f"{what(call)}: a row number whose rows do not stay one axis")
-    return RowIndex(moved.axis, scale, lo, hi, far)
+    varies = any(isinstance(s, Rows) or (isinstance(s, RowIndex) and s.varies) for s in args)
+    return RowIndex(moved.axis, scale, lo, hi, far, varies)
 
 
 def _factor(

@@ -72,6 +72,10 @@ class RowIndex:
     lo: ir.Dim
     hi: ir.Dim
     beyond: ir.Dim | None = None
+    varies: bool = False
+    """Whether ``r`` is computed from the row's data (an index clamped from an input), not
+    the same in every row (column numbers): a gather then needs ``r`` proven inside the
+    row's group, since only some rows may reach the next row (``_gather_own_rows``)."""
 
 
 @dataclass(frozen=True)

@@ -342,3 +342,28 @@ def test_a_shape_read_past_its_rank_refuses_with_the_index():
     }"""
     with pytest.raises(NotRowWise, match=r"reads a shape of rank 2 at 2"):
         prove_row_split(_module(source))
+
+
+def test_an_index_from_the_rows_data_that_may_reach_the_next_row_refuses():
+    """Ids + 2 clamped to ``[0, 6]`` (``greater``, not ``greater_equal``) for rows of 6
+    entries: a row whose id is 4 reads the next row's first entry, the last row may not, and
+    a piece ending at that row would fail where the whole run does not (found by the mutated
+    idioms). Clamped to ``[0, 5]`` the same program is proven."""
+    source = """def @main(%x: Tensor[(n, 4), float32], %ids: Tensor[(n, 4), int64]) {
+      %0 = broadcast_to(const([[10, 11, 12, 13, 14, 15]], int64), shape=[n, 6]);
+      %1 = take(shape_of(%ids), 0i64);
+      %2 = reshape(arange(0i64, %1, 1i64, dtype="int64"), newshape=[n, 1]);
+      %3 = add(%ids, 2i64);
+      %4 = logical_or(less(%3, 0i64), COMPARE(%3, 6i64));
+      %5 = where(%4, multiply(6i64, %1), %3);
+      %6 = take(%0, add(multiply(%2, 6i64), %5));
+      add(%x, cast(%6, dtype="float32"))
+    }"""
+    with pytest.raises(NotRowWise, match="an index from the row's data may reach the next row"):
+        prove_row_split(_module(source.replace("COMPARE", "greater")))
+    proven = source.replace("COMPARE", "greater_equal")
+    split = prove_row_split(_module(proven))
+    vm = dynshape.VirtualMachine(dynshape.compile(textwrap.dedent(proven)))
+    ids = np.array([[4, 0, 1, 2]] * 3 + [[0, 1, 2, 3]] * 3, np.int64)
+    x = np.zeros((6, 4), np.float32)
+    _assert_split_answers_as_whole(vm, [x, ids], split.outputs)
