@@ -46,6 +46,7 @@ from .passes.manifest_alloc import ManifestAlloc
 from .passes.merge_matmuls import MergeSharedMatmuls
 from .passes.plan_memory import PlanMemory
 from .passes.select import SimplifySelection
+from .passes.sink_squeezes import SinkSqueezes
 from .passes.to_anf import ToANF
 
 
@@ -66,6 +67,7 @@ def default_passes(planner: PlanMemory | None = None) -> list[tuple[str, ModuleP
                 FuseAttention(),
                 FuseRMSNorm(),
                 FuseSiLU(),
+                SinkSqueezes(),
                 AppendInPlace(),
             ),
         ),

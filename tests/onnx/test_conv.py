@@ -404,3 +404,50 @@ def test_dilated_pool_errors() -> None:
     message = import_error(m)
     assert "AveragePool 'the_averagepool'" in message
     assert "ceil_mode=1 over the symbolic dim H (spatial axis 0) with stride 4" in message
+
+
+# ---- Conv1d blocks ----------------------------------------------------------------------------
+
+
+def test_a_temporal_conv_block_keeps_its_unit_axis_and_onnxruntime_s_values() -> None:
+    """A TCN residual block as torch.onnx writes it (causal Conv1d's left padding, dilation,
+    bias, Relu, a 1x1 Conv1d on the skip path, Add, Relu): the imported 2-d convolutions stay
+    on the unit axis between layers (``sink_squeezes``: one squeeze left, at the output) and the
+    values are onnxruntime's, on short, long and empty sequences."""
+    from model_builder import compare
+
+    def conv(x: str, w: str, b: str, y: str, k: int, dilation: int) -> Any:
+        pad = (k - 1) * dilation
+        return helper.make_node(
+            "Conv", [x, w, b], [y], kernel_shape=[k], dilations=[dilation], pads=[pad, 0]
+        )
+
+    nodes = [
+        conv("x", "w1", "b1", "c1", 3, 2),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        conv("r1", "w2", "b2", "c2", 3, 2),
+        helper.make_node("Relu", ["c2"], ["r2"]),
+        conv("x", "w3", "b3", "skip", 1, 1),
+        helper.make_node("Add", ["r2", "skip"], ["s"]),
+        helper.make_node("Relu", ["s"], ["y"]),
+    ]
+    weights = {
+        "w1": rand(6, 4, 3),
+        "b1": rand(6),
+        "w2": rand(6, 6, 3),
+        "b2": rand(6),
+        "w3": rand(6, 4, 1),
+        "b3": rand(6),
+    }
+    graph = helper.make_graph(
+        nodes,
+        "tcn",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4, "T"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(w, n) for n, w in weights.items()],
+    )
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 9
+    rewritten = str(dynshape.stages(dynshape.onnx.load(m))["rewritten"])
+    assert rewritten.count("squeeze(") == 1, rewritten
+    compare(m, *[[rand(n, 4, t)] for n, t in [(1, 1), (2, 9), (3, 64), (0, 5)]])
