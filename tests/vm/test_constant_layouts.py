@@ -319,3 +319,64 @@ def test_bias_add_of_a_constant_bias_of_the_wrong_length_fails_as_the_plain_kern
         _bias_add(1)(x, bias, out)
     with pytest.raises(ValueError, match="broadcast"):
         with_constants(_bias_add(1), {1: bias})(x, bias, out)
+
+
+def _pointwise_case(n: int, dtype: type = np.float32) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal((n, 24, 5, 7)).astype(dtype)
+    w = rng.standard_normal((9, 24, 1, 1)).astype(dtype)
+    return x, w
+
+
+@pytest.mark.parametrize("n", [1, 3, 8])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("dilation", [(1, 1), (2, 3)])
+def test_a_1x1_convolution_prepared_on_its_weight_is_one_matmul_with_the_plain_bits(
+    monkeypatch, n, dtype, dilation
+):
+    # the pointwise kernel multiplies the weight as a matrix; the plain kernel's product of
+    # its matmul plan is the same BLAS call, so the bits are the same
+    x, w = _pointwise_case(n, dtype)
+    kernel = get_kernel_factory("nn.conv2d")(attrs_of((1, 1), (0, 0, 0, 0), dilation, 1))
+    want = np.full((n, 9, 5, 7), np.nan, dtype)
+    kernel(x, w, want)
+    prepared = with_constants(kernel, {1: w})
+    monkeypatch.setattr(conv, "_one_tap_product", None)  # the plain path's product: not called
+    got = np.full((n, 9, 5, 7), np.nan, dtype)
+    prepared(x, w, got)
+    np.testing.assert_array_equal(got, want, strict=True)
+    oracle = np.einsum("oc,nchw->nohw", w[:, :, 0, 0].astype(np.float64), x.astype(np.float64))
+    np.testing.assert_allclose(got, oracle, rtol=1e-5, atol=1e-5)
+
+
+CALLS_LEFT_TO_THE_PLAIN_PATH = {
+    "float16": lambda x, w: (x.astype(np.float16), w.astype(np.float16)),
+    "a strided input": lambda x, w: (x[:, :, ::-1], w),
+    "an empty input": lambda x, w: (x[:0], w),
+}
+
+
+@pytest.mark.parametrize("why", list(CALLS_LEFT_TO_THE_PLAIN_PATH))
+def test_other_1x1_calls_run_the_plain_path_with_its_bits(why):
+    x, w = CALLS_LEFT_TO_THE_PLAIN_PATH[why](*_pointwise_case(2))
+    kernel = get_kernel_factory("nn.conv2d")(attrs_of((1, 1), (0, 0, 0, 0), (1, 1), 1))
+    prepared = with_constants(kernel, {1: w})
+    shape = (x.shape[0], 9, 5, 7)
+    want, got = np.full(shape, np.nan, x.dtype), np.full(shape, np.nan, x.dtype)
+    kernel(x, w, want)
+    prepared(x, w, got)
+    np.testing.assert_array_equal(got, want, strict=True)
+
+
+def test_a_1x1_convolution_prepared_on_its_weight_names_a_wrong_shape_as_the_plain_kernel():
+    x, w = _pointwise_case(2)
+    kernel = get_kernel_factory("nn.conv2d")(attrs_of((1, 1), (0, 0, 0, 0), (1, 1), 1))
+    prepared = with_constants(kernel, {1: w})
+    messages = []
+    for k, data in ((kernel, x[:, :20]), (prepared, x[:, :20]), (prepared, x)):
+        with pytest.raises(ValueError) as e:
+            k(data, w, np.empty((2, 9, 5, 6), np.float32))
+        messages.append(str(e.value))
+    assert messages[0] == messages[1], messages
+    assert "do not fit groups=1" in messages[0]
+    assert "nn.conv2d" in messages[2]  # the output's wrong width, named by the plain checks
