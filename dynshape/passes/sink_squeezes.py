@@ -3,14 +3,15 @@ the elementwise ops that read it, so that it meets the ``expand_dims`` that undo
 
 Assumes: a typed module (``InferTypes`` output), in graph form.
 Guarantees: a typed module computing the same values, in which an elementwise op (unary, or
-a broadcasting op without attributes: ``add``, ``multiply``, ``where``, comparisons, ...) whose
-operand is ``squeeze(X, axis=A)`` (static axes, ``X``'s rank that of the op's result plus
-``|A|``) runs on ``X`` instead, followed by ``squeeze(., axis=A)``; its other operands get the
-unit axes their broadcast needs (a constant reshaped, another ``squeeze(Y, axis=A)`` replaced by
-``Y``, any other value ``expand_dims``-ed), and ``expand_dims(squeeze(X, axis=A), axis=a,
-num_newaxis=n)`` with ``A = (a, ..., a + n - 1)`` is ``X``. Ops with attributes that name axes or
-shapes (``nn.bias_add``, ``broadcast_to``), ``bitcast`` and operands that broadcast a squeezed
-value to a higher rank are left alone.
+a broadcasting one: ``add``, ``multiply``, ``where``, comparisons, ...; without attributes or
+with value-only ones: ``cast``, ``clip``, ``nn.leaky_relu``) whose operand is ``squeeze(X,
+axis=A)`` (static axes, ``X``'s rank that of the op's result plus ``|A|``) runs on ``X``
+instead, followed by ``squeeze(., axis=A)``; its other operands get the unit axes their
+broadcast needs (a constant reshaped, another ``squeeze(Y, axis=A)`` replaced by ``Y``, any
+other value ``expand_dims``-ed), and ``expand_dims(squeeze(X, axis=A), axis=a,
+num_newaxis=n)`` with ``A = (a, ..., a + n - 1)`` is ``X``. Ops with other attributes
+(``nn.bias_add``'s axis, ``broadcast_to``'s shape, ``bitcast``, a custom op's) and operands
+that broadcast a squeezed value to a higher rank are left alone.
 
 Why: ONNX's and PyTorch's 1-d convolutions import as 2-d ones over a unit axis,
 ``squeeze(conv2d(expand_dims(x)))``, and an exported Conv1d block (a TCN's, wav2vec2's and
@@ -44,9 +45,10 @@ from .patterns import TypedRewriter, tensor_type
 _SQUEEZE = ir.get_op("squeeze")
 _EXPAND_DIMS = ir.get_op("expand_dims")
 
-#: Elementwise ops whose attributes (if any) name no axis or shape, and whose operands and
-#: result broadcast as numpy's do.
-_KEPT_OUT = frozenset({"bitcast", "nn.bias_add", "broadcast_to"})
+#: Elementwise ops whose attributes are values only (a dtype, bounds, a slope): sunk like the
+#: ops without attributes. Any other op with attributes (``nn.bias_add``'s axis,
+#: ``broadcast_to``'s shape, ``bitcast``, a custom op's) is left alone.
+_VALUE_ATTRS = frozenset({"cast", "clip", "nn.leaky_relu"})
 
 
 @dataclass(frozen=True)
@@ -110,7 +112,9 @@ def _squeezed_axes(call: Call) -> tuple[int, ...] | None:
 
 def _sinkable(call: Call) -> bool:
     op = call.op
-    if op is None or op.name in _KEPT_OUT or not isinstance(call.ty, TensorType):
+    if op is None or not isinstance(call.ty, TensorType):
+        return False
+    if len(call.attrs) and op.name not in _VALUE_ATTRS:
         return False
     unary = op.pattern == OpPattern.ELEMWISE and len(call.args) == 1
     return unary or op.pattern == OpPattern.BROADCAST

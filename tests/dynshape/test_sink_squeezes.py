@@ -164,3 +164,24 @@ def test_the_block_computes_the_original_values_with_fewer_kernels(
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     # each convolution now takes its bias and activation as one kernel
     assert len(sunk.kernels) < len(original.kernels)
+
+
+def test_ops_with_value_attributes_are_sunk_and_others_are_not():
+    # cast, clip and leaky_relu take values, not axes; bias_add's axis would mean another axis
+    # on the unsqueezed value
+    check_pass(
+        SinkSqueezes(),
+        """
+        def @main(%x: Tensor[(n, 3, 1, t), float32], %b: Tensor[(3,), float64]) {
+          %0 = squeeze(%x, axis=[2]);
+          %1 = cast(nn.leaky_relu(clip(%0, a_min=-1, a_max=1), alpha=0.1), dtype="float64");
+          nn.bias_add(%1, %b)
+        }
+        """,
+        """
+        def @main(%x: Tensor[(n, 3, 1, t), float32], %b: Tensor[(3,), float64]) {
+          %0 = cast(nn.leaky_relu(clip(%x, a_min=-1, a_max=1), alpha=0.1), dtype="float64");
+          nn.bias_add(squeeze(%0, axis=[2]), %b)
+        }
+        """,
+    )
