@@ -89,6 +89,7 @@ import numpy as np
 
 from ..adaptive_choice import AdaptivePolicy
 from ..worker_thread import on_worker_start, shared, use_threads
+from . import row_panels
 
 #: At or below this per-matrix work OpenBLAS already runs a GEMM on one thread (65536 *
 #: GEMM_MULTITHREAD_THRESHOLD): nothing to choose, and timing the call would cost ~0.3 us.
@@ -204,15 +205,37 @@ def _openblas_by_maps() -> list[Any]:
     return libs
 
 
+def _openblas_dynlibs() -> list[Any]:
+    """The loaded OpenBLAS libraries with the pthreads layer (threadpoolctl's view, else
+    ``/proc/self/maps``)."""
+    dynlibs = _openblas_by_threadpoolctl()
+    return _openblas_by_maps() if dynlibs is None else dynlibs
+
+
 def _find_switch() -> _Switch | None:
     """The switch for the loaded OpenBLAS (pthreads layer), or None."""
-    dynlibs = _openblas_by_threadpoolctl()
-    for dynlib in _openblas_by_maps() if dynlibs is None else dynlibs:
+    for dynlib in _openblas_dynlibs():
         get = _symbol(dynlib, "openblas_get_num_threads")
         set_ = _symbol(dynlib, "openblas_set_num_threads")
         if get is not None and set_ is not None:
             return _Switch(get, set_)
     return None
+
+
+#: OpenBLAS's cores whose float32 GEMM has the "direct" kernel (``row_panels``).
+DIRECT_SGEMM_CORES = frozenset({"skylakex", "cooperlake", "sapphirerapids"})
+
+
+def _corename() -> str:
+    """The core OpenBLAS runs its kernels for (``openblas_get_corename``, lower case), or ""
+    where no OpenBLAS with the pthreads layer is loaded or it does not say."""
+    for dynlib in _openblas_dynlibs():
+        get = _symbol(dynlib, "openblas_get_corename")
+        if get is not None:
+            get.restype = ctypes.c_char_p
+            name = get()
+            return name.decode("ascii", "replace").lower() if name else ""
+    return ""
 
 
 _policy = "one"
@@ -222,6 +245,8 @@ _adaptive = AdaptivePolicy()
 #: the switch its outermost call lowered (None until a product above ``LOW``).
 _calls = threading.local()
 _switch: _Switch | None = None
+#: Whether ``row_panels`` may run products (found with the switch: ``direct_sgemm``).
+_direct = False
 _looked = False
 _look_lock = threading.Lock()
 
@@ -244,13 +269,21 @@ def policy() -> str:
 
 def switch() -> _Switch | None:
     """The process's switch, found on first use (None when switching is unavailable)."""
-    global _switch, _looked
+    global _switch, _looked, _direct
     if not _looked:
         with _look_lock:
             if not _looked:
                 _switch = _find_switch()
+                _direct = _switch is not None and _corename() in DIRECT_SGEMM_CORES
                 _looked = True
     return _switch
+
+
+def direct_sgemm() -> bool:
+    """Whether the process's OpenBLAS has the direct float32 kernel that ``row_panels`` uses
+    (its core is one of ``DIRECT_SGEMM_CORES``) and can be switched to one thread."""
+    switch()
+    return _direct
 
 
 def lower(sw: _Switch) -> None:
@@ -310,8 +343,12 @@ def _work(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> tuple[int, int]:
     return m * k * n, int(out.size) * k
 
 
-def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
-    """``np.matmul(a, b, out=out)``, on the number of BLAS threads the policy chooses."""
+def matmul(
+    a: np.ndarray, b: np.ndarray, out: np.ndarray, kept: row_panels.KeptPanels | None = None
+) -> None:
+    """``np.matmul(a, b, out=out)``, on the number of BLAS threads the policy chooses; under
+    the ``one`` policy a product of a few rows goes by column panels of ``b`` (``row_panels``;
+    ``kept``: the caller's kept panels of a constant ``b``)."""
     sa, sb = a.shape, b.shape
     if len(sa) >= 2 and len(sb) >= 2 and sa[-2] * sa[-1] * sb[-1] <= LOW:
         np.matmul(a, b, out=out)  # the common small product: nothing to choose (see LOW)
@@ -322,20 +359,21 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
         np.matmul(a, b, out=out)
         return
     if _policy == "one":
+        w = row_panels.width(a, b, out) if _direct else 0
+        panelled = row_panels.prepare(a, b, out, w, kept) if w else None
+        if panelled is not None:
+            if total >= SPLIT_MIN and panelled.laid.shape[0] >= SPLIT_PARTS and use_threads():
+                # a large product of a few rows: its panels shared with the worker thread
+                _split(panelled.rows, panelled.laid, panelled.grid, sw, total)
+                if panelled.tail is not None:
+                    _lowered(sw, lambda: _tail(panelled))
+                return
+            _lowered(sw, lambda: row_panels.run(panelled))
+            return
         if (total >= SPLIT_MIN or _streams(a, b, out)) and _splittable(a, b, out):
             _split(a, b, out, sw, total)
             return
-        if getattr(_calls, "depth", 0):  # inside a VM call: lowered until the call ends
-            if getattr(_calls, "held", None) is None:
-                lower(sw)
-                _calls.held = sw
-            np.matmul(a, b, out=out)
-            return
-        lower(sw)
-        try:
-            np.matmul(a, b, out=out)
-        finally:
-            sw.leave()
+        _lowered(sw, lambda: np.matmul(a, b, out=out))
         return
     clock = _adaptive.clock
     bucket = per_matrix.bit_length()
@@ -351,6 +389,28 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
         np.matmul(a, b, out=out)
     end = clock()
     _adaptive.record(bucket, one, (end - start) / total, end)
+
+
+def _lowered(sw: _Switch, product: Callable[[], Any]) -> None:
+    """``product()`` with OpenBLAS on one thread: lowered until the VM call ends inside one
+    (``call_begins``), else around the product."""
+    if getattr(_calls, "depth", 0):
+        if getattr(_calls, "held", None) is None:
+            lower(sw)
+            _calls.held = sw
+        product()
+        return
+    lower(sw)
+    try:
+        product()
+    finally:
+        sw.leave()
+
+
+def _tail(done: row_panels.Panelled) -> None:
+    """The product of a panelled product's last columns (``row_panels.prepare``)."""
+    if done.tail is not None:
+        np.matmul(done.rows, done.tail, out=done.rest)
 
 
 def _streams(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> bool:

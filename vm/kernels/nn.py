@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from . import row_panels
 from .blas_threads import matmul as _matmul
 from .constant_layouts import ConstantLayouts
 from .elementwise import SHARED_UNARY
@@ -39,18 +40,54 @@ def _dense(data: np.ndarray, weight: np.ndarray, out: np.ndarray) -> None:
     _matmul(data, weight.T, out)
 
 
+def _product(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+    _matmul(a, b, out)
+
+
+def _kept_panels(constants: Mapping[int, np.ndarray], general: Kernel, transposed: bool) -> Kernel:
+    """``general`` (``a @ b``, or ``a @ b.T`` when ``transposed``) with a constant 2-d float32
+    ``b`` at position 1 kept as the column panels that products of a few rows read
+    (``row_panels``: the same bits as the panels made from ``b`` per call); ``general`` itself
+    for any other constant."""
+    b = constants.get(1)
+    if b is None or b.ndim != 2 or b.dtype != np.float32:
+        return general
+    layouts = ConstantLayouts([b])
+    key = "row_panels_t" if transposed else "row_panels"
+
+    def kept(w: int) -> row_panels.Laid:
+        laid: row_panels.Laid = layouts.get(
+            b, (key, w), lambda x: row_panels.panels(x.T if transposed else x, w)
+        )
+        return laid
+
+    def kernel(a: np.ndarray, b_: np.ndarray, out: np.ndarray) -> None:
+        if b_ is not b:  # not the constant it was prepared for
+            general(a, b_, out)
+        elif transposed:
+            _matmul(a, b.T, out, kept)
+        else:
+            _matmul(a, b, out, kept)
+
+    return kernel
+
+
+_dense.with_constants = lambda constants: _kept_panels(constants, _dense, True)  # type: ignore[attr-defined]
+_product.with_constants = lambda constants: _kept_panels(constants, _product, False)  # type: ignore[attr-defined]
+
+
 @register_kernel("nn.dense")
 def dense(attrs: Mapping[str, Any]) -> Kernel:
     """``data @ weight.T`` (``np.matmul`` with ``out=``; BLAS threads by size, see
-    ``blas_threads``)."""
+    ``blas_threads``; a constant weight kept in the panels a product of a few rows reads)."""
     return _dense
 
 
 @register_kernel("nn.matmul")
 def matmul(attrs: Mapping[str, Any]) -> Kernel:
     """``a @ b`` (``np.matmul``: batched and broadcasting, with ``out=``; BLAS threads by size,
-    see ``blas_threads``)."""
-    return _matmul
+    see ``blas_threads``; a constant ``b`` kept in the panels a product of a few rows reads)."""
+    return _product
 
 
 @register_kernel("nn.batch_matmul")

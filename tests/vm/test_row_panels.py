@@ -1,0 +1,206 @@
+"""Products of a few rows by column panels (vm/kernels/row_panels.py): which products take
+them, numpy's answers on drawn shapes, the same bits from kept, viewed and copied panels, and
+the kernels that keep a constant's panels."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from vm.kernels import blas_threads as bt
+from vm.kernels import row_panels as rp
+from vm.kernels.constant_layouts import with_constants
+from vm.kernels.registry import get_kernel_factory
+
+
+def _operands(m: int, k: int, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((m, k), np.float32), rng.standard_normal((k, n), np.float32)
+
+
+@pytest.fixture
+def direct(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ``one`` policy with the panels on, whatever this machine's OpenBLAS core (the tests'
+    environment may pin one without the direct kernel: the panels are then slower, not
+    wrong)."""
+    bt.switch()
+    monkeypatch.setattr(bt, "_policy", "one")
+    monkeypatch.setattr(bt, "_direct", True)
+
+
+@pytest.mark.parametrize(
+    ("shape", "expected"),
+    [
+        ((16, 128, 512), 64),  # BERT-mini's FFN at batch 1
+        ((4, 768, 3072), 64),
+        ((32, 768, 768), 32),  # 64 columns would pass the direct kernel's bound
+        ((16, 4096, 1024), 0),  # even 32 columns pass it
+        ((1, 768, 3072), 0),  # a matrix-vector product
+        ((33, 768, 3072), 0),  # too many rows
+        ((16, 128, 384), 0),  # small enough for OpenBLAS to run directly itself
+        ((32, 1024, 60), 0),  # fewer than two panels of 32 columns
+    ],
+)
+def test_which_products_go_by_panels(shape: tuple[int, int, int], expected: int) -> None:
+    m, k, n = shape
+    a, b = _operands(m, k, n)
+    assert rp.width(a, b, np.empty((m, n), np.float32)) == expected
+
+
+def test_other_dtypes_and_batched_right_operands_go_as_they_are() -> None:
+    a, b = _operands(16, 128, 512)
+    out = np.empty((16, 512))
+    assert rp.width(a.astype(np.float64), b.astype(np.float64), out) == 0
+    assert rp.width(a, b, out) == 0  # a float64 output
+    stacked = np.stack([b, b])
+    assert rp.width(a, stacked, np.empty((2, 16, 512), np.float32)) == 0
+    assert rp.width(a[None], b, np.empty((1, 16, 512), np.float32)) == 64  # rows of a 3-d a
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    m=st.integers(2, rp.PANEL_ROWS_MAX),
+    k=st.integers(1, 300),
+    n=st.integers(64, 700),
+    w=st.sampled_from(rp.PANEL_WIDTHS),
+    seed=st.integers(0, 2**16),
+)
+def test_panels_give_numpys_product_and_one_set_of_bits(
+    m: int, k: int, n: int, w: int, seed: int
+) -> None:
+    """Any panel width on any shape (the tail columns included): numpy's values, and the same
+    bits whether the panels are kept, a view of ``b`` or copied from a transposed ``b``."""
+    a, b = _operands(m, k, n, seed)
+    viewed = np.full((m, n), np.nan, np.float32)
+    assert rp.multiply(a, b, viewed, w)
+    np.testing.assert_allclose(viewed, a @ b, rtol=2e-5, atol=2e-5 * np.sqrt(k))
+    laid = rp.panels(b, w)
+    kept = np.full((m, n), np.nan, np.float32)
+    assert rp.multiply(a, b, kept, w, lambda width: laid)
+    copied = np.full((m, n), np.nan, np.float32)
+    assert rp.multiply(a, np.asfortranarray(b), copied, w)  # unit row stride: copied
+    np.testing.assert_array_equal(kept, viewed)
+    np.testing.assert_array_equal(copied, viewed)
+
+
+def test_a_3d_left_operand_is_folded_into_rows() -> None:
+    a, b = _operands(12, 200, 300)
+    out = np.empty((3, 4, 300), np.float32)
+    assert rp.multiply(a.reshape(3, 4, 200), b, out, 64)
+    np.testing.assert_array_equal(out.reshape(12, 300), _viewed(a, b, 64))
+
+
+def _viewed(a: np.ndarray, b: np.ndarray, w: int) -> np.ndarray:
+    out = np.empty((a.shape[0], b.shape[1]), np.float32)
+    assert rp.multiply(a, b, out, w)
+    return out
+
+
+def test_operands_the_panels_cannot_view_are_left_to_the_caller() -> None:
+    a, b = _operands(8, 64, 256)
+    out = np.zeros((8, 512), np.float32)[:, ::2]  # not contiguous
+    assert not rp.multiply(a, b, out, 64)
+    assert not out.any()  # nothing written
+    strided = np.zeros((8, 128), np.float32)[:, ::2]
+    assert not rp.multiply(strided, b, np.empty((8, 256), np.float32), 64)
+    wide = np.zeros((2, 8, 64), np.float32).transpose(1, 0, 2)  # 3-d, not contiguous
+    assert not rp.multiply(wide, b, np.empty((8, 2, 256), np.float32), 64)
+    shared = np.zeros(8 * 64 + 8 * 256, np.float32)
+    assert not rp.multiply(shared[: 8 * 64].reshape(8, 64), b, shared[:2048].reshape(8, 256), 64)
+
+
+def test_the_thread_policy_takes_the_panels_for_a_few_rows(
+    direct: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b = _operands(16, 256, 1024)
+    expected = _viewed(a, b, 64)
+    calls: list[int] = []
+    original = rp.prepare
+
+    def counting(*args: object, **kwargs: object) -> rp.Panelled | None:
+        calls.append(1)
+        return original(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(rp, "prepare", counting)
+    out = np.empty((16, 1024), np.float32)
+    bt.matmul(a, b, out)
+    if bt.switch() is None:  # no switchable OpenBLAS: numpy's own product, untouched
+        assert not calls
+        return
+    assert calls == [1]
+    np.testing.assert_array_equal(out, expected)
+    wide, _ = _operands(48, 256, 1024)  # too many rows: the plain product
+    bt.matmul(wide, b, np.empty((48, 1024), np.float32))
+    monkeypatch.setattr(bt, "_direct", False)  # a core without the direct kernel
+    bt.matmul(a, b, out)
+    assert calls == [1]
+
+
+def test_a_large_product_of_a_few_rows_shares_its_panels_with_the_worker(
+    direct: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past SPLIT_MIN the panels are cut in parts that the worker thread helps with: each panel
+    is the same product either way, so the bits are those of one thread, on every call."""
+    if bt.switch() is None:
+        pytest.skip("no switchable OpenBLAS (another BLAS, or its OpenMP layer)")
+    a, b = _operands(8, 256, 1000)  # 15 panels of 64 and 40 columns left over
+    expected = _viewed(a, b, 64)
+    monkeypatch.setattr(bt, "SPLIT_MIN", 1 << 20)
+    shared: list[str] = []
+    original = bt.shared
+
+    def counting(work: object, kind: str, amount: int) -> None:
+        shared.append(kind)
+        original(work, kind, amount)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(bt, "shared", counting)
+    for _ in range(3):
+        out = np.full((8, 1000), np.nan, np.float32)
+        bt.matmul(a, b, out)
+        np.testing.assert_array_equal(out, expected)
+    assert shared == ["matmul"] * 3
+
+
+@pytest.mark.parametrize("op", ["nn.matmul", "nn.dense"])
+def test_a_kept_constant_gives_the_bits_of_the_plain_kernel(direct: None, op: str) -> None:
+    """The constant-operand protocol: the kernel that keeps the weight's panels gives the plain
+    kernel's bits (computed from the weight on each call), for the panelled shapes and others."""
+    rng = np.random.default_rng(7)
+    weight = rng.standard_normal((300, 1000) if op == "nn.matmul" else (1000, 300), np.float32)
+    plain = get_kernel_factory(op)({})
+    prepared = with_constants(plain, {1: weight})
+    assert prepared is not plain
+    for rows in (1, 2, 16, 32, 40):
+        x = rng.standard_normal((rows, 300), np.float32)
+        got = np.empty((rows, 1000), np.float32)
+        want = np.empty((rows, 1000), np.float32)
+        prepared(x, weight, got)
+        plain(x, weight, want)
+        np.testing.assert_array_equal(got, want)
+        right = weight if op == "nn.matmul" else weight.T
+        np.testing.assert_allclose(got, x @ right, rtol=1e-4, atol=1e-3)
+    other = weight.copy()  # not the constant: the plain kernel
+    x = rng.standard_normal((16, 300), np.float32)
+    got, want = np.empty((16, 1000), np.float32), np.empty((16, 1000), np.float32)
+    prepared(x, other, got)
+    plain(x, other, want)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_other_constants_keep_the_plain_kernel() -> None:
+    for op in ("nn.matmul", "nn.dense"):
+        plain = get_kernel_factory(op)({})
+        assert with_constants(plain, {1: np.ones((4, 4))}) is plain  # float64
+        assert with_constants(plain, {0: np.ones((4, 4), np.float32)}) is plain  # the left
+        assert with_constants(plain, {1: np.ones((2, 4, 4), np.float32)}) is plain  # batched
+
+
+def test_the_core_is_read_from_the_loaded_openblas() -> None:
+    name = bt._corename()
+    assert name == name.lower()
+    if bt.switch() is None:
+        assert not bt.direct_sgemm()
+    else:
+        assert bt.direct_sgemm() == (name in bt.DIRECT_SGEMM_CORES)
