@@ -204,3 +204,58 @@ def test_the_core_is_read_from_the_loaded_openblas() -> None:
         assert not bt.direct_sgemm()
     else:
         assert bt.direct_sgemm() == (name in bt.DIRECT_SGEMM_CORES)
+
+
+def _conv64(x: np.ndarray, w: np.ndarray, stride: int, pad: int) -> np.ndarray:
+    """A float64 reference convolution (one group, square stride and padding)."""
+    padded = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    kh, kw = w.shape[2:]
+    win = np.lib.stride_tricks.sliding_window_view(padded, (kh, kw), axis=(2, 3))
+    win = win[:, :, ::stride, ::stride]
+    return np.einsum("ncijpq,ocpq->noij", win, w.astype(np.float64))
+
+
+@pytest.mark.parametrize(
+    ("data", "weight", "stride", "pad", "panelled"),
+    [
+        ((1, 256, 2, 2), (256, 256, 3, 3), 1, 1, True),  # 4 rows by 2.4 MB
+        ((1, 128, 8, 8), (256, 128, 3, 3), 2, 1, True),  # 16 rows, 32 columns a panel
+        ((1, 64, 2, 2), (64, 64, 3, 3), 1, 1, False),  # OpenBLAS's direct product already
+        ((1, 64, 8, 8), (128, 64, 3, 3), 1, 1, False),  # 64 outputs: too many rows
+    ],
+)
+def test_a_small_plane_by_a_large_kept_weight_goes_by_its_panels(
+    direct: None,
+    data: tuple[int, ...],
+    weight: tuple[int, ...],
+    stride: int,
+    pad: int,
+    panelled: bool,
+) -> None:
+    """A one-image plane of a few outputs by a large constant weight: the channels-last buffer
+    times the weight's kept panels, numpy's values on every call; the same weight when not a
+    constant (no kept layouts), or without the direct kernel, keeps the "gather" path."""
+    from vm.kernels import conv
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(data, np.float32)
+    w = rng.standard_normal(weight, np.float32)
+    oh = (data[2] + 2 * pad - weight[2]) // stride + 1
+    out_hw = (oh, oh)
+    geometry = (data, weight, out_hw, (pad,) * 4, (stride, stride), (1, 1), 1 << 30)
+    assert conv._plan(*geometry, True, True).path == ("last_im2col" if panelled else "gather")
+    for kept, panels in ((True, False), (False, True), (False, False)):
+        assert conv._plan(*geometry, kept, panels).path == "gather"
+    attrs = {"strides": [stride] * 2, "dilation": [1, 1], "groups": 1, "padding": [pad] * 4}
+    kernel = get_kernel_factory("nn.conv2d")(attrs)
+    prepared = with_constants(kernel, {1: w})
+    want = _conv64(x, w, stride, pad)
+    first = np.full((1, weight[0], *out_hw), np.nan, np.float32)
+    prepared(x, w, first)
+    np.testing.assert_allclose(first, want, rtol=1e-4, atol=1e-3)
+    again = np.full_like(first, np.nan)
+    prepared(x, w, again)  # the panels kept by the first call
+    np.testing.assert_array_equal(again, first)
+    plain = np.full_like(first, np.nan)
+    kernel(x, w, plain)  # not a constant: its own path, the same values within rounding
+    np.testing.assert_allclose(plain, first, rtol=1e-4, atol=1e-4)

@@ -12,7 +12,12 @@ The protocol, optional for any kernel: a kernel may carry an attribute ``with_co
 callable taking ``{operand position: array}`` and returning a kernel with the same calling
 convention and **the same results, bit for bit**, when called with those arrays at those
 positions (what it keeps must be what it would have computed from them). ``build_fused``
-(``vm/fused.py``) calls it for every step with constant operands.
+(``vm/fused.py``) calls it for every step with constant operands. One exception, documented
+where it is taken: a path that pays only with a kept layout (``nn.conv2d``'s channels-last
+product of all images for a kept weight, and its few-row product by a kept weight's panels,
+``row_panels``) may be chosen for a constant alone; its results then agree with the plain
+kernel's within the product's rounding, and every call of a VM runs the same kernel, so its
+bits do not change from call to call.
 
 A ``ConstantLayouts`` is what such a kernel keeps: ``get(array, key, make)`` returns
 ``make(array)``, computed once per ``key`` and kept read-only when ``array`` is one of the

@@ -95,6 +95,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from . import blas_threads, row_panels
 from .blas_threads import matmul as _matmul
 from .constant_layouts import ConstantLayouts
 from .conv_tapsum import conv_tapsum, tapsum_offsets, tapsum_weights
@@ -474,12 +475,14 @@ def _plan(
     dilation: Sequence[int],
     limit: int,
     kept: bool = False,
+    panels: bool = False,
 ) -> _Plan:
     """The path of a (validated, non-empty) convolution; ``limit`` bounds its scratch, ``kept``
-    says that the weight is a constant whose layouts the kernel keeps. A depthwise convolution
-    may go by tap matrices (``_matrix_plan``) instead of the path the buffers' plan
+    says that the weight is a constant whose layouts the kernel keeps, ``panels`` that a
+    float32 product of a few rows may go by the weight's panels (``row_panels``). A depthwise
+    convolution may go by tap matrices (``_matrix_plan``) instead of the path the buffers' plan
     (``_buffer_plan``) chooses."""
-    conv = _Geometry(data_shape, weight_shape, out_hw, pad, strides, dilation, limit, kept)
+    conv = _Geometry(data_shape, weight_shape, out_hw, pad, strides, dilation, limit, kept, panels)
     buffers = _buffer_plan(conv)
     return _matrix_plan(conv, buffers) or buffers
 
@@ -496,6 +499,7 @@ class _Geometry(NamedTuple):
     dilation: Sequence[int]
     limit: int
     kept: bool = False
+    panels: bool = False
 
 
 def _buffer_plan(conv: _Geometry) -> _Plan:
@@ -553,10 +557,9 @@ def _buffer_plan(conv: _Geometry) -> _Plan:
     ):
         return _Plan("last", taps, rows, cols, oh, row_spans, col_spans)
     o = weight_shape[0]
-    if weight_shape[1] == c and FILL == "auto" and (sh, sw) == (1, 1):
-        tapsum = _tapsum_plan(conv, taps, kt, (rows, cols), (row_spans, col_spans))
-        if tapsum is not None:
-            return tapsum
+    products = _product_plan(conv, taps, kt, (rows, cols), (row_spans, col_spans))
+    if products is not None:
+        return products
     if (
         weight_shape[1] == c
         and FILL == "auto"
@@ -603,6 +606,49 @@ def _buffer_plan(conv: _Geometry) -> _Plan:
     else:
         path = "window"
     return _window_plan(path, conv, taps, kt, (rows, cols), (row_spans, col_spans))
+
+
+def _product_plan(
+    conv: _Geometry,
+    taps: tuple[int, int, int, int],
+    kt: int,
+    region: tuple[tuple[int, int], tuple[int, int]],
+    spans: tuple[Sequence[_Span], Sequence[_Span]],
+) -> _Plan | None:
+    """The plan of a one-group convolution whose product decides its path, or None: the
+    "tapsum" plan at stride 1 (``_tapsum_plan``), else "last_im2col" for a plane of a few
+    outputs by a large constant weight (``_few_rows``)."""
+    if conv.weight_shape[1] != conv.data_shape[1] or FILL != "auto":
+        return None
+    if tuple(conv.strides) == (1, 1):
+        tapsum = _tapsum_plan(conv, taps, kt, region, spans)
+        if tapsum is not None:
+            return tapsum
+    (top, bottom), (left, right) = region
+    if _few_rows(conv, kt, (bottom - top) * (right - left)):
+        return _Plan("last_im2col", taps, *region, conv.out_hw[0], *spans)
+    return None
+
+
+def _few_rows(conv: _Geometry, kt: int, region: int) -> bool:
+    """Whether a one-group convolution of ``kt`` kept taps, reading ``region`` elements of each
+    channel, goes by the "last_im2col" path's buffer times the kept panels of its weight
+    (``row_panels``): a plane of a few outputs by a large constant weight, where the "gather"
+    path's product (the weight's rows by the buffer's few columns) packs the whole weight on
+    every call. Only for a kept weight: from any other the panels would be copied per call.
+    Measured (session 39, one image, the weights cold, gather -> panels): 512 channels on a 2x2
+    plane (9.4 MB of weights) 714 -> 399 us, 256 -> 512 at stride 2 465 -> 199, 128 -> 256 at
+    stride 2 on 8x8 149 -> 107, 128 channels on 4x4 87 -> 63; ResNet-18 at 1x3x64x64 0.75-0.81x
+    a call (design/vm.md, "Products of a few rows by column panels")."""
+    n, c = conv.data_shape[:2]
+    p = n * conv.out_hw[0] * conv.out_hw[1]
+    return (
+        conv.kept
+        and conv.panels
+        and row_panels.columns(p, c * kt, conv.weight_shape[0]) > 0
+        # its scratch: the channels-last region, the buffer and the product
+        and n * c * region + p * (c * kt + conv.weight_shape[0]) <= conv.limit
+    )
 
 
 def _tapsum_plan(
@@ -875,7 +921,9 @@ def conv2d(attrs: Mapping[str, Any]) -> Kernel:
         if out.size == 0 or cg == 0:
             return None
         limit = _scratch_limit(data, out)
-        return _plan(data.shape, weight.shape, (oh, ow), pad, strides, dilation, limit, kept)
+        panels = kept and blas_threads.direct_sgemm() and out.dtype in _PANEL_DTYPES
+        geometry = (data.shape, weight.shape, (oh, ow), pad, strides, dilation, limit)
+        return _plan(*geometry, kept, panels)
 
     def build(layouts: ConstantLayouts) -> Kernel:
         def kernel(
@@ -910,7 +958,9 @@ def conv2d(attrs: Mapping[str, Any]) -> Kernel:
             data.shape,
             weight.shape,
             out.shape,
+            out.dtype,
             kept,
+            blas_threads.direct_sgemm(),
             SCRATCH_FACTOR,
             FILL,
             DEPTHWISE_LAST_MAX,
@@ -1017,6 +1067,8 @@ def _pointwise(weight: np.ndarray, general: Kernel, attrs: Mapping[str, Any]) ->
 
 
 _PLAIN_FLOATS = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
+#: The outputs whose products are float32 (float16 accumulates in float32): ``row_panels``'.
+_PANEL_DTYPES = frozenset({np.dtype(np.float32), F16})
 
 
 def _convolve(
@@ -1192,7 +1244,14 @@ def _conv_last_im2col(
         lambda w: np.ascontiguousarray(w[:, :, i0:i1, j0:j1].transpose(0, 2, 3, 1), dtype=dt),
     )
     res = ws.empty((n * oh * ow, o), dt)
-    _matmul(buf.reshape(n * oh * ow, k), laid.reshape(o, k).T, res)
+    right = laid.reshape(o, k).T
+
+    def kept(w: int) -> row_panels.Laid:
+        key = ("channels_last_panels", plan.taps, dt, w)
+        panels: row_panels.Laid = layouts.get(weight, key, lambda _: row_panels.panels(right, w))
+        return panels
+
+    _matmul(buf.reshape(n * oh * ow, k), right, res, kept if layouts.keeps(weight) else None)
     np.copyto(acc.reshape(n, o, oh * ow), res.reshape(n, oh * ow, o).transpose(0, 2, 1))
 
 

@@ -79,6 +79,16 @@ def width(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> int:
         return 0
     if a.dtype is not _F32 or b.dtype is not _F32 or out.dtype is not _F32:
         return 0  # (a float32 of another byte order is not numpy's own dtype object either)
+    return columns(m, k, n)
+
+
+def columns(m: int, k: int, n: int) -> int:
+    """The panel width for a float32 product ``(m, k) x (k, n)`` of 2 to ``PANEL_ROWS_MAX``
+    rows that OpenBLAS would pack (``m * k * n`` at least ``DIRECT_MNK``): the widest of
+    ``PANEL_WIDTHS`` whose panel products stay below ``DIRECT_MNK``, with at least two panels;
+    0 for any other product."""
+    if not 2 <= m <= PANEL_ROWS_MAX or m * k * n < DIRECT_MNK:
+        return 0
     for w in PANEL_WIDTHS:
         if m * k * w < DIRECT_MNK and n >= 2 * w:
             return w
