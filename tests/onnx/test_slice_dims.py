@@ -107,3 +107,50 @@ def test_a_bound_that_may_be_negative_keeps_the_dynamic_slice() -> None:
     )
     program = compare(m, [_f32(5)], [_f32(1)], [_f32(0)], [_f32(2)])
     assert "dyn.strided_slice" in str(program)
+
+
+def _positions_of_a_strided_conv() -> object:
+    """Whisper's encoder: ``positions[: (frames - 1) // 2 + 1]``, the length of a stride-2
+    convolution's output computed from ``Shape`` (Sub, Div, Add), added to that output."""
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Slice", ["s", "two", "three"], ["frames"]),
+        helper.make_node("Sub", ["frames", "one"], ["less"]),
+        helper.make_node("Div", ["less", "two"], ["half"]),
+        helper.make_node("Add", ["half", "one"], ["length"]),
+        helper.make_node("Conv", ["x", "w"], ["y"], strides=[2], pads=[1, 1], kernel_shape=[3]),
+        helper.make_node("Transpose", ["y"], ["t"], perm=[0, 2, 1]),
+        helper.make_node("Slice", ["positions", "zero", "length", "zero"], ["p"]),
+        helper.make_node("Add", ["t", "p"], ["out"]),
+    ]
+    rng = np.random.default_rng(1)
+    inits = {
+        "zero": _ints(0),
+        "one": _ints(1),
+        "two": _ints(2),
+        "three": _ints(3),
+        "w": rng.standard_normal((6, 4, 3)).astype(np.float32),
+        "positions": rng.standard_normal((40, 6)).astype(np.float32),
+    }
+    inputs = [("x", TensorProto.FLOAT, ["batch", 4, "frames"])]
+    return typed_model(nodes, inputs, [("out", TensorProto.FLOAT, None)], inits)
+
+
+def test_a_rounded_length_from_shapes_is_a_dim_slice() -> None:
+    """With ``frames >= 1`` declared (as the importer's retry narrows it for Whisper's
+    export), ``(frames - 1) // 2 + 1`` is a dim whose sign sympy's assumptions leave
+    undecided and the planner's procedure proves: a ``strided_slice`` with a dim end, without
+    the run-time shape arithmetic that ``dyn.strided_slice`` needs, and onnxruntime's values."""
+    import onnxruntime as ort
+
+    model = _positions_of_a_strided_conv()
+    program = dynshape.onnx.load(model, dims={"frames": (1, None)})
+    text = str(program)
+    assert "dyn.strided_slice" not in text
+    assert "end=[((frames - 1) // 2 + 1)]" in text
+    machine = dynshape.VirtualMachine(dynshape.compile(program))
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for shape in ((2, 4, 9), (1, 4, 1), (3, 4, 20), (1, 4, 79)):
+        x = _f32(*shape)
+        expected = session.run(None, {"x": x})[0]
+        np.testing.assert_allclose(machine.run(x), expected, rtol=1e-5, atol=1e-6)

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+import ir
 from dynshape.builder import trace
 
 from ..known import Known
@@ -116,10 +117,16 @@ def _dynamic_slice(node: Node, rank: int) -> Any:
 
 def _attribute_bounds(dims: list[Any]) -> bool:
     """Whether slice bounds can be ``strided_slice``'s attributes: ints, or dims of ``main``'s
-    symbols that are never negative (so they index from the start, as ONNX reads them)."""
+    symbols that are never negative (so they index from the start, as ONNX reads them). A
+    rounded dim (``(frames - 1) // 2 + 1``, a convolution's output length, which sympy's
+    assumptions leave undecided) is proved non-negative by ``ir.compare`` (interval
+    arithmetic, then ``ir.dim_proofs``, each with its budget)."""
     if data_dependent(dims):
         return False
-    return all(isinstance(d, int) or d.is_nonnegative is True for d in dims)
+    return all(
+        isinstance(d, int) or d.is_nonnegative is True or ir.compare(0, "<=", d) is True
+        for d in dims
+    )
 
 
 def _check_slice(starts: list[Any], ends: list[Any], axes: list[int], steps: list[int]) -> None:
