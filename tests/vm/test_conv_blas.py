@@ -447,6 +447,33 @@ def test_conv2d_plans_per_shape_are_bounded_and_keyed_by_shape(monkeypatch):
         kernel(x, w, np.empty((1, 3, 5, 5)))
 
 
+def test_a_kernels_plans_follow_a_setting_changed_after_it_was_made(monkeypatch):
+    """The plans are keyed by the module's generation, which any setting of the module
+    starts anew: a kernel made (and planned) before ``FILL`` changes plans again after it."""
+    planned: list[str] = []
+    real = conv._plan
+
+    def recording(*args, **kwargs):
+        plan = real(*args, **kwargs)
+        planned.append(plan.path)
+        return plan
+
+    monkeypatch.setattr(conv, "_plan", recording)
+    kernel = get_kernel_factory("nn.conv2d")(attrs_of((1, 1), (1, 1), (1, 1), 1))
+    rng = np.random.default_rng(5)
+    x, w = rng.standard_normal((2, 3, 9, 9)), rng.standard_normal((4, 3, 3, 3))
+    want = conv_oracle(x, w, (1, 1), (1, 1, 1, 1), (1, 1), 1)
+    for _ in range(2):
+        out = np.full((2, 4, 9, 9), np.nan)
+        kernel(x, w, out)
+        check_close(out, want, x, w)
+    assert len(planned) == 1  # planned once for the shape
+    monkeypatch.setattr(conv, "FILL", "taps")
+    kernel(x, w, out)
+    check_close(out, want, x, w)
+    assert planned[1:] == ["taps"]
+
+
 @pytest.mark.parametrize("factor", [0, 1])
 @KERNEL_SETTINGS
 @given(case=conv_cases(depthwise=False))
