@@ -69,17 +69,14 @@ def width(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> int:
     operands, a 2-d ``b`` of at least two panels, ``a``'s rows (all its axes but the last)
     between 2 and ``PANEL_ROWS_MAX``. Whether the BLAS has the direct kernel is the caller's
     check (``blas_threads``)."""
-    # the cheap integer tests first: this runs before every product above blas_threads.LOW
-    if b.ndim != 2:
+    if b.ndim != 2 or a.shape[-1] != b.shape[0] or not b.shape[1]:
         return 0
     k, n = b.shape
-    m = out.size // n if n else 0
-    # below DIRECT_MNK OpenBLAS runs the whole product directly itself (panels: 1.1-1.6x)
-    if not 2 <= m <= PANEL_ROWS_MAX or m * k * n < DIRECT_MNK or a.shape[-1] != k:
+    w = columns(out.size // n, k, n)  # integers first: this runs before every product past LOW
+    # numpy's own float32 dtype object (any other, a byte-swapped one, goes as it is)
+    if not w or a.dtype is not _F32 or b.dtype is not _F32 or out.dtype is not _F32:
         return 0
-    if a.dtype is not _F32 or b.dtype is not _F32 or out.dtype is not _F32:
-        return 0  # (a float32 of another byte order is not numpy's own dtype object either)
-    return columns(m, k, n)
+    return w
 
 
 def columns(m: int, k: int, n: int) -> int:
