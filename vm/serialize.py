@@ -357,7 +357,13 @@ def _dec_constant(d: Any, blob: bytes, i: int) -> np.ndarray:
     arr = np.frombuffer(blob, dtype=dt, count=count, offset=offset).reshape(shape)
     if dtype == "bool" and arr.size and arr.view(np.uint8).max() > 1:
         raise FormatError(f"{what}: a bool constant holds bytes other than 0 and 1")
-    typed: np.ndarray = arr.astype(np.dtype(dtype), copy=False)
+    canonical = np.dtype(dtype)
+    typed: np.ndarray = arr.astype(canonical, copy=False)
+    if typed.dtype is not canonical:
+        # a little-endian machine's astype keeps the array, and its "<" dtype object, which is
+        # equal to numpy's own but not it: kernels' fast paths compare dtypes by identity (a
+        # loaded executable's constants missed the 1x1 convolution's and the panels' paths)
+        typed = typed.view(canonical)
     return typed
 
 

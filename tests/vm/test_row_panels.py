@@ -57,6 +57,9 @@ def test_other_dtypes_and_batched_right_operands_go_as_they_are() -> None:
     stacked = np.stack([b, b])
     assert rp.width(a, stacked, np.empty((2, 16, 512), np.float32)) == 0
     assert rp.width(a[None], b, np.empty((1, 16, 512), np.float32)) == 64  # rows of a 3-d a
+    little = np.dtype(np.float32).newbyteorder("<")  # equal to float32, another object
+    assert little is not np.dtype(np.float32)
+    assert rp.width(a, b.view(little), np.empty((16, 512), np.float32)) == 64
 
 
 @settings(max_examples=40, deadline=None)

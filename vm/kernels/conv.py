@@ -940,7 +940,13 @@ def conv2d(attrs: Mapping[str, Any]) -> Kernel:
         if out.size == 0 or cg == 0:
             return None
         limit = _scratch_limit(data, out)
-        panels = kept and blas_threads.direct_sgemm() and out.dtype in _PANEL_DTYPES
+        # the panels are taken by the ``one`` thread policy's products only (``row_panels``)
+        panels = (
+            kept
+            and blas_threads.direct_sgemm()
+            and blas_threads.policy() == "one"
+            and out.dtype in _PANEL_DTYPES
+        )
         geometry = (data.shape, weight.shape, (oh, ow), pad, strides, dilation, limit)
         return _plan(*geometry, kept, panels)
 
@@ -981,6 +987,7 @@ def conv2d(attrs: Mapping[str, Any]) -> Kernel:
             out.dtype,
             kept,
             blas_threads.direct_sgemm(),
+            blas_threads.policy(),
             _generation,
         )
         plan = plans.get(key, _UNPLANNED)  # one lookup: another thread may clear the dict

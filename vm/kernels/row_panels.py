@@ -73,8 +73,7 @@ def width(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> int:
         return 0
     k, n = b.shape
     w = columns(out.size // n, k, n)  # integers first: this runs before every product past LOW
-    # numpy's own float32 dtype object (any other, a byte-swapped one, goes as it is)
-    if not w or a.dtype is not _F32 or b.dtype is not _F32 or out.dtype is not _F32:
+    if not w or a.dtype != _F32 or b.dtype != _F32 or out.dtype != _F32:
         return 0
     return w
 
