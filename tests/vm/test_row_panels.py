@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from vm_testlib import run_in_threads
 
 from vm.kernels import blas_threads as bt
 from vm.kernels import row_panels as rp
@@ -190,6 +191,37 @@ def test_a_kept_constant_gives_the_bits_of_the_plain_kernel(direct: None, op: st
     prepared(x, other, got)
     plain(x, other, want)
     np.testing.assert_array_equal(got, want)
+
+
+def test_threads_sharing_a_kept_kernel_get_its_answers_alone(
+    direct: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One prepared kernel (its panels made by whichever thread comes first, then shared) run
+    by several threads at once on products of a few rows, those of 16 rows and more split with
+    the worker thread too: each thread gets the bits the kernel gives alone."""
+    monkeypatch.setattr(bt, "SPLIT_MIN", 1 << 22)
+    rng = np.random.default_rng(11)
+    weight = rng.standard_normal((256, 1000), np.float32)
+    prepared = with_constants(get_kernel_factory("nn.matmul")({}), {1: weight})
+    inputs = [rng.standard_normal((rows, 256), np.float32) for rows in (2, 8, 16, 32, 32)]
+    alone = []
+    for x in inputs:
+        out = np.empty((x.shape[0], 1000), np.float32)
+        prepared(x, weight, out)
+        alone.append(out)
+    prepared = with_constants(get_kernel_factory("nn.matmul")({}), {1: weight})  # panels anew
+    failures: list[str] = []
+
+    def work(k: int) -> None:
+        for i in range(len(inputs)):
+            j = (i + k) % len(inputs)
+            out = np.full_like(alone[j], np.nan)
+            prepared(inputs[j], weight, out)
+            if not np.array_equal(out, alone[j]):
+                failures.append(f"thread {k}, input {j}")
+
+    run_in_threads(work, 4)
+    assert not failures
 
 
 def test_other_constants_keep_the_plain_kernel() -> None:
