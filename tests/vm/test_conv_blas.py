@@ -189,12 +189,26 @@ def spied_products(monkeypatch: pytest.MonkeyPatch) -> list[tuple[tuple[int, ...
     calls: list[tuple[tuple[int, ...], ...]] = []
     real = conv._matmul
 
-    def spy(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+    def spy(a: np.ndarray, b: np.ndarray, out: np.ndarray, kept=None) -> None:
         calls.append((a.shape, b.shape))
-        real(a, b, out)
+        real(a, b, out, kept)
 
     monkeypatch.setattr(conv, "_matmul", spy)
     return calls
+
+
+def planned_paths(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The path of every plan ``conv`` makes from now on (the plans are still made)."""
+    paths: list[str] = []
+    real = conv._plan
+
+    def spy(*args, **kwargs):
+        plan = real(*args, **kwargs)
+        paths.append(plan.path)
+        return plan
+
+    monkeypatch.setattr(conv, "_plan", spy)
+    return paths
 
 
 def test_conv2d_on_a_padded_one_by_one_map_multiplies_the_centre_tap(monkeypatch):
@@ -450,15 +464,7 @@ def test_conv2d_plans_per_shape_are_bounded_and_keyed_by_shape(monkeypatch):
 def test_a_kernels_plans_follow_a_setting_changed_after_it_was_made(monkeypatch):
     """The plans are keyed by the module's generation, which any setting of the module
     starts anew: a kernel made (and planned) before ``FILL`` changes plans again after it."""
-    planned: list[str] = []
-    real = conv._plan
-
-    def recording(*args, **kwargs):
-        plan = real(*args, **kwargs)
-        planned.append(plan.path)
-        return plan
-
-    monkeypatch.setattr(conv, "_plan", recording)
+    planned = planned_paths(monkeypatch)
     kernel = get_kernel_factory("nn.conv2d")(attrs_of((1, 1), (1, 1), (1, 1), 1))
     rng = np.random.default_rng(5)
     x, w = rng.standard_normal((2, 3, 9, 9)), rng.standard_normal((4, 3, 3, 3))
@@ -1226,15 +1232,7 @@ def test_a_kept_weight_takes_channels_last_im2col_past_the_ratio(monkeypatch):
     x = rng.standard_normal(shape).astype(np.float32)
     w = (rng.standard_normal(weight) / 48).astype(np.float32)
     e = conv_oracle(x, w, (1, 1), (1, 1, 1, 1), (1, 1), 1)
-    paths = []
-    real = conv._plan
-
-    def spy(*a, **k):
-        plan = real(*a, **k)
-        paths.append(plan.path)
-        return plan
-
-    monkeypatch.setattr(conv, "_plan", spy)
+    paths = planned_paths(monkeypatch)
     attrs = attrs_of((1, 1), (1, 1, 1, 1), (1, 1), 1)
     plain = get_kernel_factory("nn.conv2d")(attrs)
     kept = plain.with_constants({1: w})
