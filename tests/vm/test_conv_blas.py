@@ -1082,8 +1082,9 @@ ONE_GROUP_PATHS = {
         "LAST_IM2COL_WEIGHT_RATIO": 1 << 20,
         "LAST_IM2COL_MAX_OUTPUTS": 1 << 20,
         "GATHER_MAX_OUTPUTS": 0,
+        "ROW_PATH": False,
     },
-    "gather": {"GATHER_MAX_OUTPUTS": 1 << 20},
+    "gather": {"GATHER_MAX_OUTPUTS": 1 << 20, "ROW_PATH": False},
     # stride 1 only (the test draws stride 1 for it); tiny blocks, so that a call spans
     # several blocks of images and of rows
     "tapsum": {

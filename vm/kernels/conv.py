@@ -33,7 +33,10 @@ How each op runs (the measurements behind each choice: design/vm.md, "Convolutio
   row's taps times the channels (NCHW's run a few elements each), and multiplies all images
   at once by the weights laid out alike. One image on tiny planes (``GATHER_MAX_OUTPUTS``):
   the "gather" path fills the NCHW buffer with one ``np.take`` of the zero-padded region by
-  an index table kept in the plan.
+  an index table kept in the plan. A one-row output read by one kernel row (``Conv1d`` as
+  imported: (N, C, 1, W) by (O, C, 1, KW)) takes the "row" path (``ROW_PATH``): the padded
+  row's (C, KW, OW) windows in one copy, one product an image into ``out``, the planning and
+  copies of the 2-d paths without their per-call cost.
   Stride 1, one group, a large plane and no more output channels than input channels
   (``TAPSUM_*``): the "tapsum" path (``conv_tapsum.py``) makes no buffer at all, summing one
   product a tap over shifted slices of the flat padded input, in blocks that stay in the cache.
@@ -414,6 +417,23 @@ TAPSUM_NARROW = 32
 TAPSUM_NARROW_OUTPUTS = 4096
 TAPSUM_BLOCK = 1 << 17
 
+#: A convolution of one group whose output is one row read by one kept kernel row (a 1-d
+#: convolution: Conv1d as the importer lowers it, (N, C, 1, W) by (O, C, 1, KW)) takes the "row"
+#: path (``_conv_row``): the input row zero-padded where the taps reach past it, its (C, KW, OW)
+#: windows copied into one buffer, one product an image into ``out``: the copies of the paths
+#: planned for 2-d maps, with less to do per call. Where the weight has more than
+#: ``ROW_WEIGHT_RATIO`` times as many rows as an image's product has columns (O > 4 * OW: a
+#: strided front end's few outputs by many channels) it does not apply, except to one image
+#: of at most ``GATHER_MAX_OUTPUTS`` outputs, and a kept weight's panels (``_few_rows``) and the
+#: "tapsum" path come first. One kernel, one thread, a constant weight, 704 shapes (batch 1,
+#: 4, 8; 16-512 channels; 16-1,500 steps; kernels 1-10, strides 1-5, dilation 1 and 4),
+#: against the paths planned before: inside the bounds 550 shapes at 0.44-1.11x (geometric
+#: mean 0.80x over all 704; TCN's 4x32x1x64 by 32x32x1x3 29 -> 20 us, 1x32x1x16 9.6 -> 5.6
+#: us), outside them up to 3.4x (4x256x1x16 by 256 channels, kernel 10 at stride 5: 2 outputs
+#: an image). ``ROW_PATH = False`` plans such convolutions like 2-d ones (tests, measurements).
+ROW_PATH = True
+ROW_WEIGHT_RATIO = 4
+
 #: Plans cached per kernel (per shapes of data, weight and output); the dict is cleared when
 #: it reaches this many entries, so its memory stays bounded under any stream of shapes.
 PLANS_MAX = 64
@@ -579,6 +599,17 @@ def _buffer_plan(conv: _Geometry) -> _Plan:
     products = _product_plan(conv, taps, kt, (rows, cols), (row_spans, col_spans))
     if products is not None:
         return products
+    if (
+        ROW_PATH
+        and FILL == "auto"
+        and weight_shape[1] == c
+        and oh == 1
+        and i1 - i0 == 1
+        and (o <= ROW_WEIGHT_RATIO * ow or (n == 1 and ow <= GATHER_MAX_OUTPUTS))
+        # its scratch: the padded row and the buffer
+        and n * c * ((cols[1] - cols[0]) + kt * ow) <= limit
+    ):
+        return _Plan("row", taps, rows, cols, oh, row_spans, col_spans)
     if (
         weight_shape[1] == c
         and FILL == "auto"
@@ -1545,6 +1576,55 @@ def _conv_tapsum(
     conv_tapsum(x, wt, offsets, acc, (plan.images, plan.block), ws)
 
 
+def _conv_row(
+    data: np.ndarray,
+    weight: np.ndarray,
+    acc: np.ndarray,
+    plan: _Plan,
+    strides: Sequence[int],
+    dilation: Sequence[int],
+    layouts: ConstantLayouts,
+    ws: Workspace,
+) -> None:
+    """The ``row`` path (see ``ROW_PATH``): the one input row the taps read (``plan.rows``),
+    copied zero-padded where they reach past it (else viewed in place), its (N, C, KW, OW)
+    windows copied into one buffer, multiplied by the (O, C * KW) weights of the kept taps
+    straight into ``acc`` (N, O, 1, OW), one product an image."""
+    n, c, _, w = data.shape
+    o, ow, dt = weight.shape[0], acc.shape[3], acc.dtype
+    kw = plan.taps[3] - plan.taps[2]
+    row = plan.rows[0]
+    left, right = plan.cols
+    if left >= 0 and right <= w and data.dtype == dt and data.flags.c_contiguous:
+        base, offset = data, (row * w + left) * dt.itemsize  # the windows of data itself
+        sn, sc = data.strides[:2]
+    else:
+        base, offset = ws.empty((n, c, right - left), dt), 0
+        a, b = max(left, 0), min(right, w)
+        if a > left:
+            base[:, :, : a - left].fill(0)
+        if b < right:
+            base[:, :, max(b, a) - left :].fill(0)
+        if a < b:
+            np.copyto(base[:, :, a - left : b - left], data[:, :, row, a:b])
+        sn, sc = base.strides[:2]
+    step = dt.itemsize
+    # numpy's constructor checks that the view stays inside base (the plan's columns hold
+    # every tap's reach)
+    windows_view = np.ndarray(
+        (n, c, kw, ow), dt, base, offset, (sn, sc, step * dilation[1], step * strides[1])
+    )
+    buf = ws.empty((n, c, kw, ow), dt)
+    np.copyto(buf, windows_view)
+    wt = layouts.get(
+        weight, ("grouped", plan.taps, 1, dt), lambda w: _tap_weights(w, plan.taps, 1, dt)
+    )[0]
+    if n == 1:
+        _matmul(wt, buf.reshape(c * kw, ow), acc.reshape(o, ow))
+    else:
+        _matmul(wt, buf.reshape(n, c * kw, ow), acc.reshape(n, o, ow))
+
+
 #: The paths of one group or depthwise convolutions (their plan holds all they need), by
 #: their plan's name.
 _PLANNED_PATHS = {
@@ -1555,6 +1635,7 @@ _PLANNED_PATHS = {
     "last_im2col": _conv_last_im2col,
     "gather": _conv_gather,
     "tapsum": _conv_tapsum,
+    "row": _conv_row,
 }
 
 
