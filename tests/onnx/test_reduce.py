@@ -193,3 +193,32 @@ def test_log_sum_exp_of_an_empty_axis_is_minus_infinity(keepdims: int) -> None:
     out = vm.run(np.zeros((2, 0, 4), np.float32))
     assert out.shape == ((2, 1, 4) if keepdims else (2, 4))
     assert np.all(out == -np.inf)
+
+
+@pytest.mark.parametrize(
+    ("axes", "keepdims", "elem", "pooled"),
+    [
+        ([2, 3], 1, TensorProto.FLOAT, True),  # the dynamo exporter's adaptive pooling to 1x1
+        ([-1, -2], 1, TensorProto.FLOAT, True),
+        ([2, 3], 1, TensorProto.DOUBLE, True),
+        ([2, 3], 1, TensorProto.FLOAT16, True),
+        ([2, 3], 0, TensorProto.FLOAT, False),  # (N, C): stays a mean
+        ([1, 2], 1, TensorProto.FLOAT, False),
+        ([3], 1, TensorProto.FLOAT, False),
+    ],
+)
+def test_spatial_mean_of_a_4d_tensor_is_global_average_pooling(
+    axes: list[int], keepdims: int, elem: int, pooled: bool
+) -> None:
+    """``ReduceMean`` over H and W of an NCHW tensor, keeping them, imports as
+    ``nn.global_avg_pool2d`` (its kernel's product beats a reduction of short rows); any other
+    mean stays one. Both give onnxruntime's values, with symbolic batch and plane dims."""
+    m = model("ReduceMean", axes, dims=["N", 6, "H", "W"], elem=elem, keepdims=keepdims)
+    program = dynshape.onnx.load(m)
+    text = ir.text.printer.module_to_text(infer_types(program))
+    assert ("nn.global_avg_pool2d(" in text) == pooled
+    assert ("mean(" in text) != pooled
+    dtype = helper.tensor_dtype_to_np_dtype(elem)
+    arrays = [RNG.standard_normal(s).astype(dtype) for s in [(1, 6, 3, 3), (2, 6, 5, 1)]]
+    tol = 1e-2 if dtype == np.float16 else 1e-5
+    compare(m, arrays, rtol=tol, atol=tol)

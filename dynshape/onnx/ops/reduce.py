@@ -20,6 +20,9 @@ from ..registry import Node, NodeError, converter
 from .layout import slice_axis
 from .operands import normalize_axis, value_dtype, value_shape
 
+#: The element types of ``nn.global_avg_pool2d`` (the catalogue's "float" class).
+_FLOATS = frozenset({"float16", "float32", "float64"})
+
 _CATALOGUE = {
     "ReduceSum": "sum",
     "ReduceMean": "mean",
@@ -96,6 +99,11 @@ def reduce(node: Node) -> Any:
         empty = _empty_reduction(op, value_shape(node.input(0)), axes, keepdims, dtype)
         if empty is not None:
             return empty
+        if op == "ReduceMean" and rank == 4 and axes == [2, 3] and keepdims and dtype in _FLOATS:
+            # the same mean as GlobalAveragePool, as the dynamo exporter writes PyTorch's
+            # adaptive average pooling to 1x1 (squeeze-excite blocks, a CNN's head): its
+            # kernel's product by 1/(H*W) beats a reduction of short rows (design/onnx.md)
+            return trace.apply("nn.global_avg_pool2d", x)
         out = _reduce(_CATALOGUE[op], x, axes, keepdims)
         if op == "ReduceMean" and not dtype.startswith("float"):
             out = trace.apply("cast", out, dtype=dtype)  # the catalogue's integer mean is float64
