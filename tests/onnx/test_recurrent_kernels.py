@@ -314,15 +314,36 @@ def test_lstm_sigmoid_gates_by_tanh_agree_with_the_exp_form(data: st.DataObject)
     attrs = case["attrs"]
     default = (attrs["act_f"], attrs["act_g"], attrs["act_h"]) == DEFAULT_ACTS["LSTM"]
     plain = default and attrs["clip"] is None and not attrs["input_forget"]
-    assert recurrent._halved(attrs) == plain
-    tanh_form = _kernel("LSTM", case, 0)
+    assert recurrent._halved("lstm", attrs) == (3 if plain else 0)
+    _tanh_form_agrees(case, "LSTM", "LSTM_TANH_GATES")
+
+
+def _tanh_form_agrees(case: dict[str, Any], op: str, switch: str) -> None:
+    """``op``'s kernel with its sigmoid gates by tanh (the default) and by the exp form
+    (``recurrent.<switch>`` off) within float32 rounding of each other."""
+    tanh_form = _kernel(op, case, 0)
     try:
-        recurrent.LSTM_TANH_GATES = False
-        exp_form = _kernel("LSTM", case, 0)
+        setattr(recurrent, switch, False)
+        exp_form = _kernel(op, case, 0)
     finally:
-        recurrent.LSTM_TANH_GATES = True
+        setattr(recurrent, switch, True)
     for got, want in zip(tanh_form, exp_form, strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@settings(max_examples=30, deadline=None)
+@given(data=st.data())
+def test_gru_sigmoid_gates_by_tanh_agree_with_the_exp_form(data: st.DataObject) -> None:
+    """With a sigmoid ``f`` and no clip a GRU step computes z and r halved and takes their
+    sigmoid by one tanh (``recurrent._halved``), with and without linear_before_reset; the
+    results are the exp form's within float32 rounding, and another ``f`` or a clip keeps the
+    exp form."""
+    seq, batch = data.draw(st.integers(1, 8), "seq"), data.draw(st.integers(1, 4), "batch")
+    case = _case("GRU", data.draw, seq, batch, "float32")
+    attrs = case["attrs"]
+    plain = attrs["act_f"] == "sigmoid" and attrs["clip"] is None
+    assert recurrent._halved("gru", attrs) == (2 if plain else 0)
+    _tanh_form_agrees(case, "GRU", "GRU_TANH_GATES")
 
 
 def _as_close_as_onnxruntime(op: str, case: dict[str, Any], layout: int) -> None:

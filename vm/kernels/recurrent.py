@@ -46,7 +46,9 @@ gate's input to its activation (after the bias and peephole terms), as onnxrunti
 LSTM with the default activations (and no clip, peepholes or coupled gates) computes its i, o
 and f gates halved (their rows of W^T, R^T and the biases laid out times 0.5, exactly) and
 takes all four gates by one tanh, ``sigmoid(x) = (1 + tanh(x / 2)) / 2`` (``_halved``): 10
-ufunc calls a step where 13 were (the tagger 0.93-0.97x a call, measured).
+ufunc calls a step where 13 were (the tagger 0.93-0.97x a call, measured). A GRU with a
+sigmoid ``f`` and no clip computes its z and r gates halved alike and takes their sigmoid as
+one tanh, a multiply and an add, where the exp form took four calls (an exp among them).
 """
 
 from __future__ import annotations
@@ -78,6 +80,14 @@ def _sigmoid(x: np.ndarray) -> None:
     np.exp(x, x)
     np.add(x, 1.0, x)
     np.reciprocal(x, x)
+
+
+def _sigmoid_of_half(x: np.ndarray) -> None:
+    # sigmoid(2 x) = (1 + tanh(x)) / 2, for gates whose weights and biases were halved
+    # (``_halved``): one tanh, a multiply and an add, where the exp form takes four calls.
+    np.tanh(x, x)
+    np.multiply(x, 0.5, x)
+    np.add(x, 0.5, x)
 
 
 def _tanh(x: np.ndarray) -> None:
@@ -175,9 +185,12 @@ class _GRU(_Step):
         acts: tuple[Act, Act],
         lbr: bool,
         rb_h: np.ndarray | None,
+        halved: bool,
     ) -> None:
         super().__init__(mm, rt, batch, dtype)
         self.f, self.act_g = acts
+        if halved:  # z and r arrive halved: their sigmoid by one tanh (_halved)
+            self.f = _sigmoid_of_half
         self.lbr = lbr
         self.rb_h = rb_h  # linear_before_reset: Rb_h, added to h @ R_h^T inside the reset
         self.zr = self.g[:2]
@@ -411,8 +424,8 @@ def _input_projections(
     kept out of the sum when ``lbr`` (linear_before_reset), else None. ``W^T`` is laid out
     contiguous (kept in ``layouts`` when ``w`` is a constant): the tagger's (16, 128) x (128,
     1024) product took 88 us against 138 on the transposed view (one thread, measured).
-    ``modes``: GRU's linear_before_reset, and whether LSTM's i, o and f come halved
-    (``_halved``: their weights and biases times 0.5)."""
+    ``modes``: GRU's linear_before_reset, and how many leading gates come halved (``_halved``:
+    LSTM's i, o and f, GRU's z and r; their weights and biases times 0.5)."""
     dirs, gh, hidden = sizes
     lbr, halved = modes
     # One matmul in x's memory order (batch-major for layout 1, so x is never copied to be
@@ -425,7 +438,7 @@ def _input_projections(
         if not halved:
             return np.ascontiguousarray(view)  # may be w itself (one input): only read
         laid = np.array(view, order="C")  # a copy, always: halved in place below
-        laid.reshape(n_in, dirs, gh)[:, :, : 3 * hidden] *= 0.5  # i, o, f of each direction
+        laid.reshape(n_in, dirs, gh)[:, :, : halved * hidden] *= 0.5  # of each direction
         return laid
 
     weights_t = layouts.get(w, ("wt", ct, halved), transposed)
@@ -440,7 +453,7 @@ def _input_projections(
             bias[:, 1, 2 * hidden :] = 0
         summed = bias[:, 0] + bias[:, 1]
         if halved:
-            summed[:, : 3 * hidden] *= 0.5
+            summed[:, : halved * hidden] *= 0.5
         np.add(gx, summed.reshape(dirs * gh), gx)
     return gx, rb_h
 
@@ -456,19 +469,19 @@ def _cell_step(
     d: int,
     lbr: bool,
     rb_h: np.ndarray | None,
-    halved: bool,
+    halved: int,
 ) -> _Step:
     """Direction ``d``'s step of ``cell``: ``rt`` its R^T, ``p`` LSTM's peepholes (every
     direction's), ``rb_h`` GRU's recurrent bias kept for the reset gate's product, ``halved``
-    whether LSTM's i, o and f arrive halved (``_halved``)."""
+    how many leading gates arrive halved (``_halved``)."""
     clip = attrs["clip"]
     f = _act(attrs, "f", clip)
     if cell == "lstm":
         acts = (f, _act(attrs, "g", clip), _act(attrs, "h", None))
         pd = None if p is None else p[d]
-        return _LSTM(mm, rt, batch, ct, acts, pd, attrs["input_forget"], halved)
+        return _LSTM(mm, rt, batch, ct, acts, pd, attrs["input_forget"], bool(halved))
     if cell == "gru":
-        return _GRU(mm, rt, batch, ct, (f, _act(attrs, "g", clip)), lbr, rb_h)
+        return _GRU(mm, rt, batch, ct, (f, _act(attrs, "g", clip)), lbr, rb_h, bool(halved))
     return _RNN(mm, rt, batch, ct, f)
 
 
@@ -487,7 +500,7 @@ def _cells(
     lbr: bool,
     rb_h: list[np.ndarray | None],
     lens: np.ndarray | None,
-    halved: bool,
+    halved: int,
 ) -> list[tuple[_Step, Any, bool]]:
     """``(step, direction, reverse)`` for each run over the sequence: one per direction, or one
     for both (direction ``_BOTH``) where nothing differs between them but the weights (no
@@ -570,7 +583,7 @@ def _run(
     native = ct == y.dtype
 
     lbr = cell == "gru" and bool(attrs["linear_before_reset"])
-    halved = lstm and _halved(attrs) and not (p_in is not None and _given(p_in))
+    halved = 0 if p_in is not None and _given(p_in) else _halved(cell, attrs)
     sizes = (dirs, gh, hidden)
     ws = Workspace(workspace, *ins, *outs)
     gx, rb_h = _input_projections(x, w, b, layout, sizes, ct, (lbr, halved), layouts, ws)
@@ -623,39 +636,45 @@ def _run(
 
 
 def _r_transposed(
-    r: np.ndarray, ct: np.dtype, dirs: int, gates: int, hidden: int, halved: bool
+    r: np.ndarray, ct: np.dtype, dirs: int, gates: int, hidden: int, halved: int
 ) -> np.ndarray:
     """R^T per gate and direction as a new C-contiguous ``(gates, dirs, hidden, hidden)``
-    array in ``ct`` (R's rows are the gates' units); with ``halved``, LSTM's i, o and f
-    weights times 0.5 (exact: a power of two)."""
+    array in ``ct`` (R's rows are the gates' units); the first ``halved`` gates' weights times
+    0.5 (exact: a power of two)."""
     view = r.astype(ct, copy=False).reshape(dirs, gates, hidden, hidden).transpose(1, 0, 3, 2)
     if not halved:
         return np.ascontiguousarray(view)  # may be r itself (hidden 1): only read
     laid = np.array(view, order="C")  # a copy, always: halved in place below
-    laid[:3] *= 0.5
+    laid[:halved] *= 0.5
     return laid
 
 
-#: LSTM with the default activations steps its sigmoid gates by tanh (``_halved``); a switch
-#: for tests and measurements.
+#: LSTM with the default activations, and GRU with a sigmoid ``f``, step their sigmoid gates by
+#: tanh (``_halved``); switches for tests and measurements.
 LSTM_TANH_GATES = True
+GRU_TANH_GATES = True
 
 
-def _halved(attrs: Mapping[str, Any]) -> bool:
-    """Whether an LSTM's i, o and f gates are computed halved, so that a step takes their
-    sigmoids and cc's tanh as one tanh over the four gates: the default activations (sigmoid,
-    tanh, tanh), no clip, no coupled input and forget gates (and, checked by the caller, no
-    peepholes). Halving is exact (the weights and biases times 0.5, a power of two), and
-    ``sigmoid(x) = (1 + tanh(x / 2)) / 2`` is the ``sigmoid`` kernel's own form: the results
-    differ from the exp form within float rounding (absolute, near 0)."""
-    return (
+def _halved(cell: str, attrs: Mapping[str, Any]) -> int:
+    """How many leading gates of ``cell`` are computed halved (0: none), so that a step takes
+    their sigmoids by tanh, ``sigmoid(x) = (1 + tanh(x / 2)) / 2`` (the ``sigmoid`` kernel's own
+    form). LSTM: i, o and f, whose sigmoids and cc's tanh are then one tanh over the four
+    gates, with the default activations (sigmoid, tanh, tanh), no clip, no coupled input and
+    forget gates (and, checked by the caller, no peepholes). GRU: z and r, with a sigmoid
+    ``f`` and no clip. Halving is exact (the weights and biases times 0.5, a power of two): the
+    results differ from the exp form's within float rounding (absolute, near 0)."""
+    if cell == "gru":
+        return 2 if GRU_TANH_GATES and attrs["act_f"] == "sigmoid" and attrs["clip"] is None else 0
+    plain = (
         LSTM_TANH_GATES
+        and cell == "lstm"
         and attrs["act_f"] == "sigmoid"
         and attrs["act_g"] == "tanh"
         and attrs["act_h"] == "tanh"
         and attrs["clip"] is None
         and not attrs["input_forget"]
     )
+    return 3 if plain else 0
 
 
 #: The operand positions of ``w`` and ``r`` (the input and recurrent weights), every cell's.
