@@ -331,6 +331,48 @@ def test_depthwise_dense_path_of_a_kept_weight_matches_the_oracle():
     check_close(out, conv_oracle(x, wt, (1, 1), (2, 2, 2, 2), (1, 1), 240), x, wt)
 
 
+def test_depthwise_dense_path_where_the_matrices_cost_a_few_times_the_taps(monkeypatch):
+    # a kept 7x7 weight: on two images of 12x12 (2.9x the taps' multiply-adds) past
+    # DEPTHWISE_DENSE_MAX; on one image where the buffers' plan is the stride-1 window im2col
+    # (12x12: 2.9x; 14x14: 4x); not on 16x16 (5.2x), not strided at one image, not for a weight
+    # that is not kept, and neither with DEPTHWISE_DENSE_FEW = 0
+    def path(n: int, c: int, hw: int, kept: bool = True, stride: int = 1) -> str:
+        # the kernel's own scratch bound: past it the stride-1 buffer is the window one
+        x = np.empty((n, c, hw, hw), np.float32)
+        out_hw = ((hw - 1) // stride + 1,) * 2
+        limit = conv._scratch_limit(x, np.empty((n, c, *out_hw), np.float32))
+        geometry = ((3, 3, 3, 3), (stride, stride), (1, 1), limit, kept)
+        return conv._plan(x.shape, (c, 1, 7, 7), out_hw, *geometry).path
+
+    assert conv.DEPTHWISE_DENSE_MAX < 144 * 144  # past the small-plane bound
+    assert path(2, 64, 12) == "dense"
+    assert path(1, 96, 12) == "dense"
+    assert path(1, 96, 14) == "dense"
+    assert path(4, 32, 16) != "dense"
+    assert path(1, 96, 12, kept=False) != "dense"
+    assert path(1, 32, 12, stride=2) != "dense"
+    monkeypatch.setattr(conv, "DEPTHWISE_DENSE_FEW", 0)
+    assert path(2, 64, 12) != "dense"
+    assert path(1, 96, 12) != "dense"
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_depthwise_dense_path_of_a_few_times_the_taps_matches_the_oracle(n, monkeypatch):
+    # ConvNeXt's 7x7 depthwise on 12x12 planes, its weight kept, against the oracle: one
+    # image takes the matrices where its buffers' plan is the window im2col (96 channels)
+    paths = planned_paths(monkeypatch)
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((n, 96, 12, 12)).astype(np.float32)
+    wt = rng.standard_normal((96, 1, 7, 7)).astype(np.float32)
+    attrs = {"strides": (1, 1), "dilation": (1, 1), "groups": 96, "padding": (3, 3, 3, 3)}
+    kernel = conv.conv2d(attrs).with_constants({1: wt})
+    out = np.empty((n, 96, 12, 12), np.float32)
+    kernel(x, wt, out)
+    kernel(x, wt, out)  # the second call reads the kept matrices
+    assert paths == ["dense"]
+    check_close(out, conv_oracle(x, wt, (1, 1), (3, 3, 3, 3), (1, 1), 96), x, wt)
+
+
 @KERNEL_SETTINGS
 @given(data=st.data(), dtype=DTYPES, tiles=st.sampled_from([(8, 6, 4), (3, 2), (2,)]))
 def test_depthwise_conv2d_by_tiles_of_tap_matrices(data, dtype, tiles):

@@ -20,6 +20,7 @@ from test_conv_blas import (
     attrs_of,
     conv_cases,
     conv_oracle,
+    planned_paths,
     transpose_cases,
 )
 from vm_testlib import KERNEL_SETTINGS
@@ -281,3 +282,23 @@ def test_transposed_convolutions_fit_the_declared_workspace(factor, data, dtype)
             kernel(x, wt, out, np.empty(room, np.uint8))
             assert may_spill or Spills.count == before, "a piece did not fit the declared bytes"
             np.testing.assert_array_equal(out, plain, strict=True)
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_dense_matrices_of_a_kept_weight_fit_the_declared_workspace(n, monkeypatch):
+    # the "dense" path of a kept 7x7 weight on 12x12 planes (DEPTHWISE_DENSE_FEW) carves its
+    # copies from the declared workspace: nothing spills, and the result is the oracle's
+    planned = planned_paths(monkeypatch)
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((n, 96, 12, 12)).astype(np.float32)
+    w = rng.standard_normal((96, 1, 7, 7)).astype(np.float32)
+    attrs = attrs_of((1, 1), (3, 3, 3, 3), (1, 1), 96)
+    kernel = get_kernel_factory("nn.conv2d")(attrs).with_constants({1: w})
+    out = np.full((n, 96, 12, 12), np.nan, np.float32)
+    workspace = np.empty(_declared(x, w, out.shape, attrs), np.uint8)
+    before = Spills.count
+    kernel(x, w, out, workspace)
+    assert Spills.count == before, "a piece did not fit the declared workspace"
+    assert planned == ["dense"]
+    expected = conv_oracle(x, w, (1, 1), (3, 3, 3, 3), (1, 1), 96)
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-4)

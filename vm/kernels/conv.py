@@ -326,6 +326,21 @@ DEPTHWISE_DENSE_ELEMENTS = 1 << 18
 #: 548 MB (the matrices kept).
 DEPTHWISE_DENSE_KEPT_IMAGE = 1 << 20
 DEPTHWISE_DENSE_KEPT_MAX = 1 << 22
+#: Past ``DEPTHWISE_DENSE_MAX``, a kept weight's matrices are still taken where they cost few
+#: multiply-adds more than the taps (an input plane of at most ``DEPTHWISE_DENSE_FEW`` times the
+#: taps: a 7x7 kernel on a 12x12 plane, 2.9x) on two images or more, within the kept bounds
+#: above; and, at any batch, where the buffers' plan is the stride-1 "window" im2col (the
+#: fallback a 7x7 kernel on 10x10 to 14x14 planes took) and the plane is at most
+#: ``DEPTHWISE_DENSE_WINDOW_FEW`` times the taps, within ``DEPTHWISE_DENSE_KEPT_MAX``. One kernel,
+#: one thread, a constant weight (session 40; 3x3, 5x5 and 7x7 kernels, 4x4 to 28x28 planes,
+#: 32-576 channels, strides 1 and 2), against the paths planned before: two images or more
+#: within 3x, 28 shapes at 0.17-0.99x (4x64x12x12 7x7: 727 -> 86 us); the window path within
+#: 4x, 20 shapes at 0.17-0.62x (one image of 96 channels, 7x7 on 12x12: 184 -> 64 us); past
+#: those the matrices lost to the rows, flat and tiled paths (up to 2.5x at 7.8x the taps, one
+#: image) and to the strided window path at one image (1.12-1.23x). ``DEPTHWISE_DENSE_FEW = 0``
+#: switches both off.
+DEPTHWISE_DENSE_FEW = 3
+DEPTHWISE_DENSE_WINDOW_FEW = 4
 
 #: A depthwise convolution of at least ``TILED_MIN_TAPS`` taps (7x7) and ``TILED_MIN_OUTPUTS``
 #: outputs a plane (15x15), too large for the "dense" path, takes the "tiled" path
@@ -1457,17 +1472,8 @@ def _matrix_plan(conv: _Geometry, buffers: _Plan) -> _Plan | None:
     if buffers.path in ("zeros", "matmul"):
         return None
     spans = (buffers.taps, buffers.row_spans, buffers.col_spans)
-    bound = (
-        min(n * DEPTHWISE_DENSE_KEPT_IMAGE, DEPTHWISE_DENSE_KEPT_MAX)
-        if conv.kept and n > 1
-        else DEPTHWISE_DENSE_ELEMENTS
-    )
-    if (
-        oh * ow * h * w <= DEPTHWISE_DENSE_MAX
-        and c * oh * ow * h * w <= bound
-        # its scratch: the planes channel-major and the product (batch 1: neither)
-        and n * c * (h * w + oh * ow) <= limit
-    ):
+    if _dense(conv, buffers) and n * c * (h * w + oh * ow) <= limit:
+        # (its scratch: the planes channel-major and the product; batch 1: neither)
         table = _dense_table((h, w), kernel, out_hw, pad, strides, dilation)
         everything = ((-pad[0], h - pad[0]), (-pad[1], w - pad[1]))
         return _Plan("dense", spans[0], *everything, oh, *spans[1:], table)
@@ -1488,6 +1494,34 @@ def _matrix_plan(conv: _Geometry, buffers: _Plan) -> _Plan | None:
     rows = (-pad[0], -pad[0] + (th - 1) * t * strides[0] + patch[0])
     cols = (-pad[1], -pad[1] + (tw - 1) * t * strides[1] + patch[1])
     return _Plan("tiled", spans[0], rows, cols, t, *spans[1:], table)
+
+
+def _dense(conv: _Geometry, buffers: _Plan) -> bool:
+    """Whether a depthwise convolution's tap matrices are within the "dense" path's bounds
+    (``DEPTHWISE_DENSE_*``): a small plane; or, for a kept weight, an input plane of a few
+    times the taps on two images or more, or where ``buffers`` (the buffers' plan) is the
+    stride-1 window im2col."""
+    n, c, h, w = conv.data_shape
+    oh, ow = conv.out_hw
+    elements = c * oh * ow * h * w
+    if not conv.kept:
+        return oh * ow * h * w <= DEPTHWISE_DENSE_MAX and elements <= DEPTHWISE_DENSE_ELEMENTS
+    if n > 1:
+        bound = min(n * DEPTHWISE_DENSE_KEPT_IMAGE, DEPTHWISE_DENSE_KEPT_MAX)
+    else:
+        bound = DEPTHWISE_DENSE_ELEMENTS
+    if oh * ow * h * w <= DEPTHWISE_DENSE_MAX and elements <= bound:
+        return True
+    taps = conv.weight_shape[2] * conv.weight_shape[3]
+    if n > 1 and h * w <= DEPTHWISE_DENSE_FEW * taps and elements <= bound:
+        return True
+    window = buffers.path == "window" and tuple(conv.strides) == (1, 1)
+    return (
+        window
+        and DEPTHWISE_DENSE_FEW > 0
+        and h * w <= DEPTHWISE_DENSE_WINDOW_FEW * taps
+        and elements <= DEPTHWISE_DENSE_KEPT_MAX
+    )
 
 
 def _tile(
