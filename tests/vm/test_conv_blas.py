@@ -397,7 +397,8 @@ def test_depthwise_tiled_path_at_its_bounds():
     # ConvNeXt's 7x7 depthwise on 56x56 and 28x28 planes takes it, with 8x8 tiles while their
     # matrices fit TILED_ELEMENTS and smaller ones past that; a 14x14 plane (too few outputs)
     # or channels past every tile size's matrices keep the paths before it. A 5x5 kernel takes
-    # it where the im2col buffer would pass TILED_BUFFER_MIN, not below, nor on "rows"
+    # it where the im2col buffer would pass TILED_BUFFER_MIN, not below, nor where the rows
+    # path applies (at stride 1 up to a 14x14 plane: DEPTHWISE_ROWS_STRIDE1_WIDE_MAX)
     same7 = ((3, 3, 3, 3), (1, 1), (1, 1), 1 << 30)
     assert conv._plan((4, 48, 56, 56), (48, 1, 7, 7), (56, 56), *same7).path == "tiled"
     assert conv._plan((4, 48, 56, 56), (48, 1, 7, 7), (56, 56), *same7).block == 8
@@ -408,13 +409,32 @@ def test_depthwise_tiled_path_at_its_bounds():
     same5 = ((2, 2, 2, 2), (1, 1), (1, 1), 1 << 30)
     assert conv._plan((4, 48, 56, 56), (48, 1, 5, 5), (56, 56), *same5).path == "tiled"
     assert conv._plan((1, 40, 28, 28), (40, 1, 5, 5), (28, 28), *same5).path == "flat"
-    assert conv._plan((4, 120, 28, 28), (120, 1, 5, 5), (28, 28), *same5).path == "rows"
+    assert conv._plan((4, 120, 28, 28), (120, 1, 5, 5), (28, 28), *same5).path == "tiled"
+    assert conv._plan((4, 120, 14, 14), (120, 1, 5, 5), (14, 14), *same5).path == "rows"
     rng = np.random.default_rng(14)
     x, w = rng.standard_normal((2, 8, 17, 19)), rng.standard_normal((8, 1, 7, 7))
     assert conv._plan(x.shape, w.shape, (17, 19), *same7).path == "tiled"  # tiles overhang
     e = conv_oracle(x, w, (1, 1), (3, 3, 3, 3), (1, 1), 8)
     got = run("nn.conv2d", attrs_of((1, 1), (3, 3, 3, 3), (1, 1), 8), [x, w], e.shape, x.dtype)
     check_close(got, e, x, w)
+
+
+def test_depthwise_rows_path_at_stride_1_stops_at_its_plane_bounds():
+    # 3x3 kernels up to 10x10 outputs (DEPTHWISE_ROWS_STRIDE1_MAX), larger ones up to 14x14;
+    # past them the stride-1 buffer (or a 5x5 kernel's tiles); strided convolutions keep the
+    # rows path on larger planes (DEPTHWISE_ROWS_MAX)
+    def path(c: int, hw: int, k: int, stride: int = 1) -> str:
+        pad = (k // 2,) * 4
+        out = (hw - 1) // stride + 1
+        geometry = (pad, (stride, stride), (1, 1), 1 << 30)
+        return conv._plan((4, c, hw, hw), (c, 1, k, k), (out, out), *geometry).path
+
+    assert path(96, 10, 3) == "rows"
+    assert path(96, 12, 3) == "flat"
+    assert path(96, 24, 3) == "flat"
+    assert path(96, 14, 5) == "rows"
+    assert path(96, 16, 5) != "rows"
+    assert path(96, 24, 3, stride=2) == "rows"
 
 
 def test_depthwise_dense_matrices_are_kept_per_weight_and_plane():
@@ -1020,6 +1040,8 @@ def test_depthwise_conv2d_with_a_long_channel_run_runs_by_kernel_rows(data, dtyp
         mp.setattr(conv, "DEPTHWISE_DENSE_MAX", 0)
         mp.setattr(conv, "DEPTHWISE_ROWS_MIN_RUN", 1)
         mp.setattr(conv, "DEPTHWISE_ROWS_MIN", 2)
+        mp.setattr(conv, "DEPTHWISE_ROWS_STRIDE1_MAX", 1 << 30)
+        mp.setattr(conv, "DEPTHWISE_ROWS_STRIDE1_WIDE_MAX", 1 << 30)
         plan = conv._plan(x.shape, wt.shape, out_hw, pad4, strides, dilation, 1 << 30)
         assume(plan.path not in ("zeros", "matmul"))
         assert plan.path == "rows"
@@ -1043,6 +1065,8 @@ def test_channels_last_copy_through_rows_gives_the_same_bits(data, dtype, rows):
             if rows:
                 mp.setattr(conv, "DEPTHWISE_ROWS_MIN_RUN", 1)
                 mp.setattr(conv, "DEPTHWISE_ROWS_MIN", 2)
+                mp.setattr(conv, "DEPTHWISE_ROWS_STRIDE1_MAX", 1 << 30)
+                mp.setattr(conv, "DEPTHWISE_ROWS_STRIDE1_WIDE_MAX", 1 << 30)
             mp.setattr(conv, "ALIASED_STRIDE", stride)
             mp.setattr(conv, "ALIASED_MIN_ELEMENTS", 1)
             results.append(run("nn.conv2d", attrs, [x, wt], e.shape, x.dtype))

@@ -300,6 +300,17 @@ DEPTHWISE_ROWS_MIN_RUN_STRIDED = 64
 DEPTHWISE_ROWS_STRIDED_MAX = 196
 DEPTHWISE_ROWS_MIN = 9
 DEPTHWISE_ROWS_MAX = 784
+#: At stride 1, the rows path only up to ``DEPTHWISE_ROWS_STRIDE1_MAX`` outputs a plane (a 10x10
+#: map) for kernels of up to 9 taps, ``DEPTHWISE_ROWS_STRIDE1_WIDE_MAX`` (14x14) for larger
+#: ones: past them the stride-1 paths (the "flat" buffer, or the tiles of a 5x5 kernel) are
+#: faster on this project's host (session 40, an AMD EPYC: one kernel, one thread, a constant
+#: weight, 3x3 and 5x5 kernels on 6x6 to 32x32 maps, 1-8 images of 48-576 channels with runs
+#: of at least 288, against the rows path: 3x3 on 12x12 geometric mean 0.82x, 14x14 0.71x,
+#: 16x16 to 28x28 0.53-0.59x (4x96x24x24: 661 -> 367 us); 5x5 on 16x16 0.75x, 20x20 to 28x28
+#: 0.68-0.94x, on 14x14 1.03x and on 10x10 1.12x; 3x3 on 10x10 0.99x and below 1.2-1.5x).
+#: Strided, the rows path stays: the window buffer took 0.88-2.4x its time.
+DEPTHWISE_ROWS_STRIDE1_MAX = 100
+DEPTHWISE_ROWS_STRIDE1_WIDE_MAX = 196
 
 #: On a small plane a depthwise convolution is, channel by channel, a linear map from the input
 #: plane to the output plane, and the "dense" path (``_conv_dense``) multiplies by that map's
@@ -598,6 +609,7 @@ def _buffer_plan(conv: _Geometry) -> _Plan:
             )
         )
         and DEPTHWISE_ROWS_MIN <= oh * ow <= DEPTHWISE_ROWS_MAX
+        and ((sh, sw) != (1, 1) or oh * ow <= _rows_stride1_max(kh * kw))
         # its scratch: the channels-last region, the sum and one kernel row's part of it
         and n * c * (region + 2 * oh * ow) <= limit
     ):
@@ -671,6 +683,12 @@ def _buffer_plan(conv: _Geometry) -> _Plan:
     else:
         path = "window"
     return _window_plan(path, conv, taps, kt, (rows, cols), (row_spans, col_spans))
+
+
+def _rows_stride1_max(taps: int) -> int:
+    """The most outputs a plane for which a stride-1 depthwise convolution of ``taps`` taps
+    takes the rows path (``DEPTHWISE_ROWS_STRIDE1_*``)."""
+    return DEPTHWISE_ROWS_STRIDE1_MAX if taps <= 9 else DEPTHWISE_ROWS_STRIDE1_WIDE_MAX
 
 
 def _product_plan(
