@@ -14,8 +14,9 @@ convention and **the same results, bit for bit**, when called with those arrays 
 positions (what it keeps must be what it would have computed from them). ``build_fused``
 (``vm/fused.py``) calls it for every step with constant operands. One exception, documented
 where it is taken: a path that pays only with a kept layout (``nn.conv2d``'s channels-last
-product of all images for a kept weight, and its few-row product by a kept weight's panels,
-``row_panels``) may be chosen for a constant alone; its results then agree with the plain
+product of all images for a kept weight, its few-row product by a kept weight's panels,
+``row_panels``, and its depthwise tap matrices past the small-plane bound,
+``DEPTHWISE_DENSE_FEW``) may be chosen for a constant alone; its results then agree with the plain
 kernel's within the product's rounding, and every call of a VM runs the same kernel, so its
 bits do not change from call to call.
 

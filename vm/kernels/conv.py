@@ -50,10 +50,11 @@ How each op runs (the measurements behind each choice: design/vm.md, "Convolutio
   whose inner run is all images' channels: one multiply of that view by the weights, one
   sum over the taps. Where that run is long (``DEPTHWISE_ROWS_MIN_RUN`` images times
   channels, or ``DEPTHWISE_ROWS_MIN_RUN_STRIDED`` strided, ``DEPTHWISE_ROWS_MIN`` to
-  ``DEPTHWISE_ROWS_MAX`` outputs a plane) the "rows" path
+  ``DEPTHWISE_ROWS_MAX`` outputs a plane, at stride 1 ``DEPTHWISE_ROWS_STRIDE1_*``) the "rows" path
   (``_depthwise_rows``) takes the same channels-last region and contracts it one kernel row
   at a time with ``np.einsum`` (no product of every tap stored, no im2col buffer). On small
-  planes (``DEPTHWISE_DENSE_*``: input plane times output plane at most 4,096) the "dense" path
+  planes (``DEPTHWISE_DENSE_*``: input plane times output plane at most 4,096; for a kept
+  weight also input planes of a few times the taps, ``DEPTHWISE_DENSE_FEW``) the "dense" path
   goes first: each channel's convolution as a matrix from its input plane to its output plane
   (the weights at the inputs each output's taps read, kept per constant weight and input size),
   one batched product for all channels (``_conv_dense``). A 7x7 or larger depthwise kernel on a
