@@ -124,3 +124,17 @@ def test_the_row_path_can_be_switched_off(monkeypatch):
     assert conv._plan(shape, weight, *args).path == "row"
     monkeypatch.setattr(conv, "ROW_PATH", False)
     assert conv._plan(shape, weight, *args).path != "row"
+
+
+def test_the_row_read_may_be_any_row_of_a_taller_input():
+    # a 2-row kernel dilated by 2 over 3 rows, padded by one row on top, at stride 2: one
+    # output row, whose only kept kernel row reads input row 1 (the other reads the padding)
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((2, 3, 3, 40)).astype(np.float32)
+    wt = rng.standard_normal((4, 3, 2, 3)).astype(np.float32)
+    strides, pad4, dilation = (2, 1), (1, 1, 0, 1), (2, 1)
+    e = conv_oracle(x, wt, strides, pad4, dilation, 1)
+    plan = conv._plan(x.shape, wt.shape, e.shape[2:], pad4, strides, dilation, 1 << 30)
+    assert (plan.path, plan.rows, plan.taps[:2]) == ("row", (1, 2), (1, 2))
+    got = run("nn.conv2d", attrs_of(strides, pad4, dilation, 1), [x, wt], e.shape, x.dtype)
+    check_close(got, e, x, wt)
