@@ -415,7 +415,7 @@ def _input_projections(
     layout: int,
     sizes: tuple[int, int, int],
     ct: np.dtype,
-    modes: tuple[bool, bool],
+    modes: tuple[bool, int],
     layouts: ConstantLayouts,
     ws: Workspace,
 ) -> tuple[np.ndarray, list[np.ndarray | None]]:
