@@ -356,23 +356,6 @@ def test_depthwise_dense_path_where_the_matrices_cost_a_few_times_the_taps(monke
     assert path(1, 96, 12) != "dense"
 
 
-@pytest.mark.parametrize("n", [1, 2])
-def test_depthwise_dense_path_of_a_few_times_the_taps_matches_the_oracle(n, monkeypatch):
-    # ConvNeXt's 7x7 depthwise on 12x12 planes, its weight kept, against the oracle: one
-    # image takes the matrices where its buffers' plan is the window im2col (96 channels)
-    paths = planned_paths(monkeypatch)
-    rng = np.random.default_rng(5)
-    x = rng.standard_normal((n, 96, 12, 12)).astype(np.float32)
-    wt = rng.standard_normal((96, 1, 7, 7)).astype(np.float32)
-    attrs = {"strides": (1, 1), "dilation": (1, 1), "groups": 96, "padding": (3, 3, 3, 3)}
-    kernel = conv.conv2d(attrs).with_constants({1: wt})
-    out = np.empty((n, 96, 12, 12), np.float32)
-    kernel(x, wt, out)
-    kernel(x, wt, out)  # the second call reads the kept matrices
-    assert paths == ["dense"]
-    check_close(out, conv_oracle(x, wt, (1, 1), (3, 3, 3, 3), (1, 1), 96), x, wt)
-
-
 @KERNEL_SETTINGS
 @given(data=st.data(), dtype=DTYPES, tiles=st.sampled_from([(8, 6, 4), (3, 2), (2,)]))
 def test_depthwise_conv2d_by_tiles_of_tap_matrices(data, dtype, tiles):
