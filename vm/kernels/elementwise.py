@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..worker_thread import shared
+from .against_value import against_value
 from .registry import Kernel, register_kernel, register_table
 
 #: Unary ufuncs that cost nanoseconds an element (numpy's SIMD or libm transcendental loops:
@@ -213,19 +214,31 @@ def _ones_like(x: np.ndarray, out: np.ndarray) -> None:
 
 
 def _relu(x: np.ndarray, out: np.ndarray) -> None:
-    """``max(x, 0)``."""
-    np.maximum(x, 0, out=out)
+    """``max(x, 0)``, the 0 read from a block of zeros (``against_value``: 4-5x faster)."""
+    against_value(np.maximum, x, 0, out)
 
 
 # numpy 2.4 deprecates a positional ``out`` for maximum and minimum (and only for them).
+def _extremum(ufunc: np.ufunc, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+    """``ufunc(a, b, out=out)``; where one operand is a single value of ``out``'s dtype and
+    the other is ``out``-shaped, by ``against_value`` (numpy's loops take a broadcast value
+    4-5x slower than an array)."""
+    if b.size == 1 and b.dtype == out.dtype and a.shape == out.shape:
+        against_value(ufunc, a, b.reshape(()), out)
+    elif a.size == 1 and a.dtype == out.dtype and b.shape == out.shape:
+        against_value(ufunc, b, a.reshape(()), out, value_first=True)
+    else:
+        ufunc(a, b, out=out)
+
+
 def _maximum(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
     """Elementwise max (NaN propagates, as ``np.maximum``)."""
-    np.maximum(a, b, out=out)
+    _extremum(np.maximum, a, b, out)
 
 
 def _minimum(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
     """Elementwise min (NaN propagates, as ``np.minimum``)."""
-    np.minimum(a, b, out=out)
+    _extremum(np.minimum, a, b, out)
 
 
 #: Unsigned integer views of each itemsize: ``where`` selects bit patterns (exact for any dtype).

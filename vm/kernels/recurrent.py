@@ -59,6 +59,7 @@ from typing import Any
 import numpy as np
 
 from . import blas_threads
+from .against_value import against_value
 from .blas_threads import matmul as _matmul
 from .constant_layouts import ConstantLayouts
 from .registry import Kernel, register_kernel
@@ -95,7 +96,7 @@ def _tanh(x: np.ndarray) -> None:
 
 
 def _relu(x: np.ndarray) -> None:
-    np.maximum(x, 0, out=x)
+    against_value(np.maximum, x, 0, x)
 
 
 _ACTS: dict[str, Act] = {"sigmoid": _sigmoid, "tanh": _tanh, "relu": _relu}
