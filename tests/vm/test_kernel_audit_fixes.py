@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from vm.kernels import elementwise
 from vm.kernels.registry import get_kernel_factory
 
 where = get_kernel_factory("where")({})
@@ -92,8 +93,29 @@ def test_leaky_relu_equals_the_masked_multiply(alpha, dtype):
         kernel(x, out)
         assert np.array_equal(out, want, equal_nan=True)
         assert np.array_equal(np.signbit(out), np.signbit(want))
-        kernel(x, x)  # in place: the general path
+        kernel(x, x)  # in place: by chunks where alpha allows, else the masked path
     assert np.array_equal(x, want, equal_nan=True)
+    assert np.array_equal(np.signbit(x), np.signbit(want))
+
+
+@pytest.mark.parametrize("alpha", [0.01, 3.0, -0.5])
+@pytest.mark.parametrize("size", [1, 1000, 2 * elementwise.LEAKY_CHUNK + 17])
+def test_leaky_relu_in_place_gives_the_out_of_place_bits(alpha, size):
+    """In place (the operand itself, or another view of its storage) the chunks give the
+    bits of the out-of-place kernel on every chunk, the last partial one included."""
+    kernel = get_kernel_factory("nn.leaky_relu")({"alpha": alpha})
+    rng = np.random.default_rng(size)
+    x = rng.standard_normal(size).astype(np.float32)
+    x[rng.integers(0, size, min(size, 8))] = rng.choice([np.nan, -0.0, 0.0, -np.inf, np.inf], 8)[
+        : min(size, 8)
+    ]
+    want = np.empty_like(x)
+    kernel(x, want)
+    same, view = x.copy(), x.copy()
+    kernel(same, same)
+    kernel(view, view.view())
+    for got in (same, view):
+        assert got.tobytes() == want.tobytes()
 
 
 def test_topk_small_k_is_the_full_sort_on_random_inputs():

@@ -16,12 +16,11 @@ where the value is under ``|x| * 1e-7``). float16 is computed in float32 and rou
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 
 from ..worker_thread import shared
 from .registry import register_table
+from .thread_scratch import scratch
 
 #: Elements per chunk: the chunk of ``x``, its ``h`` and its ``tanh`` (float32: 3 x 128 KiB)
 #: stay in a core's L2 between the four passes. Measured (session 37, one thread, inputs
@@ -37,20 +36,12 @@ SILU_CHUNK = 1 << 15
 SILU_THREAD_MIN = 1 << 16
 
 _F16 = np.dtype(np.float16)
-_local = threading.local()
 
 
-def _scratch(dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
-    """This thread's two ``SILU_CHUNK``-element scratch arrays of ``dtype`` (``h`` and ``t``),
-    kept per thread and reused by every chunk and call (fresh ones per call were page faults
-    on every call), so concurrent calls never share them."""
-    kept: dict[np.dtype, tuple[np.ndarray, np.ndarray]] | None = getattr(_local, "kept", None)
-    if kept is None:
-        kept = _local.kept = {}
-    found = kept.get(dtype)
-    if found is None:
-        found = kept[dtype] = (np.empty(SILU_CHUNK, dtype), np.empty(SILU_CHUNK, dtype))
-    return found
+def _scratch(dtype: np.dtype) -> tuple[np.ndarray, ...]:
+    """This thread's two ``SILU_CHUNK``-element scratch arrays of ``dtype`` (``h`` and ``t``;
+    ``thread_scratch``)."""
+    return scratch("silu", dtype, 2, SILU_CHUNK)
 
 
 def _silu_chunk(x: np.ndarray, out: np.ndarray, h: np.ndarray, t: np.ndarray) -> None:
