@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from .layout_copy import copy_into
 from .registry import Kernel, register_kernel, register_table
 
 
@@ -32,7 +33,7 @@ def _reshape_copy(x: np.ndarray, out: np.ndarray) -> None:
     if x.flags.c_contiguous or not out.flags.c_contiguous:
         np.copyto(out, x.reshape(out.shape))  # a view of a contiguous x (the common case)
     else:
-        np.copyto(out.reshape(x.shape), x)
+        copy_into(out.reshape(x.shape), x)  # a pixel shuffle's last axis of 2: by index
 
 
 def _broadcast_to(x: np.ndarray, out: np.ndarray) -> None:
@@ -57,7 +58,7 @@ def transpose(attrs: Mapping[str, Any]) -> Kernel:
     axes = attrs["axes"]
 
     def kernel(x: np.ndarray, out: np.ndarray) -> None:
-        np.copyto(out, x.transpose(axes))  # the method: np.transpose's wrapper costs a call
+        copy_into(out, x.transpose(axes))  # the method: np.transpose's wrapper costs a call
 
     return kernel
 
