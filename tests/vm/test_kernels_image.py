@@ -228,3 +228,39 @@ def test_resize_refuses_unknown_modes():
             [np.ones(3)],
             np.ones(3),
         )
+
+
+@KERNEL_SETTINGS
+@given(
+    lead=shapes(min_dims=0, max_dims=2, min_side=1, max_side=3),
+    hw=st.tuples(st.integers(1, 6), st.integers(1, 6)),
+    factors=st.sampled_from([(2, 2), (1, 2), (2, 1), (3, 3), (1, 3), (2, 4), (4, 2)]),
+    dtype=st.sampled_from(["float32", "float16", "float64", "int8", "bool", "complex64"]),
+    coord=st.sampled_from(["asymmetric", "half_pixel", "pytorch_half_pixel"]),
+    nearest=st.sampled_from(NEAREST),
+    strided=st.booleans(),
+)
+def test_nearest_whole_factors_are_repeats(lead, hw, factors, dtype, coord, nearest, strided):
+    """An upsampling by whole factors of the last two axes (``resize_repeat``) gives the
+    general path's bits wherever the axis tables repeat each input, and numpy's ``repeat``
+    where the mode makes them ``j // f`` (asymmetric with floor)."""
+    from vm.kernels import image
+
+    h, w = hw
+    fh, fw = factors
+    x = (np.arange(np.prod((*lead, h, w), dtype=int)) * 37 % 101).astype(dtype)
+    x = x.reshape(*lead, h, w)
+    if strided:  # a view whose last axis is not contiguous
+        x = np.ascontiguousarray(np.swapaxes(x, -1, -2)).swapaxes(-1, -2)
+    sizes = (*lead, h * fh, w * fw)
+    attrs = kernel_attrs(sizes, None, "nearest", coord, nearest)
+    got = run_like("resize", attrs, [x], np.zeros(sizes, dtype))
+    fast = image._upsampled
+    image._upsampled = lambda *args: False  # the general path, axis by axis
+    try:
+        want = run_like("resize", attrs, [x], np.zeros(sizes, dtype))
+    finally:
+        image._upsampled = fast
+    assert got.tobytes() == want.tobytes()
+    if (coord, nearest) == ("asymmetric", "floor"):
+        assert np.array_equal(got, x.repeat(fh, axis=-2).repeat(fw, axis=-1))

@@ -40,6 +40,7 @@ from shape_funcs.declarations import BUILTIN_OPS
 
 from .blas_threads import matmul as _matmul
 from .registry import Kernel, register_kernel
+from .resize_repeat import repeat_factor, upsample
 
 #: The modes resize takes, read from its declaration (``shape_funcs/declarations``).
 _MODES = BUILTIN_OPS["resize"].choices("mode")
@@ -290,6 +291,8 @@ def resize(attrs: Mapping[str, Any]) -> Kernel:
             scale = float(scales[a]) if scales is not None else size_out / size_in
             if not (size_out == size_in and math.isclose(scale, 1.0)):
                 axes.append((a, scale))  # the reference leaves the others as they are
+        if mode == "nearest" and _upsampled(x, out, axes, (mode, coord, nearest, cubic_a, exclude)):
+            return
         for a, scale in axes:
             size_in, size_out = x.shape[a], out.shape[a]
             table = (mode, coord, nearest, cubic_a, exclude, size_in, size_out, scale)
@@ -313,6 +316,37 @@ def resize(attrs: Mapping[str, Any]) -> Kernel:
         np.copyto(out, result, casting="unsafe")
 
     return kernel
+
+
+def _upsampled(
+    x: np.ndarray,
+    out: np.ndarray,
+    axes: Sequence[tuple[int, float]],
+    attrs: tuple[str, str, str, float, bool],
+) -> bool:
+    """Whether a nearest resize was done as repeats (``resize_repeat``): every resized axis is
+    one of the last two, its table repeats each input a whole number of times, and ``out``
+    is C-contiguous; False (nothing written) otherwise."""
+    if x.ndim < 2 or not axes or not out.flags.c_contiguous:
+        return False
+    factors = [1, 1]
+    for a, scale in axes:
+        if a < x.ndim - 2:
+            return False
+        size_in, size_out = x.shape[a], out.shape[a]
+        factor = _repeat_factor(*attrs, size_in, size_out, scale)
+        if not factor:
+            return False
+        factors[a - x.ndim + 2] = factor
+    upsample(x, out, *factors)
+    return True
+
+
+@functools.lru_cache(maxsize=128)
+def _repeat_factor(*table: Any) -> int:
+    """``resize_repeat.repeat_factor`` of the nearest axis table ``table`` (kept per table)."""
+    index, _ = axis_table(*table)
+    return repeat_factor(index, table[5])
 
 
 @register_kernel("dyn.resize")
