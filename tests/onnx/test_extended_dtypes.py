@@ -123,6 +123,22 @@ def test_cast_from_small_ints(source: str) -> None:
 
 
 @pytest.mark.parametrize("saturate", [0, 1])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int64", "bool", *FLOAT8, "bfloat16"])
+def test_a_cast_to_the_same_type_is_the_value_itself(dtype: str, saturate: int) -> None:
+    """No kernel for a cast to the value's own type (T5's ``float()`` of float32 scores),
+    except a saturating float8_e5m2 one, which makes that type's infinities finite: the
+    reference's values either way."""
+    node = helper.make_node("Cast", ["x"], ["y"], to=ELEM[dtype], saturate=saturate)
+    m = _model([node], [("x", dtype)], [("y", dtype)])
+    with np.errstate(all="ignore"):
+        x = (_floats(4, 6) if dtype != "bool" else _floats(4, 6) > 0).astype(dtype)
+    _check(m, x)
+    kernels = repr(dynshape.compile(dynshape.onnx.load(m)).kernels)
+    kept = dtype == "float8_e5m2" and saturate
+    assert ("'cast'" in kernels) == bool(kept), kernels
+
+
+@pytest.mark.parametrize("saturate", [0, 1])
 def test_cast_like_reads_the_target_type_and_saturate(saturate: int) -> None:
     node = helper.make_node("CastLike", ["x", "like"], ["y"], saturate=saturate)
     like = numpy_helper.from_array(np.zeros(1, ml_dtypes.float8_e4m3fn), "like")

@@ -93,15 +93,25 @@ SATURATING = {
 }
 
 
+#: The saturating float8 types that have infinities (which a saturating cast makes finite).
+WITH_INFINITIES = frozenset({"float8_e5m2"})
+
+
 def _cast(node: Node, dtype: str) -> Any:
     """``astype`` (numpy's, ml_dtypes' for the extended dtypes, as the reference's Cast). To a
     float8 type with ``saturate=1`` (the default), values beyond the largest finite one, the
     infinities too, become it first (a ``clip``, NaN kept: the reference's
     ``saturate_cast``); with ``saturate=0`` they become NaN or inf, as ml_dtypes converts."""
     value = node.input(0)
-    if dtype == "float8_e8m0fnu" and value_dtype(value) != dtype:
-        return _to_e8m0(node, value)
     bound = SATURATING.get(dtype) if node.attr("saturate", 1) else None
+    if value_dtype(value) == dtype and (bound is None or dtype not in WITH_INFINITIES):
+        # A cast to the type the value has (T5's ``scores.float()`` before its softmax) is the
+        # value itself, as ``Identity``: a kernel less, and the attention pattern's softmax
+        # then reads the scores directly. Saturating changes only the infinities of a float8
+        # type that has them.
+        return value
+    if dtype == "float8_e8m0fnu":
+        return _to_e8m0(node, value)
     if isinstance(value, Known):
         if not value.symbolic:
             array = value.array
