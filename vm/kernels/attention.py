@@ -12,10 +12,11 @@ Steps: the scores by one batched matmul (BLAS; ``blas_threads.matmul``) and the 
 place; then, for many rows where the scores' range allows (``_one_shift``: finite scores within
 ``SHIFT_RANGE``, an ordinary mask), one shift serves every row: the mask and the shift added in
 one pass, exp, the row sums by one matrix-vector product, the product by ``v`` into ``out``
-and each of its rows divided by its sum. Elsewhere each row takes its own maximum, as the
-``nn.softmax`` kernel does (max-shifted, exp, sum, one reciprocal of the sums, a multiply, then
-the product by ``v``), so a row whose every score is ``-inf`` gives NaN as the unfused program
-does. Both agree with the unfused program within float rounding (``tests/vm/
+and each of its rows divided by its sum. Elsewhere the mask is added and the rows take the
+``nn.softmax`` kernel's arithmetic (``row_softmax``: one shift again when the sums' range
+allows, as for a mask as large as the scores, T5's position bias; else each row its own
+maximum), then the product by ``v``, so a row whose every score is ``-inf`` gives NaN as the
+unfused program does. All agree with the unfused program within float rounding (``tests/vm/
 test_attention_softmax.py``).
 
 The scores are the kernel's one temporary, ``prod(leading) * S_q * S_k`` elements. It is
@@ -47,6 +48,7 @@ from .blas_threads import LOW
 from .blas_threads import matmul as _matmul
 from .elementwise import SHARED_UNARY
 from .registry import Kernel, register_kernel
+from .row_softmax import ONE_SHIFT_MIN_ROWS, SHIFT_RANGE, softmax_rows
 from .workspace import Workspace
 
 #: The largest scores block the kernel allocates at once (bytes): 16 MiB, a (1, 8, 512, 1024)
@@ -68,9 +70,6 @@ SCORES_ALONE_BYTES = 1 << 20
 #: allocator had returned the last call's).
 NUMPY_SCORES_BYTES = 1 << 16
 
-#: The widest range of the scaled scores (largest minus smallest) for which one shift serves
-#: every row (``_one_shift``): ``exp(-64)`` is 1.6e-28, far inside float32's normal range.
-SHIFT_RANGE = 64.0
 #: A mask row whose largest value is past this in magnitude takes the per-row path. The unfused
 #: program adds the mask before it shifts, rounding the scores to the mask's ulp (2^-15 at 256
 #: in float32); one shift adds ``mask - c`` and keeps their bits. Past this bound the two
@@ -80,12 +79,6 @@ SHIFT_RANGE = 64.0
 MASK_ROW_LIMIT = 256.0
 #: The one-shift path is taken when the mask has at most this fraction of the scores' elements.
 MASK_SIZE_FRACTION = 4
-#: ... and for at least this many rows of scores: its whole-array reductions, the mask's row
-#: maxima and the matrix-vector product cost ~15-20 us more calls than the per-row path, which
-#: pays ~100 ns a row (one kernel call, float32, medians: (2, 4, 32, 64) 256 rows 67 against
-#: 83 us, (4, 4, 64, 64) 199 against 289; a decode step's (1, 4, 1, 17) 28 against 11, (8, 4,
-#: 1, 2049) 515 against 500: few rows, and long ones, reduce fast).
-ONE_SHIFT_MIN_ROWS = 256
 
 _F16 = np.dtype(np.float16)
 _exp = SHARED_UNARY["exp"]
@@ -110,15 +103,10 @@ def _is_zero_scalar(mask: np.ndarray) -> bool:
 
 
 def _softmax_rows(s: np.ndarray) -> np.ndarray:
-    """Softmax along the last axis, in place; the arithmetic of ``nn.softmax``'s kernel.
-    Returns the rows' reciprocal sums: NaN for a row holding a NaN (a result is NaN only in
-    such a row: elsewhere the max-shifted ``exp`` is in ``[0, 1]`` and the sum ``>= 1``)."""
-    np.subtract(s, np.maximum.reduce(s, axis=-1, keepdims=True), s)
-    _exp(s, s)  # shared with the worker thread on large scores
-    total = np.add.reduce(s, axis=-1, keepdims=True)
-    np.reciprocal(total, total)
-    np.multiply(s, total, s)
-    return total
+    """Softmax along the last axis of the 2-d scores, in place (``row_softmax``: one shift
+    for every row where their range allows, as ``nn.softmax``'s kernel). Returns the rows'
+    reciprocal sums: NaN for a row holding a NaN, and only there."""
+    return softmax_rows(s, s)
 
 
 def _one_shift(scores: np.ndarray, mask: np.ndarray | None) -> np.ndarray | None:

@@ -30,6 +30,7 @@ from .blas_threads import matmul as _matmul
 from .constant_layouts import ConstantLayouts
 from .elementwise import SHARED_UNARY
 from .registry import Kernel, register_kernel
+from .row_softmax import softmax_rows
 from .workspace import Workspace
 
 F16 = np.dtype(np.float16)
@@ -198,10 +199,16 @@ def _along_axis(fn: Callable[[np.ndarray, int, np.ndarray], None], axis: int) ->
 
 
 def _softmax(x: np.ndarray, axis: int, out: np.ndarray) -> None:
-    # The ufuncs' own reduce methods, not np.max/np.sum (their Python wrappers cost ~1 us a
-    # call at small sizes), and one reciprocal of the reduced sums then a multiply over the
-    # tensor, not a divide over it (half the time at (256, 256), measured): 4 passes over
-    # the tensor (shift, exp, sum, scale), temporaries of the reduced size only.
+    # Along the last axis of contiguous arrays: rows of a matrix (``row_softmax``: one shift
+    # for every row where their range allows). Elsewhere the ufuncs' own reduce methods, not
+    # np.max/np.sum (their Python wrappers cost ~1 us a call at small sizes), and one
+    # reciprocal of the reduced sums then a multiply over the tensor, not a divide over it
+    # (half the time at (256, 256), measured): 4 passes over the tensor (shift, exp, sum,
+    # scale), temporaries of the reduced size only.
+    n = x.shape[axis]
+    if axis % x.ndim == x.ndim - 1 and x.flags.c_contiguous and out.flags.c_contiguous:
+        softmax_rows(x.reshape(-1, n), out.reshape(-1, n))
+        return
     np.subtract(x, np.maximum.reduce(x, axis=axis, keepdims=True), out)
     _exp(out, out)  # shared with the worker thread on large tensors
     total = np.add.reduce(out, axis=axis, keepdims=True)
