@@ -37,7 +37,18 @@ def _bits(a: np.ndarray) -> bytes:
 @given(
     st.sampled_from(UFUNCS),
     st.sampled_from(DTYPES),
-    st.sampled_from((0, 1, 7, 4095, av.VALUE_BLOCK, av.VALUE_BLOCK + 1, 3 * av.VALUE_BLOCK + 5)),
+    st.sampled_from(
+        (
+            0,
+            7,
+            av.SMALL - 1,
+            av.SMALL,
+            4095,
+            av.VALUE_BLOCK,
+            av.VALUE_BLOCK + 1,
+            3 * av.VALUE_BLOCK + 5,
+        )
+    ),
     st.sampled_from((0, 1, -1, 2.5, -0.0, "nan")),
     st.booleans(),
     st.integers(0, 2**32 - 1),
@@ -57,7 +68,7 @@ def test_the_plain_calls_bits(ufunc, dtype, n, value, value_first, seed):
     assert _bits(x) == _bits(want)
 
 
-@pytest.mark.parametrize("n", [300, 3 * av.VALUE_BLOCK + 5])
+@pytest.mark.parametrize("n", [3000, 3 * av.VALUE_BLOCK + 5])
 def test_strided_and_aliased_operands(n):
     rng = np.random.default_rng(n)
     base = _values(np.dtype(np.float32), 2 * n + 1, rng)
@@ -98,20 +109,22 @@ def test_mismatched_operands_run_as_the_plain_call():
 
 def test_the_blocks_are_read_only_and_bounded():
     for k in range(av.BLOCKS_MAX + 3):
-        av.against_value(np.maximum, np.zeros(4, np.float64), float(k), np.empty(4))
+        x = np.zeros(av.SMALL)
+        av.against_value(np.maximum, x, k, x)
+        assert (x == k).all()
     assert len(av._blocks) <= av.BLOCKS_MAX
-    block = av._block(np.asarray(0, np.float32))
+    block = av._block(0, np.dtype(np.float32))
     assert not block.flags.writeable and block.size == av.VALUE_BLOCK and not block.any()
 
 
 @pytest.mark.parametrize("op", ["maximum", "minimum"])
 def test_the_kernels_take_a_single_value_either_side(op):
     rng = np.random.default_rng(1)
-    x = _values(np.dtype(np.float32), 1000, rng).reshape(10, 100)
+    x = _values(np.dtype(np.float32), 2000, rng).reshape(20, 100)
     c = np.array([np.nan], np.float32)
     kernel = get_kernel_factory(op)({})
     ufunc = getattr(np, op)
     for a, b in ((x, c), (c, x), (x, c.reshape(())), (x, x[::-1])):
-        out = np.empty((10, 100), np.float32)
+        out = np.empty((20, 100), np.float32)
         kernel(a, b, out)
         assert _bits(out) == _bits(ufunc(a, b))
