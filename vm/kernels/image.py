@@ -344,9 +344,13 @@ def _upsampled(
 
 @functools.lru_cache(maxsize=128)
 def _repeat_factor(*table: Any) -> int:
-    """``resize_repeat.repeat_factor`` of the nearest axis table ``table`` (kept per table)."""
+    """``resize_repeat.repeat_factor`` of the nearest axis table ``table`` (kept per table;
+    an output size that is no multiple of the input's is no repeat, without the table)."""
+    size_in, size_out = table[5], table[6]
+    if size_in < 1 or size_out % size_in:
+        return 0
     index, _ = axis_table(*table)
-    return repeat_factor(index, table[5])
+    return repeat_factor(index, size_in)
 
 
 @register_kernel("dyn.resize")
