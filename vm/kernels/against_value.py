@@ -80,7 +80,7 @@ def against_value(
         _plain(ufunc, x, block[:n].reshape(out.shape), out, value_first)
         return
     if not (x.flags.c_contiguous and out.flags.c_contiguous) or (
-        x is not out and np.may_share_memory(x, out) and not _same_start(x, out)
+        x is not out and np.may_share_memory(x, out) and not same_view(x, out)
     ):
         _plain(ufunc, x, value, out, value_first)
         return
@@ -97,7 +97,12 @@ def _plain(ufunc: np.ufunc, x: np.ndarray, value: Any, out: np.ndarray, value_fi
         ufunc(x, value, out=out)
 
 
-def _same_start(x: np.ndarray, out: np.ndarray) -> bool:
-    """Whether two C-contiguous arrays of one shape and dtype start at the same address (then
-    they are the same elements: each slice is read before it is written)."""
-    return bool(x.__array_interface__["data"][0] == out.__array_interface__["data"][0])
+def same_view(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether ``a`` and ``b`` are the same elements in the same layout (the planner may pass
+    an operand's storage as the output under another array object)."""
+    return (
+        a.dtype == b.dtype
+        and a.shape == b.shape
+        and a.strides == b.strides
+        and a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
+    )

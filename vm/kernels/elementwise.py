@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..worker_thread import shared
-from .against_value import against_value
+from .against_value import against_value, same_view
 from .registry import Kernel, register_kernel, register_table
 from .thread_scratch import scratch
 
@@ -246,16 +246,6 @@ def _minimum(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
 _BITS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
-def _same_view(a: np.ndarray, b: np.ndarray) -> bool:
-    """Whether ``a`` and ``b`` are the same elements in the same layout."""
-    return (
-        a.dtype == b.dtype
-        and a.shape == b.shape
-        and a.strides == b.strides
-        and a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
-    )
-
-
 #: The largest output ``where`` computes with ``np.where`` and a copy (see ``_where``).
 WHERE_SELECT_MAX = 4096
 
@@ -282,9 +272,9 @@ def _where(cond: np.ndarray, x: np.ndarray, y: np.ndarray, out: np.ndarray) -> N
     # the planner may pass the output's storage as another array object: the same memory
     # and layout is the output itself, else a copy first (a partial overlap is read whole)
     if x is not out and np.may_share_memory(x, out):
-        x = out if _same_view(x, out) else x.copy()
+        x = out if same_view(x, out) else x.copy()
     if y is not out and np.may_share_memory(y, out):
-        y = out if _same_view(y, out) else y.copy()
+        y = out if same_view(y, out) else y.copy()
     bits = _BITS.get(out.dtype.itemsize)
     if (
         bits is not None
@@ -388,17 +378,6 @@ def clip(attrs: Mapping[str, Any]) -> Kernel:
 LEAKY_CHUNK = 1 << 15
 
 
-def _same_elements(x: np.ndarray, out: np.ndarray) -> bool:
-    """Whether ``x`` and ``out`` are C-contiguous views of the same elements (``x`` is
-    ``out``, or another view of its storage at the same address)."""
-    return (
-        x.shape == out.shape
-        and x.flags.c_contiguous
-        and out.flags.c_contiguous
-        and x.__array_interface__["data"][0] == out.__array_interface__["data"][0]
-    )
-
-
 def _leaky_in_place(flat: np.ndarray, alpha: float, pick: np.ufunc) -> None:
     """``pick(x, alpha * x)`` over the flat array, in place, a chunk at a time."""
     (product,) = scratch("leaky_relu", flat.dtype, 1, LEAKY_CHUNK)
@@ -437,7 +416,7 @@ def leaky_relu(attrs: Mapping[str, Any]) -> Kernel:
                 np.multiply(x, alpha, out=out)
                 pick(x, out, out=out)
                 return
-            if _same_elements(x, out):
+            if out.flags.c_contiguous and same_view(x, out):
                 _leaky_in_place(out.reshape(-1), alpha, pick)
                 return
         np.copyto(out, x)

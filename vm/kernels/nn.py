@@ -205,8 +205,8 @@ def _softmax(x: np.ndarray, axis: int, out: np.ndarray) -> None:
     # reciprocal of the reduced sums then a multiply over the tensor, not a divide over it
     # (half the time at (256, 256), measured): 4 passes over the tensor (shift, exp, sum,
     # scale), temporaries of the reduced size only.
-    n = x.shape[axis]
-    if axis % x.ndim == x.ndim - 1 and x.flags.c_contiguous and out.flags.c_contiguous:
+    if x.ndim and axis % x.ndim == x.ndim - 1 and x.flags.c_contiguous and out.flags.c_contiguous:
+        n = x.shape[-1]
         softmax_rows(x.reshape(-1, n), out.reshape(-1, n))
         return
     np.subtract(x, np.maximum.reduce(x, axis=axis, keepdims=True), out)
