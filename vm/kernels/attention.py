@@ -48,7 +48,7 @@ from .blas_threads import LOW
 from .blas_threads import matmul as _matmul
 from .elementwise import SHARED_UNARY
 from .registry import Kernel, register_kernel
-from .row_softmax import ONE_SHIFT_MIN_ROWS, SHIFT_RANGE, softmax_rows
+from .row_softmax import ONE_SHIFT_MIN_ROWS, SHIFT_RANGE, ones_column, softmax_rows
 from .workspace import Workspace
 
 #: The largest scores block the kernel allocates at once (bytes): 16 MiB, a (1, 8, 512, 1024)
@@ -157,7 +157,7 @@ def _softmax_times_v(scores: np.ndarray, term: np.ndarray, v: np.ndarray, out: n
     _exp(scores, scores)
     flat = scores.reshape(-1, s_k)
     sums = np.empty((flat.shape[0], 1), scores.dtype)
-    _matmul(flat, np.ones((s_k, 1), scores.dtype), sums)
+    _matmul(flat, ones_column(s_k, scores.dtype), sums)
     np.reciprocal(sums, sums)
     _matmul(scores, v, out)
     np.multiply(out, sums.reshape((*scores.shape[:-1], 1)), out)

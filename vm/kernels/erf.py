@@ -12,12 +12,11 @@ kernel audit"):
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 
 from ..worker_thread import shared
 from .registry import register_table
+from .thread_scratch import scratch
 
 # ---- float64: W. J. Cody's rational Chebyshev approximations -------------------------------
 #
@@ -168,21 +167,18 @@ ERF_CHUNK = 1 << 15
 ERF_THREAD_MIN = 8 * ERF_CHUNK
 
 
-_erf_local = threading.local()
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 
 
-def _erf_scratch(m: int) -> tuple[np.ndarray, ...]:
-    """This thread's float64 erf scratch, at least ``m`` elements each: ``ax, y, xs, rs`` and
-    ``nd`` (2 x). Kept per thread and reused by every call: allocated per call, the ~1.8 MB were
-    fresh pages for every call as soon as other work had reused the heap (page faults: 32 Ki
-    elements took 1.5 ms instead of 0.75 ms, interleaved with other kernels). Per thread, so
-    concurrent calls never share it; erf calls nothing that could re-enter it."""
-    cached: tuple[np.ndarray, ...] | None = getattr(_erf_local, "scratch", None)
-    if cached is None or cached[0].size < m:
-        size = max(m, ERF_CHUNK)
-        cached = (*(np.empty(size) for _ in range(4)), np.empty((2, size)))
-        _erf_local.scratch = cached
-    return cached
+def _erf_scratch() -> tuple[np.ndarray, ...]:
+    """This thread's float64 erf scratch (``thread_scratch``), ``ERF_CHUNK`` elements each:
+    ``ax, y, xs, rs`` and ``nd`` (2 x). Kept per thread and reused by every call: allocated per
+    call, the ~1.8 MB were fresh pages for every call as soon as other work had reused the heap
+    (page faults: 32 Ki elements took 1.5 ms instead of 0.75 ms, interleaved with other
+    kernels). erf calls nothing that could re-enter it."""
+    ax, y, xs, rs = scratch("erf", _F64, 4, ERF_CHUNK)
+    (pair,) = scratch("erf pair", _F64, 1, 2 * ERF_CHUNK)
+    return ax, y, xs, rs, pair.reshape(2, -1)
 
 
 def _horner(coefs: Coefficients, y: np.ndarray, acc: np.ndarray) -> None:
@@ -292,17 +288,11 @@ def _erf_chunk(
         out[i_small] = rm
 
 
-def _erf32_scratch() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _erf32_scratch() -> tuple[np.ndarray, ...]:
     """This thread's float32 scratch for ``_erf32_chunk``, ``ERF_CHUNK`` elements each: ``a, y``,
     ``d`` (Q's value) and ``h`` (P's, when the output is float16). Kept per thread like
     ``_erf_scratch``."""
-    cached: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = getattr(
-        _erf_local, "scratch32", None
-    )
-    if cached is None or cached[0].size < ERF_CHUNK:
-        a, y, d, h = (np.empty(ERF_CHUNK, np.float32) for _ in range(4))
-        cached = _erf_local.scratch32 = (a, y, d, h)
-    return cached
+    return scratch("erf32", _F32, 4, ERF_CHUNK)
 
 
 def _erf32_chunk(
@@ -376,7 +366,7 @@ def _erf(x: np.ndarray, out: np.ndarray) -> None:
             for i in chunks:
                 _erf32_chunk(src[i : i + ERF_CHUNK], dst[i : i + ERF_CHUNK], a, y, d, h)
         else:
-            ax, y, xs, rs, nd = _erf_scratch(min(n, ERF_CHUNK))  # this thread's
+            ax, y, xs, rs, nd = _erf_scratch()  # this thread's
             with np.errstate(all="ignore"):  # underflow to 0 near +-6, NaN inputs: expected
                 for i in chunks:
                     _erf_chunk(src[i : i + ERF_CHUNK], dst[i : i + ERF_CHUNK], ax, y, nd, xs, rs)

@@ -40,7 +40,7 @@ _exp = SHARED_UNARY["exp"]
 _ones: dict[tuple[int, np.dtype[Any]], np.ndarray] = {}
 
 
-def _ones_column(n: int, dtype: np.dtype[Any]) -> np.ndarray:
+def ones_column(n: int, dtype: np.dtype[Any]) -> np.ndarray:
     """A read-only ``(n, 1)`` column of ones (kept: the row sums' vector)."""
     col = _ones.get((n, dtype))
     if col is None:
@@ -63,7 +63,7 @@ def softmax_rows(x: np.ndarray, out: np.ndarray) -> np.ndarray:
             np.subtract(x, hi, out)
             _exp(out, out)
             total = np.empty((rows, 1), out.dtype)
-            _matmul(out, _ones_column(n, out.dtype), total)
+            _matmul(out, ones_column(n, out.dtype), total)
             return _scaled(out, total)
     np.subtract(x, np.maximum.reduce(x, axis=-1, keepdims=True), out)
     _exp(out, out)  # shared with the worker thread on large tensors
