@@ -119,7 +119,13 @@ _ENTRIES = (
         check=chk.tail_call,
     ),
     # Not counted as shape computation: the profile never has, and reports stay comparable.
-    Opcode(Op.CHECK_VALUES, dec.check_values, kinds.check_values, san.not_killed),
+    Opcode(
+        Op.CHECK_VALUES,
+        dec.check_values,
+        kinds.check_values,
+        san.not_killed,
+        line=lines.check_values,
+    ),
     Opcode(Op.APPEND, dec.append, kinds.append, san.alive, check=chk.append),
 )
 

@@ -22,11 +22,12 @@ the then-branch), the instructions from ``T`` to ``E`` are its ``else:``. That i
 compiler emits for ``if``/``else`` and for the choice between memory plans; any other forward
 jump (into the middle of a branch, past the end of the enclosing one) keeps the loop.
 
-Moves, constants, dims, tuple reads and builds, kernel calls, the comparison of a
-``check_dim`` (its closure runs only to raise its error), branch conditions and returns are
-written out (each opcode's lines are its rule in ``straight_lines.py``, named by its entry in
-``opcodes.py``); the other instructions (allocations, kills, checks, shape programs) call their
-closure, so they keep its run-time checks. Only a closure ``decode.py`` made is written out: a
+Moves, constants, dims, tuple reads and builds, kernel calls, the comparisons of a
+``check_dim`` and a ``check_values`` (their closures run only to raise their errors), branch
+conditions and returns are written out (each opcode's lines are its rule in
+``straight_lines.py``, named by its entry in ``opcodes.py``); the other instructions
+(allocations, kills, checks, shape programs) call their closure, so they keep its run-time
+checks. Only a closure ``decode.py`` made is written out: a
 step a backend subclass made itself is called, and such a jump or return keeps the loop. The
 function is step 0 of the decoded function; the other steps are the instructions' own closures
 (never reached: nothing jumps). An error names its instruction: ``failing_pc`` (the backend's

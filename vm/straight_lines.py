@@ -93,6 +93,37 @@ def check_dim(
     return (f"if shape({_reg(ops[0])})[{int_literal(ops[1])}] != {_reg(ops[2])}: s{pc}(r)",)
 
 
+#: The comparisons a ``check_values`` may name, as this module writes them (the executable's
+#: own text never enters the source: its comparison only selects an entry here).
+_COMPARISONS = {"==": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
+
+
+def check_values(
+    pc: int, ins: Instruction, step: Step, ctx: DecodeContext, ns: dict[str, Any]
+) -> tuple[str, ...]:
+    """The comparison inline, its failure in the ``else`` (not the negated comparison: a value
+    for which neither holds, a NaN, still fails); the closure, which makes the message, only
+    then. A conv's padded-size checks are two of these a layer: called, each cost a closure and
+    two operand reads."""
+    ops = ins.operands
+    text = _COMPARISONS.get(ops[1]) if isinstance(ops[1], str) else None
+    a, b = _value(ops[0]), _value(ops[2])
+    if text is None or a is None or b is None:
+        return call_step(pc, step, ns)
+    ns[f"s{pc}"] = step
+    return (f"if {a} {text} {b}: pass", f"else: s{pc}(r)")
+
+
+def _value(operand: Any) -> str | None:
+    """A value operand as source: its register, or an int immediate written out; None for any
+    other immediate (the instruction then calls its closure, which compares it as it is)."""
+    if isinstance(operand, Reg):
+        return _reg(operand)
+    if isinstance(operand, int) and not isinstance(operand, bool):
+        return int_literal(operand)
+    return None
+
+
 def ret(
     pc: int, ins: Instruction, step: Step, ctx: DecodeContext, ns: dict[str, Any]
 ) -> tuple[str, ...]:

@@ -195,3 +195,47 @@ def _leaves(result: object) -> list[object]:
     if isinstance(result, tuple):
         return [leaf for item in result for leaf in _leaves(item)]
     return [result]
+
+
+CONV = """
+def @main(%x: Tensor[(1, 1, h, w), float32], %k: Tensor[(1, 1, 3, 3), float32]) {
+  nn.conv2d(%x, %k)
+}
+"""
+
+
+def test_a_value_check_is_written_inline_and_fails_as_its_instruction() -> None:
+    vm = _vm(CONV)
+    listing = vm.exe.functions[0].code
+    checks = [pc for pc, ins in enumerate(listing) if ins.op.name == "CHECK_VALUES"]
+    assert checks  # the padded size against the window, per axis
+    source = generated_source(vm._code[0][0])
+    assert source is not None
+    for pc in checks:  # the comparison in the text, its closure only in the else
+        assert f"else: s{pc}(r)" in source
+        assert f"\n    s{pc}(r)" not in source
+    x, k = np.ones((1, 1, 4, 5), np.float32), np.ones((1, 1, 3, 3), np.float32)
+    np.testing.assert_array_equal(vm.run(x, k), np.full((1, 1, 2, 3), 9, np.float32))
+    with pytest.raises(RunTimeShapeError) as info:
+        vm.run(np.ones((1, 1, 2, 5), np.float32), k)
+    text = str(info.value)
+    assert "padded height >= the dilated window height, got 2 < 3" in text
+    assert f"main@{checks[0]}: check_values" in text
+
+
+def test_a_value_check_of_an_immediate_that_is_no_int_calls_its_closure() -> None:
+    from vm.isa import Instruction, Op, Reg
+    from vm.straight_lines import check_values
+
+    def step(r: list[object]) -> int:
+        return 0
+
+    for a, cmp, b in ((Reg(1), ">=", 2.5), (True, "<", Reg(2)), (Reg(1), "=>", Reg(2))):
+        ns: dict[str, object] = {}
+        ins = Instruction(Op.CHECK_VALUES, (a, cmp, b, "message", ()))
+        assert check_values(7, ins, step, None, ns) == ("s7(r)",)  # type: ignore[arg-type]
+        assert ns == {"s7": step}
+    ns = {}
+    ins = Instruction(Op.CHECK_VALUES, (Reg(1), "!=", -3, "message", ()))
+    lines = check_values(7, ins, step, None, ns)  # type: ignore[arg-type]
+    assert lines == ("if r[1] != -3: pass", "else: s7(r)")
