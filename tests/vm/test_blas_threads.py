@@ -483,3 +483,61 @@ def test_the_worker_thread_warms_its_scratch_when_it_starts(
     warmed = pool.submit(lambda: getattr(bt._warm, "done", False))
     assert warmed.result(timeout=60)
     pool.shutdown(wait=True)
+
+
+# Small products of two matrices (at most LOW): np.dot where it takes them, np.matmul's bits.
+
+
+def _counted_dot(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """np.dot, counting its calls in the returned list."""
+    calls: list[int] = []
+    real = np.dot
+
+    def dot(*args: np.ndarray) -> object:
+        calls.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(np, "dot", dot)
+    return calls
+
+
+SMALL_PRODUCTS = [(1, 1, 1), (576, 1, 1), (576, 96, 1), (1, 96, 576), (16, 27, 64), (3, 7, 5)]
+
+
+@pytest.mark.parametrize("shape", SMALL_PRODUCTS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("order", ["C", "a transposed", "b transposed"])
+def test_small_products_give_np_matmuls_bits(
+    shape: tuple[int, int, int], dtype: type, order: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b = _operands(*shape, dtype=dtype)
+    if order == "a transposed":
+        a = np.ascontiguousarray(a.T).T
+    elif order == "b transposed":
+        b = np.ascontiguousarray(b.T).T
+    dots = _counted_dot(monkeypatch)
+    out = np.full((shape[0], shape[2]), np.nan, dtype)
+    bt.matmul(a, b, out)
+    want = np.empty_like(out)
+    np.matmul(a, b, out=want)
+    assert dots == [1]  # taken by np.dot
+    np.testing.assert_array_equal(out, want)
+
+
+def test_small_products_np_dot_cannot_take_go_by_np_matmul(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    dots = _counted_dot(monkeypatch)
+    a, b = _operands(16, 27, 64)
+    cases: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = [
+        (a, b, np.empty((64, 16), np.float32).T),  # an output np.dot refuses (not C-ordered)
+        (a, b, np.empty((16, 64), np.float64)),  # mixed dtypes
+        (a.astype(np.float16), b.astype(np.float16), np.empty((16, 64), np.float16)),
+        (np.stack([a, a]), b, np.empty((2, 16, 64), np.float32)),  # batched
+    ]
+    for x, y, out in cases:
+        bt.matmul(x, y, out)
+        want = np.empty_like(out)
+        np.matmul(x, y, out=want)
+        np.testing.assert_array_equal(out, want)
+    assert dots == []
