@@ -199,6 +199,27 @@ def test_a_workspace_overlapping_an_operand_or_not_bytes_is_not_used():
     assert Workspace(floats).buffer is None
 
 
+def test_the_workspace_is_checked_once_when_first_carved(monkeypatch):
+    from vm.kernels import workspace
+
+    checks = []
+    real = workspace.may_share_memory
+    monkeypatch.setattr(
+        workspace, "may_share_memory", lambda a, b: checks.append(1) or bool(real(a, b))
+    )
+    room = np.zeros(1 << 12, np.uint8)
+    x, y = np.ones(4, np.float32), room[:16].view(np.float32)
+    Workspace(room, x, y)  # a call whose path carves nothing pays nothing
+    assert checks == []
+    ws = Workspace(room, x)
+    first, second = ws.empty((2,), np.float32), ws.empty((2,), np.float32)
+    assert checks == [1] and np.shares_memory(first, room) and np.shares_memory(second, room)
+    overlapping = Workspace(room, x, y)  # y is the room's bytes: the room is not used
+    assert overlapping.buffer is None and checks == [1, 1, 1]
+    piece = overlapping.empty((2,), np.float32)
+    assert not np.shares_memory(piece, room) and checks == [1, 1, 1]
+
+
 def test_pieces_are_aligned_and_disjoint():
     raw = np.empty(4096 + PIECE_ALIGNMENT, np.uint8)  # (the VM's storages are 64-aligned)
     start = -raw.ctypes.data % PIECE_ALIGNMENT
