@@ -162,3 +162,15 @@ def test_small_layer_norm_squares_are_numpys_own() -> None:
     kernel(x, g, b, out, np.empty(0, np.uint8))
     assert Spills.count == before
     np.testing.assert_array_equal(out, plain, strict=True)
+
+
+@pytest.mark.parametrize("rows", [1, 2, 4, 16, 67, 512])
+@pytest.mark.parametrize("n", [1, 7, 64, 128, 768])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_the_norms_reductions_by_np_dot_are_np_matmuls(rows: int, n: int, dtype: str) -> None:
+    """The matrix-vector path's mean and mean square go by ``np.dot`` (cheaper a call): the same
+    bits as the ``np.matmul`` they replaced, so the norms' results did not move."""
+    x = _data((rows, n), dtype)
+    inv = nn._inverse_count(n, np.dtype(dtype))
+    for operand in (x, np.square(x - np.dot(x, inv))):
+        np.testing.assert_array_equal(np.dot(operand, inv), np.matmul(operand, inv))

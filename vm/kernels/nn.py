@@ -335,9 +335,11 @@ def _layer_norm(
         # norm's time goes to such calls).
         x2, target = data.reshape(-1, n), out.reshape(-1, n)  # views: both are contiguous
         inv = _inverse_count(n, data.dtype)
-        mean = np.matmul(x2, inv)
+        # np.dot: np.matmul's BLAS call and bits on two matrices, ~0.4 us less each (a BERT
+        # layer's (16, 128) norm 7.8 -> 6.9 us, session 42)
+        mean = np.dot(x2, inv)
         np.subtract(x2, mean, target)
-        var = np.matmul(_squares(target, workspace, data, gamma, beta), inv)
+        var = np.dot(_squares(target, workspace, data, gamma, beta), inv)
         scale, shift = gamma, beta
     else:
         mean = np.add.reduce(data, axis=axis, keepdims=True)
@@ -414,7 +416,7 @@ def _rms_norm(data: np.ndarray, gamma: np.ndarray, axis: int, eps: float, out: n
         # reduced by a product with 1/n, as layer norm's mean (square + matmul: 0.6-0.9x the
         # time of add.reduce or einsum from (8, 128) to (2048, 64), measured)
         x2, target = data.reshape(-1, n), out.reshape(-1, n)
-        square = np.matmul(np.square(x2), _inverse_count(n, data.dtype))
+        square = np.dot(np.square(x2), _inverse_count(n, data.dtype))  # (as layer norm's)
         scale = gamma
     else:
         x2, target = data, out
