@@ -534,7 +534,9 @@ def test_small_products_np_dot_cannot_take_go_by_np_matmul(
         (a, b, np.empty((16, 64), np.float64)),  # mixed dtypes
         (a.astype(np.float16), b.astype(np.float16), np.empty((16, 64), np.float16)),
         (np.stack([a, a]), b, np.empty((2, 16, 64), np.float32)),  # batched
+        (a, b, np.empty(16 * 64 * 4 + 1, np.uint8)[1:].view(np.float32).reshape(16, 64)),
     ]
+    assert not cases[-1][2].flags.aligned  # an output np.dot refuses (misaligned)
     for x, y, out in cases:
         bt.matmul(x, y, out)
         want = np.empty_like(out)

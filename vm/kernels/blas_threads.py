@@ -125,12 +125,13 @@ SPLIT_ALIGN = 16
 #: thread's OpenBLAS scratch pages exist before its own products use them (module doc).
 WARM_UP = (128, 1024, 1024)
 
-#: The products of two matrices ``matmul`` leaves to ``np.dot`` (float32, float64; ``out`` C-
-#: contiguous, as ``np.dot`` requires): the same BLAS call and bits as ``np.matmul`` (12,012
-#: shapes from 1 to 1,000 rows, columns and depth, both operands' orders, one and two OpenBLAS
-#: threads, SkylakeX and Haswell kernels: all equal) for 0.1-0.35 us less a call, 1.2 us less
-#: at a depth of 1 (np.matmul's (576, 1) x (1, 1): 1.9 against 0.7 us), which is what a
-#: MobileNet's squeeze-excite and small 1x1 convolutions multiply (session 42).
+#: The products of two matrices ``matmul`` leaves to ``np.dot`` (float32, float64; ``out``
+#: contiguous and aligned, as ``np.dot`` requires): the same BLAS call and bits as
+#: ``np.matmul`` (12,012 shapes from 1 to 1,000 rows, columns and depth, both operands'
+#: orders, one and two OpenBLAS threads, SkylakeX and Haswell kernels, misaligned operands:
+#: all equal) for 0.1-0.35 us less a call, 1.2 us less at a depth of 1 (np.matmul's (576, 1) x
+#: (1, 1): 1.9 against 0.7 us), which is what a MobileNet's squeeze-excite and small 1x1
+#: convolutions multiply (session 42).
 _DOT_DTYPES = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
 _BLAS_DTYPES = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128))
 
@@ -362,7 +363,7 @@ def matmul(
         dt = a.dtype
         if (
             len(sa) == 2 == len(sb)
-            and out.flags.c_contiguous
+            and out.flags.carray  # contiguous, aligned, writeable: np.dot's condition on out
             and dt in _DOT_DTYPES
             and dt == b.dtype == out.dtype
         ):
