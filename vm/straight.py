@@ -27,12 +27,12 @@ Moves, constants, dims, tuple reads and builds, kernel calls, the comparisons of
 conditions and returns are written out (each opcode's lines are its rule in
 ``straight_lines.py``, named by its entry in ``opcodes.py``); the other instructions
 (allocations, kills, checks, shape programs) call their closure, so they keep its run-time
-checks. Only a closure ``decode.py`` made is written out: a
-step a backend subclass made itself is called, and such a jump or return keeps the loop. The
-function is step 0 of the decoded function; the other steps are the instructions' own closures
-(never reached: nothing jumps). An error names its instruction: ``failing_pc`` (the backend's
-``locate``) maps the line the generated frame stopped at, read from the traceback, to its pc
-(nothing is paid for it on the fast path).
+checks. Only a closure ``decode.py`` made is written out: a step a backend subclass made
+itself is called, and such a jump or return keeps the loop. The function is step 0 of the
+decoded function; the other steps are the instructions' own closures (never reached: nothing
+jumps). An error names its instruction: ``failing_pc`` (the backend's ``locate``) maps the
+line the generated frame stopped at, read from the traceback, to its pc (nothing is paid for
+it on the fast path).
 
 Generated source follows ``codegen.py``'s safety rule: only generated names, int literals and
 fixed text; constants, kernels and closures are values of the namespace.
