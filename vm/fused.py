@@ -367,10 +367,10 @@ def build_fused(
     gen = _Generator(spec, constants)
     views = view_steps(spec.steps, constants)
     for i, step in enumerate(spec.steps):
-        if i in views:  # the scratch name rebound to a view of the input (fused_views.py)
+        if i in views:  # a name of its own for a view of the input (fused_views.py)
             view = gen.bind(f"v{i}", views[i])
             x, y = gen.operand(step.inputs[0]), gen.ref(step.outputs[0], WRITABLE)
-            gen.step(i, f"{y} = {view}({x}, {y})")
+            gen.step(i, f"{gen.view_of(step.outputs[0], i)} = {view}({x}, {y})")
             continue
         factory = get_kernel_factory(step.op)
         bound = (
@@ -387,9 +387,10 @@ def build_fused(
         kernel = gen.bind(f"k{i}", bound)
         args = [
             *(gen.operand(a) for a in step.inputs),
-            *(gen.ref(r, WRITABLE) for r in step.outputs),
+            *(gen.written(r) for r in step.outputs),
         ]
         gen.step(i, f"{kernel}({', '.join(args)})")
+    gen.buffers_again()  # the scratch makers (run before the steps) shape like the buffers
     for t, s in enumerate(spec.scratch):
         if s.shape[0] == "arg":
             continue  # a parameter of run (see _Generator)
@@ -469,7 +470,9 @@ class _Generator:
             ("in", i): f"i{i}" for i in range(spec.num_inputs)
         }
         self.names.update({("out", j): f"o{j}" for j in range(spec.num_outputs)})
-        self.names.update({("tmp", t): f"t{t}" for t in range(len(spec.scratch))})
+        #: Each scratch slot's buffer (a view a step makes gets a name of its own: ``view_of``).
+        self.buffers = {("tmp", t): f"t{t}" for t in range(len(spec.scratch))}
+        self.names.update(self.buffers)
         self.namespace: dict[str, Any] = {"KERNEL_FAILURES": KERNEL_FAILURES}
         self.const_names: dict[int, str] = {}
         self.setup_lines: list[str] = []
@@ -496,6 +499,28 @@ class _Generator:
         if name is None:
             raise UnsafeSourceError(f"fused kernel {self.spec.name}: no value {ref!r}")
         return name
+
+    def view_of(self, ref: Ref, step: int) -> str:
+        """The name of step ``step``'s view, which the steps after it read for scratch ``ref``
+        until a step writes that scratch again (``written``)."""
+        self.ref(ref, ("tmp",))  # (a scratch ref this generator named)
+        name = f"w{int_literal(step)}"
+        self.names[(ref.kind, ref.index)] = name
+        return name
+
+    def written(self, ref: Any) -> str:
+        """The name a step writes ``ref`` through: for scratch, its buffer (never a view an
+        earlier step left under it), which the steps after it then read."""
+        name = self.ref(ref, WRITABLE)
+        buffer = self.buffers.get((ref.kind, ref.index))
+        if buffer is None:
+            return name
+        self.names[(ref.kind, ref.index)] = buffer
+        return buffer
+
+    def buffers_again(self) -> None:
+        """Every scratch ref names its buffer again (for lines outside the steps)."""
+        self.names.update(self.buffers)
 
     def operand(self, arg: Any) -> str:
         """A step input: one name, or a tuple display ``(a, b)`` for a tuple operand."""

@@ -6,17 +6,21 @@ split), writing scratch, copies its input into a buffer of the result's shape, w
 step reads: the rotary embedding of an exported decoder copies each head twice (``reshape``
 then ``transpose``) before it slices and multiplies. numpy gives all of them as
 views, which every kernel reads as it reads a buffer. So ``build_fused`` (``fused.py``) makes
-such a step rebind its scratch name to the view, ``t2 = v2(t1, t2)`` (the scratch buffer is
+such a step bind a name of its own to the view, ``w2 = v2(t1, t2)`` (the scratch buffer is
 still passed: its shape and dtype are what the view is checked against, so a malformed file
-gets an error, not a different array), when no later step can tell the difference:
+gets an error, not a different array), which the later steps read for that scratch until one
+writes it again; a step always writes a scratch's own buffer (``t2``), never through a view
+(so a slot the step plan reuses, as it does for values that died, keeps its views: an
+exported attention mask's builder puts four values in one slot), when no later step can tell
+the difference:
 
-- the result is scratch (an output is the caller's buffer) written by no other step, and the
-  step reads one array and takes no attribute computed at run time;
+- the result is scratch (an output is the caller's buffer), and the step reads one array and
+  takes no attribute computed at run time;
 - a view shares memory with what it views, and with everything that views the same memory
-  (its *alias class*): no later step may write any member of the class. (Steps after the view
-  read it freely: every kernel reads strided arrays. Writes are another matter: a kernel may
-  write its output through a reshape of it, which for a strided view is a copy, and an
-  in-place step on the view would change what the other members hold.)
+  (its *alias class*): no later step may write a member of the class, which would change what
+  the view shows. (Steps after the view read it freely: every kernel reads strided arrays.
+  Classes are kept per slot and only grow, so a slot written again stays in its old class:
+  more copies than needed, never fewer.)
 
 ``reshape`` of an array numpy cannot view with the new shape (a transposed one) is a copy, as
 ``np.reshape`` makes it: no alias then, and nothing else changes.
@@ -159,11 +163,12 @@ def view_steps(steps: Sequence[Any], constants: Sequence[np.ndarray] = ()) -> di
             continue
         x = (step.inputs[0].kind, step.inputs[0].index)
         y = (step.outputs[0].kind, step.outputs[0].index)
-        if y[0] != "tmp" or y == x or any(y in w for j, w in enumerate(writes) if j != i):
+        if y[0] != "tmp" or y == x:
             continue
-        members = classes.get(x, {x}) | {y}
-        if any(writes[j] & members for j in range(i + 1, len(steps))):
-            continue  # written later: the copy keeps that write from the other members
+        viewed = classes.get(x, {x})
+        if any(writes[j] & viewed for j in range(i + 1, len(steps))):
+            continue  # what it views written later: the view would see the write
+        members = viewed | {y}
         for m in members:
             classes[m] = members
         found[i] = maker
