@@ -369,7 +369,8 @@ def build_fused(
     for i, step in enumerate(spec.steps):
         if i in views:  # a name of its own for a view of the input (fused_views.py)
             view = gen.bind(f"v{i}", views[i])
-            x, y = gen.operand(step.inputs[0]), gen.ref(step.outputs[0], WRITABLE)
+            # the scratch's buffer is passed for its shape and dtype, which the view must have
+            x, y = gen.operand(step.inputs[0]), gen.buffer(step.outputs[0])
             gen.step(i, f"{gen.view_of(step.outputs[0], i)} = {view}({x}, {y})")
             continue
         factory = get_kernel_factory(step.op)
@@ -499,6 +500,11 @@ class _Generator:
         if name is None:
             raise UnsafeSourceError(f"fused kernel {self.spec.name}: no value {ref!r}")
         return name
+
+    def buffer(self, ref: Any) -> str:
+        """The name of scratch ``ref``'s own buffer (whatever view the steps read for it now)."""
+        self.ref(ref, ("tmp",))  # (a scratch ref this generator named)
+        return self.buffers[(ref.kind, ref.index)]
 
     def view_of(self, ref: Ref, step: int) -> str:
         """The name of step ``step``'s view, which the steps after it read for scratch ``ref``
