@@ -74,14 +74,16 @@ def check_row_path(x, wt, case, e, kept):
     strides, pad4, dilation = case
     assert planned(x, wt, case, e.shape[2:]) in (*ROW_OR_TRIVIAL, "rows kept")
     attrs = attrs_of(strides, pad4, dilation, 1)
-    if kept:  # the weight a constant: its (O, C * KW) layout made once and kept
+    got = run("nn.conv2d", attrs, [x, wt], e.shape, x.dtype)
+    check_close(got, e, x, wt)
+    if kept:  # the weight a constant: its layout and the path prepared once, kept
         kernel = with_constants(get_kernel_factory("nn.conv2d")(attrs), {1: wt})
         out = np.full(e.shape, np.nan, x.dtype)
         kernel(x, wt, out)
-        kernel(x, wt, out)  # the kept layout, a second time
+        out[...] = np.nan
+        kernel(x, wt, out)  # the kept runner, a second time
         check_close(out, e, x, wt)
-    got = run("nn.conv2d", attrs, [x, wt], e.shape, x.dtype)
-    check_close(got, e, x, wt)
+        np.testing.assert_array_equal(out, got)  # the path of a weight not kept: its bits
 
 
 @KERNEL_SETTINGS
@@ -138,3 +140,26 @@ def test_the_row_read_may_be_any_row_of_a_taller_input():
     assert (plan.path, plan.rows, plan.taps[:2]) == ("row", (1, 2), (1, 2))
     got = run("nn.conv2d", attrs_of(strides, pad4, dilation, 1), [x, wt], e.shape, x.dtype)
     check_close(got, e, x, wt)
+
+
+def test_a_kept_weight_prepares_its_row_path_once_per_shape(monkeypatch):
+    prepared = []
+    real = conv._row_runner
+
+    def counting(*args, **kwargs):
+        prepared.append(args[0])
+        return real(*args, **kwargs)
+
+    monkeypatch.setitem(conv._PREPARED_PATHS, "row", counting)
+    rng = np.random.default_rng(5)
+    wt = rng.standard_normal((8, 4, 1, 3)).astype(np.float32)
+    attrs = attrs_of((1, 1), (0, 1, 0, 1), (1, 1), 1)
+    kernel = with_constants(get_kernel_factory("nn.conv2d")(attrs), {1: wt})
+    room = np.zeros(1 << 16, np.uint8)
+    for width in (16, 16, 9, 16, 9):
+        x = rng.standard_normal((1, 4, 1, width)).astype(np.float32)
+        out = np.empty((1, 8, 1, width), np.float32)
+        kernel(x, wt, out, room)
+        e = conv_oracle(x, wt, (1, 1), (0, 1, 0, 1), (1, 1), 1)
+        check_close(out, e, x, wt)
+    assert prepared == [(1, 4, 1, 16), (1, 4, 1, 9)]
